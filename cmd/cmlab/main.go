@@ -1,0 +1,123 @@
+// Command cmlab is the crash-safe experiment lab and agent terminal daemon
+// and its operator tools. Each subcommand lives in its own file and stays
+// thin: flags in, one package call, output out.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/cmlab/cmlab/home"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes (SPEC §7).
+const (
+	exitOK         = 0
+	exitError      = 1
+	exitUsage      = 2
+	exitCorrupt    = 3 // log corruption needs --salvage
+	exitNeedReview = 4 // steps await manual review
+)
+
+// exitError carries a specific exit code out of a command.
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e *exitCodeError) Error() string { return e.err.Error() }
+func (e *exitCodeError) Unwrap() error { return e.err }
+
+// withCode wraps err so that main exits with code.
+func withCode(code int, err error) error { return &exitCodeError{code: code, err: err} }
+
+// globalOpts are the flags every command takes.
+type globalOpts struct {
+	home   string
+	json   bool
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// Home resolves --home, $CMLAB_HOME, ~/.cm.
+func (g *globalOpts) Home() (home.Home, error) { return home.Resolve(g.home) }
+
+func newRootCmd(g *globalOpts) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "cmlab",
+		Short: "Crash-safe experiment lab and agent terminal over one write-ahead log",
+		Long: `cmlab appends every mutation — feedback, run imports, experiment submits,
+terminal blocks and output, durable step transitions — to one segmented
+write-ahead log, and projects it into the JSONL views and spool files that
+clients read. After a crash, 'cmlab recover' repairs the log, brings the views
+back and decides, step by step, what already happened, what can be retried and
+what needs a human. 'cmlab replay' turns the log into a time machine.
+
+The home directory is --home, else $CMLAB_HOME, else ~/.cm.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(g.stdout)
+	root.SetErr(g.stderr)
+	root.PersistentFlags().StringVar(&g.home, "home", "", "home directory (default $CMLAB_HOME, else ~/.cm)")
+	root.PersistentFlags().BoolVar(&g.json, "json", false, "print machine-readable JSON")
+	for _, mk := range []func(*globalOpts) *cobra.Command{
+		newServeCmd, newStatusCmd, newWalCmd, newRebuildCmd, newBenchCmd,
+		newFeedbackCmd, newRunsCmd, newExperimentsCmd, newExportCmd,
+		newPtyCmd, newStepCmd, newRunCmd, newRecoverCmd, newReplayCmd,
+		newTraceCmd, newDemoCmd, newMCPCmd, newTortureCmd,
+	} {
+		if c := mk(g); c != nil {
+			root.AddCommand(c)
+		}
+	}
+	return root
+}
+
+func main() {
+	g := &globalOpts{stdout: os.Stdout, stderr: os.Stderr}
+	os.Exit(run(g, os.Args[1:]))
+}
+
+// run executes the CLI and maps errors to exit codes; tests call it directly.
+func run(g *globalOpts, args []string) int {
+	root := newRootCmd(g)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(g.stderr, "cmlab:", err)
+	var ec *exitCodeError
+	if errors.As(err, &ec) {
+		return ec.code
+	}
+	if isUsageError(err) {
+		return exitUsage
+	}
+	return exitError
+}
+
+// usageError marks errors about how a command was called.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func isUsageError(err error) bool {
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return true
+	}
+	// cobra's own flag and argument errors.
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "flag needs an argument", "invalid argument", "accepts ", "requires at least", "required flag"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,237 @@
+package events
+
+import "encoding/json"
+
+// Lab event types (SPEC §5). Their payloads carry the records of
+// content-machine's Lab data model (seed 003, LAB-API.md) with the exact JSON
+// field names, so the projectors can write them to the JSONL views as they are.
+const (
+	TypeLabSessionStarted   = "lab.session.started"
+	TypeFeedbackSubmitted   = "feedback.submitted"
+	TypeFeedbackIngested    = "feedback.ingested"
+	TypeRunImported         = "run.imported"
+	TypeExperimentCreated   = "experiment.created"
+	TypeExperimentSubmitted = "experiment.submitted"
+	TypeExperimentUpdated   = "experiment.updated"
+	TypeIdempotencyRecorded = "idempotency.recorded"
+)
+
+// LabSessionStarted marks the start of a Lab session (one daemon run).
+// Stream: the session id.
+type LabSessionStarted struct {
+	SessionID string `json:"sessionId"`
+	Version   string `json:"version"`
+	Pid       int    `json:"pid"`
+	Listen    string `json:"listen,omitempty"`
+}
+
+// Ratings are integers 0–100; absent dimensions are nil.
+type Ratings struct {
+	Overall  *int `json:"overall,omitempty"`
+	Hook     *int `json:"hook,omitempty"`
+	Pacing   *int `json:"pacing,omitempty"`
+	Script   *int `json:"script,omitempty"`
+	Visuals  *int `json:"visuals,omitempty"`
+	Motion   *int `json:"motion,omitempty"`
+	Captions *int `json:"captions,omitempty"`
+	Sync     *int `json:"sync,omitempty"`
+}
+
+// AutoMetricsSnapshot is a copy of a run's normalized metrics at rating time.
+// Present fields may be null, so none is omitted.
+type AutoMetricsSnapshot struct {
+	SyncRating           *int     `json:"syncRating"`
+	CaptionOverall       *int     `json:"captionOverall"`
+	ProxyScoreOverall    *int     `json:"proxyScoreOverall"`
+	MeanDriftMs          *float64 `json:"meanDriftMs"`
+	MaxDriftMs           *float64 `json:"maxDriftMs"`
+	CaptionCoverageRatio *float64 `json:"captionCoverageRatio"`
+	OcrConfidenceMean    *float64 `json:"ocrConfidenceMean"`
+}
+
+// FeedbackReports are report paths discovered for traceability.
+type FeedbackReports struct {
+	SyncReportPath    string `json:"syncReportPath,omitempty"`
+	CaptionReportPath string `json:"captionReportPath,omitempty"`
+	ScorePath         string `json:"scorePath,omitempty"`
+}
+
+// FeedbackEntry is one line of feedback/feedback.jsonl (schema version 1).
+// CreatedAt is left empty by producers: the projector sets it from the
+// event's ts, so the line depends on the event alone.
+type FeedbackEntry struct {
+	SchemaVersion       int                  `json:"schemaVersion"`
+	ID                  string               `json:"id"`
+	CreatedAt           string               `json:"createdAt"`
+	SessionID           string               `json:"sessionId,omitempty"`
+	RunID               string               `json:"runId,omitempty"`
+	ExperimentID        string               `json:"experimentId,omitempty"`
+	VariantID           string               `json:"variantId,omitempty"`
+	Topic               string               `json:"topic,omitempty"`
+	VideoPath           string               `json:"videoPath,omitempty"`
+	ArtifactsDir        string               `json:"artifactsDir,omitempty"`
+	Ratings             *Ratings             `json:"ratings,omitempty"`
+	Notes               string               `json:"notes,omitempty"`
+	Tags                []string             `json:"tags,omitempty"`
+	AutoMetricsSnapshot *AutoMetricsSnapshot `json:"autoMetricsSnapshot,omitempty"`
+	Answers             json.RawMessage      `json:"answers,omitempty"`
+	Reports             *FeedbackReports     `json:"reports,omitempty"`
+	Extra               json.RawMessage      `json:"extra,omitempty"`
+}
+
+// FeedbackSubmitted appends one entry to feedback.jsonl. Stream: session id.
+type FeedbackSubmitted struct {
+	Entry FeedbackEntry `json:"entry"`
+}
+
+// FeedbackIngested records a complete line that another program appended to
+// feedback.jsonl. Raw is the line without its final '\n'; Offset is where it
+// started in the file. The projector writes Raw+"\n" back at Offset, so a
+// rebuild reproduces foreign lines byte for byte. Stream: "feedback".
+type FeedbackIngested struct {
+	Raw    []byte `json:"raw"`
+	Offset int64  `json:"offset"`
+}
+
+// FileStat fingerprints one file of a run's artifacts directory.
+type FileStat struct {
+	Path      string `json:"path,omitempty"`
+	SizeBytes int64  `json:"sizeBytes"`
+	MtimeMs   int64  `json:"mtimeMs"`
+}
+
+// RunFingerprint is the lightweight fingerprint of seed 000.
+type RunFingerprint struct {
+	Video  *FileStat `json:"video,omitempty"`
+	Script *FileStat `json:"script,omitempty"`
+}
+
+// RunReports are the known report paths of a run.
+type RunReports struct {
+	Sync    string `json:"sync,omitempty"`
+	Caption string `json:"caption,omitempty"`
+	Score   string `json:"score,omitempty"`
+}
+
+// AutoMetricsSummary holds a run's normalized metrics.
+type AutoMetricsSummary struct {
+	SyncRating           *int     `json:"syncRating"`
+	SyncLabel            string   `json:"syncLabel,omitempty"`
+	MeanDriftMs          *float64 `json:"meanDriftMs,omitempty"`
+	MaxDriftMs           *float64 `json:"maxDriftMs,omitempty"`
+	CaptionOverall       *int     `json:"captionOverall"`
+	CaptionCoverageRatio *float64 `json:"captionCoverageRatio,omitempty"`
+	OcrConfidenceMean    *float64 `json:"ocrConfidenceMean,omitempty"`
+	ProxyScoreOverall    *int     `json:"proxyScoreOverall"`
+}
+
+// LabRun is one line of lab/runs.jsonl. CreatedAt is set by the projector
+// from the event's ts when empty.
+type LabRun struct {
+	SchemaVersion        int                 `json:"schemaVersion"`
+	RunID                string              `json:"runId"`
+	SessionID            string              `json:"sessionId"`
+	CreatedAt            string              `json:"createdAt"`
+	Topic                string              `json:"topic,omitempty"`
+	ArtifactsDir         string              `json:"artifactsDir"`
+	ArtifactsDirRealpath string              `json:"artifactsDirRealpath"`
+	Fingerprint          *RunFingerprint     `json:"fingerprint,omitempty"`
+	SupersedesRunID      string              `json:"supersedesRunId,omitempty"`
+	VideoPath            string              `json:"videoPath,omitempty"`
+	Reports              *RunReports         `json:"reports,omitempty"`
+	AutoMetricsSummary   *AutoMetricsSummary `json:"autoMetricsSummary,omitempty"`
+}
+
+// RunImported appends a run record. Stream: session id.
+type RunImported struct {
+	Run LabRun `json:"run"`
+}
+
+// Variant is one arm of an experiment.
+type Variant struct {
+	VariantID string `json:"variantId"`
+	Label     string `json:"label"`
+	RunID     string `json:"runId"`
+}
+
+// Question is an agent-authored question shown in the compare UI.
+type Question struct {
+	ID     string `json:"id"`
+	Prompt string `json:"prompt"`
+	Type   string `json:"type"` // "yes_no_unsure" | "text"
+}
+
+// Winner is the decision of a submitted experiment.
+type Winner struct {
+	VariantID string `json:"variantId"`
+	Reason    string `json:"reason"`
+}
+
+// LabExperiment is one line of lab/experiments.jsonl; the last line per
+// experimentId wins. CreatedAt (on creation) and UpdatedAt (on updates) are
+// set by producers from values they already hold or left empty for the
+// projector to fill from the event's ts.
+type LabExperiment struct {
+	SchemaVersion int             `json:"schemaVersion"`
+	ExperimentID  string          `json:"experimentId"`
+	SessionID     string          `json:"sessionId"`
+	CreatedAt     string          `json:"createdAt"`
+	Name          string          `json:"name"`
+	Hypothesis    string          `json:"hypothesis"`
+	Topic         string          `json:"topic"`
+	BaselineRunID string          `json:"baselineRunId"`
+	Variants      []Variant       `json:"variants"`
+	Status        string          `json:"status"` // queued | running | done | failed
+	Winner        *Winner         `json:"winner,omitempty"`
+	Questions     []Question      `json:"questions"`
+	Answers       json.RawMessage `json:"answers,omitempty"`
+	UpdatedAt     string          `json:"updatedAt,omitempty"`
+}
+
+// ExperimentCreated appends the first record of an experiment. Stream: session id.
+type ExperimentCreated struct {
+	Experiment LabExperiment `json:"experiment"`
+}
+
+// ExperimentSubmitted is one compare submission: the per-run feedback
+// entries and the experiment's new full record (status done, winner,
+// answers) in one event, so a crash can never keep one without the other.
+// The projector writes every entry to feedback.jsonl, then the record to
+// experiments.jsonl. Stream: session id.
+type ExperimentSubmitted struct {
+	Experiment LabExperiment   `json:"experiment"`
+	Feedback   []FeedbackEntry `json:"feedback"`
+}
+
+// ExperimentUpdated appends a new full record of an experiment (status change).
+type ExperimentUpdated struct {
+	Experiment LabExperiment `json:"experiment"`
+}
+
+// IdempotencyRecorded records a request id for a request that appended no
+// other event (a re-import of an unchanged run, for one). The request id,
+// hash and response snapshot live in the envelope as for every event.
+type IdempotencyRecorded struct {
+	Kind     string `json:"kind"` // feedback | submit | import | pty.exec | …
+	EntityID string `json:"entityId"`
+}
+
+func (LabSessionStarted) EventType() string   { return TypeLabSessionStarted }
+func (FeedbackSubmitted) EventType() string   { return TypeFeedbackSubmitted }
+func (FeedbackIngested) EventType() string    { return TypeFeedbackIngested }
+func (RunImported) EventType() string         { return TypeRunImported }
+func (ExperimentCreated) EventType() string   { return TypeExperimentCreated }
+func (ExperimentSubmitted) EventType() string { return TypeExperimentSubmitted }
+func (ExperimentUpdated) EventType() string   { return TypeExperimentUpdated }
+func (IdempotencyRecorded) EventType() string { return TypeIdempotencyRecorded }
+
+func init() {
+	register(func() Payload { return &LabSessionStarted{} }, 1, nil)
+	register(func() Payload { return &FeedbackSubmitted{} }, 1, nil)
+	register(func() Payload { return &FeedbackIngested{} }, 1, nil)
+	register(func() Payload { return &RunImported{} }, 1, nil)
+	register(func() Payload { return &ExperimentCreated{} }, 1, nil)
+	register(func() Payload { return &ExperimentSubmitted{} }, 1, nil)
+	register(func() Payload { return &ExperimentUpdated{} }, 1, nil)
+	register(func() Payload { return &IdempotencyRecorded{} }, 1, nil)
+}

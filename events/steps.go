@@ -1,0 +1,118 @@
+package events
+
+// Durable step event types (SPEC §8, seed 002). Stream: the mandate id.
+const (
+	TypeStepPlanned     = "step.planned"
+	TypeStepExecuting   = "step.executing"
+	TypeStepCompleted   = "step.completed"
+	TypeStepFailed      = "step.failed"
+	TypeStepNeedsReview = "step.needs_review"
+	TypeStepReset       = "step.reset"
+)
+
+// Step statuses.
+const (
+	StatusPending     = "pending"
+	StatusExecuting   = "executing"
+	StatusCompleted   = "completed"
+	StatusFailed      = "failed"
+	StatusNeedsReview = "needs_review"
+)
+
+// PlannedStep is one step of a committed plan. Hashes are "sha256-" + hex.
+type PlannedStep struct {
+	StepID           string   `json:"step_id"`
+	Tool             string   `json:"tool"`
+	ParamsHash       string   `json:"params_hash"`
+	PreHash          string   `json:"pre_hash,omitempty"`
+	ExpectedPostHash string   `json:"expected_post_hash,omitempty"`
+	IdemKey          string   `json:"idem_key"`
+	World            []string `json:"world,omitempty"`
+}
+
+// Evidence explains a recovery verdict or a manual-review request.
+type Evidence struct {
+	Reason          string `json:"reason"`
+	Status          string `json:"status,omitempty"`
+	ObservedPreHash string `json:"observed_pre_hash,omitempty"`
+	ExpectedPreHash string `json:"expected_pre_hash,omitempty"`
+	CurrentPreHash  string `json:"current_pre_hash,omitempty"`
+	CurrentPostHash string `json:"current_post_hash,omitempty"`
+	PostHash        string `json:"post_hash,omitempty"`
+	ResultHash      string `json:"result_hash,omitempty"`
+	Detail          string `json:"detail,omitempty"`
+}
+
+// StepPlanned commits a mandate's plan. Spec is the mandate file's bytes
+// (compacted JSON) when the plan came from `cmlab run`, so a resume can run
+// the same commands.
+type StepPlanned struct {
+	MandateID string        `json:"mandate_id"`
+	Name      string        `json:"name,omitempty"`
+	Steps     []PlannedStep `json:"steps"`
+	Spec      []byte        `json:"spec,omitempty"`
+}
+
+// StepExecuting records that a step is about to produce its side effect.
+type StepExecuting struct {
+	MandateID       string `json:"mandate_id"`
+	StepID          string `json:"step_id"`
+	IdemKey         string `json:"idem_key"`
+	ObservedPreHash string `json:"observed_pre_hash"`
+}
+
+// StepCompleted records a finished step. ExitCode and OutputDigest are the
+// recorded result a resumed mandate reads instead of re-running the step.
+type StepCompleted struct {
+	MandateID    string    `json:"mandate_id"`
+	StepID       string    `json:"step_id"`
+	PostHash     string    `json:"post_hash"`
+	ResultHash   string    `json:"result_hash"`
+	ExitCode     *int      `json:"exit_code,omitempty"`
+	OutputDigest string    `json:"output_digest,omitempty"`
+	Recovered    bool      `json:"recovered,omitempty"`
+	Evidence     *Evidence `json:"evidence,omitempty"`
+}
+
+// StepFailed records a failed step; ErrorMsg is at most 500 characters.
+type StepFailed struct {
+	MandateID  string `json:"mandate_id"`
+	StepID     string `json:"step_id"`
+	ErrorClass string `json:"error_class"`
+	ErrorMsg   string `json:"error_msg"`
+	ExitCode   *int   `json:"exit_code,omitempty"`
+}
+
+// StepNeedsReview parks a step for a human; its mandate is paused.
+type StepNeedsReview struct {
+	MandateID string    `json:"mandate_id"`
+	StepID    string    `json:"step_id"`
+	Reason    string    `json:"reason"`
+	Evidence  *Evidence `json:"evidence,omitempty"`
+}
+
+// StepReset moves a step back to pending (recovery: executing → pending),
+// keeping its idem_key.
+type StepReset struct {
+	MandateID string    `json:"mandate_id"`
+	StepID    string    `json:"step_id"`
+	IdemKey   string    `json:"idem_key"`
+	Reason    string    `json:"reason"`
+	Evidence  *Evidence `json:"evidence,omitempty"`
+}
+
+func (StepPlanned) EventType() string     { return TypeStepPlanned }
+func (StepExecuting) EventType() string   { return TypeStepExecuting }
+func (StepCompleted) EventType() string   { return TypeStepCompleted }
+func (StepFailed) EventType() string      { return TypeStepFailed }
+func (StepNeedsReview) EventType() string { return TypeStepNeedsReview }
+func (StepReset) EventType() string       { return TypeStepReset }
+
+func init() {
+	register(func() Payload { return &StepPlanned{} }, 1, nil)
+	register(func() Payload { return &StepExecuting{} }, 1, nil)
+	register(func() Payload { return &StepCompleted{} }, 1, nil)
+	register(func() Payload { return &StepFailed{} }, 1, nil)
+	register(func() Payload { return &StepNeedsReview{} }, 1, nil)
+	register(func() Payload { return &StepReset{} }, 1, nil)
+}

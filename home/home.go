@@ -1,0 +1,182 @@
+package home
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// Permissions of everything cmlab creates in a home.
+const (
+	DirPerm  os.FileMode = 0o700
+	FilePerm os.FileMode = 0o600
+)
+
+// ErrInvalidID is returned for an id that cannot be used as a path component.
+var ErrInvalidID = errors.New("invalid id")
+
+var idRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// ValidateID checks that id may be used as one path component:
+// [A-Za-z0-9_.-]{1,128}, and not "." or "..".
+func ValidateID(id string) error {
+	if !idRE.MatchString(id) || id == "." || id == ".." {
+		return fmt.Errorf("%w %q: want 1–128 characters of [A-Za-z0-9_.-], not . or ..", ErrInvalidID, id)
+	}
+	return nil
+}
+
+// Home is the root directory of one cmlab installation.
+type Home struct{ Dir string }
+
+// Resolve picks the home: flag if set, else $CMLAB_HOME, else ~/.cm.
+// The result is absolute.
+func Resolve(flag string) (Home, error) {
+	dir := flag
+	if dir == "" {
+		dir = os.Getenv("CMLAB_HOME")
+	}
+	if dir == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return Home{}, fmt.Errorf("no --home, no $CMLAB_HOME and no user home: %w", err)
+		}
+		dir = filepath.Join(h, ".cm")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return Home{}, err
+	}
+	return Home{Dir: abs}, nil
+}
+
+func (h Home) path(parts ...string) string {
+	return filepath.Join(append([]string{h.Dir}, parts...)...)
+}
+
+func (h Home) WALDir() string         { return h.path("wal") }
+func (h Home) StateDir() string       { return h.path("state") }
+func (h Home) CheckpointFile() string { return h.path("state", "checkpoint.json") }
+func (h Home) DaemonFile() string     { return h.path("state", "daemon.json") }
+func (h Home) TokenFile() string      { return h.path("state", "token") }
+func (h Home) QuarantineDir() string  { return h.path("quarantine") }
+func (h Home) FeedbackFile() string   { return h.path("feedback", "feedback.jsonl") }
+func (h Home) RunsFile() string       { return h.path("lab", "runs.jsonl") }
+func (h Home) ExperimentsFile() string {
+	return h.path("lab", "experiments.jsonl")
+}
+func (h Home) ExportsDir() string { return h.path("lab", "exports") }
+func (h Home) StepsFile() string  { return h.path("steps", "steps.jsonl") }
+
+// SessionDir is lab/sessions/<sessionId>; the id must be valid.
+func (h Home) SessionDir(sessionID string) (string, error) {
+	if err := ValidateID(sessionID); err != nil {
+		return "", err
+	}
+	return h.path("lab", "sessions", sessionID), nil
+}
+
+// PtyDir is pty/<conversationId>; the id must be valid.
+func (h Home) PtyDir(conversationID string) (string, error) {
+	if err := ValidateID(conversationID); err != nil {
+		return "", err
+	}
+	return h.path("pty", conversationID), nil
+}
+
+// Rel returns p relative to the home, with forward slashes, for names that
+// go into files and messages (never a machine path).
+func (h Home) Rel(p string) string {
+	r, err := filepath.Rel(h.Dir, p)
+	if err != nil || strings.HasPrefix(r, "..") {
+		return p
+	}
+	return filepath.ToSlash(r)
+}
+
+// Ensure creates the home's directories (0700) if they are missing.
+func (h Home) Ensure() error {
+	for _, d := range []string{h.Dir, h.WALDir(), h.StateDir(), h.QuarantineDir(),
+		h.path("feedback"), h.path("lab"), h.path("lab", "sessions"), h.ExportsDir(),
+		h.path("pty"), h.path("steps")} {
+		if err := os.MkdirAll(d, DirPerm); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// Token returns the home's bearer token, creating state/token (0600) with
+// 32 random bytes in hex when it does not exist yet.
+func (h Home) Token() (string, error) {
+	b, err := os.ReadFile(h.TokenFile())
+	if err == nil {
+		tok := strings.TrimSpace(string(b))
+		if tok != "" {
+			return tok, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	if err := os.MkdirAll(h.StateDir(), DirPerm); err != nil {
+		return "", err
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	tok := hex.EncodeToString(raw[:])
+	if err := WriteFileAtomic(h.TokenFile(), []byte(tok+"\n")); err != nil {
+		return "", err
+	}
+	return tok, nil
+}
+
+// WriteFileAtomic replaces path with data: write a temporary file beside
+// it, fsync it, rename it over path, fsync the directory.
+func WriteFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, DirPerm); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after a successful rename
+	if err := f.Chmod(FilePerm); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return SyncDir(dir)
+}
+
+// SyncDir fsyncs a directory so that entries created or renamed in it are durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,155 @@
+package labapi
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/cmlab/cmlab/events"
+)
+
+// idempotency is the request-id map, rebuilt from the log: every event with
+// a req records that request's body hash and response snapshot. It is an
+// engine observer, so it sees a mutation in the same commit that made it
+// durable. Per-key single flight makes concurrent duplicates act once.
+type idempotency struct {
+	mu       sync.Mutex
+	done     map[string]idemRecord
+	inflight map[string]*sync.Mutex
+}
+
+type idemRecord struct {
+	hash string
+	resp json.RawMessage
+}
+
+func newIdempotency() *idempotency {
+	return &idempotency{done: map[string]idemRecord{}, inflight: map[string]*sync.Mutex{}}
+}
+
+// Observe records the request carried by ev, if any.
+func (m *idempotency) Observe(ev *events.Event) {
+	if ev.Req == "" {
+		return
+	}
+	m.mu.Lock()
+	if _, ok := m.done[ev.Req]; !ok {
+		m.done[ev.Req] = idemRecord{hash: ev.ReqHash, resp: ev.Resp}
+	}
+	m.mu.Unlock()
+}
+
+func (m *idempotency) lookup(req string) (idemRecord, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.done[req]
+	return r, ok
+}
+
+// lock serialises work on one request id; the returned func unlocks.
+func (m *idempotency) lock(req string) func() {
+	m.mu.Lock()
+	l, ok := m.inflight[req]
+	if !ok {
+		l = &sync.Mutex{}
+		m.inflight[req] = l
+	}
+	m.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// requestID is the trimmed X-CM-LAB-REQUEST-ID header, else the body's
+// requestId (or request_id) field.
+func requestID(r *http.Request, body []byte) string {
+	if h := strings.TrimSpace(r.Header.Get("X-CM-LAB-REQUEST-ID")); h != "" {
+		return h
+	}
+	var probe struct {
+		RequestID  any `json:"requestId"`
+		RequestID2 any `json:"request_id"`
+	}
+	if json.Unmarshal(body, &probe) == nil {
+		for _, v := range []any{probe.RequestID, probe.RequestID2} {
+			if s, ok := v.(string); ok && strings.TrimSpace(s) != "" {
+				return strings.TrimSpace(s)
+			}
+		}
+	}
+	return ""
+}
+
+// bodyHash is the hash of a request body for telling a retry from a reused
+// key: route plus compacted JSON, without the requestId fields.
+func bodyHash(route string, body []byte) string {
+	var m map[string]json.RawMessage
+	canon := body
+	if json.Unmarshal(body, &m) == nil {
+		delete(m, "requestId")
+		delete(m, "request_id")
+		if b, err := json.Marshal(m); err == nil { // map keys sorted
+			canon = b
+		}
+	} else {
+		var buf bytes.Buffer
+		if json.Compact(&buf, body) == nil {
+			canon = buf.Bytes()
+		}
+	}
+	h := sha256.New()
+	h.Write([]byte(route))
+	h.Write([]byte{0})
+	h.Write(canon)
+	return "sha256-" + hex.EncodeToString(h.Sum(nil))
+}
+
+// mutation is the body of a mutating route once its request id is known.
+// It must validate, append exactly one event carrying req, reqHash and the
+// response snapshot (events.Event.WithRequest) when req is non-empty, and
+// return that response.
+type mutation func(req, reqHash string) (resp any, err error)
+
+// idempotent runs act at most once per request id (SPEC §6): a repeated id
+// returns the stored snapshot before any validation; the same id with a
+// different body is IDEMPOTENCY_KEY_REUSED; concurrent duplicates wait for
+// the first. Without a request id, act simply runs.
+func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, route string, body []byte, act mutation) error {
+	req := requestID(r, body)
+	if req == "" {
+		resp, err := act("", "")
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, resp)
+		return nil
+	}
+	hash := bodyHash(route, body)
+	unlock := s.idem.lock(req)
+	defer unlock()
+	if rec, ok := s.idem.lookup(req); ok {
+		if rec.hash != hash {
+			return NewError(CodeIdempotencyKeyReused, "request id "+req+" was used with a different body", "Use a new request id for a new request.").With("requestId", req)
+		}
+		w.Header().Set("X-CM-LAB-IDEMPOTENT-REPLAY", "true")
+		writeRaw(w, http.StatusOK, rec.resp)
+		return nil
+	}
+	resp, err := act(req, hash)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+func writeRaw(w http.ResponseWriter, status int, body json.RawMessage) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(bytes.Clone(body), '\n'))
+}

@@ -1,0 +1,59 @@
+package wal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/cmlab/cmlab/events"
+)
+
+// entryVersion is the first byte of every entry.
+const entryVersion = 0xC1
+
+// entryHeader is the version byte plus the CRC32C.
+const entryHeader = 5
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorrupt is wrapped by every error about damaged log bytes.
+var ErrCorrupt = errors.New("wal: corrupt")
+
+// EncodeEntry returns the entry bytes for ev: version, CRC32C, envelope.
+func EncodeEntry(ev *events.Event) ([]byte, error) {
+	env, err := events.EncodeEnvelope(ev)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, entryHeader+len(env))
+	b[0] = entryVersion
+	binary.BigEndian.PutUint32(b[1:5], crc32.Checksum(env, castagnoli))
+	copy(b[entryHeader:], env)
+	return b, nil
+}
+
+// DecodeEntry checks and decodes entry bytes. wantSeq, when non-zero, must
+// equal the stored seq. Every failure wraps ErrCorrupt.
+func DecodeEntry(b []byte, wantSeq uint64) (*events.Event, error) {
+	switch {
+	case len(b) == 0:
+		return nil, fmt.Errorf("%w: empty entry", ErrCorrupt)
+	case len(b) < entryHeader:
+		return nil, fmt.Errorf("%w: entry of %d bytes is shorter than its header", ErrCorrupt, len(b))
+	case b[0] != entryVersion:
+		return nil, fmt.Errorf("%w: version byte 0x%02x, want 0x%02x", ErrCorrupt, b[0], entryVersion)
+	}
+	env := b[entryHeader:]
+	if got, want := crc32.Checksum(env, castagnoli), binary.BigEndian.Uint32(b[1:5]); got != want {
+		return nil, fmt.Errorf("%w: crc32c mismatch (stored %08x, computed %08x)", ErrCorrupt, want, got)
+	}
+	ev, err := events.DecodeEnvelope(env)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if wantSeq != 0 && ev.Seq != wantSeq {
+		return nil, fmt.Errorf("%w: entry stores seq %d at index %d", ErrCorrupt, ev.Seq, wantSeq)
+	}
+	return ev, nil
+}
