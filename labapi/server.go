@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/pty"
 )
 
 // MaxBody is the largest request body accepted (1 MiB).
@@ -30,8 +31,10 @@ type Options struct {
 	AllowedRoots []string
 	// ReadOnly refuses every POST (a replayed home).
 	ReadOnly bool
-	Version  string
-	Logger   *slog.Logger
+	// Pty is the terminal manager; nil disables the terminal routes.
+	Pty     *pty.Manager
+	Version string
+	Logger  *slog.Logger
 }
 
 // Server is the HTTP API over one engine.
