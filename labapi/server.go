@@ -176,4 +176,5 @@ func (s *Server) registerRoutes() {
 	s.registerLabRoutes()
 	s.registerPtyRoutes()
 	s.registerStepRoutes()
+	s.registerMCPRoutes()
 }
