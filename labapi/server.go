@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/pty"
@@ -43,6 +44,14 @@ type Server struct {
 	mux  *http.ServeMux
 	log  *slog.Logger
 	idem *idempotency
+
+	closeOnce sync.Once
+	done      chan struct{} // closed by Close: ends SSE streams
+}
+
+// Close ends long-lived requests (event streams). It does not close the engine.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() { close(s.done) })
 }
 
 // authMode says what a route requires.
@@ -65,7 +74,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, idem: newIdempotency()}
+	s := &Server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, idem: newIdempotency(), done: make(chan struct{})}
 	if err := opts.Engine.Subscribe(s.idem); err != nil {
 		return nil, err
 	}

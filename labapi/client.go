@@ -1,0 +1,303 @@
+package labapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/home"
+	"github.com/google/uuid"
+)
+
+// DaemonInfo is state/daemon.json: how CLI commands find the running
+// daemon. serve writes it once it listens and removes it on clean shutdown.
+type DaemonInfo struct {
+	Pid       int    `json:"pid"`
+	Listen    string `json:"listen"`
+	TokenFile string `json:"tokenFile"`
+	SessionID string `json:"sessionId,omitempty"`
+	StartedAt string `json:"startedAt,omitempty"`
+	Version   string `json:"version,omitempty"`
+}
+
+// ErrNoDaemon is returned by ReadDaemonInfo when no daemon runs for a home.
+var ErrNoDaemon = errors.New("no running daemon")
+
+// WriteDaemonInfo replaces state/daemon.json atomically.
+func WriteDaemonInfo(h home.Home, info DaemonInfo) error {
+	b, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return err
+	}
+	return home.WriteFileAtomic(h.DaemonFile(), append(b, '\n'))
+}
+
+// RemoveDaemonInfo removes state/daemon.json if it still names pid.
+func RemoveDaemonInfo(h home.Home, pid int) error {
+	b, err := os.ReadFile(h.DaemonFile())
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	var info DaemonInfo
+	if json.Unmarshal(b, &info) == nil && info.Pid != pid {
+		return nil // a newer daemon owns it
+	}
+	if err := os.Remove(h.DaemonFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return home.SyncDir(h.StateDir())
+}
+
+// ReadDaemonInfo returns the running daemon of h. A missing file, an
+// unreadable one or a dead pid all mean ErrNoDaemon.
+func ReadDaemonInfo(h home.Home) (*DaemonInfo, error) {
+	b, err := os.ReadFile(h.DaemonFile())
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, ErrNoDaemon
+		}
+		return nil, err
+	}
+	var info DaemonInfo
+	if err := json.Unmarshal(b, &info); err != nil || info.Pid <= 0 || info.Listen == "" {
+		return nil, ErrNoDaemon
+	}
+	if !pidAlive(info.Pid) {
+		return nil, ErrNoDaemon
+	}
+	return &info, nil
+}
+
+func pidAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// Client talks to the Lab API: over HTTP to a running daemon, or in-process
+// to a Server built on an engine opened by this process. Both paths run the
+// same handlers, so validation and errors are identical.
+type Client struct {
+	base  string // "http://host:port"
+	token string
+	hc    *http.Client
+	local http.Handler // in-process when non-nil
+	// Remote is true when the client talks to a running daemon.
+	Remote bool
+}
+
+// NewClient returns a client for the daemon at listen ("host:port" or a
+// URL) authenticating with token.
+func NewClient(listen, token string) *Client {
+	base := listen
+	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+		base = "http://" + base
+	}
+	return &Client{base: strings.TrimRight(base, "/"), token: token, hc: &http.Client{}, Remote: true}
+}
+
+// NewLocalClient returns a client that calls h in-process.
+func NewLocalClient(h http.Handler, token string) *Client {
+	return &Client{base: "http://127.0.0.1", token: token, local: h}
+}
+
+// BaseURL is the daemon's base URL ("http://127.0.0.1" in-process).
+func (c *Client) BaseURL() string { return c.base }
+
+// Token is the bearer token the client sends.
+func (c *Client) Token() string { return c.token }
+
+// DialOptions configure Dial.
+type DialOptions struct {
+	// Version is reported by an in-process server's /api/config.
+	Version string
+	// AllowedRoots for imports made in-process (default: working dir and its output/).
+	AllowedRoots []string
+}
+
+// Dial returns a client for home h: the running daemon when state/daemon.json
+// names a live one, else an in-process server over an engine opened here
+// (repair and catch-up included). closeFn releases what Dial opened; call
+// it once the command is done.
+func Dial(ctx context.Context, h home.Home, opts DialOptions) (*Client, func() error, error) {
+	if info, err := ReadDaemonInfo(h); err == nil {
+		tf := info.TokenFile
+		if tf == "" {
+			tf = h.TokenFile()
+		}
+		b, err := os.ReadFile(tf)
+		if err != nil {
+			return nil, nil, fmt.Errorf("daemon pid %d runs but its token is unreadable: %w", info.Pid, err)
+		}
+		return NewClient(info.Listen, strings.TrimSpace(string(b))), func() error { return nil }, nil
+	} else if !errors.Is(err, ErrNoDaemon) {
+		return nil, nil, err
+	}
+	eng, err := engine.Open(ctx, engine.Options{Home: h})
+	if err != nil {
+		return nil, nil, err
+	}
+	tok, err := h.Token()
+	if err != nil {
+		eng.Close()
+		return nil, nil, err
+	}
+	roots := opts.AllowedRoots
+	if roots == nil {
+		roots = DefaultAllowedRoots(nil)
+	}
+	srv, err := New(Options{
+		Engine: eng, Listen: "127.0.0.1:0", Token: tok,
+		SessionID: "lab_" + uuid.NewString(), AllowedRoots: roots, Version: opts.Version,
+	})
+	if err != nil {
+		eng.Close()
+		return nil, nil, err
+	}
+	closeFn := func() error {
+		srv.Close()
+		return eng.Close()
+	}
+	return NewLocalClient(srv.Handler(), tok), closeFn, nil
+}
+
+// Do sends one request. in is nil, []byte / json.RawMessage (sent as is) or
+// a value to encode as JSON; out, when non-nil, receives the decoded 2xx
+// body (*json.RawMessage keeps it raw). reqID, when non-empty, goes in
+// X-CM-LAB-REQUEST-ID. A non-2xx answer is returned as *APIError with the
+// envelope's code, message and context (fix included).
+func (c *Client) Do(ctx context.Context, method, path, reqID string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		switch v := in.(type) {
+		case []byte:
+			body = bytes.NewReader(v)
+		case json.RawMessage:
+			body = bytes.NewReader(v)
+		default:
+			b, err := json.Marshal(in)
+			if err != nil {
+				return err
+			}
+			body = bytes.NewReader(b)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("X-CM-LAB-TOKEN", c.token)
+	}
+	if reqID != "" {
+		req.Header.Set("X-CM-LAB-REQUEST-ID", reqID)
+	}
+	status, respBody, err := c.roundTrip(req)
+	if err != nil {
+		return err
+	}
+	if status < 200 || status > 299 {
+		return DecodeError(status, respBody)
+	}
+	if out == nil {
+		return nil
+	}
+	if raw, ok := out.(*json.RawMessage); ok {
+		*raw = append((*raw)[:0], bytes.TrimSpace(respBody)...)
+		return nil
+	}
+	if err := json.Unmarshal(respBody, out); err != nil {
+		return fmt.Errorf("decoding %s %s response: %w", method, path, err)
+	}
+	return nil
+}
+
+func (c *Client) roundTrip(req *http.Request) (int, []byte, error) {
+	if c.local != nil {
+		rec := httptest.NewRecorder()
+		req.RemoteAddr = "127.0.0.1:0"
+		req.RequestURI = req.URL.RequestURI()
+		c.local.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.Bytes(), nil
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("daemon at %s: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return 0, nil, fmt.Errorf("daemon at %s: reading response: %w", c.base, err)
+	}
+	return resp.StatusCode, b, nil
+}
+
+// DecodeError turns an error response into *APIError; a body that is not
+// the envelope becomes an INTERNAL error naming the status.
+func DecodeError(status int, body []byte) error {
+	var env struct {
+		Error *struct {
+			Code    string         `json:"code"`
+			Message string         `json:"message"`
+			Context map[string]any `json:"context"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &env) != nil || env.Error == nil || env.Error.Code == "" {
+		msg := strings.TrimSpace(string(body))
+		if len(msg) > 200 {
+			msg = msg[:200]
+		}
+		return &APIError{Code: CodeInternal, Message: fmt.Sprintf("HTTP %d: %s", status, msg), Context: map[string]any{}}
+	}
+	ctx := env.Error.Context
+	if ctx == nil {
+		ctx = map[string]any{}
+	}
+	return &APIError{Code: env.Error.Code, Message: env.Error.Message, Context: ctx}
+}
+
+// Fix is the context.fix of an API error, or "".
+func (e *APIError) Fix() string {
+	if s, ok := e.Context["fix"].(string); ok {
+		return s
+	}
+	return ""
+}
+
+// DefaultAllowedRoots are the working directory, its output/ and extra.
+func DefaultAllowedRoots(extra []string) []string {
+	var roots []string
+	if wd, err := os.Getwd(); err == nil {
+		roots = append(roots, wd, wd+string(os.PathSeparator)+"output")
+	}
+	return append(roots, extra...)
+}
+
+// waitHealthy polls /api/health until it answers or ctx ends (tests, serve).
+func (c *Client) waitHealthy(ctx context.Context) error {
+	for {
+		if err := c.Do(ctx, http.MethodGet, "/api/health", "", nil, nil); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
