@@ -28,6 +28,9 @@ type PlannedStep struct {
 	ExpectedPostHash string   `json:"expected_post_hash,omitempty"`
 	IdemKey          string   `json:"idem_key"`
 	World            []string `json:"world,omitempty"`
+	// Dir is the absolute directory relative World paths resolve against
+	// (the step's working directory when `cmlab run` planned it).
+	Dir string `json:"dir,omitempty"`
 }
 
 // Evidence explains a recovery verdict or a manual-review request.

@@ -39,6 +39,9 @@ type RecoveryDecision struct {
 	Verdict   string    `json:"verdict,omitempty"`
 	Evidence  *Evidence `json:"evidence,omitempty"`
 	Action    string    `json:"action"`
+	// Reason says why an automatic decision (auto-resume or waiting for
+	// the operator) was taken, e.g. "outside_lookback".
+	Reason string `json:"reason,omitempty"`
 }
 
 // RecoveryApplied records that a recovery plan was applied.
