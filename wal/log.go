@@ -2,10 +2,13 @@ package wal
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"iter"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -23,48 +26,63 @@ var (
 	ErrLocked = errors.New("wal: log locked")
 	// ErrNotFound is returned by Read for a sequence outside the log.
 	ErrNotFound = errors.New("wal: not found")
+	// ErrInvalidEvent is returned by Append for an event that lacks type,
+	// version or id, or whose envelope cannot be encoded. Nothing is written.
+	ErrInvalidEvent = errors.New("wal: invalid event")
 )
 
-// Options configure Open. The zero value of every field is a sane default.
+// Options configure Open. The zero value of every field but Dir is a sane default.
 type Options struct {
 	// Dir is the log directory (home/wal). Required.
 	Dir string
-	// QuarantineDir receives bytes cut by tail repair (home/quarantine).
+	// QuarantineDir receives bytes cut by tail repair. Default: the
+	// directory "quarantine" beside Dir (home/quarantine).
 	QuarantineDir string
 	// SegmentSize is the target size of a segment file. Default 20 MiB.
 	SegmentSize int
-	// MaxBatch caps the events of one group commit. Default 4096.
+	// MaxBatch caps the events of one group commit (a single larger Append
+	// still goes out as one group). Default 4096.
 	MaxBatch int
 	// NoSync skips fsync. Only for benchmarks of the non-durable path.
 	NoSync bool
 	// Apply is called by the committer with each group's events after they
-	// are durable and before any appender is acknowledged. An error puts
-	// the log into its failed state.
+	// are durable and before any appender is acknowledged. An error (or a
+	// panic) puts the log into its failed state.
 	Apply func(evs []*events.Event) error
 	// Now is the clock for ts. Default time.Now.
 	Now func() time.Time
+	// Faults, when set, injects write and fsync failures (tests only).
+	Faults *Faults
 }
 
 // Log is an open, writable log. It is safe for concurrent use.
 type Log struct {
-	opts Options
-	tw   *twal.Log
+	opts  Options
+	tw    *twal.Log
+	w     Writer
+	lock  *dirLock
+	stats statsRecorder
 
-	mu      sync.Mutex // guards failed, closed, last
+	repaired *events.WalRepaired // the repair done by Open, if any
+
+	mu      sync.Mutex // guards failed, closed, first, last, changed
 	failed  error
 	closed  bool
 	first   uint64
 	last    uint64
 	changed chan struct{} // closed and replaced whenever last grows
 
-	reqs chan *appendReq
-	done chan struct{}
-	wg   sync.WaitGroup
+	readMu sync.Mutex // tidwall's Read is not safe for concurrent readers
+
+	reqs   chan *appendReq
+	done   chan struct{} // closed by Close
+	exited chan struct{} // closed when the committer has returned
 }
 
 type appendReq struct {
-	evs  []*events.Event
-	resp chan appendResp
+	evs     []*events.Event
+	entries [][]byte // encoded with seq 0; the committer patches seq and CRC
+	resp    chan appendResp
 }
 
 type appendResp struct {
@@ -72,7 +90,9 @@ type appendResp struct {
 	err  error
 }
 
-// Open opens (creating if needed) the log in opts.Dir.
+// Open locks the log in opts.Dir (creating it if needed), repairs a torn
+// tail of its last segment and starts the committer. Damage that is not a
+// torn tail is refused with a *CorruptError (wrapping ErrCorrupt).
 func Open(opts Options) (*Log, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("wal: Options.Dir is required")
@@ -86,23 +106,93 @@ func Open(opts Options) (*Log, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.QuarantineDir == "" {
+		opts.QuarantineDir = filepath.Join(filepath.Dir(filepath.Clean(opts.Dir)), "quarantine")
+	}
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	lock, err := lockDir(opts.Dir)
+	if err != nil {
 		return nil, err
 	}
-	tw, err := twal.Open(opts.Dir, &twal.Options{NoSync: true, SegmentSize: opts.SegmentSize, DirPerms: 0o700, FilePerms: 0o600, NoCopy: true})
+	l, err := open(opts, lock)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	return l, nil
+}
+
+func open(opts Options, lock *dirLock) (*Log, error) {
+	rep, tailSize, err := repairTail(opts.Dir, opts.QuarantineDir)
+	if err != nil {
+		return nil, err
+	}
+	tw, err := twal.Open(opts.Dir, &twal.Options{NoSync: true, SegmentSize: opts.SegmentSize, DirPerms: 0o700, FilePerms: 0o600})
 	if err != nil {
 		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
 	}
-	l := &Log{opts: opts, tw: tw, changed: make(chan struct{}), reqs: make(chan *appendReq, 1024), done: make(chan struct{})}
+	l := &Log{
+		opts: opts, tw: tw, lock: lock, repaired: rep,
+		changed: make(chan struct{}),
+		reqs:    make(chan *appendReq, 1024),
+		done:    make(chan struct{}),
+		exited:  make(chan struct{}),
+	}
+	l.stats.init()
+	var w Writer = &twalWriter{tw: tw, dir: opts.Dir, segSize: opts.SegmentSize, tail: int(tailSize)}
+	if opts.Faults != nil {
+		opts.Faults.mu.Lock()
+		opts.Faults.dir = opts.Dir
+		opts.Faults.mu.Unlock()
+		w = faultyWriter{w: w, f: opts.Faults}
+	}
+	l.w = w
 	l.first, _ = tw.FirstIndex()
 	l.last, _ = tw.LastIndex()
 	if l.last == 0 {
 		l.first = 1
 	}
-	l.wg.Add(1)
+	// A new log's first segment file, or one re-created by tidwall, must
+	// have a durable directory entry before anything in it is acknowledged.
+	if err := syncDir(opts.Dir); err != nil {
+		tw.Close()
+		return nil, fmt.Errorf("wal: fsync %s: %w", opts.Dir, err)
+	}
+	if rep != nil {
+		// Recorded directly, before the committer starts: the engine's
+		// catch-up re-applies everything after its checkpoint, so Apply is
+		// not called for it.
+		rep.FirstSeq = l.last + 1
+		ev, err := events.New("wal", rep)
+		if err == nil {
+			ev.TS = opts.Now().UnixMilli()
+			var entry []byte
+			if entry, err = EncodeEntry(withSeq(ev, l.last+1)); err == nil {
+				err = l.writeGroup(l.last+1, [][]byte{entry})
+			}
+		}
+		if err != nil {
+			tw.Close()
+			return nil, fmt.Errorf("wal: record repair: %w", err)
+		}
+		l.last++
+		if l.first == 0 {
+			l.first = 1
+		}
+	}
 	go l.commitLoop()
 	return l, nil
 }
+
+func withSeq(ev *events.Event, seq uint64) *events.Event { ev.Seq = seq; return ev }
+
+// Repaired returns what Open cut as a torn tail, nil if nothing.
+func (l *Log) Repaired() *events.WalRepaired { return l.repaired }
+
+// Dir is the log directory.
+func (l *Log) Dir() string { return l.opts.Dir }
 
 // FirstSeq is the sequence of the first entry (1 for a new log).
 func (l *Log) FirstSeq() uint64 { l.mu.Lock(); defer l.mu.Unlock(); return l.first }
@@ -116,25 +206,45 @@ func (l *Log) Err() error { l.mu.Lock(); defer l.mu.Unlock(); return l.failed }
 // Changed returns a channel closed the next time LastSeq grows.
 func (l *Log) Changed() <-chan struct{} { l.mu.Lock(); defer l.mu.Unlock(); return l.changed }
 
-// Append makes evs durable, in order, and returns their sequences. It sets
-// Seq, and TS when zero. It returns only after the bytes are fsynced and
-// Options.Apply has run.
+// Append makes evs durable, in order and contiguous, and returns their
+// sequences. It sets TS when zero (to the time of the call) and Seq. It
+// returns only after the bytes (and, if a new segment was opened, the
+// directory entry) are fsynced and Options.Apply has run. Once the events
+// are queued the outcome is awaited even if ctx ends: a caller must never
+// believe an append failed that may become durable.
 func (l *Log) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error) {
 	if len(evs) == 0 {
 		return nil, nil
 	}
 	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
+	closed, failed := l.closed, l.failed
+	l.mu.Unlock()
+	if closed {
 		return nil, ErrClosed
 	}
-	if l.failed != nil {
-		err := l.failed
-		l.mu.Unlock()
+	if failed != nil {
+		return nil, failed
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	l.mu.Unlock()
-	r := &appendReq{evs: evs, resp: make(chan appendResp, 1)}
+	// Encoding happens here, in the appenders' goroutines, in parallel; the
+	// committer only patches the seq and computes the CRC.
+	now := l.opts.Now().UnixMilli()
+	r := &appendReq{evs: evs, entries: make([][]byte, len(evs)), resp: make(chan appendResp, 1)}
+	for i, ev := range evs {
+		if ev == nil || ev.Type == "" || ev.V < 1 || ev.ID == "" {
+			return nil, fmt.Errorf("%w: event %d lacks type, version or id", ErrInvalidEvent, i)
+		}
+		if ev.TS == 0 {
+			ev.TS = now
+		}
+		e, err := encodeUnsequenced(ev)
+		if err != nil {
+			return nil, fmt.Errorf("%w: event %d (%s): %v", ErrInvalidEvent, i, ev.Type, err)
+		}
+		r.entries[i] = e
+	}
 	select {
 	case l.reqs <- r:
 	case <-ctx.Done():
@@ -142,17 +252,48 @@ func (l *Log) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error
 	case <-l.done:
 		return nil, ErrClosed
 	}
-	// Once queued, the outcome is awaited even if ctx ends: the caller must
-	// not believe an append failed that may become durable.
-	res := <-r.resp
-	return res.seqs, res.err
+	select {
+	case res := <-r.resp:
+		return res.seqs, res.err
+	case <-l.exited:
+		// The committer answers every request it took before exiting.
+		select {
+		case res := <-r.resp:
+			return res.seqs, res.err
+		default:
+			return nil, ErrClosed
+		}
+	}
+}
+
+// encodeUnsequenced encodes ev as an entry with seq 0 and no CRC yet.
+func encodeUnsequenced(ev *events.Event) ([]byte, error) {
+	c := *ev
+	c.Seq = 0
+	env, err := events.EncodeEnvelope(&c)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, entryHeader+len(env))
+	b[0] = entryVersion
+	copy(b[entryHeader:], env)
+	if _, ok := entrySeq(b); !ok {
+		return nil, errors.New("envelope does not start with a fixed-width seq")
+	}
+	return b, nil
+}
+
+// sealEntry writes seq and the CRC into an entry from encodeUnsequenced.
+func sealEntry(b []byte, seq uint64) {
+	binary.BigEndian.PutUint64(b[seqOff:seqEnd], seq)
+	binary.BigEndian.PutUint32(b[1:5], crc32.Checksum(b[entryHeader:], castagnoli))
 }
 
 func (l *Log) commitLoop() {
-	defer l.wg.Done()
-	var batch twal.Batch
+	defer close(l.exited)
+	var group []*appendReq
 	for {
-		var group []*appendReq
+		group = group[:0]
 		select {
 		case r := <-l.reqs:
 			group = append(group, r)
@@ -171,7 +312,7 @@ func (l *Log) commitLoop() {
 				break collect
 			}
 		}
-		l.commit(&batch, group)
+		l.commit(group, n)
 	}
 }
 
@@ -186,7 +327,32 @@ func (l *Log) drain(err error) {
 	}
 }
 
-func (l *Log) commit(batch *twal.Batch, group []*appendReq) {
+// writeGroup writes entries (seqs first…) and makes them durable: one
+// WriteBatch, one fsync, and a directory fsync when a segment was created.
+func (l *Log) writeGroup(first uint64, entries [][]byte) error {
+	cycled, err := l.w.WriteBatch(first, entries)
+	if err != nil {
+		return fmt.Errorf("%w: write: %w", ErrFailed, err)
+	}
+	if l.opts.NoSync {
+		return nil
+	}
+	start := time.Now()
+	if err := l.w.Sync(); err != nil {
+		l.stats.fsyncFailed(err)
+		return fmt.Errorf("%w: fsync: %w", ErrFailed, err)
+	}
+	if cycled {
+		if err := l.w.SyncDir(); err != nil {
+			l.stats.fsyncFailed(err)
+			return fmt.Errorf("%w: fsync directory: %w", ErrFailed, err)
+		}
+	}
+	l.stats.fsynced(time.Since(start))
+	return nil
+}
+
+func (l *Log) commit(group []*appendReq, n int) {
 	l.mu.Lock()
 	failed := l.failed
 	next := l.last + 1
@@ -200,43 +366,29 @@ func (l *Log) commit(batch *twal.Batch, group []*appendReq) {
 		fail(failed)
 		return
 	}
-	batch.Clear()
-	now := l.opts.Now().UnixMilli()
-	var all []*events.Event
+	entries := make([][]byte, 0, n)
+	all := make([]*events.Event, 0, n)
 	seq := next
+	var bytes int
 	for _, r := range group {
-		for _, ev := range r.evs {
-			ev.Seq = seq
-			if ev.TS == 0 {
-				ev.TS = now
-			}
-			b, err := EncodeEntry(ev)
-			if err != nil {
-				// A payload that cannot be encoded fails its own request only;
-				// nothing of the group has been written yet.
-				fail(fmt.Errorf("wal: encode seq %d: %w", seq, err))
-				return
-			}
-			batch.Write(seq, b)
-			all = append(all, ev)
+		for i, e := range r.entries {
+			sealEntry(e, seq)
+			r.evs[i].Seq = seq
+			entries = append(entries, e)
+			all = append(all, r.evs[i])
+			bytes += len(e)
 			seq++
 		}
 	}
-	if err := l.tw.WriteBatch(batch); err != nil {
-		l.setFailed(fmt.Errorf("%w: write: %v", ErrFailed, err))
+	if err := l.writeGroup(next, entries); err != nil {
+		l.setFailed(err)
 		fail(l.Err())
 		return
 	}
-	if !l.opts.NoSync {
-		if err := l.tw.Sync(); err != nil {
-			l.setFailed(fmt.Errorf("%w: fsync: %v", ErrFailed, err))
-			fail(l.Err())
-			return
-		}
-	}
+	l.stats.grouped(len(entries), bytes)
 	if l.opts.Apply != nil {
-		if err := l.opts.Apply(all); err != nil {
-			l.setFailed(fmt.Errorf("%w: apply: %v", ErrFailed, err))
+		if err := l.apply(all); err != nil {
+			l.setFailed(fmt.Errorf("%w: apply: %w", ErrFailed, err))
 			fail(l.Err())
 			return
 		}
@@ -257,6 +409,17 @@ func (l *Log) commit(batch *twal.Batch, group []*appendReq) {
 	}
 }
 
+// apply calls Options.Apply, turning a panic into an error: a bug in a
+// projection must not take the daemon down with it.
+func (l *Log) apply(evs []*events.Event) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return l.opts.Apply(evs)
+}
+
 func (l *Log) setFailed(err error) {
 	l.mu.Lock()
 	if l.failed == nil {
@@ -270,7 +433,9 @@ func (l *Log) Read(seq uint64) (*events.Event, error) {
 	if seq == 0 || seq > l.LastSeq() || seq < l.FirstSeq() {
 		return nil, fmt.Errorf("%w: seq %d", ErrNotFound, seq)
 	}
+	l.readMu.Lock()
 	b, err := l.tw.Read(seq)
+	l.readMu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("wal: read seq %d: %w", seq, err)
 	}
@@ -278,23 +443,16 @@ func (l *Log) Read(seq uint64) (*events.Event, error) {
 }
 
 // Events iterates over the events from seq from up to the LastSeq at the
-// time of the call. An error ends the iteration.
+// time of the call, reading the segment files sequentially. An error (it
+// wraps ErrCorrupt for damaged bytes) is yielded once and ends the iteration.
 func (l *Log) Events(from uint64) iter.Seq2[*events.Event, error] {
 	return func(yield func(*events.Event, error) bool) {
-		if from < l.FirstSeq() {
-			from = l.FirstSeq()
-		}
-		last := l.LastSeq()
-		for s := from; s <= last; s++ {
-			ev, err := l.Read(s)
-			if !yield(ev, err) || err != nil {
-				return
-			}
-		}
+		readEvents(l.opts.Dir, from, l.LastSeq(), yield)
 	}
 }
 
-// Close stops the committer (pending appends fail with ErrClosed) and closes the files.
+// Close stops the committer (pending appends fail with ErrClosed), closes
+// the files and releases the lock.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -302,8 +460,18 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
+	failed := l.failed
 	l.mu.Unlock()
 	close(l.done)
-	l.wg.Wait()
-	return l.tw.Close()
+	<-l.exited
+	// tidwall's Close fsyncs the tail. After a failure that fsync's result
+	// means nothing (nothing more is acknowledged), so it is ignored.
+	err := l.tw.Close()
+	if failed != nil {
+		err = nil
+	}
+	if lerr := l.lock.release(); err == nil {
+		err = lerr
+	}
+	return err
 }

@@ -1,0 +1,191 @@
+package wal
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+
+	twal "github.com/tidwall/wal"
+)
+
+// Writer is the narrow file seam between the committer and the segment
+// files: exactly the three calls a group commit makes.
+//
+// Why a seam here and not a virtual file system: tidwall/wal opens and
+// writes its segment files with os.File directly, so faults cannot be
+// injected below it. Every durability decision of the log, though, is made
+// on the results of these three calls — a write error, a failed fsync, a
+// short write that left part of a frame on disk — so wrapping them is
+// enough to test that no such failure is ever acknowledged (see Faults).
+type Writer interface {
+	// WriteBatch appends entries, which carry the sequences first,
+	// first+1, …, to the segment files without fsyncing them. It reports
+	// whether a new segment file was created, whose directory entry must
+	// then be fsynced before anything in it is acknowledged.
+	WriteBatch(first uint64, entries [][]byte) (newSegment bool, err error)
+	// Sync fsyncs the tail segment file.
+	Sync() error
+	// SyncDir fsyncs the log directory.
+	SyncDir() error
+}
+
+// twalWriter is the real Writer over tidwall/wal.
+type twalWriter struct {
+	tw      *twal.Log
+	dir     string
+	segSize int
+	tail    int // bytes in the tail segment, mirroring tidwall's len(ebuf)
+	batch   twal.Batch
+}
+
+// WriteBatch mirrors tidwall's cycle rule to know whether the batch opened
+// a new segment: tidwall cycles before a batch when the tail holds more
+// than SegmentSize bytes, and after any entry that brings it to at least
+// SegmentSize (even the batch's last, leaving a new empty segment).
+func (w *twalWriter) WriteBatch(first uint64, entries [][]byte) (bool, error) {
+	w.batch.Clear()
+	tail, cycled := w.tail, false
+	if tail > w.segSize {
+		tail, cycled = 0, true
+	}
+	for i, e := range entries {
+		w.batch.Write(first+uint64(i), e)
+		tail += uvarintLen(uint64(len(e))) + len(e)
+		if tail >= w.segSize {
+			tail, cycled = 0, true
+		}
+	}
+	if err := w.tw.WriteBatch(&w.batch); err != nil {
+		return cycled, err
+	}
+	w.tail = tail
+	return cycled, nil
+}
+
+func (w *twalWriter) Sync() error    { return w.tw.Sync() }
+func (w *twalWriter) SyncDir() error { return syncDir(w.dir) }
+
+func uvarintLen(x uint64) int {
+	var buf [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(buf[:], x)
+}
+
+// syncDir fsyncs a directory so that files created or renamed in it are durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Faults injects failures into a log's Writer, for fault tests of this
+// package and of the packages above it (a failed log is what the API
+// reports as DEGRADED). Set Options.Faults; arm a fault at any time. Each
+// armed fault fires once, on the next call of its kind.
+type Faults struct {
+	mu         sync.Mutex
+	dir        string
+	writeErr   error
+	shortErr   error
+	syncErr    error
+	dirSyncErr error
+	fired      int
+}
+
+// FailWrite makes the next WriteBatch fail with err before writing anything.
+func (f *Faults) FailWrite(err error) { f.mu.Lock(); f.writeErr = err; f.mu.Unlock() }
+
+// ShortWrite makes the next WriteBatch write every entry but the last, then
+// half of the last entry's frame, and fail with err (ENOSPC is typical):
+// a torn frame is left on disk.
+func (f *Faults) ShortWrite(err error) { f.mu.Lock(); f.shortErr = err; f.mu.Unlock() }
+
+// FailSync makes the next Sync fail with err (after the write happened).
+func (f *Faults) FailSync(err error) { f.mu.Lock(); f.syncErr = err; f.mu.Unlock() }
+
+// FailDirSync makes the next SyncDir fail with err.
+func (f *Faults) FailDirSync(err error) { f.mu.Lock(); f.dirSyncErr = err; f.mu.Unlock() }
+
+// Fired is how many armed faults have fired.
+func (f *Faults) Fired() int { f.mu.Lock(); defer f.mu.Unlock(); return f.fired }
+
+func (f *Faults) take(p *error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	err := *p
+	if err != nil {
+		*p = nil
+		f.fired++
+	}
+	return err
+}
+
+// faultyWriter applies Faults to a Writer.
+type faultyWriter struct {
+	w Writer
+	f *Faults
+}
+
+func (fw faultyWriter) WriteBatch(first uint64, entries [][]byte) (bool, error) {
+	if err := fw.f.take(&fw.f.writeErr); err != nil {
+		return false, err
+	}
+	if err := fw.f.take(&fw.f.shortErr); err != nil {
+		n := len(entries) - 1
+		cycled := false
+		if n > 0 {
+			var werr error
+			if cycled, werr = fw.w.WriteBatch(first, entries[:n]); werr != nil {
+				return cycled, werr
+			}
+		}
+		// Half of the last frame, appended behind tidwall's back to the
+		// tail segment: the log is failed from here on and never writes
+		// through tidwall again.
+		last := entries[n]
+		frame := binary.AppendUvarint(nil, uint64(len(last)))
+		frame = append(frame, last...)
+		if werr := appendToTail(fw.f.dir, frame[:len(frame)/2]); werr != nil {
+			return cycled, errors.Join(err, werr)
+		}
+		return cycled, err
+	}
+	return fw.w.WriteBatch(first, entries)
+}
+
+func (fw faultyWriter) Sync() error {
+	if err := fw.f.take(&fw.f.syncErr); err != nil {
+		return err
+	}
+	return fw.w.Sync()
+}
+
+func (fw faultyWriter) SyncDir() error {
+	if err := fw.f.take(&fw.f.dirSyncErr); err != nil {
+		return err
+	}
+	return fw.w.SyncDir()
+}
+
+func appendToTail(dir string, b []byte) error {
+	segs, err := listSegments(dir)
+	if err != nil {
+		return err
+	}
+	if len(segs) == 0 {
+		return errors.New("no segment")
+	}
+	f, err := os.OpenFile(filepath.Join(dir, segs[len(segs)-1].Name), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

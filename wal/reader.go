@@ -1,0 +1,357 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cmlab/cmlab/events"
+)
+
+// cursor reads segment files sequentially from a position, without
+// tidwall and without the lock. It is what Log.Events and Reader use.
+type cursor struct {
+	dir     string
+	started bool
+	seg     segmentFile
+	off     int64  // byte offset in seg of the next frame
+	next    uint64 // sequence expected at off
+}
+
+// readFrom returns the bytes of the segment file from off to its end.
+func (c *cursor) readFrom() ([]byte, error) {
+	f, err := os.Open(filepath.Join(c.dir, c.seg.Name))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if c.off > 0 {
+		if _, err := f.Seek(c.off, io.SeekStart); err != nil {
+			return nil, err
+		}
+	}
+	return io.ReadAll(f)
+}
+
+func (c *cursor) corrupt(off int64, reason string) error {
+	return fmt.Errorf("%w: segment %s offset %d seq %d: %s", ErrCorrupt, c.seg.Name, off, c.next, reason)
+}
+
+// read yields the events with from ≤ seq ≤ to that are on disk past the
+// cursor's position, advancing it. live tolerates a bad or incomplete
+// frame with no good entry after it in the last segment (a write in
+// progress, or a torn tail a later Open will repair): reading stops there
+// and may resume later. It returns stop=true when yield asked to stop or
+// seq to was passed.
+func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, error) bool) (stop bool, err error) {
+	segs, err := listSegments(c.dir)
+	if err != nil {
+		return true, err
+	}
+	if len(segs) == 0 {
+		return false, nil
+	}
+	if !c.started {
+		i := 0
+		for j, s := range segs {
+			if s.First <= from {
+				i = j
+			}
+		}
+		c.seg, c.off, c.next, c.started = segs[i], 0, segs[i].First, true
+	}
+	for {
+		data, err := c.readFrom()
+		if err != nil {
+			return true, fmt.Errorf("wal: read %s: %w", c.seg.Name, err)
+		}
+		isLast := c.seg.Name == segs[len(segs)-1].Name
+		for p := 0; p < len(data); {
+			entry, n, reason := frameAt(data, p)
+			var seq uint64
+			if reason == "" {
+				seq, reason = checkEntry(entry, c.next)
+			}
+			if reason != "" {
+				if live && isLast {
+					if q, _ := resync(data, p+1, c.next); q == len(data) {
+						return false, nil
+					}
+				}
+				return true, c.corrupt(c.off, reason)
+			}
+			if seq > to {
+				return true, nil
+			}
+			if seq >= from {
+				ev, err := DecodeEntry(entry, seq)
+				if err != nil {
+					return true, fmt.Errorf("segment %s offset %d: %w", c.seg.Name, c.off, err)
+				}
+				if !yield(ev, nil) {
+					return true, nil
+				}
+			}
+			c.off += int64(n)
+			c.next++
+			p += n
+		}
+		// End of this segment's bytes: move on if a later segment exists.
+		var nextSeg *segmentFile
+		for i := range segs {
+			if segs[i].First > c.seg.First {
+				nextSeg = &segs[i]
+				break
+			}
+		}
+		if nextSeg == nil {
+			if segs, err = listSegments(c.dir); err != nil {
+				return true, err
+			}
+			for i := range segs {
+				if segs[i].First > c.seg.First {
+					nextSeg = &segs[i]
+					break
+				}
+			}
+			if nextSeg == nil {
+				return false, nil
+			}
+		}
+		// The next segment exists, so this one is complete; read what may
+		// have been written to it since.
+		if rest, err := c.readFrom(); err == nil && len(rest) > 0 {
+			continue
+		}
+		if nextSeg.First != c.next {
+			return true, fmt.Errorf("%w: segment %s starts at seq %d, expected %d", ErrCorrupt, nextSeg.Name, nextSeg.First, c.next)
+		}
+		c.seg, c.off = *nextSeg, 0
+	}
+}
+
+// readEvents yields the events from..to of the log in dir, then stops.
+func readEvents(dir string, from, to uint64, yield func(*events.Event, error) bool) {
+	if from == 0 {
+		from = 1
+	}
+	if to < from {
+		return
+	}
+	c := &cursor{dir: dir}
+	if _, err := c.read(from, to, false, yield); err != nil {
+		yield(nil, err)
+	}
+}
+
+// Reader reads a log without taking its lock, so it works on a log that
+// another process holds and is appending to. It sees what is on disk:
+// entries written but not yet fsynced by that process included, and a
+// write in progress at the tail is simply not there yet.
+type Reader struct {
+	dir string
+}
+
+// OpenReader returns a Reader of the log in dir.
+func OpenReader(dir string) (*Reader, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("wal: %s is not a directory", dir)
+	}
+	return &Reader{dir: dir}, nil
+}
+
+// Events yields every complete good event from seq from to the end of what
+// is on disk now. Damage other than at the tail of the last segment is
+// yielded as an error wrapping ErrCorrupt and ends the iteration.
+func (r *Reader) Events(from uint64) iter.Seq2[*events.Event, error] {
+	return func(yield func(*events.Event, error) bool) {
+		if from == 0 {
+			from = 1
+		}
+		c := &cursor{dir: r.dir}
+		if _, err := c.read(from, math.MaxUint64, true, yield); err != nil {
+			yield(nil, err)
+		}
+	}
+}
+
+// Follow is Events that does not end: at the end of the log it polls every
+// poll (default 100ms) for new entries until ctx ends.
+func (r *Reader) Follow(ctx context.Context, from uint64, poll time.Duration) iter.Seq2[*events.Event, error] {
+	if poll <= 0 {
+		poll = 100 * time.Millisecond
+	}
+	return func(yield func(*events.Event, error) bool) {
+		if from == 0 {
+			from = 1
+		}
+		c := &cursor{dir: r.dir}
+		t := time.NewTicker(poll)
+		defer t.Stop()
+		for {
+			stop, err := c.read(from, math.MaxUint64, true, yield)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if stop {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// LastSeq returns the sequence of the last complete good entry on disk, 0
+// for an empty log.
+func (r *Reader) LastSeq() (uint64, error) {
+	segs, err := listSegments(r.dir)
+	if err != nil {
+		return 0, fmt.Errorf("wal: %w", err)
+	}
+	if len(segs) == 0 {
+		return 0, nil
+	}
+	last := segs[len(segs)-1]
+	data, err := os.ReadFile(filepath.Join(r.dir, last.Name))
+	if err != nil {
+		return 0, fmt.Errorf("wal: %w", err)
+	}
+	sc := scanSegment(last, data, true, false)
+	if len(sc.Bad) > 0 && !sc.Bad[len(sc.Bad)-1].TornTail {
+		return 0, &CorruptError{Dir: r.dir, Bad: sc.Bad}
+	}
+	// With a torn tail Next stops at the last good entry.
+	return sc.Next - 1, nil
+}
+
+// FirstSeq returns the sequence of the first entry (1 for an empty log).
+func (r *Reader) FirstSeq() (uint64, error) {
+	segs, err := listSegments(r.dir)
+	if err != nil {
+		return 0, fmt.Errorf("wal: %w", err)
+	}
+	if len(segs) == 0 {
+		return 1, nil
+	}
+	return segs[0].First, nil
+}
+
+// Report is the result of Verify: every damaged stretch of every segment.
+type Report struct {
+	Dir      string     `json:"dir"`
+	Segments int        `json:"segments"`
+	Entries  uint64     `json:"entries"` // good entries
+	First    uint64     `json:"first_seq"`
+	Last     uint64     `json:"last_seq"`
+	Bad      []BadEntry `json:"bad"` // damage to acknowledged entries, in log order
+	// TornTail is damage at the end of the last segment that the next Open
+	// repairs (or a write in progress, when a daemon holds the log).
+	TornTail *BadEntry `json:"torn_tail,omitempty"`
+}
+
+// OK reports whether no acknowledged entry is damaged.
+func (r Report) OK() bool { return len(r.Bad) == 0 }
+
+// Verify checks every entry of every segment of the log in dir: frame,
+// version, CRC32C, stored seq and envelope, and the sequence continuity
+// between segments. It needs no lock. The Report lists every damaged
+// stretch; when any is not a torn tail, the error is a *CorruptError
+// (wrapping ErrCorrupt) over the same list.
+func Verify(dir string) (Report, error) {
+	rep := Report{Dir: dir}
+	var extra []BadEntry
+	ds, err := scanDir(dir, true, func(sc *segmentScan, _ []byte) error {
+		for _, g := range sc.Good {
+			if _, err := DecodeEntry(g.Entry, g.Seq); err != nil {
+				extra = append(extra, BadEntry{Segment: sc.Segment.Name, Offset: g.Off, Length: g.Len, Seq: g.Seq, Reason: ReasonUndecodable})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return rep, fmt.Errorf("wal: verify %s: %w", dir, err)
+	}
+	rep.Segments, rep.First, rep.Last = len(ds.Segments), ds.First, ds.Last
+	for _, sc := range ds.Segments {
+		rep.Entries += uint64(sc.Count)
+	}
+	for _, b := range ds.Bad {
+		if b.TornTail {
+			b := b
+			rep.TornTail = &b
+		} else {
+			rep.Bad = append(rep.Bad, b)
+		}
+	}
+	rep.Bad = append(rep.Bad, extra...)
+	if len(rep.Bad) > 0 {
+		return rep, &CorruptError{Dir: dir, Bad: rep.Bad}
+	}
+	return rep, nil
+}
+
+// SegmentStat describes one segment file.
+type SegmentStat struct {
+	Name    string `json:"name"`
+	Size    int64  `json:"size"`
+	First   uint64 `json:"first_seq"`
+	Last    uint64 `json:"last_seq"` // First-1 when empty
+	Entries int    `json:"entries"`
+}
+
+// StatReport summarises a log directory.
+type StatReport struct {
+	Dir      string            `json:"dir"`
+	Segments []SegmentStat     `json:"segments"`
+	Bytes    int64             `json:"bytes"`
+	First    uint64            `json:"first_seq"`
+	Last     uint64            `json:"last_seq"`
+	Events   uint64            `json:"events"`
+	ByType   map[string]uint64 `json:"by_type"`
+	Damaged  int               `json:"damaged"` // damaged stretches (see Verify)
+	LockPID  int               `json:"lock_pid,omitempty"`
+}
+
+// Stat reads the log in dir without its lock and summarises it: segments,
+// sizes, first and last seq, event counts by type.
+func Stat(dir string) (StatReport, error) {
+	st := StatReport{Dir: dir, ByType: map[string]uint64{}, LockPID: LockHolder(dir)}
+	ds, err := scanDir(dir, true, func(sc *segmentScan, _ []byte) error {
+		for _, g := range sc.Good {
+			ev, err := DecodeEntry(g.Entry, g.Seq)
+			if err != nil {
+				continue
+			}
+			st.ByType[ev.Type]++
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return st, fmt.Errorf("wal: stat: %w", err)
+		}
+		return st, fmt.Errorf("wal: stat %s: %w", dir, err)
+	}
+	st.First, st.Last, st.Damaged = ds.First, ds.Last, len(ds.Bad)
+	for _, sc := range ds.Segments {
+		st.Segments = append(st.Segments, SegmentStat{Name: sc.Segment.Name, Size: sc.Size, First: sc.Segment.First, Last: sc.Next - 1, Entries: sc.Count})
+		st.Bytes += sc.Size
+		st.Events += uint64(sc.Count)
+	}
+	return st, nil
+}

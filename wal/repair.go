@@ -1,0 +1,138 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cmlab/cmlab/events"
+)
+
+// CorruptError is returned by Open for damage to acknowledged entries: a
+// bad entry with a good one after it, or any bad entry in a segment before
+// the last. It wraps ErrCorrupt. `cmlab recover --salvage` (Salvage) is
+// the operator's way past it.
+type CorruptError struct {
+	Dir string
+	Bad []BadEntry // every damaged stretch found, in log order
+}
+
+func (e *CorruptError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: %s: %s", ErrCorrupt, e.Dir, e.Bad[0])
+	if len(e.Bad) > 1 {
+		fmt.Fprintf(&b, " (and %d more damaged stretches)", len(e.Bad)-1)
+	}
+	return b.String()
+}
+
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+// repairTail checks every entry of every segment in dir. Damage that is a
+// torn tail (bad bytes running to the end of the last segment with no good
+// entry after them) is cut: the bytes are copied to a quarantine file named
+// after segment and offset and fsynced, then the segment is truncated and
+// fsynced. Any other damage is refused with a *CorruptError and changes
+// nothing. It returns the repair (nil if none) and the tail segment's size.
+func repairTail(dir, qdir string) (*events.WalRepaired, int64, error) {
+	ds, err := scanDir(dir, false, nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("wal: scan %s: %w", dir, err)
+	}
+	var torn *BadEntry
+	var bad []BadEntry
+	for i := range ds.Bad {
+		if ds.Bad[i].TornTail {
+			torn = &ds.Bad[i]
+		} else {
+			bad = append(bad, ds.Bad[i])
+		}
+	}
+	if len(bad) > 0 {
+		if torn != nil {
+			bad = append(bad, *torn)
+		}
+		return nil, 0, &CorruptError{Dir: dir, Bad: bad}
+	}
+	var tailSize int64
+	if n := len(ds.Segments); n > 0 {
+		tailSize = ds.Segments[n-1].Size
+	}
+	if torn == nil {
+		return nil, tailSize, nil
+	}
+	seg := filepath.Join(dir, torn.Segment)
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		return nil, 0, fmt.Errorf("wal: repair: %w", err)
+	}
+	if int64(len(data)) != torn.Offset+torn.Length {
+		return nil, 0, fmt.Errorf("wal: repair: %s changed size during open", seg)
+	}
+	qname, err := quarantine(qdir, fmt.Sprintf("%s-at-%d.torn", torn.Segment, torn.Offset), data[torn.Offset:])
+	if err != nil {
+		return nil, 0, fmt.Errorf("wal: repair: %w", err)
+	}
+	if err := truncateSync(seg, torn.Offset); err != nil {
+		return nil, 0, fmt.Errorf("wal: repair: %w", err)
+	}
+	return &events.WalRepaired{
+		Segment:    torn.Segment,
+		Offset:     torn.Offset,
+		Length:     torn.Length,
+		Quarantine: qname,
+		Reason:     torn.Reason,
+		FirstSeq:   torn.Seq,
+	}, torn.Offset, nil
+}
+
+// quarantine writes b to a new file in qdir named name (a numeric suffix is
+// added if it exists), fsyncs it and qdir, and returns the file's name.
+func quarantine(qdir, name string, b []byte) (string, error) {
+	if err := os.MkdirAll(qdir, 0o700); err != nil {
+		return "", err
+	}
+	final := name
+	var f *os.File
+	for i := 1; ; i++ {
+		var err error
+		f, err = os.OpenFile(filepath.Join(qdir, final), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) || i > 1000 {
+			return "", err
+		}
+		final = fmt.Sprintf("%s.%d", name, i)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	return final, syncDir(qdir)
+}
+
+func truncateSync(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,329 @@
+package wal
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+)
+
+// Segment files are written by github.com/tidwall/wal in its binary format
+// and read back by this file's scanner, without tidwall, so that readers
+// need neither the lock nor tidwall's whole-segment cache:
+//
+//	segment file 00000000000000000042   (20-digit index of its first entry)
+//	+-------------------+----------------+-------------------+----------------+--
+//	| uvarint len(e42)  | entry 42       | uvarint len(e43)  | entry 43       | …
+//	+-------------------+----------------+-------------------+----------------+--
+//
+// A segment holds consecutive sequences; the next segment's name is the
+// sequence after this segment's last entry. tidwall/wal also knows
+// ".START"/".END" files from its truncation; cmlab never truncates through
+// tidwall, so such names (and every other non-20-digit name) are ignored.
+
+// segmentNameLen is the length of a segment file name.
+const segmentNameLen = 20
+
+// Reasons a frame is bad. They are the vocabulary of BadEntry.Reason and of
+// the wal.repaired event.
+const (
+	ReasonIncomplete  = "incomplete frame"
+	ReasonBadLength   = "bad length"
+	ReasonZeroFill    = "zero fill"
+	ReasonEmpty       = "empty entry"
+	ReasonBadVersion  = "bad version"
+	ReasonBadCRC      = "bad crc"
+	ReasonUndecodable = "undecodable envelope"
+	ReasonSeq         = "seq mismatch"
+	ReasonMissing     = "missing entries"
+)
+
+// segmentName is the file name of the segment whose first entry is seq.
+func segmentName(seq uint64) string { return fmt.Sprintf("%020d", seq) }
+
+// segmentFile is one segment found in a log directory.
+type segmentFile struct {
+	Name  string
+	First uint64 // sequence of its first entry, from its name
+}
+
+// listSegments returns the segment files of dir in sequence order.
+func listSegments(dir string) ([]segmentFile, error) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []segmentFile
+	for _, de := range des {
+		name := de.Name()
+		if de.IsDir() || len(name) != segmentNameLen {
+			continue
+		}
+		first, err := strconv.ParseUint(name, 10, 64)
+		if err != nil || first == 0 {
+			continue
+		}
+		out = append(out, segmentFile{Name: name, First: first})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].First < out[j].First })
+	return out, nil
+}
+
+// frameAt parses the frame at data[off:]: it returns the entry bytes, the
+// frame's total length, and a reason when the frame is not complete.
+func frameAt(data []byte, off int) (entry []byte, n int, reason string) {
+	size, k := binary.Uvarint(data[off:])
+	switch {
+	case k == 0:
+		return nil, len(data) - off, ReasonIncomplete
+	case k < 0:
+		return nil, 0, ReasonBadLength
+	case size > uint64(len(data)-off-k):
+		return nil, len(data) - off, ReasonIncomplete
+	}
+	return data[off+k : off+k+int(size)], k + int(size), ""
+}
+
+// envelope bytes start with a msgpack fixmap header, the key "seq" and the
+// seq as a fixed-width uint64 (0xcf + 8 bytes, big-endian): the encoder
+// writes uint64 fields at full width. entrySeq reads it without decoding
+// the envelope; the committer patches it the same way.
+var seqKey = []byte{0xa3, 's', 'e', 'q', 0xcf}
+
+const (
+	seqOff = entryHeader + 1 + 5 // offset of the 8 seq bytes in an entry
+	seqEnd = seqOff + 8
+)
+
+// entrySeq returns the seq stored in entry b, ok false if b does not have
+// the expected envelope prefix.
+func entrySeq(b []byte) (uint64, bool) {
+	if len(b) < seqEnd || b[entryHeader]&0xf0 != 0x80 || !bytes.Equal(b[entryHeader+1:seqOff], seqKey) {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(b[seqOff:seqEnd]), true
+}
+
+// checkEntry validates entry b at index want without decoding the payload:
+// version byte, CRC32C, and the stored seq. It returns the stored seq (0 if
+// unknown) and the reason the entry is bad, "" if it is good.
+func checkEntry(b []byte, want uint64) (uint64, string) {
+	switch {
+	case len(b) == 0:
+		return 0, ReasonEmpty
+	case len(b) < entryHeader:
+		return 0, ReasonUndecodable
+	case b[0] != entryVersion:
+		return 0, ReasonBadVersion
+	}
+	if crc32.Checksum(b[entryHeader:], castagnoli) != binary.BigEndian.Uint32(b[1:5]) {
+		return 0, ReasonBadCRC
+	}
+	seq, ok := entrySeq(b)
+	if !ok {
+		ev, err := DecodeEntry(b, 0)
+		if err != nil {
+			return 0, ReasonUndecodable
+		}
+		seq = ev.Seq
+	}
+	if seq != want {
+		return seq, ReasonSeq
+	}
+	return seq, ""
+}
+
+// BadEntry locates one damaged stretch of a segment.
+type BadEntry struct {
+	Segment string `json:"segment"` // segment file name
+	Offset  int64  `json:"offset"`  // byte offset of the damage in that file
+	Length  int64  `json:"length"`  // bytes up to the next good entry (or end of file)
+	Seq     uint64 `json:"seq"`     // sequence the first damaged entry should have
+	// Lost is how many sequences the damage swallowed, known from the next
+	// good entry or the next segment's name; 0 when unknown (torn tail).
+	Lost   uint64 `json:"lost"`
+	Reason string `json:"reason"`
+	// TornTail: the damage runs to the end of the last segment with no good
+	// entry after it. Open repairs it; it is not corruption of acknowledged data.
+	TornTail bool `json:"torn_tail,omitempty"`
+}
+
+func (b BadEntry) String() string {
+	s := fmt.Sprintf("segment %s offset %d seq %d: %s (%d bytes", b.Segment, b.Offset, b.Seq, b.Reason, b.Length)
+	if b.Lost > 0 {
+		s += fmt.Sprintf(", %d entries lost", b.Lost)
+	}
+	if b.TornTail {
+		s += ", torn tail"
+	}
+	return s + ")"
+}
+
+// goodEntry is a valid entry found by a scan.
+type goodEntry struct {
+	Off   int64
+	Len   int64 // frame length
+	Seq   uint64
+	Entry []byte // entry bytes (aliasing the segment data)
+}
+
+// segmentScan is the result of scanning one segment's bytes.
+type segmentScan struct {
+	Segment segmentFile
+	Size    int64
+	Good    []goodEntry // only filled when keep is set
+	Count   int         // good entries
+	Next    uint64      // sequence after the last good entry (First when none)
+	Bad     []BadEntry
+}
+
+// scanSegment checks every frame of data, the bytes of seg. After a bad
+// frame it resynchronises on the next offset that holds a complete frame
+// with a good CRC. last tells whether this is the log's last segment
+// (damage running to its end is a torn tail). keep retains good entries.
+func scanSegment(seg segmentFile, data []byte, last, keep bool) segmentScan {
+	sc := segmentScan{Segment: seg, Size: int64(len(data)), Next: seg.First}
+	off := 0
+	for off < len(data) {
+		entry, n, reason := frameAt(data, off)
+		var seq uint64
+		if reason == "" {
+			seq, reason = checkEntry(entry, sc.Next)
+			if reason == ReasonSeq && seq > sc.Next {
+				// A good entry after a gap: the sequences in between are missing.
+				sc.Bad = append(sc.Bad, BadEntry{Segment: seg.Name, Offset: int64(off), Seq: sc.Next, Lost: seq - sc.Next, Reason: ReasonMissing})
+				sc.Next = seq
+				reason = ""
+			}
+		}
+		if reason == "" {
+			if keep {
+				sc.Good = append(sc.Good, goodEntry{Off: int64(off), Len: int64(n), Seq: seq, Entry: entry})
+			}
+			sc.Count++
+			sc.Next = seq + 1
+			off += n
+			continue
+		}
+		// Bad frame: find the next good one.
+		next, nseq := resync(data, off+1, sc.Next)
+		b := BadEntry{Segment: seg.Name, Offset: int64(off), Length: int64(next - off), Seq: sc.Next, Reason: reason}
+		if next < len(data) {
+			b.Lost = nseq - sc.Next
+		} else if last {
+			b.TornTail = true
+		}
+		if allZero(data[off:next]) {
+			b.Reason = ReasonZeroFill
+		}
+		sc.Bad = append(sc.Bad, b)
+		if next < len(data) {
+			sc.Next = nseq
+		}
+		off = next
+	}
+	return sc
+}
+
+// resync returns the first offset ≥ from holding a complete frame whose
+// entry has a good CRC and a stored seq ≥ min, with that seq; len(data) if none.
+func resync(data []byte, from int, min uint64) (int, uint64) {
+	for p := from; p < len(data); p++ {
+		size, k := binary.Uvarint(data[p:])
+		if k <= 0 || size < seqEnd || size > uint64(len(data)-p-k) || data[p+k] != entryVersion {
+			continue
+		}
+		e := data[p+k : p+k+int(size)]
+		if crc32.Checksum(e[entryHeader:], castagnoli) != binary.BigEndian.Uint32(e[1:5]) {
+			continue
+		}
+		if seq, ok := entrySeq(e); ok && seq >= min {
+			return p, seq
+		}
+	}
+	return len(data), 0
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// dirScan is the result of scanning every segment of a log directory.
+type dirScan struct {
+	Segments []segmentScan
+	Bad      []BadEntry
+	First    uint64 // first sequence (1 for an empty log)
+	Last     uint64 // last good sequence of the last segment, 0 when empty
+}
+
+// errStopScan stops scanDir early without an error.
+var errStopScan = errors.New("stop")
+
+// scanDir scans the segments of dir in order, reading one segment at a
+// time. each, when set, is called for every scanned segment with its
+// bytes. Gaps and overlaps between segments are reported as bad entries.
+func scanDir(dir string, keep bool, each func(sc *segmentScan, data []byte) error) (dirScan, error) {
+	segs, err := listSegments(dir)
+	if err != nil {
+		return dirScan{}, err
+	}
+	ds := dirScan{First: 1}
+	if len(segs) > 0 {
+		ds.First = segs[0].First
+	}
+	next := ds.First
+	for i, seg := range segs {
+		data, err := os.ReadFile(filepath.Join(dir, seg.Name))
+		if err != nil {
+			return ds, err
+		}
+		if i > 0 {
+			prev := &ds.Segments[i-1]
+			switch {
+			case seg.First > next:
+				// Entries between next and seg.First are gone: either the
+				// previous segment's damage swallowed them or they are missing.
+				if n := len(prev.Bad); n > 0 && prev.Bad[n-1].Offset+prev.Bad[n-1].Length == prev.Size && prev.Bad[n-1].Lost == 0 {
+					prev.Bad[n-1].Lost = seg.First - prev.Bad[n-1].Seq
+					ds.Bad[len(ds.Bad)-1].Lost = prev.Bad[n-1].Lost
+				} else {
+					b := BadEntry{Segment: prev.Segment.Name, Offset: prev.Size, Seq: next, Lost: seg.First - next, Reason: ReasonMissing}
+					prev.Bad = append(prev.Bad, b)
+					ds.Bad = append(ds.Bad, b)
+				}
+			case seg.First < next:
+				b := BadEntry{Segment: seg.Name, Offset: 0, Seq: seg.First, Reason: fmt.Sprintf("segment starts at seq %d but the previous one ends at %d", seg.First, next-1)}
+				ds.Bad = append(ds.Bad, b)
+			}
+		}
+		// Damage at the end of a non-last segment has Lost 0 here; the
+		// next segment's name tells how many entries it swallowed (above).
+		sc := scanSegment(seg, data, i == len(segs)-1, keep)
+		ds.Segments = append(ds.Segments, sc)
+		ds.Bad = append(ds.Bad, sc.Bad...)
+		next = sc.Next
+		if each != nil {
+			if err := each(&ds.Segments[len(ds.Segments)-1], data); err != nil {
+				if errors.Is(err, errStopScan) {
+					return ds, nil
+				}
+				return ds, err
+			}
+		}
+		if !keep {
+			ds.Segments[len(ds.Segments)-1].Good = nil
+		}
+	}
+	ds.Last = next - 1
+	return ds, nil
+}
