@@ -1,4 +1,972 @@
 package labapi
 
-// registerLabRoutes registers the Lab routes of SPEC §6. (Lab API issue.)
-func (s *Server) registerLabRoutes() {}
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+	"github.com/google/uuid"
+)
+
+// registerLabRoutes registers the Lab routes of SPEC §6.
+func (s *Server) registerLabRoutes() {
+	s.route("GET /api/config", authNone, s.handleConfig)
+	s.route("GET /api/health", authNone, s.handleHealth)
+	s.route("GET /metrics", authNone, s.handleMetrics)
+	s.route("GET /api/session", authPostOnly, s.handleSession)
+
+	s.route("GET /api/feedback", authPostOnly, s.handleFeedbackPoll)
+	s.route("POST /api/feedback", authPostOnly, s.handleFeedbackAdd)
+
+	s.route("POST /api/runs/import", authPostOnly, s.handleRunsImport)
+	s.route("GET /api/runs", authPostOnly, s.handleRunsList)
+	s.route("GET /api/runs/{runId}", authPostOnly, s.handleRunGet)
+	s.route("GET /api/runs/{runId}/video", authPostOnly, s.handleRunVideo)
+	s.route("GET /api/runs/{runId}/artifact/{name}", authPostOnly, s.handleRunArtifact)
+
+	s.route("POST /api/experiments", authPostOnly, s.handleExperimentCreate)
+	s.route("GET /api/experiments", authPostOnly, s.handleExperimentsList)
+	s.route("GET /api/experiments/{experimentId}", authPostOnly, s.handleExperimentGet)
+	s.route("POST /api/experiments/{experimentId}/submit", authPostOnly, s.handleExperimentSubmit)
+
+	s.route("POST /api/export", authPostOnly, s.handleExport)
+}
+
+func newID(prefix string) string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return prefix + uuid.NewString()
+	}
+	return prefix + id.String()
+}
+
+// --- config, health, session ---
+
+type configResponse struct {
+	SessionID               string   `json:"sessionId"`
+	Token                   string   `json:"token"`
+	Version                 string   `json:"version"`
+	RunnerEnabled           bool     `json:"runnerEnabled"`
+	RunnerAllowNetwork      bool     `json:"runnerAllowNetwork"`
+	RunnerAllowWorkflowExec bool     `json:"runnerAllowWorkflowExec"`
+	AllowedRoots            []string `json:"allowedRoots"`
+	UI                      struct {
+		BlindMetricsDefault  bool `json:"blindMetricsDefault"`
+		RevealMetricsEnabled bool `json:"revealMetricsEnabled"`
+	} `json:"ui"`
+	Task            *Task `json:"task"`
+	ExitAfterSubmit int   `json:"exitAfterSubmit"`
+	ReadOnly        bool  `json:"readOnly,omitempty"`
+}
+
+func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) error {
+	c := configResponse{SessionID: s.opts.SessionID, Token: s.opts.Token, Version: s.opts.Version,
+		AllowedRoots: append([]string{}, s.opts.AllowedRoots...), Task: s.opts.Task,
+		ExitAfterSubmit: s.opts.ExitAfterSubmit, ReadOnly: s.opts.ReadOnly}
+	c.UI.BlindMetricsDefault, c.UI.RevealMetricsEnabled = true, true
+	writeJSON(w, http.StatusOK, c)
+	return nil
+}
+
+// Health is the answer of GET /api/health.
+type Health struct {
+	Status   string `json:"status"` // ok | degraded
+	Cause    string `json:"cause,omitempty"`
+	Fix      string `json:"fix,omitempty"`
+	WalIndex uint64 `json:"walIndex"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
+	h := Health{Status: "ok", WalIndex: s.opts.Engine.Log().LastSeq(), ReadOnly: s.opts.ReadOnly}
+	if err := s.errFn(); err != nil {
+		h.Status, h.Cause = "degraded", err.Error()
+		h.Fix = degradedError(err).Fix()
+	}
+	writeJSON(w, http.StatusOK, h)
+	return nil
+}
+
+func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) error {
+	started := s.startedAt.UnixMilli()
+	if ts, ok := s.lab.sessionStarted(s.opts.SessionID); ok {
+		started = ts
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"sessionId": s.opts.SessionID,
+		"startedAt": events.FormatISO(started),
+		"walIndex":  s.opts.Engine.Log().LastSeq(),
+	})
+	return nil
+}
+
+// --- feedback ---
+
+func (s *Server) handleFeedbackPoll(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	page, err := PollFeedback(s.opts.Engine.Home().FeedbackFile(), q.Get("since"), strings.TrimSpace(q.Get("sessionId")), parseLimit(q.Get("limit")))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+type feedbackBody struct {
+	RequestID    any             `json:"requestId"`
+	RunID        string          `json:"runId"`
+	ExperimentID string          `json:"experimentId"`
+	VariantID    string          `json:"variantId"`
+	Topic        string          `json:"topic"`
+	Ratings      json.RawMessage `json:"ratings"`
+	Notes        string          `json:"notes"`
+	Tags         []string        `json:"tags"`
+	Answers      json.RawMessage `json:"answers"`
+}
+
+var ratingKeys = []string{"overall", "hook", "pacing", "script", "visuals", "motion", "captions", "sync"}
+
+// parseRatings validates ratings: an object whose keys are the eight
+// dimensions and whose values are integers 0–100 (null means absent).
+// content-machine drops bad values silently; cmlab rejects them.
+func parseRatings(raw json.RawMessage, field string) (*events.Ratings, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, NewError(CodeInvalidArgument, field+" must be an object of integer ratings 0–100", "Send {\"overall\": 80, …} with keys "+strings.Join(ratingKeys, ", ")+".").With("field", field)
+	}
+	out := &events.Ratings{}
+	slots := map[string]**int{"overall": &out.Overall, "hook": &out.Hook, "pacing": &out.Pacing, "script": &out.Script,
+		"visuals": &out.Visuals, "motion": &out.Motion, "captions": &out.Captions, "sync": &out.Sync}
+	n := 0
+	for k, v := range m {
+		slot, ok := slots[k]
+		if !ok {
+			return nil, NewError(CodeInvalidArgument, "Unknown rating "+strconv.Quote(k), "Rate only "+strings.Join(ratingKeys, ", ")+".").With("field", field+"."+k)
+		}
+		if string(v) == "null" {
+			continue
+		}
+		var f float64
+		if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) || json.Unmarshal(v, &f) != nil {
+			return nil, NewError(CodeInvalidArgument, "Rating "+k+" must be an integer 0–100, not "+truncate(string(v), 40), "Send whole numbers from 0 to 100.").With("field", field+"."+k)
+		}
+		if f != math.Trunc(f) || f < 0 || f > 100 {
+			return nil, NewError(CodeInvalidArgument, "Rating "+k+" must be an integer 0–100, not "+truncate(string(v), 40), "Send whole numbers from 0 to 100.").With("field", field+"."+k)
+		}
+		iv := int(f)
+		*slot = &iv
+		n++
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// compactObject checks that raw is a JSON object (or absent/null) and
+// compacts it so the event's bytes do not depend on client whitespace.
+func compactObject(raw json.RawMessage, field string) (json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] != '{' {
+		return nil, NewError(CodeInvalidArgument, field+" must be an object", "Send "+field+" as a JSON object.").With("field", field)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, NewError(CodeInvalidJSON, field+" is not valid JSON", "Send a JSON object.")
+	}
+	return buf.Bytes(), nil
+}
+
+func cleanTags(tags []string) []string {
+	var out []string
+	for _, t := range tags {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// checkID validates an entity id sent by a client (path-safe, bounded).
+func checkID(field, id string) error {
+	if err := home.ValidateID(id); err != nil {
+		return NewError(CodeInvalidArgument, "Invalid "+field+": "+strconv.Quote(truncate(id, 140)), "Use the id returned by the API ([A-Za-z0-9_.-], at most 128 characters).").With("field", field)
+	}
+	return nil
+}
+
+// runSnapshot fills a feedback entry's run-derived fields.
+func runSnapshot(e *events.FeedbackEntry, run events.LabRun) {
+	e.Topic = run.Topic
+	e.ArtifactsDir = run.ArtifactsDir
+	d := discover(run.ArtifactsDir)
+	e.VideoPath = d.video
+	if e.VideoPath == "" {
+		e.VideoPath = run.VideoPath
+	}
+	if d.syncReport != "" || d.captionReport != "" || d.score != "" {
+		e.Reports = &events.FeedbackReports{SyncReportPath: d.syncReport, CaptionReportPath: d.captionReport, ScorePath: d.score}
+	}
+	if m := run.AutoMetricsSummary; m != nil {
+		e.AutoMetricsSnapshot = &events.AutoMetricsSnapshot{SyncRating: m.SyncRating, CaptionOverall: m.CaptionOverall,
+			ProxyScoreOverall: m.ProxyScoreOverall, MeanDriftMs: m.MeanDriftMs, MaxDriftMs: m.MaxDriftMs,
+			CaptionCoverageRatio: m.CaptionCoverageRatio, OcrConfidenceMean: m.OcrConfidenceMean}
+	}
+}
+
+func (s *Server) handleFeedbackAdd(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return s.idempotent(w, r, "POST /api/feedback", body, func(req, rh string) (any, error) {
+		var b feedbackBody
+		if err := decodeJSON(body, &b); err != nil {
+			return nil, err
+		}
+		e := events.FeedbackEntry{SchemaVersion: 1, ID: newID("fb_"), SessionID: s.opts.SessionID}
+		if b.RunID = strings.TrimSpace(b.RunID); b.RunID != "" {
+			if err := checkID("runId", b.RunID); err != nil {
+				return nil, err
+			}
+			run, ok := s.lab.run(b.RunID)
+			if !ok {
+				return nil, NewError(CodeNotFound, "Run not found: "+b.RunID, "Import the run first (POST /api/runs/import) and use its runId.").With("runId", b.RunID)
+			}
+			e.RunID = run.RunID
+			runSnapshot(&e, run)
+		} else {
+			e.Topic = strings.TrimSpace(b.Topic)
+		}
+		if b.ExperimentID = strings.TrimSpace(b.ExperimentID); b.ExperimentID != "" {
+			if err := checkID("experimentId", b.ExperimentID); err != nil {
+				return nil, err
+			}
+			e.ExperimentID = b.ExperimentID
+		}
+		if b.VariantID = strings.TrimSpace(b.VariantID); b.VariantID != "" {
+			if err := checkID("variantId", b.VariantID); err != nil {
+				return nil, err
+			}
+			e.VariantID = b.VariantID
+		}
+		if e.Ratings, err = parseRatings(b.Ratings, "ratings"); err != nil {
+			return nil, err
+		}
+		e.Notes = strings.TrimSpace(b.Notes)
+		e.Tags = cleanTags(b.Tags)
+		if e.Answers, err = compactObject(b.Answers, "answers"); err != nil {
+			return nil, err
+		}
+		if e.RunID == "" && e.Ratings == nil && e.Notes == "" && e.ExperimentID == "" {
+			return nil, NewError(CodeInvalidArgument, "Empty feedback: nothing to record", "Send at least runId, ratings or notes.")
+		}
+		resp := map[string]string{"feedbackId": e.ID}
+		ev, err := events.New(s.opts.SessionID, &events.FeedbackSubmitted{Entry: e})
+		if err != nil {
+			return nil, err
+		}
+		if req != "" {
+			snap, _ := json.Marshal(resp)
+			ev.WithRequest(req, rh, snap)
+		}
+		if _, err := s.appendEvent(r.Context(), ev); err != nil {
+			return nil, err
+		}
+		if t := s.opts.Task; t != nil && t.Type == "review" && e.RunID != "" && t.RunID == e.RunID {
+			s.countSubmit()
+		}
+		return resp, nil
+	})
+}
+
+// countSubmit counts a submission for the task and calls OnExit once the
+// configured number is reached.
+func (s *Server) countSubmit() {
+	n := s.submits.Add(1)
+	if s.opts.ExitAfterSubmit > 0 && n >= int64(s.opts.ExitAfterSubmit) && s.opts.OnExit != nil {
+		s.exitOnce.Do(s.opts.OnExit)
+	}
+}
+
+// --- runs ---
+
+type importBody struct {
+	RequestID any    `json:"requestId"`
+	Path      string `json:"path"`
+	Topic     string `json:"topic"`
+}
+
+func (s *Server) handleRunsImport(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return s.idempotent(w, r, "POST /api/runs/import", body, func(req, rh string) (any, error) {
+		var b importBody
+		if err := decodeJSON(body, &b); err != nil {
+			return nil, err
+		}
+		path := strings.TrimSpace(b.Path)
+		if path == "" {
+			return nil, NewError(CodeInvalidArgument, "Missing path", `Send { "path": "/abs/path/to/artifacts-or-video" }`)
+		}
+		if strings.ContainsRune(path, 0) {
+			return nil, NewError(CodeInvalidArgument, "Invalid path: contains a NUL byte", "Send a file system path.")
+		}
+		t, err := resolveImport(path, s.opts.AllowedRoots)
+		if err != nil {
+			return nil, err
+		}
+		d := discover(t.artifactsDir)
+		if t.videoPath != "" {
+			d.video = t.videoPath
+		}
+		if !d.any() {
+			return nil, NewError(CodeInvalidArgument, "No known artifacts found in "+t.artifactsDir,
+				"Import a directory holding video.mp4, script.json or a report (sync-report.json, caption-report.json, score.json).")
+		}
+		fp := &events.RunFingerprint{Video: fileStat(d.video), Script: fileStat(d.script)}
+		s.importMu.Lock()
+		defer s.importMu.Unlock()
+		prev, seen := s.lab.runByRealpath(t.realDir)
+		if seen && sameFingerprint(prev.Fingerprint, fp) {
+			resp := map[string]string{"runId": prev.RunID}
+			if req != "" {
+				snap, _ := json.Marshal(resp)
+				ev, err := events.New(s.opts.SessionID, &events.IdempotencyRecorded{Kind: "import", EntityID: prev.RunID})
+				if err != nil {
+					return nil, err
+				}
+				if _, err := s.appendEvent(r.Context(), ev.WithRequest(req, rh, snap)); err != nil {
+					return nil, err
+				}
+			}
+			return resp, nil
+		}
+		run := events.LabRun{SchemaVersion: 1, RunID: newID("run_"), SessionID: s.opts.SessionID,
+			Topic: strings.TrimSpace(b.Topic), ArtifactsDir: t.artifactsDir, ArtifactsDirRealpath: t.realDir,
+			Fingerprint: fp, VideoPath: d.video, AutoMetricsSummary: autoMetrics(d)}
+		if d.syncReport != "" || d.captionReport != "" || d.score != "" {
+			run.Reports = &events.RunReports{Sync: d.syncReport, Caption: d.captionReport, Score: d.score}
+		}
+		resp := map[string]string{"runId": run.RunID}
+		if seen {
+			run.SupersedesRunID = prev.RunID
+			resp["supersedesRunId"] = prev.RunID
+		}
+		ev, err := events.New(s.opts.SessionID, &events.RunImported{Run: run})
+		if err != nil {
+			return nil, err
+		}
+		if req != "" {
+			snap, _ := json.Marshal(resp)
+			ev.WithRequest(req, rh, snap)
+		}
+		if _, err := s.appendEvent(r.Context(), ev); err != nil {
+			return nil, err
+		}
+		return resp, nil
+	})
+}
+
+type nullableSummary struct {
+	*events.AutoMetricsSummary
+}
+
+func summaryOrNulls(m *events.AutoMetricsSummary) any {
+	if m == nil {
+		return map[string]any{"syncRating": nil, "captionOverall": nil, "proxyScoreOverall": nil}
+	}
+	return m
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func (s *Server) handleRunsList(w http.ResponseWriter, r *http.Request) error {
+	items := []map[string]any{}
+	for _, run := range s.lab.runList() {
+		items = append(items, map[string]any{
+			"runId": run.RunID, "sessionId": run.SessionID, "createdAt": run.CreatedAt,
+			"topic": nullable(run.Topic), "artifactsDir": run.ArtifactsDir, "videoPath": nullable(run.VideoPath),
+			"autoMetricsSummary": summaryOrNulls(run.AutoMetricsSummary),
+		})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": nil})
+	return nil
+}
+
+func (s *Server) lookupRun(r *http.Request) (events.LabRun, error) {
+	id := r.PathValue("runId")
+	if err := checkID("runId", id); err != nil {
+		return events.LabRun{}, err
+	}
+	run, ok := s.lab.run(id)
+	if !ok {
+		return events.LabRun{}, NewError(CodeNotFound, "Run not found: "+id, "List runs with GET /api/runs.").With("runId", id)
+	}
+	return run, nil
+}
+
+func (s *Server) handleRunGet(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.lookupRun(r)
+	if err != nil {
+		return err
+	}
+	d := discover(run.ArtifactsDir)
+	video := d.video
+	if video == "" {
+		video = run.VideoPath
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"runId": run.RunID, "sessionId": run.SessionID, "createdAt": run.CreatedAt, "topic": nullable(run.Topic),
+		"artifactsDir": run.ArtifactsDir, "videoPath": nullable(video),
+		"artifacts": map[string]any{"script": d.script != "", "timestamps": d.timestamps != "", "visuals": d.visuals != "",
+			"score": d.score != "", "reports": map[string]bool{"sync": d.syncReport != "", "caption": d.captionReport != ""}},
+		"autoMetricsSummary": summaryOrNulls(autoMetrics(d)),
+	})
+	return nil
+}
+
+func (s *Server) handleRunVideo(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.lookupRun(r)
+	if err != nil {
+		return err
+	}
+	video := run.VideoPath
+	if video == "" {
+		video = discover(run.ArtifactsDir).video
+	}
+	if video == "" {
+		return NewError(CodeNotFound, "Video not found for run", "Render a video or import a .mp4 file path.").With("runId", run.RunID)
+	}
+	real, ok := insideDir(video, run.ArtifactsDirRealpath)
+	if !ok {
+		return NewError(CodeNotFound, "Video not found for run", "The video file is missing or lies outside the run's artifacts directory.").With("runId", run.RunID)
+	}
+	f, err := os.Open(real)
+	if err != nil {
+		return NewError(CodeNotFound, "Video not found for run", "The video file is missing.").With("runId", run.RunID)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return NewError(CodeNotFound, "Video not found for run", "The video path is not a file.").With("runId", run.RunID)
+	}
+	w.Header().Set("Content-Type", "video/mp4")
+	w.Header().Set("Accept-Ranges", "bytes")
+	w.Header().Set("Cache-Control", "no-store")
+	// ServeContent answers HEAD, single and multiple ranges (206), and 416.
+	http.ServeContent(w, r, "", time.Time{}, f)
+	return nil
+}
+
+func (s *Server) handleRunArtifact(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	if !artifactAllowed(name) {
+		return NewError(CodeForbidden, "Artifact not allowed: "+truncate(name, 140), "Request one of script.json, timestamps.json, visuals.json, score.json, sync-report.json, caption-report.json, caption-quality.json, caption-settings.json (or their -attemptN variants).").With("name", truncate(name, 140))
+	}
+	run, err := s.lookupRun(r)
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(run.ArtifactsDir, name)
+	real, ok := insideDir(p, run.ArtifactsDirRealpath)
+	if !ok {
+		return NewError(CodeNotFound, "Artifact not found: "+name, "The run has no such artifact.").With("runId", run.RunID).With("name", name)
+	}
+	fi, err := os.Stat(real)
+	if err != nil || !fi.Mode().IsRegular() {
+		return NewError(CodeNotFound, "Artifact not found: "+name, "The run has no such artifact.").With("runId", run.RunID).With("name", name)
+	}
+	if fi.Size() > 64<<20 {
+		return NewError(CodeInvalidArgument, "Artifact too large to serve: "+name, "Read it from the artifacts directory directly.")
+	}
+	b, err := os.ReadFile(real)
+	if err != nil {
+		return err
+	}
+	if !json.Valid(b) {
+		return NewError(CodeInternal, "Artifact is not valid JSON: "+name, "Regenerate the artifact.").With("name", name)
+	}
+	var buf bytes.Buffer
+	json.Compact(&buf, b)
+	writeRaw(w, http.StatusOK, buf.Bytes())
+	return nil
+}
+
+// --- experiments ---
+
+type experimentBody struct {
+	RequestID     any               `json:"requestId"`
+	Name          string            `json:"name"`
+	Hypothesis    string            `json:"hypothesis"`
+	Topic         string            `json:"topic"`
+	BaselineRunID string            `json:"baselineRunId"`
+	Variants      json.RawMessage   `json:"variants"`
+	Questions     []events.Question `json:"questions"`
+}
+
+type variantBody struct {
+	Label string `json:"label"`
+	RunID string `json:"runId"`
+}
+
+func (s *Server) handleExperimentCreate(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return s.idempotent(w, r, "POST /api/experiments", body, func(req, rh string) (any, error) {
+		var b experimentBody
+		if err := decodeJSON(body, &b); err != nil {
+			return nil, err
+		}
+		base := strings.TrimSpace(b.BaselineRunID)
+		if base == "" {
+			return nil, NewError(CodeInvalidArgument, "Missing baselineRunId", "Send { baselineRunId, variants: [{ label, runId }] }")
+		}
+		if err := checkID("baselineRunId", base); err != nil {
+			return nil, err
+		}
+		if _, ok := s.lab.run(base); !ok {
+			return nil, NewError(CodeInvalidArgument, "Unknown baselineRunId: "+base, "Import the run first and use its runId.").With("runId", base)
+		}
+		var vin []variantBody
+		vraw := bytes.TrimSpace(b.Variants)
+		if len(vraw) > 0 && vraw[0] == '[' {
+			var items []json.RawMessage
+			if json.Unmarshal(vraw, &items) != nil {
+				return nil, NewError(CodeInvalidArgument, "variants must be an array of { label, runId }", "Provide variants as [{ label, runId }].")
+			}
+			for _, it := range items {
+				var v variantBody
+				if err := json.Unmarshal(it, &v); err != nil {
+					return nil, NewError(CodeInvalidArgument, "variants must be an array of { label, runId }", "Provide variants as [{ label, runId }].")
+				}
+				vin = append(vin, v)
+			}
+		}
+		if len(vin) == 0 {
+			return nil, NewError(CodeInvalidArgument, "Missing variants", "Provide at least one variant runId.")
+		}
+		var variants []events.Variant
+		for _, v := range vin {
+			runID := strings.TrimSpace(v.RunID)
+			if runID == "" {
+				continue
+			}
+			if err := checkID("variants.runId", runID); err != nil {
+				return nil, err
+			}
+			if _, ok := s.lab.run(runID); !ok {
+				return nil, NewError(CodeInvalidArgument, "Unknown variant runId: "+runID, "Import the run first and use its runId.").With("runId", runID)
+			}
+			label := strings.TrimSpace(v.Label)
+			if label == "" {
+				label = "B"
+			}
+			variants = append(variants, events.Variant{VariantID: newID("var_"), Label: label, RunID: runID})
+		}
+		if len(variants) == 0 {
+			return nil, NewError(CodeInvalidArgument, "No valid variants provided", "Provide variants as [{ label, runId }].")
+		}
+		questions := []events.Question{}
+		seenQ := map[string]bool{}
+		for _, q := range b.Questions {
+			q.ID, q.Prompt = strings.TrimSpace(q.ID), strings.TrimSpace(q.Prompt)
+			if q.ID == "" || q.Prompt == "" || (q.Type != "yes_no_unsure" && q.Type != "text") || seenQ[q.ID] {
+				return nil, NewError(CodeInvalidArgument, "Invalid question: each needs a unique id, a prompt and type \"yes_no_unsure\" or \"text\"", "Send questions as [{ id, prompt, type }].")
+			}
+			seenQ[q.ID] = true
+			questions = append(questions, q)
+		}
+		name := strings.TrimSpace(b.Name)
+		if name == "" {
+			name = "A/B Compare"
+		}
+		exp := events.LabExperiment{SchemaVersion: 1, ExperimentID: newID("exp_"), SessionID: s.opts.SessionID,
+			Name: name, Hypothesis: strings.TrimSpace(b.Hypothesis), Topic: strings.TrimSpace(b.Topic),
+			BaselineRunID: base, Variants: variants, Status: "queued", Questions: questions}
+		resp := map[string]string{"experimentId": exp.ExperimentID}
+		ev, err := events.New(s.opts.SessionID, &events.ExperimentCreated{Experiment: exp})
+		if err != nil {
+			return nil, err
+		}
+		if req != "" {
+			snap, _ := json.Marshal(resp)
+			ev.WithRequest(req, rh, snap)
+		}
+		if _, err := s.appendEvent(r.Context(), ev); err != nil {
+			return nil, err
+		}
+		return resp, nil
+	})
+}
+
+func (s *Server) handleExperimentsList(w http.ResponseWriter, r *http.Request) error {
+	items := []map[string]any{}
+	for _, e := range s.lab.experimentList() {
+		items = append(items, map[string]any{"experimentId": e.ExperimentID, "sessionId": e.SessionID,
+			"createdAt": e.CreatedAt, "name": e.Name, "topic": nullable(e.Topic), "status": e.Status})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": nil})
+	return nil
+}
+
+func (s *Server) lookupExperiment(id string) (events.LabExperiment, error) {
+	if err := checkID("experimentId", id); err != nil {
+		return events.LabExperiment{}, err
+	}
+	exp, ok := s.lab.experiment(id)
+	if !ok {
+		return events.LabExperiment{}, NewError(CodeNotFound, "Experiment not found: "+id, "List experiments with GET /api/experiments.").With("experimentId", id)
+	}
+	return exp, nil
+}
+
+func (s *Server) handleExperimentGet(w http.ResponseWriter, r *http.Request) error {
+	exp, err := s.lookupExperiment(r.PathValue("experimentId"))
+	if err != nil {
+		return err
+	}
+	if exp.Questions == nil {
+		exp.Questions = []events.Question{}
+	}
+	writeJSON(w, http.StatusOK, exp)
+	return nil
+}
+
+type submitBody struct {
+	RequestID       any               `json:"requestId"`
+	WinnerVariantID any               `json:"winnerVariantId"`
+	Reason          any               `json:"reason"`
+	Answers         json.RawMessage   `json:"answers"`
+	PerRun          []json.RawMessage `json:"perRun"`
+}
+
+type perRunBody struct {
+	RunID     string          `json:"runId"`
+	VariantID string          `json:"variantId"`
+	Ratings   json.RawMessage `json:"ratings"`
+	Notes     string          `json:"notes"`
+	Tags      []string        `json:"tags"`
+}
+
+func (s *Server) handleExperimentSubmit(w http.ResponseWriter, r *http.Request) error {
+	expID := r.PathValue("experimentId")
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return s.idempotent(w, r, "POST /api/experiments/"+expID+"/submit", body, func(req, rh string) (any, error) {
+		var b submitBody
+		if err := decodeJSON(body, &b); err != nil {
+			return nil, err
+		}
+		s.submitMu.Lock()
+		defer s.submitMu.Unlock()
+		exp, err := s.lookupExperiment(expID)
+		if err != nil {
+			return nil, err
+		}
+		if exp.Status == "done" {
+			return nil, NewError(CodeInvalidArgument, "Experiment already submitted", "Create a new experiment (new experimentId) for another rating pass.").With("experimentId", exp.ExperimentID)
+		}
+		entries, err := s.normalizePerRun(exp, b.PerRun)
+		if err != nil {
+			return nil, err
+		}
+		winner := ""
+		if ws, ok := b.WinnerVariantID.(string); ok {
+			winner = strings.TrimSpace(ws)
+		} else if b.WinnerVariantID != nil {
+			return nil, NewError(CodeInvalidArgument, "Invalid winnerVariantId", `Use "baseline" or a variantId from GET /api/experiments/:id.`).With("experimentId", exp.ExperimentID)
+		}
+		if winner != "" {
+			ok := winner == "baseline"
+			for _, v := range exp.Variants {
+				ok = ok || v.VariantID == winner
+			}
+			if !ok {
+				return nil, NewError(CodeInvalidArgument, "Invalid winnerVariantId: "+truncate(winner, 140), `Use "baseline" or a variantId from GET /api/experiments/:id.`).With("experimentId", exp.ExperimentID)
+			}
+		}
+		reason := ""
+		if rs, ok := b.Reason.(string); ok {
+			reason = strings.TrimSpace(rs)
+		}
+		answers, err := compactObject(b.Answers, "answers")
+		if err != nil {
+			return nil, err
+		}
+		resp := struct {
+			ExperimentID string   `json:"experimentId"`
+			FeedbackIDs  []string `json:"feedbackIds"`
+		}{ExperimentID: exp.ExperimentID, FeedbackIDs: []string{}}
+		for i := range entries {
+			entries[i].Answers = answers
+			resp.FeedbackIDs = append(resp.FeedbackIDs, entries[i].ID)
+		}
+		updated := exp
+		if winner != "" {
+			updated.Winner = &events.Winner{VariantID: winner, Reason: reason}
+		}
+		if answers != nil {
+			updated.Answers = answers
+		}
+		updated.Status, updated.UpdatedAt = "done", ""
+		ev, err := events.New(s.opts.SessionID, &events.ExperimentSubmitted{Experiment: updated, Feedback: entries})
+		if err != nil {
+			return nil, err
+		}
+		if req != "" {
+			snap, _ := json.Marshal(resp)
+			ev.WithRequest(req, rh, snap)
+		}
+		if _, err := s.appendEvent(r.Context(), ev); err != nil {
+			return nil, err
+		}
+		if t := s.opts.Task; t != nil && t.Type == "compare" && t.ExperimentID == exp.ExperimentID {
+			s.countSubmit()
+		}
+		return resp, nil
+	})
+}
+
+// normalizePerRun applies content-machine's perRun rules, in its order.
+func (s *Server) normalizePerRun(exp events.LabExperiment, in []json.RawMessage) ([]events.FeedbackEntry, error) {
+	if len(in) == 0 {
+		return nil, NewError(CodeInvalidArgument, "Missing perRun ratings", "Send { perRun: [{ runId, ratings, notes, tags }] }")
+	}
+	variantByRun := map[string]events.Variant{}
+	for _, v := range exp.Variants {
+		variantByRun[v.RunID] = v
+	}
+	seen := map[string]bool{}
+	var out []events.FeedbackEntry
+	for _, raw := range in {
+		var pr perRunBody
+		if err := json.Unmarshal(raw, &pr); err != nil {
+			return nil, NewError(CodeInvalidArgument, "perRun entries must be objects { runId, variantId, ratings, notes, tags }", "Send { perRun: [{ runId, ratings, notes, tags }] }")
+		}
+		runID := strings.TrimSpace(pr.RunID)
+		if runID == "" {
+			continue
+		}
+		_, isVariant := variantByRun[runID]
+		if runID != exp.BaselineRunID && !isVariant {
+			return nil, NewError(CodeInvalidArgument, "RunId is not part of this experiment: "+truncate(runID, 140), "Only submit perRun ratings for the baseline and variant runIds in the experiment.").With("experimentId", exp.ExperimentID).With("runId", truncate(runID, 140))
+		}
+		if seen[runID] {
+			return nil, NewError(CodeInvalidArgument, "Duplicate perRun entry for runId: "+runID, "Provide at most one perRun entry per runId.").With("experimentId", exp.ExperimentID).With("runId", runID)
+		}
+		seen[runID] = true
+		given := strings.TrimSpace(pr.VariantID)
+		variantID := "baseline"
+		if v, ok := variantByRun[runID]; ok {
+			if given != "" && given != v.VariantID {
+				return nil, NewError(CodeInvalidArgument, "VariantId does not match experiment variant", "Use the variantId from GET /api/experiments/:id for that runId.").
+					With("experimentId", exp.ExperimentID).With("runId", runID).With("expectedVariantId", v.VariantID).With("variantId", truncate(given, 140))
+			}
+			variantID = v.VariantID
+		} else if given != "" && given != "baseline" {
+			return nil, NewError(CodeInvalidArgument, `Baseline perRun entry must use variantId "baseline" (or omit it)`, `Send variantId "baseline" for the baseline run.`).
+				With("experimentId", exp.ExperimentID).With("runId", runID).With("variantId", truncate(given, 140))
+		}
+		ratings, err := parseRatings(pr.Ratings, "perRun.ratings")
+		if err != nil {
+			return nil, err
+		}
+		e := events.FeedbackEntry{SchemaVersion: 1, ID: newID("fb_"), SessionID: s.opts.SessionID, RunID: runID,
+			ExperimentID: exp.ExperimentID, VariantID: variantID, Ratings: ratings, Notes: strings.TrimSpace(pr.Notes), Tags: cleanTags(pr.Tags)}
+		if run, ok := s.lab.run(runID); ok {
+			runSnapshot(&e, run)
+		}
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		return nil, NewError(CodeInvalidArgument, "No valid perRun entries provided", "Send { perRun: [{ runId, ratings, notes, tags }] }")
+	}
+	if !seen[exp.BaselineRunID] {
+		return nil, NewError(CodeInvalidArgument, "Missing baseline perRun entry", "Include a perRun entry for the baselineRunId.").With("experimentId", exp.ExperimentID).With("baselineRunId", exp.BaselineRunID)
+	}
+	anyVariant := false
+	for _, v := range exp.Variants {
+		anyVariant = anyVariant || seen[v.RunID]
+	}
+	if !anyVariant {
+		return nil, NewError(CodeInvalidArgument, "Missing variant perRun entry", "Include at least one perRun entry for a variant runId.").With("experimentId", exp.ExperimentID)
+	}
+	return out, nil
+}
+
+// --- export ---
+
+type exportBody struct {
+	SessionID string `json:"sessionId"`
+	Path      string `json:"path"`
+}
+
+func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var b exportBody
+	if err := decodeJSON(body, &b); err != nil {
+		return err
+	}
+	sid := strings.TrimSpace(b.SessionID)
+	if sid == "" {
+		return NewError(CodeInvalidArgument, "Missing sessionId", `Send { "sessionId": "lab_..." }`)
+	}
+	if err := checkID("sessionId", sid); err != nil {
+		return err
+	}
+	h := s.opts.Engine.Home()
+	root := h.ExportsDir()
+	if err := os.MkdirAll(root, home.DirPerm); err != nil {
+		return err
+	}
+	target := filepath.Join(root, "export-"+sid+"-"+strconv.FormatInt(time.Now().UnixMilli(), 10)+".json")
+	if p := strings.TrimSpace(b.Path); p != "" {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(root, p)
+		}
+		if target, err = exportTarget(root, filepath.Clean(p)); err != nil {
+			return err
+		}
+	}
+	out, count, err := s.buildExport(sid)
+	if err != nil {
+		return err
+	}
+	if err := home.WriteFileAtomic(target, out); err != nil {
+		return NewError(CodeInternal, "Writing export failed: "+err.Error(), "Check free space under lab/exports/.")
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"path": target, "count": count})
+	return nil
+}
+
+// exportTarget confines p to the exports directory, by real path.
+func exportTarget(root, p string) (string, error) {
+	forbidden := NewError(CodeForbidden, "Export path must be under the Lab exports directory", "Choose a path under lab/exports/ in the cmlab home (or omit path).")
+	rootReal, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(root, p)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", forbidden
+	}
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, home.DirPerm); err != nil {
+		return "", forbidden
+	}
+	dirReal, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", forbidden
+	}
+	if r2, err := filepath.Rel(rootReal, dirReal); err != nil || r2 == ".." || strings.HasPrefix(r2, ".."+string(filepath.Separator)) {
+		return "", forbidden
+	}
+	if fi, err := os.Lstat(p); err == nil && !fi.Mode().IsRegular() {
+		return "", forbidden
+	}
+	return filepath.Join(dirReal, filepath.Base(p)), nil
+}
+
+func (s *Server) buildExport(sid string) ([]byte, int, error) {
+	var exps []events.LabExperiment
+	for _, e := range s.lab.experimentList() {
+		if e.SessionID == sid {
+			exps = append(exps, e)
+		}
+	}
+	feedback := []json.RawMessage{}
+	if err := scanFeedback(s.opts.Engine.Home().FeedbackFile(), func(line json.RawMessage, e *events.FeedbackEntry) {
+		if e.SessionID == sid {
+			feedback = append(feedback, line)
+		}
+	}); err != nil {
+		return nil, 0, err
+	}
+	runIDs := map[string]bool{}
+	for _, e := range exps {
+		runIDs[e.BaselineRunID] = true
+		for _, v := range e.Variants {
+			runIDs[v.RunID] = true
+		}
+	}
+	for _, line := range feedback {
+		var e struct {
+			RunID string `json:"runId"`
+		}
+		if json.Unmarshal(line, &e) == nil && e.RunID != "" {
+			runIDs[e.RunID] = true
+		}
+	}
+	runs := []events.LabRun{}
+	for _, run := range s.lab.runList() {
+		if run.SessionID == sid || runIDs[run.RunID] {
+			runs = append(runs, run)
+		}
+	}
+	if exps == nil {
+		exps = []events.LabExperiment{}
+	}
+	doc := map[string]any{"schemaVersion": 1, "exportedAt": events.FormatISO(time.Now().UnixMilli()), "sessionId": sid,
+		"runs": runs, "experiments": exps, "feedback": feedback}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return nil, 0, err
+	}
+	return append(b, '\n'), len(feedback), nil
+}
+
+// scanFeedback calls fn for every valid complete entry of the store.
+func scanFeedback(path string, fn func(line json.RawMessage, e *events.FeedbackEntry)) error {
+	page, err := PollFeedback(path, "0", "", 0)
+	if err != nil {
+		var ae *APIError
+		if errors.As(err, &ae) {
+			return nil
+		}
+		return err
+	}
+	for _, line := range page.Items {
+		var e events.FeedbackEntry
+		if json.Unmarshal(line, &e) == nil {
+			fn(line, &e)
+		}
+	}
+	return nil
+}

@@ -2,22 +2,36 @@ package labapi
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/pty"
+	"github.com/cmlab/cmlab/wal"
 )
 
 // MaxBody is the largest request body accepted (1 MiB).
 const MaxBody = 1 << 20
+
+// Task focuses the Lab on one comparison or one review (GET /api/config).
+type Task struct {
+	Type         string `json:"type"` // "compare" | "review"
+	ExperimentID string `json:"experimentId,omitempty"`
+	RunID        string `json:"runId,omitempty"`
+}
 
 // Options configure a Server.
 type Options struct {
@@ -36,14 +50,35 @@ type Options struct {
 	Pty     *pty.Manager
 	Version string
 	Logger  *slog.Logger
+	// Task and ExitAfterSubmit are reported by /api/config; when
+	// ExitAfterSubmit > 0, OnExit is called once that many submissions for
+	// the task have been acknowledged.
+	Task            *Task
+	ExitAfterSubmit int
+	OnExit          func()
+	// SSEHeartbeat is the comment interval on idle event streams (default 15s).
+	SSEHeartbeat time.Duration
+	// SSEWriteTimeout drops a client whose writes stall this long (default 10s).
+	SSEWriteTimeout time.Duration
 }
 
 // Server is the HTTP API over one engine.
 type Server struct {
-	opts Options
-	mux  *http.ServeMux
-	log  *slog.Logger
-	idem *idempotency
+	opts    Options
+	mux     *http.ServeMux
+	log     *slog.Logger
+	idem    *idempotency
+	lab     *labState
+	metrics *metrics
+
+	importMu  sync.Mutex // imports: realpath lookup and append are one step
+	submitMu  sync.Mutex // experiment create/submit: status check and append are one step
+	startedAt time.Time
+	submits   atomic.Int64
+	exitOnce  sync.Once
+
+	// errFn reports the engine's failed state; tests replace it.
+	errFn func() error
 
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close: ends SSE streams
@@ -66,7 +101,8 @@ const (
 // handlerFunc is a route body; a returned error is written as the envelope.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// New builds a server and registers every route.
+// New builds a server and registers every route. Its read models subscribe
+// to the engine, so they are rebuilt from the whole log here.
 func New(opts Options) (*Server, error) {
 	if opts.Engine == nil {
 		return nil, errors.New("labapi: Options.Engine is required")
@@ -74,35 +110,115 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, idem: newIdempotency(), done: make(chan struct{})}
+	if opts.SSEHeartbeat <= 0 {
+		opts.SSEHeartbeat = 15 * time.Second
+	}
+	if opts.SSEWriteTimeout <= 0 {
+		opts.SSEWriteTimeout = 10 * time.Second
+	}
+	s := &Server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, idem: newIdempotency(),
+		lab: newLabState(), metrics: newMetrics(), startedAt: time.Now(), done: make(chan struct{})}
+	s.errFn = opts.Engine.Err
 	if err := opts.Engine.Subscribe(s.idem); err != nil {
+		return nil, err
+	}
+	if err := opts.Engine.Subscribe(s.lab); err != nil {
 		return nil, err
 	}
 	s.registerRoutes()
 	return s, nil
 }
 
-// Handler is the server's root handler (Host/Origin guard, then the mux).
+// Start appends lab.session.started for this daemon run. serve calls it
+// once; in-process clients and read-only servers do not.
+func (s *Server) Start(ctx context.Context, pid int, listen string) error {
+	ev, err := events.New(s.opts.SessionID, &events.LabSessionStarted{
+		SessionID: s.opts.SessionID, Version: s.opts.Version, Pid: pid, Listen: listen})
+	if err != nil {
+		return err
+	}
+	_, err = s.opts.Engine.Append(ctx, ev)
+	return err
+}
+
+// SetListen records the actual listen address (after binding port 0) for
+// the Host check.
+func (s *Server) SetListen(addr string) { s.opts.Listen = addr }
+
+// Handler is the server's root handler: panic recovery, request log and
+// metrics, the Host/Origin guard, then the mux.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rw := &statusWriter{ResponseWriter: w}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			if !rw.wrote {
+				writeError(rw, NewError(CodeInternal, "internal error", "Check the daemon log; retry with the same request id."))
+			}
+		}
+		route := r.Pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		status := rw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		s.metrics.observeHTTP(route, status)
+		s.log.Info("request", "method", r.Method, "path", r.URL.Path, "route", route, "status", status,
+			"bytes", rw.n, "dur_ms", time.Since(start).Milliseconds(), "req", r.Header.Get("X-CM-LAB-REQUEST-ID"))
+	}()
 	if !s.hostAllowed(r.Host) {
-		writeError(w, NewError(CodeForbidden, "Host "+r.Host+" is not this daemon", "Connect to 127.0.0.1 or localhost (DNS-rebinding guard)."))
+		writeError(rw, NewError(CodeForbidden, "Host "+r.Host+" is not this daemon", "Connect to 127.0.0.1 or localhost (DNS-rebinding guard)."))
 		return
 	}
 	if o := r.Header.Get("Origin"); o != "" && !s.originAllowed(o) {
-		writeError(w, NewError(CodeForbidden, "cross-origin request refused", "Use the Lab page served by this daemon."))
+		writeError(rw, NewError(CodeForbidden, "cross-origin request refused", "Use the Lab page served by this daemon."))
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	h, pattern := s.mux.Handler(r)
+	if pattern == "" {
+		// No route: the mux answers 404 or 405 in plain text; give the envelope instead.
+		probe := &statusProbe{}
+		h.ServeHTTP(probe, r)
+		if probe.status == http.StatusMethodNotAllowed {
+			if allow := probe.h.Get("Allow"); allow != "" {
+				rw.Header().Set("Allow", allow)
+			}
+			writeError(rw, NewError(CodeNotFound, "method "+r.Method+" is not allowed on "+r.URL.Path, "Use one of: "+probe.h.Get("Allow")+"."))
+			return
+		}
+		writeError(rw, NewError(CodeNotFound, "no route "+r.Method+" "+r.URL.Path, "See SPEC §6 for the routes of cmlab serve."))
+		return
+	}
+	s.mux.ServeHTTP(rw, r)
 }
 
 // route registers pattern ("METHOD /path/{var}") with the given auth.
+// Every method but GET and HEAD is a write: it is refused on a read-only
+// server and, while the log is failed, answered 503 DEGRADED.
 func (s *Server) route(pattern string, auth authMode, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		if auth == authAlways || (auth == authPostOnly && r.Method != http.MethodGet && r.Method != http.MethodHead) {
+		write := r.Method != http.MethodGet && r.Method != http.MethodHead
+		if auth == authAlways || (auth == authPostOnly && write) {
 			if !s.tokenOK(r) {
 				writeError(w, NewError(CodeUnauthorized, "Missing or invalid X-CM-LAB-TOKEN", "Fetch /api/config and send its token in the X-CM-LAB-TOKEN header."))
+				return
+			}
+		}
+		if write && auth != authNone {
+			if s.opts.ReadOnly {
+				writeError(w, NewError(CodeForbidden, "this daemon serves a read-only home (a replay): writes are refused", "Run mutations against the live home's daemon, not the replayed one."))
+				return
+			}
+			if err := s.errFn(); err != nil {
+				writeError(w, degradedError(err))
 				return
 			}
 		}
@@ -110,6 +226,32 @@ func (s *Server) route(pattern string, auth authMode, h handlerFunc) {
 			writeError(w, err)
 		}
 	})
+}
+
+func degradedError(cause error) *APIError {
+	return NewError(CodeDegraded, "the log cannot make writes durable: "+cause.Error(),
+		"Free disk space or fix the disk, then restart the daemon (cmlab serve); reads keep working. Check cmlab status.")
+}
+
+// appendEvent appends evs, timing the append for /metrics and mapping a
+// failed or closed log to DEGRADED.
+func (s *Server) appendEvent(ctx context.Context, evs ...*events.Event) ([]uint64, error) {
+	start := time.Now()
+	seqs, err := s.opts.Engine.Append(ctx, evs...)
+	s.metrics.observeAppend(time.Since(start), len(evs), err)
+	if err != nil {
+		if errors.Is(err, wal.ErrFailed) {
+			return nil, degradedError(err)
+		}
+		if errors.Is(err, wal.ErrClosed) {
+			return nil, NewError(CodeDegraded, "the daemon is shutting down", "Retry with the same request id once the daemon is back.")
+		}
+		if ctx.Err() != nil {
+			return nil, NewError(CodeBusy, "request cancelled before it was appended", "Retry with the same request id.")
+		}
+		return nil, fmt.Errorf("append: %w", err)
+	}
+	return seqs, nil
 }
 
 func (s *Server) tokenOK(r *http.Request) bool {
@@ -136,7 +278,7 @@ func (s *Server) hostAllowed(host string) bool {
 		return true
 	}
 	lh, _, _ := net.SplitHostPort(s.opts.Listen)
-	return lh != "" && h == lh
+	return lh != "" && h == lh && lh != "0.0.0.0" && lh != "::"
 }
 
 func (s *Server) originAllowed(origin string) bool {
@@ -170,7 +312,10 @@ func decodeJSON(body []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return NewError(CodeInvalidArgument, "field "+te.Field+" must be "+te.Type.String(), "Send the field with the documented type.")
+			if te.Field == "" {
+				return NewError(CodeInvalidJSON, "request body must be a JSON object, not "+te.Value, "Send a JSON object.")
+			}
+			return NewError(CodeInvalidArgument, "field "+te.Field+" must be "+jsonTypeName(te.Type.String()), "Send the field with the documented type.").With("field", te.Field)
 		}
 		return NewError(CodeInvalidJSON, "request body is not valid JSON: "+err.Error(), "Send a JSON object.")
 	}
@@ -180,10 +325,75 @@ func decodeJSON(body []byte, v any) error {
 	return nil
 }
 
+func jsonTypeName(goType string) string {
+	switch {
+	case goType == "string":
+		return "a string"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	case strings.HasPrefix(goType, "map[") || strings.Contains(goType, "struct") || strings.Contains(goType, "."):
+		return "an object"
+	case strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "float"):
+		return "a number"
+	case goType == "bool":
+		return "a boolean"
+	}
+	return goType
+}
+
 // registerRoutes wires every route group. Each group lives in its own file.
 func (s *Server) registerRoutes() {
 	s.registerLabRoutes()
+	s.registerEventRoutes()
 	s.registerPtyRoutes()
 	s.registerStepRoutes()
 	s.registerMCPRoutes()
 }
+
+// statusWriter records the status and size of a response. It unwraps for
+// http.ResponseController (flush, write deadlines of event streams).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	n      int64
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.n += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// statusProbe captures what the mux's own 404/405 handler would answer.
+type statusProbe struct {
+	h      http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header {
+	if p.h == nil {
+		p.h = http.Header{}
+	}
+	return p.h
+}
+func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *statusProbe) WriteHeader(code int)        { p.status = code }

@@ -1,0 +1,150 @@
+package labapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/pty"
+	"github.com/cmlab/cmlab/recovery"
+	"github.com/google/uuid"
+)
+
+// Version is the version reported by /api/config and lab.session.started.
+const Version = "0.1.0"
+
+// DaemonOptions configure RunDaemon (the flags of `cmlab serve`).
+type DaemonOptions struct {
+	Home   home.Home
+	Listen string // default 127.0.0.1:7788; port 0 picks a free port
+	// AllowRoots are extra import roots beside the working directory and its output/.
+	AllowRoots      []string
+	Task            *Task
+	ExitAfterSubmit int
+	// ReadOnly serves a replayed home: no session event, every write refused.
+	ReadOnly bool
+	// Lookback is recovery's auto-resume window (default 2h).
+	Lookback time.Duration
+	Logger   *slog.Logger
+	// Ready, when set, is called once the daemon listens and state/daemon.json is written.
+	Ready func(info DaemonInfo)
+	// ShutdownTimeout bounds the drain of in-flight requests (default 10s).
+	ShutdownTimeout time.Duration
+}
+
+// RunDaemon is `cmlab serve`: open the engine (tail repair and view
+// catch-up), run start-up recovery, start the terminal manager, append
+// lab.session.started, listen, write state/daemon.json; then serve until
+// ctx ends (SIGINT/SIGTERM) or the task's submissions are done. Shutdown
+// stops accepting, drains requests, closes the terminals, closes the engine
+// (checkpoint) and removes state/daemon.json.
+func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:7788"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 10 * time.Second
+	}
+	if o.Lookback <= 0 {
+		o.Lookback = 2 * time.Hour
+	}
+	if info, err := ReadDaemonInfo(o.Home); err == nil {
+		return fmt.Errorf("a daemon already serves this home (pid %d at %s): stop it first or use its API", info.Pid, info.Listen)
+	}
+	eng, err := engine.Open(ctx, engine.Options{Home: o.Home})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := eng.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("closing engine: %w", cerr)
+		}
+	}()
+	if !o.ReadOnly {
+		if _, err := recovery.OnStart(ctx, eng, recovery.StartOptions{Lookback: o.Lookback}); err != nil {
+			return fmt.Errorf("start-up recovery: %w", err)
+		}
+	}
+	var mgr *pty.Manager
+	if !o.ReadOnly {
+		if mgr, err = pty.NewManager(eng, pty.Options{}); err != nil {
+			return fmt.Errorf("terminal manager: %w", err)
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
+			defer cancel()
+			if cerr := mgr.Close(cctx); cerr != nil {
+				o.Logger.Warn("closing terminals", "err", cerr)
+			}
+		}()
+	}
+	tok, err := o.Home.Token()
+	if err != nil {
+		return fmt.Errorf("token: %w", err)
+	}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.Listen, err)
+	}
+	addr := ln.Addr().String()
+	exitCh := make(chan struct{})
+	srv, err := New(Options{
+		Engine: eng, Listen: addr, Token: tok, SessionID: "lab_" + uuid.NewString(),
+		AllowedRoots: DefaultAllowedRoots(o.AllowRoots), ReadOnly: o.ReadOnly, Pty: mgr,
+		Version: Version, Logger: o.Logger, Task: o.Task, ExitAfterSubmit: o.ExitAfterSubmit,
+		OnExit: func() { close(exitCh) },
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer srv.Close()
+	if !o.ReadOnly {
+		if err := srv.Start(ctx, os.Getpid(), addr); err != nil {
+			ln.Close()
+			return fmt.Errorf("lab.session.started: %w", err)
+		}
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn)}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	info := DaemonInfo{Pid: os.Getpid(), Listen: addr, TokenFile: o.Home.TokenFile(), SessionID: srv.opts.SessionID,
+		StartedAt: time.Now().UTC().Format(time.RFC3339Nano), Version: Version}
+	if err := WriteDaemonInfo(o.Home, info); err != nil {
+		hs.Close()
+		return fmt.Errorf("writing state/daemon.json: %w", err)
+	}
+	defer RemoveDaemonInfo(o.Home, info.Pid)
+	o.Logger.Info("serving", "listen", addr, "session", info.SessionID, "readOnly", o.ReadOnly)
+	if o.Ready != nil {
+		o.Ready(info)
+	}
+	select {
+	case <-ctx.Done():
+	case <-exitCh:
+		o.Logger.Info("task submissions done; exiting", "exitAfterSubmit", o.ExitAfterSubmit)
+	case err := <-serveErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+	srv.Close() // end event streams so Shutdown can drain
+	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+		o.Logger.Warn("shutdown did not drain in time", "err", err)
+	}
+	return nil
+}

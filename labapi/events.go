@@ -1,0 +1,157 @@
+package labapi
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cmlab/cmlab/events"
+)
+
+// sseBatch bounds how many events one client is sent between flushes; with
+// the write deadline it bounds what a client can hold up: a client that
+// cannot take a batch within SSEWriteTimeout is dropped.
+const sseBatch = 256
+
+func (s *Server) registerEventRoutes() {
+	s.route("GET /api/events", authPostOnly, s.handleEvents)
+}
+
+// StreamEvent is the JSON of one SSE data line: the envelope with its
+// payload decoded.
+type StreamEvent struct {
+	Seq    uint64          `json:"seq"`
+	V      int             `json:"v"`
+	ID     string          `json:"id"`
+	Type   string          `json:"type"`
+	TS     int64           `json:"ts"`
+	Stream string          `json:"stream"`
+	Req    string          `json:"req,omitempty"`
+	Data   json.RawMessage `json:"data"`
+}
+
+// handleEvents streams the log as server-sent events: "id: <seq>", "event:
+// <type>", "data: <StreamEvent JSON>". It starts after Last-Event-ID when
+// the client resumes, else after ?since= (default: from the start). Each
+// client reads the log itself, woken by Log().Changed(), so a slow client
+// never holds up an append; one that stalls a write past SSEWriteTimeout
+// is dropped and resumes with Last-Event-ID. Idle streams get a comment
+// heartbeat.
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
+	after := uint64(0)
+	arg, argName := r.URL.Query().Get("since"), "since"
+	if v := strings.TrimSpace(r.Header.Get("Last-Event-ID")); v != "" {
+		arg, argName = v, "Last-Event-ID"
+	}
+	if arg = strings.TrimSpace(arg); arg != "" {
+		n, err := strconv.ParseUint(arg, 10, 64)
+		if err != nil {
+			return NewError(CodeInvalidCursor, "Invalid "+argName+": "+truncate(arg, 40), "Send the seq of the last event received (or since=0 for the whole log).")
+		}
+		after = n
+	}
+	lg := s.opts.Engine.Log()
+	if last := lg.LastSeq(); after > last {
+		return NewError(CodeInvalidCursor, fmt.Sprintf("%s %d is beyond the end of the log (%d)", argName, after, last), "Reset since=0.").With("walIndex", last)
+	}
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	m := s.metrics
+	m.sseClients.Add(1)
+	defer m.sseClients.Add(-1)
+
+	flush := func() error {
+		rc.SetWriteDeadline(time.Now().Add(s.opts.SSEWriteTimeout))
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	fmt.Fprintf(bw, "retry: 1000\n: cmlab event stream after seq %d\n\n", after)
+	if err := flush(); err != nil {
+		return nil
+	}
+	heartbeat := time.NewTicker(s.opts.SSEHeartbeat)
+	defer heartbeat.Stop()
+	next := after + 1
+	for {
+		changed := lg.Changed() // taken before reading: no wake-up is missed
+		last := lg.LastSeq()
+		sent := 0
+		for next <= last {
+			if sent%sseBatch == 0 {
+				rc.SetWriteDeadline(time.Now().Add(s.opts.SSEWriteTimeout))
+			}
+			ev, err := lg.Read(next)
+			if err != nil {
+				fmt.Fprintf(bw, "event: error\ndata: %s\n\n", mustJSON(map[string]string{"error": err.Error()}))
+				flush()
+				return nil
+			}
+			if err := writeSSE(bw, ev); err != nil {
+				return nil
+			}
+			next++
+			sent++
+			m.sseSent.Add(1)
+			if sent%sseBatch == 0 {
+				if err := flush(); err != nil {
+					m.sseDropped.Add(1)
+					return nil
+				}
+			}
+		}
+		if sent > 0 {
+			if err := flush(); err != nil {
+				m.sseDropped.Add(1)
+				return nil
+			}
+		}
+		select {
+		case <-changed:
+		case <-heartbeat.C:
+			bw.WriteString(": heartbeat\n\n")
+			if err := flush(); err != nil {
+				m.sseDropped.Add(1)
+				return nil
+			}
+		case <-r.Context().Done():
+			return nil
+		case <-s.done:
+			return nil
+		}
+	}
+}
+
+func writeSSE(bw *bufio.Writer, ev *events.Event) error {
+	se := StreamEvent{Seq: ev.Seq, V: ev.V, ID: ev.ID, Type: ev.Type, TS: ev.TS, Stream: ev.Stream, Req: ev.Req}
+	if p, err := ev.Decode(); err == nil {
+		se.Data, _ = json.Marshal(p)
+	}
+	if se.Data == nil {
+		se.Data = json.RawMessage("null")
+	}
+	b, err := json.Marshal(se)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(bw, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Type, b)
+	return err
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return []byte("{}")
+	}
+	return b
+}

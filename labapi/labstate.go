@@ -1,0 +1,138 @@
+package labapi
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/cmlab/cmlab/events"
+)
+
+// labState is the in-memory read model of runs, experiments and sessions.
+// It is an engine observer: rebuilt from the whole log when the server is
+// built, then fed each event after it is durable. Timestamps a producer
+// left empty are filled from the event's ts exactly as the projector does,
+// so the API and the JSONL views agree.
+type labState struct {
+	mu       sync.RWMutex
+	runs     map[string]*events.LabRun
+	runOrder []string
+	byReal   map[string]string // artifactsDirRealpath → newest runId
+	exps     map[string]*events.LabExperiment
+	expOrder []string
+	sessions map[string]int64 // sessionId → started ts (ms)
+}
+
+func newLabState() *labState {
+	return &labState{runs: map[string]*events.LabRun{}, byReal: map[string]string{},
+		exps: map[string]*events.LabExperiment{}, sessions: map[string]int64{}}
+}
+
+// Observe implements engine.Observer.
+func (st *labState) Observe(ev *events.Event) {
+	switch ev.Type {
+	case events.TypeRunImported, events.TypeExperimentCreated, events.TypeExperimentSubmitted,
+		events.TypeExperimentUpdated, events.TypeLabSessionStarted:
+	default:
+		return
+	}
+	p, err := ev.Decode()
+	if err != nil {
+		return // verify reports it; the read model skips what it cannot read
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	switch p := p.(type) {
+	case *events.RunImported:
+		run := p.Run
+		if run.CreatedAt == "" {
+			run.CreatedAt = ev.ISOTime()
+		}
+		if _, ok := st.runs[run.RunID]; !ok {
+			st.runOrder = append(st.runOrder, run.RunID)
+		}
+		st.runs[run.RunID] = &run
+		st.byReal[run.ArtifactsDirRealpath] = run.RunID
+	case *events.ExperimentCreated:
+		st.putExp(p.Experiment, ev, false)
+	case *events.ExperimentSubmitted:
+		st.putExp(p.Experiment, ev, true)
+	case *events.ExperimentUpdated:
+		st.putExp(p.Experiment, ev, true)
+	case *events.LabSessionStarted:
+		st.sessions[p.SessionID] = ev.TS
+	}
+}
+
+func (st *labState) putExp(exp events.LabExperiment, ev *events.Event, update bool) {
+	if exp.CreatedAt == "" {
+		exp.CreatedAt = ev.ISOTime()
+	}
+	if update && exp.UpdatedAt == "" {
+		exp.UpdatedAt = ev.ISOTime()
+	}
+	if _, ok := st.exps[exp.ExperimentID]; !ok {
+		st.expOrder = append(st.expOrder, exp.ExperimentID)
+	}
+	st.exps[exp.ExperimentID] = &exp
+}
+
+func (st *labState) run(id string) (events.LabRun, bool) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	r, ok := st.runs[id]
+	if !ok {
+		return events.LabRun{}, false
+	}
+	return *r, true
+}
+
+func (st *labState) runByRealpath(real string) (events.LabRun, bool) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	id, ok := st.byReal[real]
+	if !ok {
+		return events.LabRun{}, false
+	}
+	return *st.runs[id], true
+}
+
+// runList is every run, newest first (createdAt descending, then log order).
+func (st *labState) runList() []events.LabRun {
+	st.mu.RLock()
+	out := make([]events.LabRun, 0, len(st.runOrder))
+	for i := len(st.runOrder) - 1; i >= 0; i-- {
+		out = append(out, *st.runs[st.runOrder[i]])
+	}
+	st.mu.RUnlock()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt > out[j].CreatedAt })
+	return out
+}
+
+func (st *labState) experiment(id string) (events.LabExperiment, bool) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	e, ok := st.exps[id]
+	if !ok {
+		return events.LabExperiment{}, false
+	}
+	return *e, true
+}
+
+// experimentList is the last record of every experiment, newest first.
+func (st *labState) experimentList() []events.LabExperiment {
+	st.mu.RLock()
+	out := make([]events.LabExperiment, 0, len(st.expOrder))
+	for i := len(st.expOrder) - 1; i >= 0; i-- {
+		out = append(out, *st.exps[st.expOrder[i]])
+	}
+	st.mu.RUnlock()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt > out[j].CreatedAt })
+	return out
+}
+
+func (st *labState) sessionStarted(id string) (int64, bool) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	ts, ok := st.sessions[id]
+	return ts, ok
+}
