@@ -1,0 +1,349 @@
+package recovery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+)
+
+// Errors of step transitions.
+var (
+	// ErrUnknownMandate: a transition names a mandate that was never planned.
+	ErrUnknownMandate = errors.New("unknown mandate")
+	// ErrUnknownStep: a transition names a step its mandate's plan lacks.
+	ErrUnknownStep = errors.New("unknown step")
+	// ErrInvalidTransition: the step's status does not allow the transition.
+	ErrInvalidTransition = errors.New("invalid step transition")
+	// ErrInvalidStep: a transition's fields are missing or malformed.
+	ErrInvalidStep = errors.New("invalid step transition fields")
+)
+
+// MaxErrorMsg is the longest error_msg a step.failed keeps (characters).
+const MaxErrorMsg = 500
+
+// Recorder is where a Runner records step transitions and reads back what
+// is recorded: the engine directly (Journal), or a running daemon's steps
+// API (the CLI's client), so that one process stays the single writer.
+type Recorder interface {
+	// Record validates and appends one step transition.
+	Record(ctx context.Context, p events.Payload) error
+	// Mandate returns the mandate's recorded state, nil when unknown.
+	Mandate(ctx context.Context, id string) (*MandateState, error)
+}
+
+// CutErrorMsg cuts msg to MaxErrorMsg characters (valid UTF-8 kept).
+func CutErrorMsg(msg string) string {
+	if utf8.RuneCountInString(msg) <= MaxErrorMsg {
+		return msg
+	}
+	n := 0
+	for i := range msg {
+		if n == MaxErrorMsg {
+			return msg[:i]
+		}
+		n++
+	}
+	return msg
+}
+
+func badField(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidStep, fmt.Sprintf(format, args...))
+}
+
+func checkHash(field, h string, required bool) error {
+	if h == "" {
+		if required {
+			return badField("%s is required", field)
+		}
+		return nil
+	}
+	if !ValidHash(h) {
+		return badField("%s %q is not sha256- and 64 lowercase hex digits", field, h)
+	}
+	return nil
+}
+
+// Normalize fills what a transition may leave out (the plan's idem_key,
+// derived idem keys of a plan) and cuts error_msg to 500 characters.
+func Normalize(m *MandateState, p events.Payload) {
+	switch p := p.(type) {
+	case *events.StepPlanned:
+		for i := range p.Steps {
+			if p.Steps[i].IdemKey == "" {
+				p.Steps[i].IdemKey = IdemKey(p.MandateID, p.Steps[i].StepID, p.Steps[i].ParamsHash)
+			}
+		}
+	case *events.StepExecuting:
+		if m != nil && p.IdemKey == "" {
+			if s := m.Step(p.StepID); s != nil {
+				p.IdemKey = s.IdemKey
+			}
+		}
+	case *events.StepReset:
+		if m != nil && p.IdemKey == "" {
+			if s := m.Step(p.StepID); s != nil {
+				p.IdemKey = s.IdemKey
+			}
+		}
+	case *events.StepFailed:
+		p.ErrorMsg = CutErrorMsg(p.ErrorMsg)
+	}
+}
+
+// StepTarget returns the mandate and step a payload is about.
+func StepTarget(p events.Payload) (mandateID, stepID string) {
+	switch p := p.(type) {
+	case *events.StepPlanned:
+		return p.MandateID, ""
+	case *events.StepExecuting:
+		return p.MandateID, p.StepID
+	case *events.StepCompleted:
+		return p.MandateID, p.StepID
+	case *events.StepFailed:
+		return p.MandateID, p.StepID
+	case *events.StepNeedsReview:
+		return p.MandateID, p.StepID
+	case *events.StepReset:
+		return p.MandateID, p.StepID
+	}
+	return "", ""
+}
+
+// NextStatus is the status a transition moves its step to.
+func NextStatus(p events.Payload) string {
+	switch p.(type) {
+	case *events.StepPlanned, *events.StepReset:
+		return events.StatusPending
+	case *events.StepExecuting:
+		return events.StatusExecuting
+	case *events.StepCompleted:
+		return events.StatusCompleted
+	case *events.StepFailed:
+		return events.StatusFailed
+	case *events.StepNeedsReview:
+		return events.StatusNeedsReview
+	}
+	return ""
+}
+
+// CheckTransition validates p against m, the mandate's current state (nil
+// when unknown). Allowed moves:
+//
+//	plan        only for a mandate not planned yet
+//	executing   pending | failed               → executing (needs observed_pre_hash)
+//	completed   executing | needs_review       → completed (needs post_hash, result_hash);
+//	            with recovered: any status but completed
+//	failed      pending | executing | needs_review → failed (needs error_class)
+//	review      any status but completed       → needs_review (needs reason)
+//	reset       executing | failed | needs_review → pending
+func CheckTransition(m *MandateState, p events.Payload) error {
+	mid, sid := StepTarget(p)
+	if err := home.ValidateID(mid); err != nil {
+		return badField("mandate id: %v", err)
+	}
+	if pl, ok := p.(*events.StepPlanned); ok {
+		if m != nil && !m.Orphan {
+			return fmt.Errorf("%w: mandate %s is already planned (seq %d)", ErrInvalidTransition, mid, m.PlannedSeq)
+		}
+		if len(pl.Steps) == 0 {
+			return badField("a plan needs at least one step")
+		}
+		if len(pl.Steps) > MaxMandateSteps {
+			return badField("a plan has at most %d steps", MaxMandateSteps)
+		}
+		seen := map[string]bool{}
+		for _, s := range pl.Steps {
+			if err := home.ValidateID(s.StepID); err != nil {
+				return badField("step_id: %v", err)
+			}
+			if seen[s.StepID] {
+				return badField("step_id %q appears twice", s.StepID)
+			}
+			seen[s.StepID] = true
+			if s.Tool == "" {
+				return badField("step %s: tool is required", s.StepID)
+			}
+			if err := checkHash("params_hash of "+s.StepID, s.ParamsHash, true); err != nil {
+				return err
+			}
+			if err := checkHash("pre_hash of "+s.StepID, s.PreHash, false); err != nil {
+				return err
+			}
+			if err := checkHash("expected_post_hash of "+s.StepID, s.ExpectedPostHash, false); err != nil {
+				return err
+			}
+			if s.IdemKey == "" {
+				return badField("step %s: idem_key is required", s.StepID)
+			}
+		}
+		return nil
+	}
+	if err := home.ValidateID(sid); err != nil {
+		return badField("step_id: %v", err)
+	}
+	if m == nil || m.Orphan {
+		return fmt.Errorf("%w: %s (plan it first)", ErrUnknownMandate, mid)
+	}
+	s := m.Step(sid)
+	if s == nil || s.Orphan {
+		return fmt.Errorf("%w: %s has no step %s", ErrUnknownStep, mid, sid)
+	}
+	from := s.Status
+	refuse := func(what string) error {
+		return fmt.Errorf("%w: step %s/%s is %s; %s", ErrInvalidTransition, mid, sid, from, what)
+	}
+	switch p := p.(type) {
+	case *events.StepExecuting:
+		if from != events.StatusPending && from != events.StatusFailed {
+			return refuse("only a pending or failed step can start executing")
+		}
+		if err := checkHash("observed_pre_hash", p.ObservedPreHash, true); err != nil {
+			return err
+		}
+		if p.IdemKey != "" && p.IdemKey != s.IdemKey {
+			return badField("idem_key %q is not the plan's %q", p.IdemKey, s.IdemKey)
+		}
+	case *events.StepCompleted:
+		if from == events.StatusCompleted {
+			return refuse("a completed step is never completed again")
+		}
+		if !p.Recovered && from != events.StatusExecuting && from != events.StatusNeedsReview {
+			return refuse("only an executing step (or one in review) can complete")
+		}
+		if err := checkHash("post_hash", p.PostHash, true); err != nil {
+			return err
+		}
+		if err := checkHash("result_hash", p.ResultHash, !p.Recovered); err != nil {
+			return err
+		}
+		if err := checkHash("output_digest", p.OutputDigest, false); err != nil {
+			return err
+		}
+	case *events.StepFailed:
+		if from != events.StatusPending && from != events.StatusExecuting && from != events.StatusNeedsReview {
+			return refuse("only a pending, executing or in-review step can fail")
+		}
+		if p.ErrorClass == "" {
+			return badField("error_class is required")
+		}
+	case *events.StepNeedsReview:
+		if from == events.StatusCompleted {
+			return refuse("a completed step cannot be put in review")
+		}
+		if p.Reason == "" {
+			return badField("reason is required")
+		}
+	case *events.StepReset:
+		if from != events.StatusExecuting && from != events.StatusFailed && from != events.StatusNeedsReview {
+			return refuse("only an executing, failed or in-review step can be reset to pending")
+		}
+		if p.IdemKey != "" && p.IdemKey != s.IdemKey {
+			return badField("idem_key %q is not the plan's %q (a reset keeps it)", p.IdemKey, s.IdemKey)
+		}
+	default:
+		return badField("%T is not a step transition", p)
+	}
+	return nil
+}
+
+// TransitionResponse is the JSON answer to a recorded transition.
+type TransitionResponse struct {
+	MandateID string `json:"mandateId"`
+	StepID    string `json:"stepId,omitempty"`
+	Status    string `json:"status"`
+	IdemKey   string `json:"idemKey,omitempty"`
+}
+
+// Journal records step transitions on an engine: it validates each against
+// the state rebuilt from the log and appends it, one at a time, so checks
+// and appends cannot interleave. Inside a daemon it is the single writer of
+// step events (the steps API and recovery share one).
+type Journal struct {
+	eng   *engine.Engine
+	state *State
+	mu    sync.Mutex
+	// startSeq is the log's last seq when the journal was created: step
+	// transitions after it belong to this process's lifetime.
+	startSeq uint64
+}
+
+// NewJournal subscribes a step state to eng.
+func NewJournal(eng *engine.Engine) (*Journal, error) {
+	j := &Journal{eng: eng, state: NewState()}
+	j.startSeq = eng.Log().LastSeq()
+	if err := eng.Subscribe(j.state); err != nil {
+		return nil, fmt.Errorf("recovery: rebuilding step state: %w", err)
+	}
+	return j, nil
+}
+
+// State is the journal's live step state.
+func (j *Journal) State() *State { return j.state }
+
+// StartSeq is the last seq of the log when the journal was created.
+func (j *Journal) StartSeq() uint64 { return j.startSeq }
+
+// Engine is the journal's engine.
+func (j *Journal) Engine() *engine.Engine { return j.eng }
+
+// Mandate implements Recorder.
+func (j *Journal) Mandate(ctx context.Context, id string) (*MandateState, error) {
+	return j.state.Mandate(id), nil
+}
+
+// Record implements Recorder.
+func (j *Journal) Record(ctx context.Context, p events.Payload) error {
+	_, err := j.RecordRequest(ctx, p, "", "")
+	return err
+}
+
+// RecordRequest normalizes, validates and appends p. When req is set the
+// one appended event carries req, reqHash and the response snapshot, so a
+// retried request is answered from the log.
+func (j *Journal) RecordRequest(ctx context.Context, p events.Payload, req, reqHash string) (TransitionResponse, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	mid, sid := StepTarget(p)
+	m := j.state.Mandate(mid)
+	Normalize(m, p)
+	if err := CheckTransition(m, p); err != nil {
+		return TransitionResponse{}, err
+	}
+	resp := TransitionResponse{MandateID: mid, StepID: sid, Status: NextStatus(p)}
+	switch p := p.(type) {
+	case *events.StepExecuting:
+		resp.IdemKey = p.IdemKey
+	case *events.StepReset:
+		resp.IdemKey = p.IdemKey
+	case *events.StepPlanned:
+		resp.Status = "planned"
+	}
+	ev, err := events.New(mid, p)
+	if err != nil {
+		return TransitionResponse{}, err
+	}
+	if req != "" {
+		b, err := json.Marshal(resp)
+		if err != nil {
+			return TransitionResponse{}, err
+		}
+		ev.WithRequest(req, reqHash, b)
+	}
+	if _, err := j.eng.Append(ctx, ev); err != nil {
+		return TransitionResponse{}, err
+	}
+	return resp, nil
+}
+
+// appendRaw appends events that are not step transitions (recovery.applied).
+func (j *Journal) appendRaw(ctx context.Context, evs ...*events.Event) error {
+	_, err := j.eng.Append(ctx, evs...)
+	return err
+}

@@ -1,0 +1,271 @@
+package recovery
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/cmlab/cmlab/events"
+)
+
+// Actions of a recovery plan.
+const (
+	ActionNone        = "none"         // nothing to append
+	ActionComplete    = "complete"     // step.completed recovered:true
+	ActionReset       = "reset"        // step.reset to pending, same idem_key
+	ActionNeedsReview = "needs_review" // step.needs_review, mandate paused
+)
+
+// PlanStep is one line of a recovery plan.
+type PlanStep struct {
+	MandateID string          `json:"mandate_id"`
+	StepID    string          `json:"step_id"`
+	Status    string          `json:"status"`
+	Verdict   string          `json:"verdict"`
+	Evidence  events.Evidence `json:"evidence"`
+	Action    string          `json:"action"`
+	// Current is the step's world hash computed now ("" without a world).
+	Current string `json:"current_hash,omitempty"`
+	// Note explains an action of none that is not obvious.
+	Note string `json:"note,omitempty"`
+}
+
+// PlanMandate is a mandate's line of a plan.
+type PlanMandate struct {
+	MandateID string `json:"mandate_id"`
+	Name      string `json:"name,omitempty"`
+	Status    string `json:"status"`
+	LastTS    int64  `json:"last_ts"`
+	// Resume is the automatic decision at daemon start ("auto_resume",
+	// "wait_for_operator") with its Reason; empty when none was taken.
+	Resume string `json:"resume,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Result of an automatic resume.
+	ResumeError string `json:"resume_error,omitempty"`
+}
+
+// Plan is the outcome of classifying every step (SPEC §8 steps 3–5).
+type Plan struct {
+	Steps    []PlanStep    `json:"steps"`
+	Mandates []PlanMandate `json:"mandates"`
+	// ClosedTerminal lists the terminal blocks and sessions closed because
+	// the crash left them open.
+	ClosedTerminal []string `json:"closed_terminal,omitempty"`
+	// Applied counts the events appended by Apply.
+	Applied int `json:"applied"`
+	// Salvaged lists sequence numbers lost to corruption and replaced by
+	// wal.salvaged placeholders (recover --salvage).
+	Salvaged []SalvagedEntry `json:"salvaged,omitempty"`
+}
+
+// SalvagedEntry is one lost entry reported by a salvage.
+type SalvagedEntry struct {
+	Seq   uint64 `json:"seq"`
+	Where string `json:"where"`
+	Guess string `json:"guess,omitempty"`
+}
+
+// PlanOptions configure BuildPlan.
+type PlanOptions struct {
+	// LiveAfter: steps whose last transition is after this seq belong to a
+	// runner of the current daemon and are not acted on (0: act on all).
+	LiveAfter uint64
+	// Hash computes a step's world hash now; default WorldHash of its
+	// world ("" for a step without one).
+	Hash func(s *StepState) (string, error)
+}
+
+// NeedsReview reports whether some step awaits a human (exit code 4).
+func (p *Plan) NeedsReview() bool {
+	for _, s := range p.Steps {
+		if s.Verdict == ManualReview {
+			return true
+		}
+	}
+	return false
+}
+
+// Pending counts the steps with an action to apply.
+func (p *Plan) Pending() int {
+	n := 0
+	for _, s := range p.Steps {
+		if s.Action != ActionNone {
+			n++
+		}
+	}
+	return n
+}
+
+// BuildPlan classifies every step of mandates with world hashes computed
+// now and picks an action for each:
+//
+//	status        verdict         action
+//	executing     already_done    complete (recovered, with the evidence)
+//	executing     safe_to_retry   reset (same idem_key)
+//	executing     manual_review   needs_review
+//	pending       already_done    complete (the world shows it done)
+//	pending       manual_review   needs_review
+//	anything else                 none
+//
+// A failed step keeps its recorded failure (re-running it is the
+// operator's call: `cmlab run` retries failed steps).
+func BuildPlan(mandates []*MandateState, opts PlanOptions) *Plan {
+	if opts.Hash == nil {
+		opts.Hash = stepWorldHash
+	}
+	p := &Plan{Steps: []PlanStep{}, Mandates: []PlanMandate{}}
+	for _, m := range mandates {
+		pm := PlanMandate{MandateID: m.MandateID, Name: m.Name, Status: m.Status, LastTS: m.LastTS}
+		if m.LastAuto != nil {
+			pm.Resume, pm.Reason = m.LastAuto.Action, m.LastAuto.Reason
+		}
+		p.Mandates = append(p.Mandates, pm)
+		for _, s := range m.Steps {
+			ps := PlanStep{MandateID: m.MandateID, StepID: s.StepID, Status: s.Status, Action: ActionNone}
+			var cur string
+			if s.Status != events.StatusCompleted {
+				h, err := opts.Hash(s)
+				if err != nil {
+					ps.Note = "world not hashable: " + err.Error()
+				}
+				cur = h
+			}
+			ps.Current = cur
+			v := Classify(*s, cur, cur)
+			ps.Verdict, ps.Evidence = v.Kind, v.Evidence
+			if v.Kind == AlreadyDone && v.Evidence.Reason == ReasonCurrentMatchesPost {
+				ps.Evidence.PostHash = v.PostHash
+			}
+			live := opts.LiveAfter > 0 && s.LastSeq > opts.LiveAfter
+			switch {
+			case s.Orphan:
+				ps.Note = "orphan transition (no plan names this step)"
+			case live && s.Status == events.StatusExecuting:
+				ps.Note = "in progress under the running daemon"
+			case s.Status == events.StatusExecuting:
+				ps.Action = map[string]string{AlreadyDone: ActionComplete, SafeToRetry: ActionReset, ManualReview: ActionNeedsReview}[v.Kind]
+			case s.Status == events.StatusPending && v.Kind == AlreadyDone:
+				ps.Action = ActionComplete
+			case s.Status == events.StatusPending && v.Kind == ManualReview:
+				ps.Action = ActionNeedsReview
+			}
+			p.Steps = append(p.Steps, ps)
+		}
+	}
+	return p
+}
+
+// Decision turns a plan line into the transition it applies (nil for none).
+func (s PlanStep) Decision() events.Payload {
+	ev := s.Evidence
+	switch s.Action {
+	case ActionComplete:
+		post := s.Evidence.PostHash
+		if post == "" {
+			post = s.Current
+		}
+		return &events.StepCompleted{MandateID: s.MandateID, StepID: s.StepID, PostHash: post, Recovered: true, Evidence: &ev}
+	case ActionReset:
+		return &events.StepReset{MandateID: s.MandateID, StepID: s.StepID, Reason: s.Evidence.Reason, Evidence: &ev}
+	case ActionNeedsReview:
+		return &events.StepNeedsReview{MandateID: s.MandateID, StepID: s.StepID, Reason: s.Evidence.Reason, Evidence: &ev}
+	}
+	return nil
+}
+
+// ApplyOptions configure Apply.
+type ApplyOptions struct {
+	// Auto marks decisions taken by daemon start rather than the operator.
+	Auto bool
+	// Only, when set, limits the applied steps to these mandates.
+	Only map[string]bool
+	// Extra decisions to record in recovery.applied (auto-resume choices).
+	Extra []events.RecoveryDecision
+}
+
+// Apply appends the plan's decisions through j, then one recovery.applied
+// event listing them. With nothing to apply it appends nothing, so a second
+// run is a no-op. It returns the number of events appended.
+func Apply(ctx context.Context, j *Journal, p *Plan, opts ApplyOptions) (int, error) {
+	var decisions []events.RecoveryDecision
+	n := 0
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		if s.Action == ActionNone || (opts.Only != nil && !opts.Only[s.MandateID]) {
+			continue
+		}
+		d := s.Decision()
+		if err := j.Record(ctx, d); err != nil {
+			return n, fmt.Errorf("recovery: applying %s to %s/%s: %w", s.Action, s.MandateID, s.StepID, err)
+		}
+		n++
+		ev := s.Evidence
+		decisions = append(decisions, events.RecoveryDecision{MandateID: s.MandateID, StepID: s.StepID,
+			Status: s.Status, Verdict: s.Verdict, Evidence: &ev, Action: s.Action})
+	}
+	decisions = append(decisions, opts.Extra...)
+	if len(decisions) == 0 {
+		p.Applied += n
+		return n, nil
+	}
+	ev, err := events.New("recovery", &events.RecoveryApplied{Decisions: decisions, Auto: opts.Auto})
+	if err != nil {
+		return n, err
+	}
+	if err := j.appendRaw(ctx, ev); err != nil {
+		return n, err
+	}
+	n++
+	p.Applied += n
+	return n, nil
+}
+
+// WriteTable prints the plan as a table.
+func (p *Plan) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MANDATE\tSTEP\tSTATUS\tVERDICT\tEVIDENCE\tACTION")
+	for _, s := range p.Steps {
+		action := s.Action
+		if s.Note != "" {
+			action += " (" + s.Note + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.MandateID, s.StepID, s.Status, s.Verdict, s.Evidence.Reason, action)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, m := range p.Mandates {
+		if m.Resume == "" {
+			continue
+		}
+		line := fmt.Sprintf("mandate %s: %s", m.MandateID, m.Resume)
+		if m.Reason != "" {
+			line += " (" + m.Reason + ")"
+		}
+		if m.ResumeError != "" {
+			line += ": " + m.ResumeError
+		}
+		fmt.Fprintln(w, line)
+	}
+	if len(p.ClosedTerminal) > 0 {
+		fmt.Fprintf(w, "closed after the crash: %s\n", strings.Join(p.ClosedTerminal, ", "))
+	}
+	for _, s := range p.Salvaged {
+		line := fmt.Sprintf("salvaged: seq %d lost at %s", s.Seq, s.Where)
+		if s.Guess != "" {
+			line += " (" + s.Guess + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
+	if len(p.Steps) == 0 {
+		fmt.Fprintln(w, "no steps recorded")
+	}
+	fmt.Fprintf(w, "%d to apply, %d applied\n", p.Pending(), p.Applied)
+	return nil
+}
+
+// JSON is the plan as indented JSON.
+func (p *Plan) JSON() ([]byte, error) { return json.MarshalIndent(p, "", "  ") }

@@ -1,0 +1,349 @@
+package recovery
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+
+	"github.com/cmlab/cmlab/events"
+)
+
+// Errors of a mandate run.
+var (
+	// ErrNeedsReview: a step of the mandate awaits a human (exit code 4).
+	ErrNeedsReview = errors.New("step awaits manual review")
+	// ErrInterrupted: a step was left executing by a crash; recovery must
+	// decide about it before the mandate can resume.
+	ErrInterrupted = errors.New("step interrupted during execution")
+	// ErrStepFailed: a step's command failed; the mandate stops there.
+	ErrStepFailed = errors.New("step failed")
+	// ErrPlanMismatch: the mandate file differs from the recorded plan.
+	ErrPlanMismatch = errors.New("mandate differs from its recorded plan")
+)
+
+// CrashPoint names the moments of a step at which a test may kill the runner.
+type CrashPoint int
+
+// The four crash points of a step, in order.
+const (
+	BeforeExecuting CrashPoint = iota + 1 // plan recorded, executing not yet
+	AfterExecuting                        // executing recorded, command not started
+	AfterSideEffect                       // command finished, completed not recorded
+	AfterCompleted                        // completed recorded
+)
+
+func (p CrashPoint) String() string {
+	switch p {
+	case BeforeExecuting:
+		return "before_executing"
+	case AfterExecuting:
+		return "after_executing"
+	case AfterSideEffect:
+		return "after_side_effect"
+	case AfterCompleted:
+		return "after_completed"
+	}
+	return "crash_point_" + strconv.Itoa(int(p))
+}
+
+// RunnerOptions configure a Runner.
+type RunnerOptions struct {
+	// Recorder receives the transitions. Required.
+	Recorder Recorder
+	// Base is the directory relative step cwds resolve against (the
+	// mandate file's directory). Default: the working directory.
+	Base string
+	// Output receives each command's combined output and progress lines.
+	// Default: discarded.
+	Output io.Writer
+	// LookupEnv reads the runner's environment for the env allow-list.
+	// Default os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// Hook, when set, is called at each crash point of each step (tests kill
+	// the process there). Production code leaves it nil.
+	Hook func(point CrashPoint, stepID string)
+}
+
+// Runner executes mandates through the durable step transitions.
+type Runner struct {
+	opts RunnerOptions
+	// dirs overrides step working directories with those recorded in the
+	// plan (a daemon resuming a mandate planned elsewhere).
+	dirs map[string]string
+}
+
+// NewRunner validates opts.
+func NewRunner(opts RunnerOptions) (*Runner, error) {
+	if opts.Recorder == nil {
+		return nil, errors.New("recovery: RunnerOptions.Recorder is required")
+	}
+	if opts.Base == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		opts.Base = wd
+	}
+	if !filepath.IsAbs(opts.Base) {
+		abs, err := filepath.Abs(opts.Base)
+		if err != nil {
+			return nil, err
+		}
+		opts.Base = abs
+	}
+	if opts.Output == nil {
+		opts.Output = io.Discard
+	}
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = os.LookupEnv
+	}
+	return &Runner{opts: opts}, nil
+}
+
+// StepResult is the outcome of one step of a run.
+type StepResult struct {
+	StepID       string `json:"step_id"`
+	Status       string `json:"status"`
+	ExitCode     *int   `json:"exit_code,omitempty"`
+	OutputDigest string `json:"output_digest,omitempty"`
+	ResultHash   string `json:"result_hash,omitempty"`
+	// FromLog is true when the result was read from the log (the step had
+	// completed before) instead of running the command.
+	FromLog bool `json:"from_log"`
+}
+
+// RunResult is the outcome of a run.
+type RunResult struct {
+	MandateID string       `json:"mandate_id"`
+	Planned   bool         `json:"planned"` // this run committed the plan
+	Steps     []StepResult `json:"steps"`
+}
+
+// ResultHash is the hash over a command's exit code and output digest.
+func ResultHash(exitCode int, outputDigest string) string {
+	return HashBytes([]byte("exit_code=" + strconv.Itoa(exitCode) + "\noutput_digest=" + outputDigest + "\n"))
+}
+
+// stepDir is the absolute working directory of a step.
+func (r *Runner) stepDir(s MandateStep) string {
+	if d := r.dirs[s.ID]; d != "" {
+		return d
+	}
+	if s.Cwd == "" {
+		return r.opts.Base
+	}
+	return resolve(r.opts.Base, s.Cwd)
+}
+
+// PlanOf builds the step.planned payload of m: pre hashes are the worlds
+// as they are now.
+func (r *Runner) PlanOf(m Mandate, spec []byte) (*events.StepPlanned, error) {
+	id := m.MandateID()
+	p := &events.StepPlanned{MandateID: id, Name: m.Name, Spec: compactJSON(spec)}
+	for _, s := range m.Steps {
+		ps := events.PlannedStep{StepID: s.ID, Tool: s.Argv[0], ParamsHash: s.ParamsHash(), Dir: r.stepDir(s)}
+		ps.IdemKey = IdemKey(id, s.ID, ps.ParamsHash)
+		if len(s.World) > 0 {
+			ps.World = append([]string(nil), s.World...)
+			pre, err := WorldHash(ps.Dir, s.World)
+			if err != nil {
+				return nil, err
+			}
+			ps.PreHash = pre
+		}
+		post, err := s.expectedPost()
+		if err != nil {
+			return nil, err
+		}
+		ps.ExpectedPostHash = post
+		p.Steps = append(p.Steps, ps)
+	}
+	return p, nil
+}
+
+func (r *Runner) hook(p CrashPoint, step string) {
+	if r.opts.Hook != nil {
+		r.opts.Hook(p, step)
+	}
+}
+
+func (r *Runner) logf(format string, args ...any) {
+	fmt.Fprintf(r.opts.Output, "cmlab run: "+format+"\n", args...)
+}
+
+// Run plans m (unless its plan is already recorded) and runs every step
+// that is not completed, in order. A completed step is never run again: its
+// result (exit code, output digest) is read from the log. spec is the
+// mandate file's bytes, recorded with the plan so a daemon can resume it.
+func (r *Runner) Run(ctx context.Context, m Mandate, spec []byte) (*RunResult, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	id := m.MandateID()
+	res := &RunResult{MandateID: id}
+	st, err := r.opts.Recorder.Mandate(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil || st.Orphan {
+		plan, err := r.PlanOf(m, spec)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.opts.Recorder.Record(ctx, plan); err != nil {
+			return nil, fmt.Errorf("recording the plan of %s: %w", id, err)
+		}
+		res.Planned = true
+		if st, err = r.opts.Recorder.Mandate(ctx, id); err != nil {
+			return nil, err
+		}
+		if st == nil {
+			return nil, fmt.Errorf("recovery: plan of %s recorded but not visible", id)
+		}
+	}
+	if err := matchPlan(m, st); err != nil {
+		return nil, err
+	}
+	for _, ms := range m.Steps {
+		s := st.Step(ms.ID)
+		switch s.Status {
+		case events.StatusCompleted:
+			res.Steps = append(res.Steps, StepResult{StepID: s.StepID, Status: s.Status, ExitCode: s.ExitCode,
+				OutputDigest: s.OutputDigest, ResultHash: s.ResultHash, FromLog: true})
+			r.logf("%s/%s: completed before (recorded result %s), not run again", id, s.StepID, orDash(s.ResultHash))
+			continue
+		case events.StatusNeedsReview:
+			res.Steps = append(res.Steps, StepResult{StepID: s.StepID, Status: s.Status})
+			return res, fmt.Errorf("%w: %s/%s (%s); resolve it with `cmlab step complete|fail|reset`", ErrNeedsReview, id, s.StepID, orDash(s.Reason))
+		case events.StatusExecuting:
+			res.Steps = append(res.Steps, StepResult{StepID: s.StepID, Status: s.Status})
+			return res, fmt.Errorf("%w: %s/%s was executing when its runner stopped; run `cmlab recover --apply` first", ErrInterrupted, id, s.StepID)
+		}
+		sr, err := r.runStep(ctx, id, ms, s)
+		res.Steps = append(res.Steps, sr)
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// matchPlan checks that the mandate file is the plan that was recorded.
+func matchPlan(m Mandate, st *MandateState) error {
+	planned := 0
+	for _, s := range st.Steps {
+		if !s.Orphan {
+			planned++
+		}
+	}
+	if planned != len(m.Steps) {
+		return fmt.Errorf("%w: %s was planned with %d steps, the file has %d", ErrPlanMismatch, st.MandateID, planned, len(m.Steps))
+	}
+	for _, ms := range m.Steps {
+		s := st.Step(ms.ID)
+		if s == nil || s.Orphan {
+			return fmt.Errorf("%w: %s has no planned step %s", ErrPlanMismatch, st.MandateID, ms.ID)
+		}
+		if s.ParamsHash != ms.ParamsHash() {
+			return fmt.Errorf("%w: step %s/%s changed since it was planned (params_hash %s, file %s); use a new mandate id", ErrPlanMismatch, st.MandateID, ms.ID, s.ParamsHash, ms.ParamsHash())
+		}
+	}
+	return nil
+}
+
+func (r *Runner) runStep(ctx context.Context, id string, ms MandateStep, s *StepState) (StepResult, error) {
+	sr := StepResult{StepID: ms.ID}
+	dir := r.stepDir(ms)
+	r.hook(BeforeExecuting, ms.ID)
+	pre, err := WorldHash(dir, ms.World)
+	if err != nil {
+		return sr, err
+	}
+	if err := r.opts.Recorder.Record(ctx, &events.StepExecuting{MandateID: id, StepID: ms.ID, IdemKey: s.IdemKey, ObservedPreHash: pre}); err != nil {
+		return sr, fmt.Errorf("recording %s/%s executing: %w", id, ms.ID, err)
+	}
+	r.hook(AfterExecuting, ms.ID)
+	r.logf("%s/%s: running %q", id, ms.ID, ms.Argv)
+
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, ms.Argv[0], ms.Argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = r.env(ms, id, s.IdemKey)
+	cmd.Stdout = io.MultiWriter(&out, r.opts.Output)
+	cmd.Stderr = cmd.Stdout
+	runErr := cmd.Run()
+	r.hook(AfterSideEffect, ms.ID)
+
+	digest := HashBytes(out.Bytes())
+	var exitErr *exec.ExitError
+	switch {
+	case runErr == nil:
+	case errors.As(runErr, &exitErr):
+		code := exitErr.ExitCode()
+		sr.Status, sr.ExitCode, sr.OutputDigest = events.StatusFailed, &code, digest
+		msg := fmt.Sprintf("%s: %s", exitErr.Error(), tail(out.Bytes(), 400))
+		if err := r.opts.Recorder.Record(ctx, &events.StepFailed{MandateID: id, StepID: ms.ID, ErrorClass: "exit_status", ErrorMsg: CutErrorMsg(msg), ExitCode: &code}); err != nil {
+			return sr, err
+		}
+		return sr, fmt.Errorf("%w: %s/%s exited with %d", ErrStepFailed, id, ms.ID, code)
+	default:
+		sr.Status = events.StatusFailed
+		if err := r.opts.Recorder.Record(ctx, &events.StepFailed{MandateID: id, StepID: ms.ID, ErrorClass: "start", ErrorMsg: CutErrorMsg(runErr.Error())}); err != nil {
+			return sr, err
+		}
+		return sr, fmt.Errorf("%w: %s/%s: %v", ErrStepFailed, id, ms.ID, runErr)
+	}
+	post, err := WorldHash(dir, ms.World)
+	if err != nil {
+		return sr, err
+	}
+	code := 0
+	if s.ExpectedPostHash != "" && post != s.ExpectedPostHash {
+		sr.Status, sr.ExitCode, sr.OutputDigest = events.StatusFailed, &code, digest
+		msg := fmt.Sprintf("exit status 0 but the world is %s, not the expected %s", post, s.ExpectedPostHash)
+		if err := r.opts.Recorder.Record(ctx, &events.StepFailed{MandateID: id, StepID: ms.ID, ErrorClass: "unexpected_post_state", ErrorMsg: msg, ExitCode: &code}); err != nil {
+			return sr, err
+		}
+		return sr, fmt.Errorf("%w: %s/%s: %s", ErrStepFailed, id, ms.ID, msg)
+	}
+	rh := ResultHash(code, digest)
+	if err := r.opts.Recorder.Record(ctx, &events.StepCompleted{MandateID: id, StepID: ms.ID, PostHash: post, ResultHash: rh, ExitCode: &code, OutputDigest: digest}); err != nil {
+		return sr, fmt.Errorf("recording %s/%s completed: %w", id, ms.ID, err)
+	}
+	r.hook(AfterCompleted, ms.ID)
+	sr.Status, sr.ExitCode, sr.OutputDigest, sr.ResultHash = events.StatusCompleted, &code, digest, rh
+	return sr, nil
+}
+
+// env is the allow-listed environment plus the step's identity, so a
+// command can make its own side effects idempotent on CMLAB_IDEM_KEY.
+func (r *Runner) env(ms MandateStep, id, idem string) []string {
+	var env []string
+	for _, name := range ms.Env {
+		if v, ok := r.opts.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return append(env, "CMLAB_MANDATE_ID="+id, "CMLAB_STEP_ID="+ms.ID, "CMLAB_IDEM_KEY="+idem)
+}
+
+func tail(b []byte, n int) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}

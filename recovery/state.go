@@ -1,0 +1,332 @@
+package recovery
+
+import (
+	"bytes"
+	"slices"
+	"sync"
+
+	"github.com/cmlab/cmlab/events"
+)
+
+// StepState is one step rebuilt from its transitions. Fields are set by the
+// transitions that carry them and never cleared: an observed_pre_hash
+// survives a reset, a post_hash survives a later review.
+type StepState struct {
+	MandateID        string   `json:"mandate_id"`
+	StepID           string   `json:"step_id"`
+	Index            int      `json:"index"`
+	Tool             string   `json:"tool,omitempty"`
+	ParamsHash       string   `json:"params_hash,omitempty"`
+	PreHash          string   `json:"pre_hash,omitempty"`
+	ExpectedPostHash string   `json:"expected_post_hash,omitempty"`
+	IdemKey          string   `json:"idem_key,omitempty"`
+	World            []string `json:"world,omitempty"`
+	Dir              string   `json:"dir,omitempty"`
+
+	Status          string `json:"status"`
+	ObservedPreHash string `json:"observed_pre_hash,omitempty"`
+	PostHash        string `json:"post_hash,omitempty"`
+	ResultHash      string `json:"result_hash,omitempty"`
+	ExitCode        *int   `json:"exit_code,omitempty"`
+	OutputDigest    string `json:"output_digest,omitempty"`
+	Recovered       bool   `json:"recovered,omitempty"`
+	ErrorClass      string `json:"error_class,omitempty"`
+	ErrorMsg        string `json:"error_msg,omitempty"`
+	Reason          string `json:"reason,omitempty"`
+
+	Evidence *events.Evidence `json:"evidence,omitempty"`
+	// Orphan marks a step whose transitions arrived without a plan naming it.
+	Orphan bool `json:"orphan,omitempty"`
+	// Transitions counts the events applied to this step.
+	Transitions int    `json:"transitions"`
+	LastSeq     uint64 `json:"last_seq"`
+	LastTS      int64  `json:"last_ts"`
+}
+
+// Mandate statuses derived from the steps.
+const (
+	MandateOpen      = "open"      // some step not completed, none failed or in review
+	MandateCompleted = "completed" // every step completed
+	MandateFailed    = "failed"    // a step failed
+	MandatePaused    = "paused"    // a step awaits review
+)
+
+// MandateState is one mandate: its plan and its steps in plan order.
+type MandateState struct {
+	MandateID string `json:"mandate_id"`
+	Name      string `json:"name,omitempty"`
+	Status    string `json:"status"`
+	// Orphan marks a mandate known only from transitions, never planned.
+	Orphan     bool         `json:"orphan,omitempty"`
+	PlannedSeq uint64       `json:"planned_seq,omitempty"`
+	LastSeq    uint64       `json:"last_seq"`
+	LastTS     int64        `json:"last_ts"`
+	Steps      []*StepState `json:"steps"`
+	// Spec is the mandate file as planned by `cmlab run` (nil otherwise).
+	Spec []byte `json:"-"`
+	// LastAuto is the last automatic recovery decision about the mandate.
+	LastAuto *events.RecoveryDecision `json:"last_auto,omitempty"`
+}
+
+// Step returns the step with id, or nil.
+func (m *MandateState) Step(id string) *StepState {
+	for _, s := range m.Steps {
+		if s.StepID == id {
+			return s
+		}
+	}
+	return nil
+}
+
+func (m *MandateState) derive() {
+	st := MandateCompleted
+	for _, s := range m.Steps {
+		switch s.Status {
+		case events.StatusNeedsReview:
+			st = MandatePaused
+		case events.StatusFailed:
+			if st != MandatePaused {
+				st = MandateFailed
+			}
+		case events.StatusCompleted:
+		default:
+			if st == MandateCompleted {
+				st = MandateOpen
+			}
+		}
+	}
+	if len(m.Steps) == 0 {
+		st = MandateOpen
+	}
+	m.Status = st
+}
+
+func (m *MandateState) clone() *MandateState {
+	c := *m
+	c.Spec = bytes.Clone(m.Spec)
+	c.Steps = make([]*StepState, len(m.Steps))
+	for i, s := range m.Steps {
+		sc := *s
+		sc.World = slices.Clone(s.World)
+		if s.ExitCode != nil {
+			v := *s.ExitCode
+			sc.ExitCode = &v
+		}
+		if s.Evidence != nil {
+			e := *s.Evidence
+			sc.Evidence = &e
+		}
+		c.Steps[i] = &sc
+	}
+	if m.LastAuto != nil {
+		a := *m.LastAuto
+		c.LastAuto = &a
+	}
+	return &c
+}
+
+// State is every mandate rebuilt from the log. It is an engine observer
+// (feed it events in log order) and safe for concurrent use; readers get
+// copies.
+type State struct {
+	mu       sync.RWMutex
+	mandates map[string]*MandateState
+	order    []string
+	lastSeq  uint64
+	// errs counts step events whose payload did not decode.
+	errs int
+}
+
+// NewState returns an empty state.
+func NewState() *State { return &State{mandates: map[string]*MandateState{}} }
+
+// Rebuild folds evs (in log order) into a new state.
+func Rebuild(evs []*events.Event) *State {
+	s := NewState()
+	for _, ev := range evs {
+		s.Observe(ev)
+	}
+	return s
+}
+
+// Observe applies one event; events that are not step or recovery events
+// are ignored.
+func (s *State) Observe(ev *events.Event) {
+	switch ev.Type {
+	case events.TypeStepPlanned, events.TypeStepExecuting, events.TypeStepCompleted,
+		events.TypeStepFailed, events.TypeStepNeedsReview, events.TypeStepReset,
+		events.TypeRecoveryApplied:
+	default:
+		return
+	}
+	p, err := ev.Decode()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ev.Seq > s.lastSeq {
+		s.lastSeq = ev.Seq
+	}
+	if err != nil {
+		s.errs++
+		return
+	}
+	s.apply(ev, p)
+}
+
+// LastSeq is the last step or recovery event seen.
+func (s *State) LastSeq() uint64 { s.mu.RLock(); defer s.mu.RUnlock(); return s.lastSeq }
+
+// Mandate returns a copy of mandate id, or nil.
+func (s *State) Mandate(id string) *MandateState {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m, ok := s.mandates[id]
+	if !ok {
+		return nil
+	}
+	return m.clone()
+}
+
+// Mandates returns copies of every mandate in the order they first appeared.
+func (s *State) Mandates() []*MandateState {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*MandateState, 0, len(s.order))
+	for _, id := range s.order {
+		out = append(out, s.mandates[id].clone())
+	}
+	return out
+}
+
+func (s *State) mandate(id string, orphan bool) *MandateState {
+	m, ok := s.mandates[id]
+	if !ok {
+		m = &MandateState{MandateID: id, Orphan: orphan, Status: MandateOpen}
+		s.mandates[id] = m
+		s.order = append(s.order, id)
+	}
+	return m
+}
+
+// step finds or creates (as an orphan) the step of a transition.
+func (s *State) step(mandateID, stepID string) (*MandateState, *StepState) {
+	m := s.mandate(mandateID, true)
+	st := m.Step(stepID)
+	if st == nil {
+		st = &StepState{MandateID: mandateID, StepID: stepID, Index: len(m.Steps), Status: events.StatusPending, Orphan: true}
+		m.Steps = append(m.Steps, st)
+	}
+	return m, st
+}
+
+func set(dst *string, v string) {
+	if v != "" {
+		*dst = v
+	}
+}
+
+func mandateOf(ev *events.Event, id string) string {
+	if id != "" {
+		return id
+	}
+	return ev.Stream
+}
+
+func (s *State) apply(ev *events.Event, p events.Payload) {
+	var m *MandateState
+	var st *StepState
+	switch p := p.(type) {
+	case *events.StepPlanned:
+		m = s.mandate(mandateOf(ev, p.MandateID), false)
+		m.Orphan = false
+		set(&m.Name, p.Name)
+		if len(p.Spec) > 0 {
+			m.Spec = bytes.Clone(p.Spec)
+		}
+		if m.PlannedSeq == 0 {
+			m.PlannedSeq = ev.Seq
+		}
+		for _, ps := range p.Steps {
+			x := m.Step(ps.StepID)
+			if x == nil {
+				x = &StepState{MandateID: m.MandateID, StepID: ps.StepID, Index: len(m.Steps), Status: events.StatusPending}
+				m.Steps = append(m.Steps, x)
+			}
+			x.Orphan = false
+			set(&x.Tool, ps.Tool)
+			set(&x.ParamsHash, ps.ParamsHash)
+			set(&x.PreHash, ps.PreHash)
+			set(&x.ExpectedPostHash, ps.ExpectedPostHash)
+			set(&x.IdemKey, ps.IdemKey)
+			set(&x.Dir, ps.Dir)
+			if len(ps.World) > 0 {
+				x.World = slices.Clone(ps.World)
+			}
+			x.Transitions++
+			x.LastSeq, x.LastTS = ev.Seq, ev.TS
+		}
+	case *events.StepExecuting:
+		m, st = s.step(mandateOf(ev, p.MandateID), p.StepID)
+		st.Status = events.StatusExecuting
+		set(&st.IdemKey, p.IdemKey)
+		set(&st.ObservedPreHash, p.ObservedPreHash)
+	case *events.StepCompleted:
+		m, st = s.step(mandateOf(ev, p.MandateID), p.StepID)
+		st.Status = events.StatusCompleted
+		set(&st.PostHash, p.PostHash)
+		set(&st.ResultHash, p.ResultHash)
+		set(&st.OutputDigest, p.OutputDigest)
+		if p.ExitCode != nil {
+			v := *p.ExitCode
+			st.ExitCode = &v
+		}
+		if p.Recovered {
+			st.Recovered = true
+		}
+		if p.Evidence != nil {
+			e := *p.Evidence
+			st.Evidence = &e
+		}
+	case *events.StepFailed:
+		m, st = s.step(mandateOf(ev, p.MandateID), p.StepID)
+		st.Status = events.StatusFailed
+		set(&st.ErrorClass, p.ErrorClass)
+		set(&st.ErrorMsg, p.ErrorMsg)
+		if p.ExitCode != nil {
+			v := *p.ExitCode
+			st.ExitCode = &v
+		}
+	case *events.StepNeedsReview:
+		m, st = s.step(mandateOf(ev, p.MandateID), p.StepID)
+		st.Status = events.StatusNeedsReview
+		set(&st.Reason, p.Reason)
+		if p.Evidence != nil {
+			e := *p.Evidence
+			st.Evidence = &e
+		}
+	case *events.StepReset:
+		m, st = s.step(mandateOf(ev, p.MandateID), p.StepID)
+		st.Status = events.StatusPending
+		set(&st.IdemKey, p.IdemKey)
+		set(&st.Reason, p.Reason)
+	case *events.RecoveryApplied:
+		if !p.Auto {
+			return
+		}
+		for i := range p.Decisions {
+			d := p.Decisions[i]
+			if d.StepID != "" || d.MandateID == "" {
+				continue
+			}
+			if mm, ok := s.mandates[d.MandateID]; ok {
+				mm.LastAuto = &d
+			}
+		}
+		return
+	}
+	if st != nil {
+		st.Transitions++
+		st.LastSeq, st.LastTS = ev.Seq, ev.TS
+	}
+	m.LastSeq, m.LastTS = ev.Seq, ev.TS
+	m.derive()
+}
