@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,6 +11,25 @@ import (
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/wal"
+)
+
+// Errors of the engine.
+var (
+	// ErrReadOnly is returned by Append on an engine opened ReadOnly.
+	ErrReadOnly = errors.New("engine: home is open read-only")
+	// ErrFeedbackBusy is returned by an append that would write to
+	// feedback.jsonl while another program's unfinished line ends it and
+	// does not complete within Options.FeedbackWait. It wraps
+	// projections.ErrFeedbackPartial.
+	ErrFeedbackBusy = fmt.Errorf("engine: feedback store busy: %w", projections.ErrFeedbackPartial)
+)
+
+// Defaults of Options.
+const (
+	DefaultCheckpointEvery    = 1000
+	DefaultCheckpointInterval = time.Second
+	DefaultFeedbackWait       = 2 * time.Second
+	catchUpBatch              = 1024
 )
 
 // Observer is in-memory state fed every event in log order: first the whole
@@ -30,10 +50,25 @@ type Options struct {
 	Home home.Home
 	// SegmentSize of the log; default 20 MiB.
 	SegmentSize int
-	// NoSync skips fsync (benchmarks only).
+	// NoSync skips fsync of the log and the views (benchmarks only).
 	NoSync bool
 	// Now is the clock for event timestamps; default time.Now.
 	Now func() time.Time
+	// CheckpointEvery: checkpoint after this many applied events; default
+	// DefaultCheckpointEvery (1000).
+	CheckpointEvery int
+	// CheckpointInterval: checkpoint at most this long after the first
+	// event not covered by one; default DefaultCheckpointInterval (1 s).
+	CheckpointInterval time.Duration
+	// FeedbackWait bounds how long an append touching feedback.jsonl waits
+	// for a foreign unfinished line to be completed; default 2 s.
+	FeedbackWait time.Duration
+	// ReadOnly serves a home without accepting appends (a replayed home):
+	// the views are still brought up to the log at open.
+	ReadOnly bool
+	// RebuildViews ignores the checkpoint and rebuilds every view from the
+	// log at open (`cmlab rebuild` on a home no daemon holds).
+	RebuildViews bool
 }
 
 // Engine is an open home. Safe for concurrent use.
@@ -42,17 +77,46 @@ type Engine struct {
 	log  *wal.Log
 	proj *projections.Projector
 
+	applyMu   sync.Mutex // serialises projection, catch-up and checkpoints
+	caughtUp  bool
+	sinceCP   int
+	firstUnCP time.Time
+	cpErr     error
+
+	fbMu sync.Mutex // serialises appends that write feedback.jsonl
+
 	obsMu     sync.Mutex
 	observers []Observer
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Open locks and opens the home's log, repairs a torn tail, brings the
-// views up to the log and starts accepting appends.
+// views up to the log (catch-up, see package projections) and starts
+// accepting appends. Complete lines another program appended to
+// feedback.jsonl are ingested before Open returns.
 func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if err := opts.Home.Ensure(); err != nil {
 		return nil, err
 	}
-	e := &Engine{opts: opts, proj: projections.New(opts.Home)}
+	if opts.CheckpointEvery <= 0 {
+		opts.CheckpointEvery = DefaultCheckpointEvery
+	}
+	if opts.CheckpointInterval <= 0 {
+		opts.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if opts.FeedbackWait <= 0 {
+		opts.FeedbackWait = DefaultFeedbackWait
+	}
+	e := &Engine{opts: opts, stop: make(chan struct{})}
+	proj, err := projections.Open(projections.Options{Home: opts.Home, Fresh: opts.RebuildViews, NoSync: opts.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	e.proj = proj
 	l, err := wal.Open(wal.Options{
 		Dir:           opts.Home.WALDir(),
 		QuarantineDir: opts.Home.QuarantineDir(),
@@ -62,16 +126,102 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		Apply:         e.apply,
 	})
 	if err != nil {
+		proj.CloseNoCheckpoint()
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.log = l
+	if err := e.catchUp(ctx); err != nil {
+		l.Close()
+		e.proj.CloseNoCheckpoint()
+		return nil, err
+	}
+	if !opts.ReadOnly {
+		if err := e.IngestFeedback(ctx); err != nil {
+			e.log.Close()
+			e.proj.CloseNoCheckpoint()
+			return nil, err
+		}
+	}
+	e.wg.Add(1)
+	go e.checkpointLoop()
 	return e, nil
 }
 
+// catchUp re-applies the log after the checkpoint. Appends made meanwhile
+// (the log's own repair event) wait on applyMu or, if they were committed
+// before it was taken, are inside the range read here.
+func (e *Engine) catchUp(ctx context.Context) error {
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
+	last := e.log.LastSeq()
+	if e.proj.ReplayFrom() > last+1 {
+		// The checkpoint claims events the log does not hold (a log cut by
+		// salvage): rebuild every view from the log instead.
+		e.proj.CloseNoCheckpoint()
+		p, err := projections.Open(projections.Options{Home: e.opts.Home, Fresh: true, NoSync: e.opts.NoSync})
+		if err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+		e.proj = p
+	}
+	from := max(e.proj.ReplayFrom(), e.log.FirstSeq())
+	batch := make([]*events.Event, 0, catchUpBatch)
+	n := 0
+	if from <= last {
+		for ev, err := range e.log.Events(from) {
+			if err != nil {
+				return fmt.Errorf("engine: catch-up: %w", err)
+			}
+			if ev.Seq > last {
+				break
+			}
+			batch = append(batch, ev)
+			if len(batch) == cap(batch) {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if err := e.proj.Apply(batch); err != nil {
+					return fmt.Errorf("engine: catch-up: %w", err)
+				}
+				n += len(batch)
+				batch = batch[:0]
+			}
+		}
+		if err := e.proj.Apply(batch); err != nil {
+			return fmt.Errorf("engine: catch-up: %w", err)
+		}
+		n += len(batch)
+	}
+	e.caughtUp = true
+	if err := e.proj.Checkpoint(); err != nil {
+		return fmt.Errorf("engine: checkpoint after catch-up: %w", err)
+	}
+	e.firstUnCP = time.Time{}
+	return nil
+}
+
+// apply is the log's Apply hook: it runs in the committer after the fsync
+// and before the appenders are acknowledged.
 func (e *Engine) apply(evs []*events.Event) error {
+	e.applyMu.Lock()
+	if !e.caughtUp {
+		// Committed during Open, before catch-up: catch-up reads it.
+		e.applyMu.Unlock()
+		return nil
+	}
 	if err := e.proj.Apply(evs); err != nil {
+		e.applyMu.Unlock()
 		return err
 	}
+	if e.sinceCP == 0 {
+		e.firstUnCP = time.Now()
+	}
+	e.sinceCP += len(evs)
+	if e.sinceCP >= e.opts.CheckpointEvery || time.Since(e.firstUnCP) >= e.opts.CheckpointInterval {
+		e.checkpointLocked()
+	}
+	e.applyMu.Unlock()
+
 	e.obsMu.Lock()
 	defer e.obsMu.Unlock()
 	for _, ev := range evs {
@@ -80,6 +230,53 @@ func (e *Engine) apply(evs []*events.Event) error {
 		}
 	}
 	return nil
+}
+
+// checkpointLocked writes a checkpoint; applyMu is held. A failure is kept
+// in CheckpointErr and retried at the next occasion: the log stays the
+// source of truth, so a missed checkpoint only lengthens the next catch-up.
+func (e *Engine) checkpointLocked() {
+	if err := e.proj.Checkpoint(); err != nil {
+		e.cpErr = err
+		return
+	}
+	e.cpErr = nil
+	e.sinceCP = 0
+}
+
+func (e *Engine) checkpointLoop() {
+	defer e.wg.Done()
+	t := time.NewTicker(e.opts.CheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+			e.applyMu.Lock()
+			if e.sinceCP > 0 && e.log.Err() == nil {
+				e.checkpointLocked()
+			}
+			e.applyMu.Unlock()
+		}
+	}
+}
+
+// Checkpoint makes the views durable and records them in
+// state/checkpoint.json now.
+func (e *Engine) Checkpoint() error {
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
+	e.checkpointLocked()
+	return e.cpErr
+}
+
+// CheckpointErr is the error of the last failed checkpoint, nil once one
+// succeeds again.
+func (e *Engine) CheckpointErr() error {
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
+	return e.cpErr
 }
 
 // Subscribe feeds o the whole log so far, then every new event. No append
@@ -97,9 +294,119 @@ func (e *Engine) Subscribe(o Observer) error {
 	return nil
 }
 
+// touchesFeedback reports whether any event writes to feedback.jsonl.
+func touchesFeedback(evs []*events.Event) bool {
+	for _, ev := range evs {
+		switch ev.Type {
+		case events.TypeFeedbackSubmitted, events.TypeExperimentSubmitted, events.TypeFeedbackIngested:
+			return true
+		}
+	}
+	return false
+}
+
 // Append makes evs durable and projected, then returns their sequences.
+// An append that writes to feedback.jsonl first ingests the complete lines
+// other programs appended there (feedback.ingested events in the same
+// commit group, ahead of evs); if an unfinished foreign line ends the file,
+// it waits up to Options.FeedbackWait for it, then fails with
+// ErrFeedbackBusy and appends nothing.
 func (e *Engine) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error) {
-	return e.log.Append(ctx, evs...)
+	if e.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
+	if !touchesFeedback(evs) {
+		return e.log.Append(ctx, evs...)
+	}
+	e.fbMu.Lock()
+	defer e.fbMu.Unlock()
+	pre, err := e.foreignEvents(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	seqs, err := e.log.Append(ctx, append(pre, evs...)...)
+	if err != nil {
+		return nil, err
+	}
+	e.ingestAdopted(ctx)
+	return seqs[len(pre):], nil
+}
+
+// IngestFeedback appends a feedback.ingested event for every complete line
+// other programs appended to feedback.jsonl past what the log accounts
+// for. An unfinished last line is left alone. The daemon may call it on a
+// timer; Open and every append that writes feedback call it too.
+func (e *Engine) IngestFeedback(ctx context.Context) error {
+	if e.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	e.fbMu.Lock()
+	defer e.fbMu.Unlock()
+	pre, err := e.foreignEvents(ctx, false)
+	if err != nil {
+		return err
+	}
+	if len(pre) > 0 {
+		if _, err := e.log.Append(ctx, pre...); err != nil {
+			return fmt.Errorf("engine: ingest feedback: %w", err)
+		}
+	}
+	e.ingestAdopted(ctx)
+	return nil
+}
+
+// foreignEvents builds feedback.ingested events for the foreign lines past
+// the projector's end of feedback.jsonl; fbMu is held. With waitPartial an
+// unfinished last line is waited for (it must end before we write).
+func (e *Engine) foreignEvents(ctx context.Context, waitPartial bool) ([]*events.Event, error) {
+	deadline := time.Now().Add(e.opts.FeedbackWait)
+	for {
+		lines, partial, err := e.proj.ForeignFeedback()
+		if err != nil {
+			return nil, fmt.Errorf("engine: read feedback.jsonl: %w", err)
+		}
+		if !partial || !waitPartial {
+			out := make([]*events.Event, 0, len(lines))
+			for i := range lines {
+				ev, err := events.New("feedback", &lines[i])
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, ev)
+			}
+			return out, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, ErrFeedbackBusy
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// ingestAdopted appends the foreign lines the projector found in place of
+// its own output (a foreign write that raced the commit) as
+// feedback.ingested events; fbMu is held. Best effort: a failure leaves
+// them for the next catch-up, which finds them again.
+func (e *Engine) ingestAdopted(ctx context.Context) {
+	lines := e.proj.TakeAdopted()
+	if len(lines) == 0 {
+		return
+	}
+	evs := make([]*events.Event, 0, len(lines))
+	for i := range lines {
+		ev, err := events.New("feedback", &lines[i])
+		if err != nil {
+			return
+		}
+		evs = append(evs, ev)
+	}
+	e.log.Append(ctx, evs...)
 }
 
 // Log is the underlying log, for readers.
@@ -108,13 +415,32 @@ func (e *Engine) Log() *wal.Log { return e.log }
 // Home is the engine's home directory.
 func (e *Engine) Home() home.Home { return e.opts.Home }
 
+// ReadOnly reports whether the engine refuses appends.
+func (e *Engine) ReadOnly() bool { return e.opts.ReadOnly }
+
 // Err is the log's failed-state cause, or nil when writes are durable.
 func (e *Engine) Err() error { return e.log.Err() }
 
-// Close stops appends, checkpoints and closes the log and views.
+// Close stops appends, then checkpoints and closes the views and the log.
+// After a failed log the views are closed without a new checkpoint.
 func (e *Engine) Close() error {
+	e.closeOnce.Do(func() { e.closeErr = e.close() })
+	return e.closeErr
+}
+
+func (e *Engine) close() error {
+	close(e.stop)
+	e.wg.Wait()
 	err := e.log.Close()
-	if perr := e.proj.Close(); err == nil {
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
+	var perr error
+	if e.log.Err() != nil {
+		perr = e.proj.CloseNoCheckpoint()
+	} else {
+		perr = e.proj.Close()
+	}
+	if err == nil {
 		err = perr
 	}
 	return err

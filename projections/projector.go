@@ -1,21 +1,661 @@
 package projections
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 )
 
-// Projector writes every view of one home. STUB: the projections issue
-// replaces this with the real views, checkpoints and catch-up.
-type Projector struct {
-	home home.Home
+// Errors of the projector.
+var (
+	// ErrCheckpoint is wrapped by errors reading state/checkpoint.json.
+	ErrCheckpoint = errors.New("projections: bad checkpoint")
+	// ErrFeedbackPartial is returned when feedback.jsonl ends with a line
+	// another program has not finished where the projector must write: the
+	// partial line may be neither consumed nor moved, so the write waits.
+	ErrFeedbackPartial = errors.New("projections: feedback.jsonl ends with an unfinished foreign line")
+	// ErrClosed is returned by a closed projector.
+	ErrClosed = errors.New("projections: projector closed")
+)
+
+// Default limits.
+const (
+	// DefaultMaxOpenFiles bounds the view files kept open between writes.
+	DefaultMaxOpenFiles = 256
+	writerBufferSize    = 64 << 10
+)
+
+// Options configure Open.
+type Options struct {
+	Home home.Home
+	// Fresh ignores state/checkpoint.json and any view on disk: every view
+	// is written from empty (a rebuild into a directory). Feedback.jsonl is
+	// still never truncated; Rebuild removes the old views first.
+	Fresh bool
+	// Exclusive promises that no other program writes these views (a
+	// rebuild into a private directory): feedback.jsonl is not checked for
+	// foreign lines and writes stay buffered until a checkpoint or Close.
+	Exclusive bool
+	// NoSync skips every fsync of view files (a throw-away rebuild).
+	NoSync bool
+	// MaxOpenFiles bounds the open view files; default DefaultMaxOpenFiles.
+	MaxOpenFiles int
 }
 
-// New returns a projector for h.
-func New(h home.Home) *Projector { return &Projector{home: h} }
+// ForeignLine is a complete line that another program appended to
+// feedback.jsonl: Raw without its '\n', Offset where it starts.
+type ForeignLine = events.FeedbackIngested
 
-// Apply projects events, in log order.
-func (p *Projector) Apply(evs []*events.Event) error { return nil }
+type viewFile struct {
+	f *os.File
+	w *bufio.Writer
+}
 
-// Close flushes and closes open view files.
-func (p *Projector) Close() error { return nil }
+// Projector writes every view of one home. Apply is called with events in
+// log order; it is safe for concurrent use, though the engine calls it from
+// its committer only.
+type Projector struct {
+	opts Options
+
+	mu      sync.Mutex
+	closed  bool
+	last    uint64           // last applied seq
+	sizes   map[string]int64 // known size of every view written or checkpointed
+	open    map[string]*viewFile
+	unsync  map[string]bool // views written since the last checkpoint
+	newDirs map[string]bool // directories holding files created since the last checkpoint
+	damaged map[string]bool // views found shorter than projected while live
+
+	// Catch-up: writes of events up to skipThrough go only to views absent
+	// from intact (they are being rebuilt); intact views already hold them.
+	skipThrough uint64
+	intact      map[string]bool
+
+	foreign []ForeignLine // complete foreign feedback lines adopted during Apply, to ingest
+	skipped uint64        // events whose payload could not be projected
+	failed  error         // an Apply failed part-way: no checkpoint may cover it
+	r       rendered
+}
+
+// New returns a projector writing the views of h from empty, without
+// catch-up: what a replay into a new directory needs.
+func New(h home.Home) *Projector {
+	p, _ := Open(Options{Home: h, Fresh: true})
+	return p
+}
+
+// Open returns a projector for opts.Home. Unless opts.Fresh, it loads
+// state/checkpoint.json and plans the catch-up (doc.go): views longer than
+// their checkpoint are cut back to it (feedback.jsonl excepted), views
+// shorter than it or missing are emptied and rebuilt. ReplayFrom then says
+// where the log must be re-applied from.
+func Open(opts Options) (*Projector, error) {
+	if opts.MaxOpenFiles <= 0 {
+		opts.MaxOpenFiles = DefaultMaxOpenFiles
+	}
+	p := &Projector{
+		opts:    opts,
+		sizes:   map[string]int64{},
+		open:    map[string]*viewFile{},
+		unsync:  map[string]bool{},
+		newDirs: map[string]bool{},
+		damaged: map[string]bool{},
+		intact:  map[string]bool{},
+	}
+	if opts.Fresh {
+		return p, nil
+	}
+	cp, err := ReadCheckpoint(opts.Home)
+	if err != nil {
+		// A checkpoint that cannot be read is as good as none: every view
+		// is rebuilt from the log.
+		cp = nil
+	}
+	if cp == nil {
+		return p, nil
+	}
+	allIntact := true
+	views := make([]string, 0, len(cp.Views))
+	for v := range cp.Views {
+		views = append(views, v)
+	}
+	sort.Strings(views)
+	for _, v := range views {
+		want := cp.Views[v]
+		if !validViewPath(v) {
+			continue
+		}
+		path := p.path(v)
+		fi, err := os.Stat(path)
+		switch {
+		case err == nil && fi.Size() >= want:
+			if fi.Size() > want && v != FeedbackView {
+				// Bytes past the checkpoint: re-projected below (or garbage).
+				if err := os.Truncate(path, want); err != nil {
+					return nil, fmt.Errorf("projections: cut %s back to %d: %w", v, want, err)
+				}
+			}
+			p.intact[v] = true
+			p.sizes[v] = want
+		case err == nil || errors.Is(err, fs.ErrNotExist):
+			// Shorter than its checkpoint, or missing: rebuilt from the log.
+			allIntact = false
+			if v != FeedbackView && err == nil {
+				if err := os.Truncate(path, 0); err != nil {
+					return nil, fmt.Errorf("projections: empty %s: %w", v, err)
+				}
+			}
+		default:
+			return nil, fmt.Errorf("projections: stat %s: %w", v, err)
+		}
+	}
+	if allIntact {
+		p.last = cp.Seq
+	}
+	p.skipThrough = cp.Seq
+	return p, nil
+}
+
+// validViewPath accepts the home-relative names the projector itself
+// produces; anything else in a checkpoint is ignored.
+func validViewPath(v string) bool {
+	if v == "" || filepath.IsAbs(v) {
+		return false
+	}
+	clean := filepath.ToSlash(filepath.Clean(filepath.FromSlash(v)))
+	if clean != v {
+		return false
+	}
+	for _, prefix := range []string{"feedback/", "lab/", "pty/", "steps/"} {
+		if len(v) > len(prefix) && v[:len(prefix)] == prefix {
+			return true
+		}
+	}
+	return false
+}
+
+// ReplayFrom is the first sequence the caller must Apply to bring the views
+// up to the log: 1 after a rebuild was planned, else the checkpoint's seq+1.
+func (p *Projector) ReplayFrom() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last + 1
+}
+
+// LastSeq is the sequence of the last applied event.
+func (p *Projector) LastSeq() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+// Skipped counts the events that projected nothing because their payload
+// could not be decoded or rendered.
+func (p *Projector) Skipped() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.skipped
+}
+
+// FeedbackEnd is the byte size of feedback.jsonl that the log accounts for.
+func (p *Projector) FeedbackEnd() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sizes[FeedbackView]
+}
+
+func (p *Projector) path(view string) string {
+	return filepath.Join(p.opts.Home.Dir, filepath.FromSlash(view))
+}
+
+// Apply projects evs, which must follow the last applied event in log
+// order; events already applied are skipped. Unless Exclusive, every byte
+// is handed to the kernel (write(2)) before Apply returns, so a reader of
+// the view sees it.
+func (p *Projector) Apply(evs []*events.Event) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if p.failed != nil {
+		return p.failed
+	}
+	for _, ev := range evs {
+		if ev.Seq != 0 && ev.Seq <= p.last {
+			continue
+		}
+		if err := p.applyOne(ev); err != nil {
+			p.flushAll()
+			p.failed = err
+			return err
+		}
+		if ev.Seq != 0 {
+			p.last = ev.Seq
+		}
+	}
+	if p.opts.Exclusive {
+		return nil
+	}
+	return p.flushAll()
+}
+
+func (p *Projector) applyOne(ev *events.Event) error {
+	if err := render(ev, &p.r); err != nil {
+		// Not projectable (unknown version, malformed payload): every
+		// projection of this log skips it alike, so views stay deterministic.
+		p.skipped++
+		return nil
+	}
+	catchingUp := ev.Seq != 0 && ev.Seq <= p.skipThrough
+	for _, w := range p.r.writes {
+		if catchingUp && p.intact[w.view] {
+			continue
+		}
+		if w.view == FeedbackView && !p.opts.Exclusive {
+			ingestAt := int64(-1)
+			if ev.Type == events.TypeFeedbackIngested {
+				if in, err := events.DecodeAs[*events.FeedbackIngested](ev); err == nil {
+					ingestAt = in.Offset
+				}
+			}
+			if err := p.writeFeedback(w.data, ingestAt); err != nil {
+				return fmt.Errorf("projections: seq %d: %w", ev.Seq, err)
+			}
+			continue
+		}
+		if err := p.write(w.view, w.data); err != nil {
+			return fmt.Errorf("projections: seq %d: %w", ev.Seq, err)
+		}
+	}
+	return nil
+}
+
+// file returns the open view file, opening (and creating) it if needed.
+// A view the projector has no size for is new: any bytes on disk are stale
+// output of a crashed run and are cut (feedback.jsonl excepted).
+func (p *Projector) file(view string) (*viewFile, error) {
+	if vf, ok := p.open[view]; ok {
+		return vf, nil
+	}
+	if len(p.open) >= p.opts.MaxOpenFiles {
+		if err := p.evict(); err != nil {
+			return nil, err
+		}
+	}
+	path := p.path(view)
+	dir := filepath.Dir(path)
+	if _, err := os.Stat(dir); err != nil {
+		if err := p.mkdirs(dir); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, home.FilePerm)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	known, ok := p.sizes[view]
+	switch {
+	case !ok:
+		known = 0
+		if view != FeedbackView && fi.Size() > 0 {
+			if err := f.Truncate(0); err != nil {
+				f.Close()
+				return nil, err
+			}
+		}
+		p.newDirs[dir] = true
+	case fi.Size() > known && view != FeedbackView:
+		if err := f.Truncate(known); err != nil {
+			f.Close()
+			return nil, err
+		}
+	case fi.Size() < known:
+		// Someone cut the view under us. Keep appending at the end; the
+		// checkpoint keeps the projected size, so the next open finds the
+		// view short and rebuilds it.
+		p.damaged[view] = true
+		known = fi.Size()
+	}
+	p.sizes[view] = known
+	if _, err := f.Seek(known, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	vf := &viewFile{f: f, w: bufio.NewWriterSize(f, writerBufferSize)}
+	p.open[view] = vf
+	return vf, nil
+}
+
+// mkdirs creates dir and its missing parents, remembering each parent whose
+// entries changed so that the next checkpoint fsyncs it.
+func (p *Projector) mkdirs(dir string) error {
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+		if d == filepath.Dir(d) || d == p.opts.Home.Dir {
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, home.DirPerm); err != nil {
+		return err
+	}
+	for _, d := range missing {
+		p.newDirs[filepath.Dir(d)] = true
+	}
+	return nil
+}
+
+func (p *Projector) write(view string, data []byte) error {
+	vf, err := p.file(view)
+	if err != nil {
+		return err
+	}
+	if _, err := vf.w.Write(data); err != nil {
+		return err
+	}
+	p.sizes[view] += int64(len(data))
+	p.unsync[view] = true
+	return nil
+}
+
+// writeFeedback appends one line to feedback.jsonl in a home that other
+// programs may append to (doc.go, "Legacy writers"). ingestAt is the
+// recorded offset of a feedback.ingested line, else -1.
+func (p *Projector) writeFeedback(line []byte, ingestAt int64) error {
+	vf, err := p.file(FeedbackView)
+	if err != nil {
+		return err
+	}
+	if err := vf.w.Flush(); err != nil {
+		return err
+	}
+	end := p.sizes[FeedbackView]
+	fi, err := vf.f.Stat()
+	if err != nil {
+		return err
+	}
+	size := fi.Size()
+	if size < end {
+		// Cut under us by someone else: append at the real end rather than
+		// leave a hole of zeros.
+		p.damaged[FeedbackView] = true
+		end = size
+	}
+	if ingestAt >= 0 && ingestAt < end && ingestAt+int64(len(line)) <= end {
+		// A line adopted earlier (see below) and ingested afterwards: it is
+		// already inside the accounted bytes.
+		got := make([]byte, len(line))
+		if _, err := vf.f.ReadAt(got, ingestAt); err == nil && bytes.Equal(got, line) {
+			return nil
+		}
+	}
+	if size > end {
+		n := min(int64(len(line)), size-end)
+		got := make([]byte, n)
+		if _, err := vf.f.ReadAt(got, end); err != nil {
+			return err
+		}
+		if bytes.Equal(got, line[:n]) {
+			// Our own output from before a crash (or the ingested line
+			// itself): keep what is there, add what is missing.
+			if n < int64(len(line)) {
+				if _, err := vf.f.WriteAt(line[n:], size); err != nil {
+					return err
+				}
+			}
+			p.sizes[FeedbackView] = end + int64(len(line))
+			p.unsync[FeedbackView] = true
+			return nil
+		}
+		// Foreign bytes where our line belongs. Complete lines are adopted
+		// (kept in place, reported for ingestion); an unfinished last line
+		// can be neither moved nor written after.
+		region := make([]byte, size-end)
+		if _, err := vf.f.ReadAt(region, end); err != nil {
+			return err
+		}
+		lines, rest := splitLines(region, end)
+		if len(rest) > 0 {
+			return fmt.Errorf("%w (at offset %d)", ErrFeedbackPartial, size-int64(len(rest)))
+		}
+		p.foreign = append(p.foreign, lines...)
+		end = size
+	}
+	if _, err := vf.f.WriteAt(line, end); err != nil {
+		return err
+	}
+	p.sizes[FeedbackView] = end + int64(len(line))
+	p.unsync[FeedbackView] = true
+	return nil
+}
+
+// splitLines splits b, which starts at offset base, into complete lines and
+// an unfinished rest.
+func splitLines(b []byte, base int64) (lines []ForeignLine, rest []byte) {
+	off := base
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return lines, b
+		}
+		lines = append(lines, ForeignLine{Raw: bytes.Clone(b[:i]), Offset: off})
+		off += int64(i + 1)
+		b = b[i+1:]
+	}
+}
+
+// TakeAdopted returns, and forgets, the complete foreign feedback lines
+// that Apply found where its own output belonged and kept in place. The
+// engine appends them as feedback.ingested events.
+func (p *Projector) TakeAdopted() []ForeignLine {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.foreign
+	p.foreign = nil
+	return out
+}
+
+// ForeignFeedback reads feedback.jsonl past the end the log accounts for:
+// the complete lines another program appended there, in order, and whether
+// an unfinished line follows them.
+func (p *Projector) ForeignFeedback() (lines []ForeignLine, partial bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, false, ErrClosed
+	}
+	end := p.sizes[FeedbackView]
+	if vf, ok := p.open[FeedbackView]; ok {
+		if err := vf.w.Flush(); err != nil {
+			return nil, false, err
+		}
+	}
+	f, err := os.Open(p.path(FeedbackView))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	if fi.Size() <= end {
+		return nil, false, nil
+	}
+	region := make([]byte, fi.Size()-end)
+	if _, err := f.ReadAt(region, end); err != nil {
+		return nil, false, err
+	}
+	lines, rest := splitLines(region, end)
+	return lines, len(rest) > 0, nil
+}
+
+func (p *Projector) flushAll() error {
+	var first error
+	for _, vf := range p.open {
+		if err := vf.w.Flush(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// evict closes every open view file (after flushing and, when it holds
+// bytes not yet covered by a checkpoint, fsyncing it).
+func (p *Projector) evict() error {
+	for v, vf := range p.open {
+		if err := p.closeView(v, vf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Projector) closeView(v string, vf *viewFile) error {
+	delete(p.open, v)
+	if err := vf.w.Flush(); err != nil {
+		vf.f.Close()
+		return err
+	}
+	if p.unsync[v] && !p.opts.NoSync {
+		if err := vf.f.Sync(); err != nil {
+			vf.f.Close()
+			return err
+		}
+		delete(p.unsync, v)
+	}
+	return vf.f.Close()
+}
+
+// Checkpoint makes the views durable up to the last applied event and
+// records their sizes in state/checkpoint.json: view files are fsynced
+// (and the directories of new ones), then the checkpoint is replaced
+// atomically.
+func (p *Projector) Checkpoint() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	return p.checkpoint()
+}
+
+func (p *Projector) checkpoint() error {
+	if p.failed != nil {
+		return fmt.Errorf("projections: no checkpoint after a failed apply: %w", p.failed)
+	}
+	if err := p.flushAll(); err != nil {
+		return err
+	}
+	if !p.opts.NoSync {
+		views := make([]string, 0, len(p.unsync))
+		for v := range p.unsync {
+			views = append(views, v)
+		}
+		sort.Strings(views)
+		for _, v := range views {
+			if vf, ok := p.open[v]; ok {
+				if err := vf.f.Sync(); err != nil {
+					return fmt.Errorf("projections: fsync %s: %w", v, err)
+				}
+			} else if err := syncFile(p.path(v)); err != nil {
+				return fmt.Errorf("projections: fsync %s: %w", v, err)
+			}
+		}
+		dirs := make([]string, 0, len(p.newDirs))
+		for d := range p.newDirs {
+			dirs = append(dirs, d)
+		}
+		sort.Strings(dirs)
+		for _, d := range dirs {
+			if err := home.SyncDir(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("projections: fsync dir %s: %w", p.opts.Home.Rel(d), err)
+			}
+		}
+	}
+	clear(p.unsync)
+	clear(p.newDirs)
+	cp := &Checkpoint{Version: checkpointVersion, Seq: p.last, Views: make(map[string]int64, len(p.sizes))}
+	for v, n := range p.sizes {
+		cp.Views[v] = n
+	}
+	if err := writeCheckpoint(p.opts.Home, cp); err != nil {
+		return fmt.Errorf("projections: write checkpoint: %w", err)
+	}
+	// Once a checkpoint covers everything, no view is being rebuilt any more.
+	p.skipThrough = 0
+	clear(p.intact)
+	return nil
+}
+
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// Close checkpoints and closes every view file. Closing twice is a no-op.
+func (p *Projector) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	var err error
+	if p.failed == nil {
+		err = p.checkpoint()
+	}
+	for v, vf := range p.open {
+		if cerr := p.closeView(v, vf); err == nil {
+			err = cerr
+		}
+	}
+	p.closed = true
+	return err
+}
+
+// CloseNoCheckpoint flushes and closes the view files without writing a
+// checkpoint (the log failed: the views must not claim more than it holds).
+func (p *Projector) CloseNoCheckpoint() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	var err error
+	for v, vf := range p.open {
+		if cerr := p.closeView(v, vf); err == nil {
+			err = cerr
+		}
+	}
+	p.closed = true
+	return err
+}

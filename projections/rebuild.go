@@ -1,0 +1,243 @@
+package projections
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"iter"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+)
+
+// RebuildOptions configure Rebuild.
+type RebuildOptions struct {
+	// UpTo is the last sequence to project; 0 means every event of src.
+	UpTo uint64
+	// NoSync skips fsync of the rebuilt views (a throw-away rebuild).
+	NoSync bool
+	// Progress, when set, is called after each batch with the sequence of
+	// the last projected event and the number of events projected so far.
+	Progress func(lastSeq uint64, done int)
+}
+
+// RebuildResult describes a finished rebuild.
+type RebuildResult struct {
+	Events  int    // events projected
+	LastSeq uint64 // last sequence projected, 0 for none
+	Skipped uint64 // events that could not be projected (see doc.go)
+}
+
+const rebuildBatch = 512
+
+// Rebuild writes every view of dst from the events of src (in log order)
+// up to opts.UpTo: the views dst had are removed first, the new ones are
+// written from empty, and a checkpoint of the result is written. The bytes
+// depend only on the events. dst must not be a home a daemon serves.
+func Rebuild(ctx context.Context, src iter.Seq2[*events.Event, error], dst home.Home, opts RebuildOptions) (RebuildResult, error) {
+	var res RebuildResult
+	if err := ClearViews(dst); err != nil {
+		return res, err
+	}
+	p, err := Open(Options{Home: dst, Fresh: true, Exclusive: true, NoSync: opts.NoSync})
+	if err != nil {
+		return res, err
+	}
+	batch := make([]*events.Event, 0, rebuildBatch)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := p.Apply(batch); err != nil {
+			return err
+		}
+		res.Events += len(batch)
+		res.LastSeq = batch[len(batch)-1].Seq
+		if opts.Progress != nil {
+			opts.Progress(res.LastSeq, res.Events)
+		}
+		batch = batch[:0]
+		return ctx.Err()
+	}
+	var runErr error
+	for ev, err := range src {
+		if err != nil {
+			runErr = err
+			break
+		}
+		if opts.UpTo != 0 && ev.Seq > opts.UpTo {
+			break
+		}
+		batch = append(batch, ev)
+		if len(batch) == cap(batch) {
+			if runErr = flush(); runErr != nil {
+				break
+			}
+		}
+	}
+	if runErr == nil {
+		runErr = flush()
+	}
+	res.Skipped = p.Skipped()
+	if runErr != nil {
+		p.CloseNoCheckpoint()
+		return res, fmt.Errorf("projections: rebuild: %w", runErr)
+	}
+	if err := p.Close(); err != nil {
+		return res, fmt.Errorf("projections: rebuild: %w", err)
+	}
+	return res, nil
+}
+
+// viewRoots are the home-relative places views live; lab/exports is not a
+// view (exports are written on request).
+var viewRoots = []string{"feedback", "lab", "pty", "steps"}
+
+// ClearViews removes every view file of h and its checkpoint; the log,
+// the state files and lab/exports are left alone.
+func ClearViews(h home.Home) error {
+	views, err := ViewFiles(h)
+	if err != nil {
+		return err
+	}
+	for _, v := range views {
+		if err := os.Remove(filepath.Join(h.Dir, filepath.FromSlash(v))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	for _, d := range []string{"lab/sessions", "pty"} {
+		if err := os.RemoveAll(filepath.Join(h.Dir, filepath.FromSlash(d))); err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(h.CheckpointFile()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// ViewFiles lists the view files of h, home-relative with forward slashes,
+// sorted. Hidden files and lab/exports are skipped.
+func ViewFiles(h home.Home) ([]string, error) {
+	var out []string
+	for _, root := range viewRoots {
+		err := filepath.WalkDir(filepath.Join(h.Dir, root), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil
+				}
+				return err
+			}
+			rel := h.Rel(p)
+			if rel == "lab/exports" || (strings.HasPrefix(d.Name(), ".") && p != filepath.Join(h.Dir, root)) {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if d.Type().IsRegular() {
+				out = append(out, rel)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Difference is the first place where two homes' views differ.
+type Difference struct {
+	File   string // home-relative view file
+	Offset int64  // first differing byte; the shorter size when one is a prefix
+	Detail string // e.g. "missing in rebuilt", "sizes 120 and 80"
+}
+
+func (d *Difference) String() string {
+	return fmt.Sprintf("%s differs at offset %d (%s)", d.File, d.Offset, d.Detail)
+}
+
+// Compare compares the views of live and rebuilt byte for byte and returns
+// the first difference in file-name order, or nil when they are identical.
+// An unfinished last line of live's feedback.jsonl (no '\n') is not yet
+// part of the store and is ignored.
+func Compare(live, rebuilt home.Home) (*Difference, error) {
+	a, err := ViewFiles(live)
+	if err != nil {
+		return nil, err
+	}
+	b, err := ViewFiles(rebuilt)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, n := range a {
+		names[n] = true
+	}
+	for _, n := range b {
+		names[n] = true
+	}
+	all := make([]string, 0, len(names))
+	for n := range names {
+		all = append(all, n)
+	}
+	sort.Strings(all)
+	for _, n := range all {
+		d, err := compareFile(live, rebuilt, n)
+		if err != nil {
+			return nil, err
+		}
+		if d != nil {
+			return d, nil
+		}
+	}
+	return nil, nil
+}
+
+func compareFile(live, rebuilt home.Home, name string) (*Difference, error) {
+	la, errA := os.ReadFile(filepath.Join(live.Dir, filepath.FromSlash(name)))
+	lb, errB := os.ReadFile(filepath.Join(rebuilt.Dir, filepath.FromSlash(name)))
+	switch {
+	case errA != nil && !errors.Is(errA, fs.ErrNotExist):
+		return nil, errA
+	case errB != nil && !errors.Is(errB, fs.ErrNotExist):
+		return nil, errB
+	}
+	if name == FeedbackView && errA == nil {
+		if i := bytes.LastIndexByte(la, '\n'); i+1 < len(la) {
+			la = la[:i+1]
+		}
+	}
+	switch {
+	case errA != nil && errB != nil:
+		return nil, nil
+	case errA != nil:
+		if len(lb) == 0 {
+			return nil, nil
+		}
+		return &Difference{File: name, Offset: 0, Detail: "missing in the live home"}, nil
+	case errB != nil:
+		if len(la) == 0 {
+			return nil, nil
+		}
+		return &Difference{File: name, Offset: 0, Detail: "not produced by the rebuild"}, nil
+	}
+	n := min(len(la), len(lb))
+	for i := 0; i < n; i++ {
+		if la[i] != lb[i] {
+			return &Difference{File: name, Offset: int64(i), Detail: fmt.Sprintf("byte %q live, %q rebuilt", la[i], lb[i])}, nil
+		}
+	}
+	if len(la) != len(lb) {
+		return &Difference{File: name, Offset: int64(n), Detail: fmt.Sprintf("live has %d bytes, rebuilt %d", len(la), len(lb))}, nil
+	}
+	return nil, nil
+}

@@ -1,0 +1,446 @@
+package projections
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+)
+
+// View paths relative to the home, with forward slashes. Per-session and
+// per-conversation views are built by the functions below.
+const (
+	FeedbackView    = "feedback/feedback.jsonl"
+	RunsView        = "lab/runs.jsonl"
+	ExperimentsView = "lab/experiments.jsonl"
+	StepsView       = "steps/steps.jsonl"
+)
+
+// SessionEventsView is lab/sessions/<sessionId>/events.jsonl.
+func SessionEventsView(sessionID string) string {
+	return "lab/sessions/" + sessionID + "/events.jsonl"
+}
+
+// SessionIdempotencyView is lab/sessions/<sessionId>/idempotency.jsonl.
+func SessionIdempotencyView(sessionID string) string {
+	return "lab/sessions/" + sessionID + "/idempotency.jsonl"
+}
+
+// PtyEventsView is pty/<conversationId>/events.jsonl.
+func PtyEventsView(conv string) string { return "pty/" + conv + "/events.jsonl" }
+
+// PtyBlocksView is pty/<conversationId>/blocks.jsonl.
+func PtyBlocksView(conv string) string { return "pty/" + conv + "/blocks.jsonl" }
+
+// PtySpoolView is pty/<conversationId>/output.spool.
+func PtySpoolView(conv string) string { return "pty/" + conv + "/output.spool" }
+
+// PtyBlockOutputView is pty/<conversationId>/blocks/<blockId>.out.
+func PtyBlockOutputView(conv, blockID string) string {
+	return "pty/" + conv + "/blocks/" + blockID + ".out"
+}
+
+// write is one append to one view.
+type write struct {
+	view string
+	data []byte
+}
+
+// rendered is what one event produces: the appends, in order.
+type rendered struct {
+	writes []write
+}
+
+func (r *rendered) add(view string, data []byte) {
+	r.writes = append(r.writes, write{view: view, data: data})
+}
+
+// isLabSession reports whether stream names a Lab session usable as a path
+// component.
+func isLabSession(stream string) bool {
+	return strings.HasPrefix(stream, "lab_") && home.ValidateID(stream) == nil
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// jsonLine encodes v as one JSON line ending in '\n'. HTML characters are
+// not escaped, as JSON.stringify does not escape them either.
+func jsonLine(v any) ([]byte, error) {
+	buf := bufPool.Get().(*bytes.Buffer)
+	defer bufPool.Put(buf)
+	buf.Reset()
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+// IdempotencyLine is one line of lab/sessions/<sessionId>/idempotency.jsonl.
+type IdempotencyLine struct {
+	RequestID string          `json:"requestId"`
+	Type      string          `json:"type"`
+	EntityID  string          `json:"entityId"`
+	CreatedAt string          `json:"createdAt"`
+	Response  json.RawMessage `json:"response,omitempty"`
+}
+
+// SessionEventLine is one line of lab/sessions/<sessionId>/events.jsonl.
+type SessionEventLine struct {
+	Seq       uint64          `json:"seq"`
+	ID        string          `json:"id"`
+	Type      string          `json:"type"`
+	CreatedAt string          `json:"createdAt"`
+	RequestID string          `json:"requestId,omitempty"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// StepRecord is one line of steps/steps.jsonl: one record per transition.
+// Only the fields of that transition are set; the last record per
+// (mandate_id, step_id) holds the step's current status.
+type StepRecord struct {
+	Seq              uint64           `json:"seq"`
+	At               string           `json:"at"`
+	Event            string           `json:"event"`
+	MandateID        string           `json:"mandate_id"`
+	StepID           string           `json:"step_id"`
+	Status           string           `json:"status"`
+	Tool             string           `json:"tool,omitempty"`
+	ParamsHash       string           `json:"params_hash,omitempty"`
+	PreHash          string           `json:"pre_hash,omitempty"`
+	ExpectedPostHash string           `json:"expected_post_hash,omitempty"`
+	IdemKey          string           `json:"idem_key,omitempty"`
+	World            []string         `json:"world,omitempty"`
+	ObservedPreHash  string           `json:"observed_pre_hash,omitempty"`
+	PostHash         string           `json:"post_hash,omitempty"`
+	ResultHash       string           `json:"result_hash,omitempty"`
+	ExitCode         *int             `json:"exit_code,omitempty"`
+	OutputDigest     string           `json:"output_digest,omitempty"`
+	Recovered        bool             `json:"recovered,omitempty"`
+	ErrorClass       string           `json:"error_class,omitempty"`
+	ErrorMsg         string           `json:"error_msg,omitempty"`
+	Reason           string           `json:"reason,omitempty"`
+	Evidence         *events.Evidence `json:"evidence,omitempty"`
+}
+
+// PtyEventLine is one line of pty/<conversationId>/events.jsonl, the
+// agent_block_* stream. Output bytes are not repeated here: a delta names
+// its block, spool offset and length; the bytes are in output.spool.
+type PtyEventLine struct {
+	Seq         uint64        `json:"seq"`
+	TS          int64         `json:"ts"`
+	Type        string        `json:"type"`
+	RequestID   string        `json:"request_id,omitempty"`
+	BlockID     string        `json:"block_id,omitempty"`
+	Block       *events.Block `json:"block,omitempty"`
+	SpoolOffset *int64        `json:"spool_offset,omitempty"`
+	Len         *int          `json:"len,omitempty"`
+	Data        string        `json:"data,omitempty"`
+	Source      string        `json:"source,omitempty"`
+	Line        string        `json:"line,omitempty"`
+	Cwd         string        `json:"cwd,omitempty"`
+	ExitCode    *int          `json:"exit_code,omitempty"`
+	ShellID     string        `json:"shell_id,omitempty"`
+	Pid         int           `json:"pid,omitempty"`
+	Reason      string        `json:"reason,omitempty"`
+}
+
+// pty event line types.
+var ptyLineType = map[string]string{
+	events.TypePtySessionStarted: "agent_session_started",
+	events.TypePtyBlockBegin:     "agent_block_begin",
+	events.TypePtyOutput:         "agent_block_delta",
+	events.TypePtyBlockEnd:       "agent_block_end",
+	events.TypePtyPrompt:         "agent_prompt",
+	events.TypePtyInput:          "agent_input",
+	events.TypePtySessionReset:   "agent_session_reset",
+	events.TypePtySessionEnded:   "agent_session_ended",
+}
+
+// render computes the appends ev causes. It is a pure function of ev.
+// An event whose payload cannot be decoded, or whose ids cannot be path
+// components, produces nothing for the views it cannot address (see doc.go).
+func render(ev *events.Event, r *rendered) error {
+	r.writes = r.writes[:0]
+	if strings.HasPrefix(ev.Type, "pty.") {
+		return renderPty(ev, r)
+	}
+	if strings.HasPrefix(ev.Type, "step.") {
+		return renderStep(ev, r)
+	}
+	switch ev.Type {
+	case events.TypeLabSessionStarted, events.TypeFeedbackSubmitted, events.TypeFeedbackIngested,
+		events.TypeRunImported, events.TypeExperimentCreated, events.TypeExperimentSubmitted,
+		events.TypeExperimentUpdated, events.TypeIdempotencyRecorded:
+		return renderLab(ev, r)
+	}
+	// wal.*, recovery.* and unknown types have no view; they may still
+	// carry a request (recorded below for Lab sessions).
+	return renderIdempotency(ev, "", r)
+}
+
+func renderLab(ev *events.Event, r *rendered) error {
+	p, err := ev.Decode()
+	if err != nil {
+		return err
+	}
+	ts := ev.ISOTime()
+	entity := ""
+	switch p := p.(type) {
+	case *events.FeedbackSubmitted:
+		e := p.Entry
+		if e.CreatedAt == "" {
+			e.CreatedAt = ts
+		}
+		line, err := jsonLine(&e)
+		if err != nil {
+			return err
+		}
+		r.add(FeedbackView, line)
+		entity = e.ID
+	case *events.FeedbackIngested:
+		line := make([]byte, len(p.Raw)+1)
+		copy(line, p.Raw)
+		line[len(p.Raw)] = '\n'
+		r.add(FeedbackView, line)
+	case *events.RunImported:
+		run := p.Run
+		if run.CreatedAt == "" {
+			run.CreatedAt = ts
+		}
+		line, err := jsonLine(&run)
+		if err != nil {
+			return err
+		}
+		r.add(RunsView, line)
+		entity = run.RunID
+	case *events.ExperimentCreated:
+		x := p.Experiment
+		if x.CreatedAt == "" {
+			x.CreatedAt = ts
+		}
+		line, err := jsonLine(&x)
+		if err != nil {
+			return err
+		}
+		r.add(ExperimentsView, line)
+		entity = x.ExperimentID
+	case *events.ExperimentSubmitted:
+		for i := range p.Feedback {
+			e := p.Feedback[i]
+			if e.CreatedAt == "" {
+				e.CreatedAt = ts
+			}
+			line, err := jsonLine(&e)
+			if err != nil {
+				return err
+			}
+			r.add(FeedbackView, line)
+		}
+		x := p.Experiment
+		if x.CreatedAt == "" {
+			x.CreatedAt = ts
+		}
+		if x.UpdatedAt == "" {
+			x.UpdatedAt = ts
+		}
+		line, err := jsonLine(&x)
+		if err != nil {
+			return err
+		}
+		r.add(ExperimentsView, line)
+		entity = x.ExperimentID
+	case *events.ExperimentUpdated:
+		x := p.Experiment
+		if x.CreatedAt == "" {
+			x.CreatedAt = ts
+		}
+		if x.UpdatedAt == "" {
+			x.UpdatedAt = ts
+		}
+		line, err := jsonLine(&x)
+		if err != nil {
+			return err
+		}
+		r.add(ExperimentsView, line)
+		entity = x.ExperimentID
+	case *events.IdempotencyRecorded:
+		entity = p.EntityID
+	}
+	if isLabSession(ev.Stream) {
+		data, err := json.Marshal(p)
+		if err != nil {
+			return err
+		}
+		line, err := jsonLine(&SessionEventLine{Seq: ev.Seq, ID: ev.ID, Type: ev.Type, CreatedAt: ts, RequestID: ev.Req, Data: data})
+		if err != nil {
+			return err
+		}
+		r.add(SessionEventsView(ev.Stream), line)
+	}
+	return renderIdempotency(ev, entity, r)
+}
+
+// idempotencyType names the kind of request an event answers, as the
+// content-machine idempotency map does ("feedback", "submit", "import").
+func idempotencyType(ev *events.Event) string {
+	switch ev.Type {
+	case events.TypeFeedbackSubmitted:
+		return "feedback"
+	case events.TypeExperimentSubmitted:
+		return "submit"
+	case events.TypeRunImported:
+		return "import"
+	case events.TypeExperimentCreated:
+		return "experiment"
+	case events.TypeExperimentUpdated:
+		return "experiment.update"
+	}
+	return ev.Type
+}
+
+func renderIdempotency(ev *events.Event, entity string, r *rendered) error {
+	if ev.Req == "" || !isLabSession(ev.Stream) {
+		return nil
+	}
+	typ := idempotencyType(ev)
+	if ev.Type == events.TypeIdempotencyRecorded {
+		if p, err := events.DecodeAs[*events.IdempotencyRecorded](ev); err == nil && p.Kind != "" {
+			typ = p.Kind
+		}
+	}
+	var resp json.RawMessage
+	if len(ev.Resp) > 0 && json.Valid(ev.Resp) {
+		resp = ev.Resp
+	}
+	line, err := jsonLine(&IdempotencyLine{RequestID: ev.Req, Type: typ, EntityID: entity, CreatedAt: ev.ISOTime(), Response: resp})
+	if err != nil {
+		return err
+	}
+	r.add(SessionIdempotencyView(ev.Stream), line)
+	return nil
+}
+
+func renderStep(ev *events.Event, r *rendered) error {
+	p, err := ev.Decode()
+	if err != nil {
+		return err
+	}
+	at := ev.ISOTime()
+	base := StepRecord{Seq: ev.Seq, At: at, Event: ev.Type}
+	var recs []StepRecord
+	switch p := p.(type) {
+	case *events.StepPlanned:
+		for _, s := range p.Steps {
+			rec := base
+			rec.MandateID, rec.StepID, rec.Status = p.MandateID, s.StepID, events.StatusPending
+			rec.Tool, rec.ParamsHash, rec.PreHash, rec.ExpectedPostHash = s.Tool, s.ParamsHash, s.PreHash, s.ExpectedPostHash
+			rec.IdemKey, rec.World = s.IdemKey, s.World
+			recs = append(recs, rec)
+		}
+	case *events.StepExecuting:
+		rec := base
+		rec.MandateID, rec.StepID, rec.Status = p.MandateID, p.StepID, events.StatusExecuting
+		rec.IdemKey, rec.ObservedPreHash = p.IdemKey, p.ObservedPreHash
+		recs = append(recs, rec)
+	case *events.StepCompleted:
+		rec := base
+		rec.MandateID, rec.StepID, rec.Status = p.MandateID, p.StepID, events.StatusCompleted
+		rec.PostHash, rec.ResultHash, rec.ExitCode, rec.OutputDigest = p.PostHash, p.ResultHash, p.ExitCode, p.OutputDigest
+		rec.Recovered, rec.Evidence = p.Recovered, p.Evidence
+		recs = append(recs, rec)
+	case *events.StepFailed:
+		rec := base
+		rec.MandateID, rec.StepID, rec.Status = p.MandateID, p.StepID, events.StatusFailed
+		rec.ErrorClass, rec.ErrorMsg, rec.ExitCode = p.ErrorClass, p.ErrorMsg, p.ExitCode
+		recs = append(recs, rec)
+	case *events.StepNeedsReview:
+		rec := base
+		rec.MandateID, rec.StepID, rec.Status = p.MandateID, p.StepID, events.StatusNeedsReview
+		rec.Reason, rec.Evidence = p.Reason, p.Evidence
+		recs = append(recs, rec)
+	case *events.StepReset:
+		rec := base
+		rec.MandateID, rec.StepID, rec.Status = p.MandateID, p.StepID, events.StatusPending
+		rec.IdemKey, rec.Reason, rec.Evidence = p.IdemKey, p.Reason, p.Evidence
+		recs = append(recs, rec)
+	}
+	for i := range recs {
+		line, err := jsonLine(&recs[i])
+		if err != nil {
+			return err
+		}
+		r.add(StepsView, line)
+	}
+	return renderIdempotency(ev, "", r)
+}
+
+func renderPty(ev *events.Event, r *rendered) error {
+	conv := ev.Stream
+	if home.ValidateID(conv) != nil {
+		return nil // no path for this conversation: skipped (doc.go)
+	}
+	p, err := ev.Decode()
+	if err != nil {
+		return err
+	}
+	typ, ok := ptyLineType[ev.Type]
+	if !ok {
+		typ = ev.Type
+	}
+	line := PtyEventLine{Seq: ev.Seq, TS: ev.TS, Type: typ, RequestID: ev.Req}
+	switch p := p.(type) {
+	case *events.PtySessionStarted:
+		line.ShellID, line.Pid, line.Cwd = p.ShellID, p.Pid, p.Cwd
+	case *events.PtyBlockBegin:
+		b := p.Block
+		line.BlockID, line.Block = b.BlockID, &b
+		rec, err := jsonLine(&b)
+		if err != nil {
+			return err
+		}
+		r.add(PtyBlocksView(conv), rec)
+	case *events.PtyBlockEnd:
+		b := p.Block
+		line.BlockID, line.Block = b.BlockID, &b
+		rec, err := jsonLine(&b)
+		if err != nil {
+			return err
+		}
+		r.add(PtyBlocksView(conv), rec)
+	case *events.PtyOutput:
+		off, n := p.SpoolOffset, len(p.Data)
+		line.BlockID, line.SpoolOffset, line.Len = p.BlockID, &off, &n
+		if n > 0 {
+			r.add(PtySpoolView(conv), p.Data)
+			if p.BlockID != "" && home.ValidateID(p.BlockID) == nil {
+				r.add(PtyBlockOutputView(conv, p.BlockID), p.Data)
+			}
+		}
+	case *events.PtyPrompt:
+		off := p.SpoolOffset
+		line.BlockID, line.SpoolOffset, line.Line, line.Cwd, line.ExitCode = p.BlockID, &off, p.Line, p.Cwd, p.ExitCode
+		if p.Line != "" {
+			r.add(PtySpoolView(conv), []byte(p.Line))
+		}
+	case *events.PtyInput:
+		line.BlockID, line.Data, line.Source = p.BlockID, string(p.Data), p.Source
+	case *events.PtySessionReset:
+		line.ShellID, line.Reason = p.NewShellID, p.Reason
+	case *events.PtySessionEnded:
+		line.ShellID, line.Reason, line.ExitCode = p.ShellID, p.Reason, p.Exit
+	default:
+		return fmt.Errorf("projections: no pty view for %s", ev.Type)
+	}
+	b, err := jsonLine(&line)
+	if err != nil {
+		return err
+	}
+	r.add(PtyEventsView(conv), b)
+	return nil
+}
