@@ -2,18 +2,642 @@ package pty
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
 )
 
-// Options configure a Manager.
-type Options struct{}
+// Errors of terminal operations. The HTTP bridge maps them to codes.
+var (
+	// ErrBusy: a block is running; a new exec is rejected (seed §3.6).
+	ErrBusy = errors.New("busy")
+	// ErrInteractive: an interactive session is running; exec_block is rejected.
+	ErrInteractive = errors.New("interactive mode")
+	// ErrInvalidCursor: a cursor outside [0, spool size].
+	ErrInvalidCursor = errors.New("invalid cursor")
+	// ErrInvalidArgument: a malformed request (bad id, empty match, bad regex).
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrNotFound: an unknown block.
+	ErrNotFound = errors.New("not found")
+	// ErrClosed: the manager is closed.
+	ErrClosed = errors.New("pty: manager closed")
+)
 
-// Manager owns every conversation's shell. STUB: the terminal issue fills it in.
-type Manager struct{ eng *engine.Engine }
+// Options configure a Manager. Zero values take the documented defaults.
+type Options struct {
+	// Bash is the shell binary; default "/bin/bash".
+	Bash string
+	// Dir is the working directory new shells start in; default the
+	// process's working directory.
+	Dir string
+	// Cols and Rows are the fixed window size; default 200×50.
+	Cols, Rows int
+	// Term is $TERM for the shell; default "dumb".
+	Term string
+	// ReadyTimeout bounds the wait for a new shell's first prompt; default 15 s.
+	ReadyTimeout time.Duration
+	// Logger receives failures of the background appender; default discard.
+	Logger *slog.Logger
+}
 
-// NewManager returns a manager over eng.
-func NewManager(eng *engine.Engine, opts Options) (*Manager, error) { return &Manager{eng: eng}, nil }
+// Request is the idempotency information of a client request: its id and
+// body hash. The event that records the act carries them with the
+// response snapshot, so a retry returns that snapshot and acts no more.
+type Request struct {
+	ID   string
+	Hash string
+}
 
-// Close tears down every shell and waits for them.
-func (m *Manager) Close(ctx context.Context) error { return nil }
+// Manager owns every conversation's shell, and the terminal state rebuilt
+// from the log.
+type Manager struct {
+	eng    *engine.Engine
+	opts   Options
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	stateMu sync.Mutex // guards convs; never held across an append
+	convs   map[string]*convState
+
+	mu     sync.Mutex // guards shells, locks, closed
+	shells map[string]*shell
+	locks  map[string]chan struct{}
+	closed bool
+}
+
+// NewManager returns a manager over eng. It subscribes to the engine (the
+// whole terminal history, then every commit), so block numbering and
+// spool offsets continue after a restart, and closes blocks a crashed
+// daemon left open (CloseCrashed). Shells start on first use.
+func NewManager(eng *engine.Engine, opts Options) (*Manager, error) {
+	if eng == nil {
+		return nil, errors.New("pty: engine is required")
+	}
+	if opts.Bash == "" {
+		opts.Bash = "/bin/bash"
+	}
+	if opts.Dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("pty: working directory: %w", err)
+		}
+		opts.Dir = wd
+	}
+	if opts.Cols <= 0 {
+		opts.Cols = 200
+	}
+	if opts.Rows <= 0 {
+		opts.Rows = 50
+	}
+	if opts.Term == "" {
+		opts.Term = "dumb"
+	}
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = 15 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Manager{eng: eng, opts: opts, ctx: ctx, cancel: cancel,
+		convs: map[string]*convState{}, shells: map[string]*shell{}, locks: map[string]chan struct{}{}}
+	if err := eng.Subscribe(engine.ObserverFunc(func(ev *events.Event) {
+		m.stateMu.Lock()
+		m.observe(ev)
+		m.stateMu.Unlock()
+	})); err != nil {
+		cancel()
+		return nil, fmt.Errorf("pty: subscribe: %w", err)
+	}
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ccancel()
+	if _, err := CloseCrashed(cctx, eng); err != nil {
+		cancel()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Manager) logf(format string, args ...any) {
+	m.opts.Logger.Error(fmt.Sprintf(format, args...))
+}
+
+func newID(prefix string) string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		id = uuid.New()
+	}
+	return prefix + strings.ReplaceAll(id.String(), "-", "")
+}
+
+// lock takes the per-PTY lock of conv (seed §6.1), honouring ctx.
+func (m *Manager) lock(ctx context.Context, conv string) (func(), error) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, ErrClosed
+	}
+	l := m.locks[conv]
+	if l == nil {
+		l = make(chan struct{}, 1)
+		m.locks[conv] = l
+	}
+	m.mu.Unlock()
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func validConv(conv string) error {
+	if err := home.ValidateID(conv); err != nil {
+		return fmt.Errorf("%w: conversation id: %v", ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+// liveShell returns conv's running shell, starting one (and waiting for its
+// first prompt) when there is none. Caller holds the per-PTY lock.
+func (m *Manager) liveShell(ctx context.Context, conv string) (*shell, error) {
+	m.mu.Lock()
+	sh := m.shells[conv]
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if sh != nil && sh.alive() {
+		return sh, nil
+	}
+	if sh != nil {
+		<-sh.done
+	}
+	return m.spawn(ctx, conv, "")
+}
+
+func (m *Manager) spawn(ctx context.Context, conv, shellID string) (*shell, error) {
+	sh, err := m.startShell(ctx, conv, shellID)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.shells[conv] = sh
+	m.mu.Unlock()
+	t := time.NewTimer(m.opts.ReadyTimeout)
+	defer t.Stop()
+	select {
+	case <-sh.ready:
+		return sh, nil
+	case <-sh.done:
+		return nil, fmt.Errorf("pty: %s: shell exited before its first prompt", conv)
+	case <-t.C:
+		sh.stop(context.Background(), "start_timeout")
+		return nil, fmt.Errorf("pty: %s: shell printed no prompt within %s", conv, m.opts.ReadyTimeout)
+	case <-ctx.Done():
+		sh.stop(context.Background(), "start_cancelled")
+		return nil, ctx.Err()
+	}
+}
+
+// snapshot runs f on conv's state under the state lock.
+func (m *Manager) snapshot(conv string, f func(c *convState)) {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	f(m.conv(conv))
+}
+
+// ExecResult is the response of exec_block (seed §5.1).
+type ExecResult struct {
+	OK      bool   `json:"ok"`
+	BlockID string `json:"block_id"`
+	Seq     int    `json:"seq"`
+	TS      int64  `json:"ts"`
+}
+
+// InteractiveResult is the response of exec_interactive (seed §5.2).
+type InteractiveResult struct {
+	OK           bool   `json:"ok"`
+	SessionID    string `json:"session_id"`
+	BlockID      string `json:"block_id"`
+	TsBegin      int64  `json:"ts_begin"`
+	ResumeCursor int64  `json:"resume_cursor"`
+}
+
+// OKResult is {ok}.
+type OKResult struct {
+	OK bool `json:"ok"`
+}
+
+// ExecBlock runs cmd as a block (seed §5.1). The pty.block.begin event
+// (carrying req) is durable before the command is typed, so a retry can
+// never run it twice.
+func (m *Manager) ExecBlock(ctx context.Context, conv, cmd, cwd string, req Request) (ExecResult, error) {
+	var res ExecResult
+	err := m.begin(ctx, conv, cmd, cwd, "block", req, func(b events.Block) any {
+		res = ExecResult{OK: true, BlockID: b.BlockID, Seq: b.Seq, TS: b.TsBegin}
+		return res
+	})
+	return res, err
+}
+
+// ExecInteractive starts cmd as an interactive session (seed §5.2);
+// resume_cursor is the spool size when the session began.
+func (m *Manager) ExecInteractive(ctx context.Context, conv, cmd, cwd string, req Request) (InteractiveResult, error) {
+	var res InteractiveResult
+	err := m.begin(ctx, conv, cmd, cwd, "interactive", req, func(b events.Block) any {
+		res = InteractiveResult{OK: true, SessionID: b.SessionID, BlockID: b.BlockID, TsBegin: b.TsBegin, ResumeCursor: b.SpoolBegin}
+		return res
+	})
+	return res, err
+}
+
+func (m *Manager) begin(ctx context.Context, conv, cmd, cwd, mode string, req Request, respond func(events.Block) any) error {
+	if err := validConv(conv); err != nil {
+		return err
+	}
+	if strings.ContainsRune(cmd, 0) || strings.ContainsRune(cwd, 0) {
+		return fmt.Errorf("%w: cmd and cwd may not contain NUL bytes", ErrInvalidArgument)
+	}
+	unlock, err := m.lock(ctx, conv)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	// Reject before starting a shell: a mode left by the log wins.
+	if err := m.checkIdle(conv); err != nil {
+		return err
+	}
+	sh, err := m.liveShell(ctx, conv)
+	if err != nil {
+		return err
+	}
+	if err := m.checkIdle(conv); err != nil {
+		return err
+	}
+	b := events.Block{BlockID: newID("blk_"), Mode: mode, ShellID: sh.id, Cmd: cmd, Status: events.BlockRunning}
+	if mode == "interactive" {
+		b.SessionID = newID("ses_")
+		b.Status = events.BlockInteractive
+	}
+	m.snapshot(conv, func(c *convState) {
+		b.Seq = len(c.blocks) + 1
+		b.SpoolBegin = c.size()
+		b.Cwd = cwd
+		if b.Cwd == "" {
+			b.Cwd = m.opts.Dir
+			if n := len(c.prompts); n > 0 {
+				b.Cwd = c.prompts[n-1].cwd
+			}
+		}
+	})
+	b.TsBegin = time.Now().UnixMilli()
+	b.OutputPath = "blocks/" + b.BlockID + ".out"
+	line := commandLine(cmd, cwd)
+	resp, err := json.Marshal(respond(b))
+	if err != nil {
+		return err
+	}
+	beginEv := events.MustNew(conv, &events.PtyBlockBegin{Block: b})
+	beginEv.TS = b.TsBegin
+	if req.ID != "" {
+		beginEv.WithRequest(req.ID, req.Hash, resp)
+	}
+	inEv := events.MustNew(conv, &events.PtyInput{Data: []byte(line), BlockID: b.BlockID, Source: "exec"})
+	inEv.TS = b.TsBegin
+	if _, err := m.eng.Append(ctx, beginEv, inEv); err != nil {
+		return fmt.Errorf("pty: record block begin: %w", err)
+	}
+	if _, err := sh.master.Write([]byte(line)); err != nil {
+		// The shell is gone; its reader records the block's end.
+		m.logf("pty: %s: type command: %v", conv, err)
+	}
+	return nil
+}
+
+func (m *Manager) checkIdle(conv string) error {
+	var mode, active string
+	m.snapshot(conv, func(c *convState) { mode, active = c.mode(), c.active })
+	switch mode {
+	case ModeInteractive:
+		return fmt.Errorf("%w: interactive session %s is running; end it (end_session) or wait for its prompt before exec_block", ErrInteractive, active)
+	case ModeBlockRunning:
+		return fmt.Errorf("%w: block %s is running", ErrBusy, active)
+	}
+	return nil
+}
+
+// commandLine is the one line typed into the shell for cmd: always a
+// single line (so one command line yields one prompt), quoted with $'…'
+// so any byte survives.
+func commandLine(cmd, cwd string) string {
+	if cwd != "" {
+		return "builtin cd -- " + ansiQuote(cwd) + " && eval " + ansiQuote(cmd) + "\n"
+	}
+	return "eval " + ansiQuote(cmd) + "\n"
+}
+
+func ansiQuote(s string) string {
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\'' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c == 0x7f:
+			fmt.Fprintf(&b, "\\x%02x", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteString("'")
+	return b.String()
+}
+
+// Send types data into the terminal (seed §5.6). The pty.input event
+// (carrying req) is durable before the bytes are written.
+func (m *Manager) Send(ctx context.Context, conv string, data []byte, req Request) (OKResult, error) {
+	if err := validConv(conv); err != nil {
+		return OKResult{}, err
+	}
+	unlock, err := m.lock(ctx, conv)
+	if err != nil {
+		return OKResult{}, err
+	}
+	defer unlock()
+	res := OKResult{OK: true}
+	return res, m.typeInput(ctx, conv, data, "send", req, res)
+}
+
+func (m *Manager) typeInput(ctx context.Context, conv string, data []byte, source string, req Request, res any) error {
+	sh, err := m.liveShell(ctx, conv)
+	if err != nil {
+		return err
+	}
+	var active string
+	m.snapshot(conv, func(c *convState) { active = c.active })
+	ev := events.MustNew(conv, &events.PtyInput{Data: data, BlockID: active, Source: source})
+	if req.ID != "" {
+		resp, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		ev.WithRequest(req.ID, req.Hash, resp)
+	}
+	if _, err := m.eng.Append(ctx, ev); err != nil {
+		return fmt.Errorf("pty: record input: %w", err)
+	}
+	if _, err := sh.master.Write(data); err != nil {
+		m.logf("pty: %s: type input: %v", conv, err)
+	}
+	return nil
+}
+
+// ExpectSend waits for a match and then types send, atomically under the
+// per-PTY lock (seed §4.6, §6.2). On timeout nothing is typed.
+func (m *Manager) ExpectSend(ctx context.Context, conv string, w WaitParams, data []byte, req Request) (WaitResult, error) {
+	if err := validConv(conv); err != nil {
+		return WaitResult{}, err
+	}
+	unlock, err := m.lock(ctx, conv)
+	if err != nil {
+		return WaitResult{}, err
+	}
+	defer unlock()
+	res, err := m.WaitFor(ctx, conv, w)
+	if err != nil || !res.Matched {
+		return res, err
+	}
+	return res, m.typeInput(ctx, conv, data, "expect_send", req, res)
+}
+
+// StatusResult is the response of status (seed §5.5) plus what an operator
+// needs when the prompt does not come back: the foreground command.
+type StatusResult struct {
+	OK              bool   `json:"ok"`
+	Mode            string `json:"mode"`
+	ActiveSessionID string `json:"active_session_id,omitempty"`
+	ActiveBlockID   string `json:"active_block_id,omitempty"`
+	ShellID         string `json:"shell_id,omitempty"`
+	ResumeCursor    int64  `json:"resume_cursor"`
+	ShellAlive      bool   `json:"shell_alive"`
+	ShellPid        int    `json:"shell_pid,omitempty"`
+	Foreground      string `json:"foreground,omitempty"`
+	ForegroundPgid  int    `json:"foreground_pgid,omitempty"`
+	Blocks          int    `json:"blocks"`
+}
+
+// Status reports the terminal's mode and cursor.
+func (m *Manager) Status(ctx context.Context, conv string) (StatusResult, error) {
+	if err := validConv(conv); err != nil {
+		return StatusResult{}, err
+	}
+	res := StatusResult{OK: true}
+	m.snapshot(conv, func(c *convState) {
+		res.Mode = c.mode()
+		res.ActiveBlockID = c.active
+		if b := c.activeBlock(); b != nil {
+			res.ActiveSessionID = b.SessionID
+		}
+		res.ShellID = c.shellID
+		res.ResumeCursor = c.size()
+		res.Blocks = len(c.blocks)
+	})
+	m.mu.Lock()
+	sh := m.shells[conv]
+	m.mu.Unlock()
+	if sh != nil && sh.alive() {
+		res.ShellAlive, res.ShellPid = true, sh.pid
+		res.ShellID = sh.id
+		res.ForegroundPgid, res.Foreground = sh.foreground()
+	}
+	return res, nil
+}
+
+// EndResult is the response of end_session.
+type EndResult struct {
+	OK      bool   `json:"ok"`
+	Mode    string `json:"mode"`
+	BlockID string `json:"block_id,omitempty"`
+	Ended   bool   `json:"ended"`
+	Forced  bool   `json:"forced"`
+	Reset   bool   `json:"reset"`
+}
+
+// EndSession ends the running session or block (seed §7.1): Ctrl+C to the
+// foreground process group first; if the prompt does not come back within
+// grace, SIGKILL the foreground group; if still not, reset the shell.
+func (m *Manager) EndSession(ctx context.Context, conv string, grace time.Duration) (EndResult, error) {
+	if err := validConv(conv); err != nil {
+		return EndResult{}, err
+	}
+	if grace <= 0 {
+		grace = 2 * time.Second
+	}
+	unlock, err := m.lock(ctx, conv)
+	if err != nil {
+		return EndResult{}, err
+	}
+	defer unlock()
+	var active string
+	m.snapshot(conv, func(c *convState) { active = c.active })
+	if active == "" {
+		return EndResult{OK: true, Mode: ModeIdle}, nil
+	}
+	res := EndResult{OK: true, BlockID: active, Ended: true}
+	m.mu.Lock()
+	sh := m.shells[conv]
+	m.mu.Unlock()
+	if sh == nil || !sh.alive() {
+		// Left open by the log without a shell: close it as crashed.
+		if err := m.closeOrphan(ctx, conv); err != nil {
+			return EndResult{}, err
+		}
+		res.Mode = ModeIdle
+		return res, nil
+	}
+	sh.qmu.Lock()
+	sh.interrupted = true
+	sh.qmu.Unlock()
+	ev := events.MustNew(conv, &events.PtyInput{Data: []byte{3}, BlockID: active, Source: "interrupt"})
+	if _, err := m.eng.Append(ctx, ev); err != nil {
+		return EndResult{}, fmt.Errorf("pty: record interrupt: %w", err)
+	}
+	sh.master.Write([]byte{3}) // the line discipline signals the foreground group
+	if m.awaitEnd(ctx, conv, active, grace) {
+		res.Mode = ModeIdle
+		return res, nil
+	}
+	res.Forced = true
+	if pg, _ := sh.foreground(); pg > 0 {
+		syscall.Kill(-pg, syscall.SIGKILL)
+		if m.awaitEnd(ctx, conv, active, grace) {
+			res.Mode = ModeIdle
+			return res, nil
+		}
+	}
+	res.Reset = true
+	if _, err := m.resetLocked(ctx, conv, "end_session"); err != nil {
+		return EndResult{}, err
+	}
+	res.Mode = ModeIdle
+	return res, nil
+}
+
+// awaitEnd waits until block id has ended.
+func (m *Manager) awaitEnd(ctx context.Context, conv, id string, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		var ch chan struct{}
+		var open bool
+		m.snapshot(conv, func(c *convState) { ch, open = c.changed, c.active == id })
+		if !open {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// ResetResult is the response of reset.
+type ResetResult struct {
+	OK           bool   `json:"ok"`
+	ShellID      string `json:"shell_id"`
+	OldShellID   string `json:"old_shell_id,omitempty"`
+	ResumeCursor int64  `json:"resume_cursor"`
+}
+
+// Reset kills the shell and every process of its session, records
+// pty.session.reset and starts a new shell (seed §7.2). The spool and the
+// blocks stay.
+func (m *Manager) Reset(ctx context.Context, conv, reason string) (ResetResult, error) {
+	if err := validConv(conv); err != nil {
+		return ResetResult{}, err
+	}
+	unlock, err := m.lock(ctx, conv)
+	if err != nil {
+		return ResetResult{}, err
+	}
+	defer unlock()
+	if reason == "" {
+		reason = "reset"
+	}
+	return m.resetLocked(ctx, conv, reason)
+}
+
+func (m *Manager) resetLocked(ctx context.Context, conv, reason string) (ResetResult, error) {
+	m.mu.Lock()
+	old := m.shells[conv]
+	delete(m.shells, conv)
+	m.mu.Unlock()
+	res := ResetResult{OK: true}
+	if old != nil {
+		res.OldShellID = old.id
+		if err := old.stop(ctx, "reset"); err != nil {
+			return ResetResult{}, err
+		}
+	} else {
+		m.snapshot(conv, func(c *convState) { res.OldShellID = c.shellID })
+	}
+	// A block the log still holds open (no shell of ours ran it) is closed now.
+	if err := m.closeOrphan(ctx, conv); err != nil {
+		return ResetResult{}, err
+	}
+	newID := newID("sh_")
+	ev := events.MustNew(conv, &events.PtySessionReset{OldShellID: res.OldShellID, NewShellID: newID, Reason: reason})
+	if _, err := m.eng.Append(ctx, ev); err != nil {
+		return ResetResult{}, fmt.Errorf("pty: record reset: %w", err)
+	}
+	sh, err := m.spawn(ctx, conv, newID)
+	if err != nil {
+		return ResetResult{}, err
+	}
+	res.ShellID = sh.id
+	m.snapshot(conv, func(c *convState) { res.ResumeCursor = c.size() })
+	return res, nil
+}
+
+// Close tears down every shell (recording the end of what was open, reason
+// "shutdown"), reaps them and stops the background goroutines.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	shells := m.shells
+	m.shells = map[string]*shell{}
+	m.mu.Unlock()
+	var errs []error
+	for _, sh := range shells {
+		if err := sh.stop(ctx, "shutdown"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	m.cancel()
+	m.wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,191 @@
+package pty
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/cmlab/cmlab/events"
+)
+
+// BlocksResult is the response of blocks since.
+type BlocksResult struct {
+	OK     bool           `json:"ok"`
+	Blocks []events.Block `json:"blocks"`
+}
+
+// BlocksSince returns the blocks numbered after since (block seq), oldest
+// first, at most limit (default and cap 500).
+func (m *Manager) BlocksSince(ctx context.Context, conv string, since, limit int) (BlocksResult, error) {
+	if err := validConv(conv); err != nil {
+		return BlocksResult{}, err
+	}
+	if limit <= 0 || limit > 500 {
+		limit = 500
+	}
+	res := BlocksResult{OK: true, Blocks: []events.Block{}}
+	m.snapshot(conv, func(c *convState) {
+		for _, b := range c.blocks {
+			if b.Seq > since && len(res.Blocks) < limit {
+				res.Blocks = append(res.Blocks, *b)
+			}
+		}
+	})
+	return res, nil
+}
+
+// BlockResult is the response of blocks get.
+type BlockResult struct {
+	OK    bool         `json:"ok"`
+	Block events.Block `json:"block"`
+}
+
+// Block returns one block's record.
+func (m *Manager) Block(ctx context.Context, conv, id string) (BlockResult, error) {
+	if err := validConv(conv); err != nil {
+		return BlockResult{}, err
+	}
+	var res BlockResult
+	var ok bool
+	m.snapshot(conv, func(c *convState) {
+		if b := c.byID[id]; b != nil {
+			res, ok = BlockResult{OK: true, Block: *b}, true
+		}
+	})
+	if !ok {
+		return res, fmt.Errorf("%w: block %q in conversation %q", ErrNotFound, id, conv)
+	}
+	return res, nil
+}
+
+// BlockOutputResult is the response of blocks read: a slice of the block's
+// output (blocks/<id>.out). cursor and resume_cursor are offsets into that
+// output.
+type BlockOutputResult struct {
+	OK           bool   `json:"ok"`
+	BlockID      string `json:"block_id"`
+	Data         string `json:"data"`
+	Cursor       int64  `json:"cursor"`
+	ResumeCursor int64  `json:"resume_cursor"`
+	Size         int64  `json:"size"`
+	Complete     bool   `json:"complete"`
+}
+
+// blockRange is the spool range of a block's output: from its begin to the
+// sentinel that ended it (or the spool end while it runs).
+func blockRange(c *convState, b *events.Block) (int64, int64) {
+	end := c.size()
+	if b.Status != events.BlockRunning && b.Status != events.BlockInteractive && b.SpoolEnd >= b.SpoolBegin && b.SpoolEnd > 0 {
+		end = b.SpoolEnd
+	} else if b.Status != events.BlockRunning && b.Status != events.BlockInteractive {
+		end = b.SpoolBegin
+	}
+	return b.SpoolBegin, min(end, c.size())
+}
+
+// BlockOutput reads a block's output from offset, at most maxBytes.
+func (m *Manager) BlockOutput(ctx context.Context, conv, id string, offset, maxBytes int64) (BlockOutputResult, error) {
+	if err := validConv(conv); err != nil {
+		return BlockOutputResult{}, err
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxRead
+	}
+	maxBytes = min(maxBytes, MaxRead)
+	var res BlockOutputResult
+	var err error
+	m.snapshot(conv, func(c *convState) {
+		b := c.byID[id]
+		if b == nil {
+			err = fmt.Errorf("%w: block %q in conversation %q", ErrNotFound, id, conv)
+			return
+		}
+		s, e := blockRange(c, b)
+		out := c.spool[s:e]
+		if offset < 0 || offset > int64(len(out)) {
+			err = fmt.Errorf("%w: offset %d is outside the block output [0, %d]", ErrInvalidCursor, offset, len(out))
+			return
+		}
+		res = BlockOutputResult{OK: true, BlockID: id, Cursor: offset, Size: int64(len(out)),
+			Complete: b.Status != events.BlockRunning && b.Status != events.BlockInteractive}
+		res.Data, res.ResumeCursor = sliceUTF8(out, offset, maxBytes)
+	})
+	return res, err
+}
+
+// SearchHit is one line of the spool containing the query.
+type SearchHit struct {
+	BlockID     string `json:"block_id,omitempty"`
+	MatchCursor int64  `json:"match_cursor"`
+	Line        string `json:"line"`
+	LineCursor  int64  `json:"line_cursor"`
+}
+
+// SearchResult is the response of search.
+type SearchResult struct {
+	OK        bool        `json:"ok"`
+	Matches   []SearchHit `json:"matches"`
+	Truncated bool        `json:"truncated"`
+}
+
+// maxSearchHits caps one search.
+const maxSearchHits = 200
+
+// Search finds the lines of the spool (or of one block's output) that
+// contain q, oldest first.
+func (m *Manager) Search(ctx context.Context, conv, q, blockID string) (SearchResult, error) {
+	if err := validConv(conv); err != nil {
+		return SearchResult{}, err
+	}
+	if q == "" {
+		return SearchResult{}, fmt.Errorf("%w: q is empty", ErrInvalidArgument)
+	}
+	res := SearchResult{OK: true, Matches: []SearchHit{}}
+	var err error
+	m.snapshot(conv, func(c *convState) {
+		lo, hi := int64(0), c.size()
+		if blockID != "" {
+			b := c.byID[blockID]
+			if b == nil {
+				err = fmt.Errorf("%w: block %q in conversation %q", ErrNotFound, blockID, conv)
+				return
+			}
+			lo, hi = blockRange(c, b)
+		}
+		pat := []byte(q)
+		for pos := lo; pos < hi; {
+			i := bytes.Index(c.spool[pos:hi], pat)
+			if i < 0 {
+				break
+			}
+			at := pos + int64(i)
+			ls := int64(bytes.LastIndexByte(c.spool[lo:at], '\n')) + 1 + lo
+			le := hi
+			if j := bytes.IndexByte(c.spool[at:hi], '\n'); j >= 0 {
+				le = at + int64(j)
+			}
+			if len(res.Matches) == maxSearchHits {
+				res.Truncated = true
+				break
+			}
+			res.Matches = append(res.Matches, SearchHit{BlockID: blockAt(c, at), MatchCursor: at, Line: string(c.spool[ls:le]), LineCursor: ls})
+			pos = max(le, at+1)
+		}
+	})
+	return res, err
+}
+
+// blockAt names the block whose output holds spool offset off.
+func blockAt(c *convState, off int64) string {
+	for i := len(c.blocks) - 1; i >= 0; i-- {
+		b := c.blocks[i]
+		if b.SpoolBegin > off {
+			continue
+		}
+		if s, e := blockRange(c, b); off >= s && off < e {
+			return b.BlockID
+		}
+		return ""
+	}
+	return ""
+}

@@ -1,0 +1,5 @@
+package pty
+
+import "unsafe"
+
+func uintptrOf(p *int32) uintptr { return uintptr(unsafe.Pointer(p)) }

@@ -1,0 +1,485 @@
+package pty
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	cpty "github.com/creack/pty"
+
+	"github.com/cmlab/cmlab/events"
+)
+
+// The rc file of our bash. Line editing is off (--noediting) so the tty's
+// echo setting rules; echo is off so typed commands never reach the
+// spool. The prompt hook is installed last; its first statement captures
+// $?. The nonce lives in shell variables that are never exported, so child
+// processes cannot print a valid mark; the file itself is deleted as soon as
+// the shell has read it.
+const rcTemplate = `# cmlab agent terminal rc (generated, deleted once read)
+stty -echo -onlcr 2>/dev/null
+PS1=''
+PS2=''
+unset HISTFILE PROMPT_COMMAND BASH_ENV ENV
+__fws_nonce='%[1]s'
+__fws_prompt() {
+	local __fws_rc=$?
+	local LC_ALL=C
+	local __fws_ts=${EPOCHREALTIME//[.,]/}
+	builtin printf '\033]6973;P;%%s;%%s;%%s;%%s;%%s\a' "$__fws_nonce" "$__fws_rc" "${__fws_ts:0:13}" "${#PWD}" "$PWD"
+	return $__fws_rc
+}
+PS0=$'\033]6973;B;%[1]s\a'
+PROMPT_COMMAND=__fws_prompt
+`
+
+// shell is one running bash under a pty for one conversation. Its reader
+// goroutine reads the pty master into the parser; its appender goroutine
+// turns parsed items into events and appends them, coalescing everything
+// read while an append is in flight.
+type shell struct {
+	m      *Manager
+	conv   string
+	id     string
+	nonce  string
+	cmd    *exec.Cmd
+	master *os.File
+	pid    int
+	rcDir  string
+
+	ready     chan struct{} // closed once the first prompt is committed
+	readyOnce sync.Once
+	exited    chan struct{} // closed when cmd.Wait returned
+	done      chan struct{} // closed when the appender finished (ends recorded)
+	exitCode  *int
+
+	qmu      sync.Mutex
+	qcond    *sync.Cond
+	queue    []Item
+	queued   int
+	eof      bool
+	eofErr   error
+	teardown string // reason set by whoever kills the shell on purpose
+
+	interrupted bool // guarded by qmu: end_session sent Ctrl+C to the running block
+}
+
+const maxQueued = 32 << 20 // reader back-pressure: the program blocks, not a reader
+
+func newNonce() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// startShell starts bash for conv and its goroutines, and appends
+// pty.session.started. The caller waits on sh.ready.
+func (m *Manager) startShell(ctx context.Context, conv, shellID string) (*shell, error) {
+	if shellID == "" {
+		shellID = newID("sh_")
+	}
+	sh := &shell{m: m, conv: conv, id: shellID, nonce: newNonce(),
+		ready: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{})}
+	sh.qcond = sync.NewCond(&sh.qmu)
+	dir, err := os.MkdirTemp("", "cmlab-pty-")
+	if err != nil {
+		return nil, fmt.Errorf("pty: rc dir: %w", err)
+	}
+	sh.rcDir = dir
+	rc := filepath.Join(dir, "rc")
+	if err := os.WriteFile(rc, []byte(fmt.Sprintf(rcTemplate, sh.nonce)), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pty: rc file: %w", err)
+	}
+	cmd := exec.Command(m.opts.Bash, "--noediting", "--noprofile", "--rcfile", rc, "-i")
+	cmd.Dir = m.opts.Dir
+	cmd.Env = shellEnv(m.opts.Term)
+	f, err := cpty.StartWithSize(cmd, &cpty.Winsize{Cols: uint16(m.opts.Cols), Rows: uint16(m.opts.Rows)})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pty: start %s: %w", m.opts.Bash, err)
+	}
+	sh.cmd, sh.master, sh.pid = cmd, f, cmd.Process.Pid
+	ev := events.MustNew(conv, &events.PtySessionStarted{ConversationID: conv, ShellID: shellID, Pid: sh.pid,
+		Cols: m.opts.Cols, Rows: m.opts.Rows, Cwd: m.opts.Dir})
+	if _, err := m.eng.Append(ctx, ev); err != nil {
+		sh.kill()
+		cmd.Wait()
+		f.Close()
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pty: record shell start: %w", err)
+	}
+	m.wg.Add(3)
+	go sh.readLoop()
+	go sh.waitLoop()
+	go sh.appendLoop()
+	return sh, nil
+}
+
+func shellEnv(term string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "PROMPT_COMMAND", "PS0", "PS1", "PS2", "BASH_ENV", "ENV", "HISTFILE", "TERM", "COLUMNS", "LINES":
+			continue
+		}
+		if strings.HasPrefix(k, "BASH_FUNC_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "TERM="+term)
+}
+
+// readLoop reads the master until EOF/EIO and queues parsed items. It
+// never waits for the log, only for the queue cap.
+func (sh *shell) readLoop() {
+	defer sh.m.wg.Done()
+	p := NewMarkerParser(sh.nonce)
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := sh.master.Read(buf)
+		if n > 0 {
+			sh.push(p.Feed(buf[:n]), nil, false)
+		}
+		if err != nil {
+			sh.push(p.Flush(), err, true)
+			return
+		}
+	}
+}
+
+func (sh *shell) push(items []Item, err error, eof bool) {
+	sh.qmu.Lock()
+	defer sh.qmu.Unlock()
+	for !eof && sh.queued > maxQueued && !sh.eof {
+		sh.qcond.Wait()
+	}
+	for _, it := range items {
+		sh.queue = append(sh.queue, it)
+		sh.queued += len(it.Data)
+	}
+	if eof {
+		sh.eof, sh.eofErr = true, err
+	}
+	sh.qcond.Broadcast()
+}
+
+// waitLoop reaps bash. A shell that exited while a background child still
+// holds the pty open would leave the reader waiting: after a grace period
+// the session's leftovers are killed so the pty reports EOF.
+func (sh *shell) waitLoop() {
+	defer sh.m.wg.Done()
+	err := sh.cmd.Wait()
+	code := exitCodeOf(sh.cmd.ProcessState, err)
+	sh.qmu.Lock()
+	sh.exitCode = &code
+	sh.qmu.Unlock()
+	close(sh.exited)
+	select {
+	case <-sh.done:
+		return
+	case <-time.After(500 * time.Millisecond):
+	}
+	killSession(sh.pid)
+	select {
+	case <-sh.done:
+	case <-time.After(3 * time.Second):
+		sh.master.Close() // unblocks the reader
+	}
+}
+
+func exitCodeOf(ps *os.ProcessState, err error) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// appendLoop turns queued items into events. Everything queued while the
+// previous append was in flight goes into the next one (one fsync for
+// many reads).
+func (sh *shell) appendLoop() {
+	defer sh.m.wg.Done()
+	defer close(sh.done)
+	m := sh.m
+	beginSeen := map[string]bool{}
+	for {
+		sh.qmu.Lock()
+		for len(sh.queue) == 0 && !sh.eof {
+			sh.qcond.Wait()
+		}
+		items, eof, eofErr := sh.queue, sh.eof && len(sh.queue) >= 0, sh.eofErr
+		sh.queue, sh.queued = nil, 0
+		interrupted := sh.interrupted
+		sh.qcond.Broadcast()
+		sh.qmu.Unlock()
+
+		m.stateMu.Lock()
+		c := m.conv(sh.conv)
+		off := c.size()
+		var last byte = '\n'
+		if off > 0 {
+			last = c.spool[off-1]
+		}
+		var cur events.Block
+		if b := c.activeBlock(); b != nil {
+			cur = *b
+		}
+		m.stateMu.Unlock()
+
+		var evs []*events.Event
+		var out []byte
+		flush := func() {
+			for len(out) > 0 {
+				n := min(len(out), maxOutputEvent)
+				evs = append(evs, events.MustNew(sh.conv, &events.PtyOutput{BlockID: cur.BlockID, SpoolOffset: off, Data: out[:n]}))
+				off += int64(n)
+				last = out[n-1]
+				out = out[n:]
+			}
+			out = nil
+		}
+		sawPrompt := false
+		for _, it := range items {
+			switch it.Kind {
+			case ItemOutput:
+				out = append(out, it.Data...)
+			case ItemBegin:
+				if cur.BlockID != "" {
+					beginSeen[cur.BlockID] = true
+				}
+			case ItemPrompt:
+				flush()
+				sawPrompt = true
+				exit := it.Exit
+				line := fmt.Sprintf("__FWS_PROMPT__ ts=%d cwd_b64=%s exit=%d\n", it.TS, base64.StdEncoding.EncodeToString([]byte(it.Cwd)), exit)
+				if last != '\n' {
+					line = "\n" + line // the sentinel always starts a line of its own
+				}
+				ending := cur.BlockID != "" && beginSeen[cur.BlockID]
+				pr := &events.PtyPrompt{PromptTS: it.TS, Cwd: it.Cwd, ExitCode: &exit, SpoolOffset: off, Line: line}
+				if ending {
+					pr.BlockID = cur.BlockID
+				}
+				evs = append(evs, events.MustNew(sh.conv, pr))
+				start := off
+				off += int64(len(line))
+				last = '\n'
+				if ending {
+					b := cur
+					b.TsEnd = it.TS
+					b.ExitCode = &exit
+					b.SpoolEnd = start
+					switch {
+					case interrupted && exit != 0:
+						b.Status, b.Reason = events.BlockCancelled, "interrupted"
+					case exit == 0:
+						b.Status = events.BlockCompleted
+					default:
+						b.Status = events.BlockFailed
+					}
+					evs = append(evs, events.MustNew(sh.conv, &events.PtyBlockEnd{Block: b}))
+					delete(beginSeen, cur.BlockID)
+					cur = events.Block{}
+					sh.qmu.Lock()
+					sh.interrupted = false
+					sh.qmu.Unlock()
+					interrupted = false
+				}
+			}
+		}
+		flush()
+		if eof {
+			evs = append(evs, sh.endEvents(cur, off, eofErr)...)
+		}
+		if len(evs) > 0 {
+			if _, err := m.eng.Append(m.ctx, evs...); err != nil {
+				m.logf("pty: %s: append terminal output: %v", sh.conv, err)
+			}
+		}
+		if sawPrompt {
+			sh.readyOnce.Do(func() {
+				os.RemoveAll(sh.rcDir)
+				close(sh.ready)
+			})
+		}
+		if eof {
+			os.RemoveAll(sh.rcDir)
+			sh.master.Close()
+			return
+		}
+	}
+}
+
+// maxOutputEvent caps the data of one pty.output event.
+const maxOutputEvent = 256 << 10
+
+// endEvents closes what a dead shell leaves open: its block (one END) and
+// the shell itself (pty.session.ended).
+func (sh *shell) endEvents(cur events.Block, off int64, eofErr error) []*events.Event {
+	select {
+	case <-sh.exited:
+	case <-time.After(5 * time.Second):
+		sh.kill()
+		<-sh.exited
+	}
+	sh.qmu.Lock()
+	code, reason := sh.exitCode, sh.teardown
+	sh.qmu.Unlock()
+	status := events.BlockCancelled
+	if reason == "" {
+		reason = "shell_exited"
+		if code == nil || *code < 0 {
+			reason = "eio"
+		}
+		status = events.BlockFailed
+	}
+	var evs []*events.Event
+	if cur.BlockID != "" {
+		b := cur
+		b.TsEnd = time.Now().UnixMilli()
+		b.ExitCode = code
+		b.Status, b.Reason = status, reason
+		b.SpoolEnd = off
+		evs = append(evs, events.MustNew(sh.conv, &events.PtyBlockEnd{Block: b}))
+	}
+	sessReason := reason
+	if reason == "shell_exited" {
+		sessReason = "exited"
+	}
+	evs = append(evs, events.MustNew(sh.conv, &events.PtySessionEnded{ShellID: sh.id, Reason: sessReason, Exit: code}))
+	return evs
+}
+
+// kill sends SIGKILL to every process of the shell's session.
+func (sh *shell) kill() {
+	killSession(sh.pid)
+	if sh.cmd != nil && sh.cmd.Process != nil {
+		sh.cmd.Process.Signal(syscall.SIGKILL)
+	}
+}
+
+// stop tears the shell down on purpose (reason goes into the records) and
+// waits until its end is recorded and every goroutine has returned.
+func (sh *shell) stop(ctx context.Context, reason string) error {
+	sh.qmu.Lock()
+	if sh.teardown == "" {
+		sh.teardown = reason
+	}
+	sh.qmu.Unlock()
+	sh.kill()
+	select {
+	case <-sh.done:
+		return nil
+	case <-time.After(3 * time.Second):
+		sh.master.Close()
+	case <-ctx.Done():
+		sh.master.Close()
+	}
+	select {
+	case <-sh.done:
+		return nil
+	case <-time.After(5 * time.Second):
+		return errors.New("pty: shell did not stop")
+	}
+}
+
+// alive reports whether the shell still runs.
+func (sh *shell) alive() bool {
+	select {
+	case <-sh.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// foreground returns the foreground process group of the pty and its
+// command line (empty when the shell itself is in the foreground).
+func (sh *shell) foreground() (pgid int, cmdline string) {
+	var pg int32
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, sh.master.Fd(), syscall.TIOCGPGRP, uintptrOf(&pg))
+	if errno != 0 || int(pg) == sh.pid || pg <= 0 {
+		return 0, ""
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pg)) + "/cmdline")
+	if err != nil {
+		return int(pg), ""
+	}
+	return int(pg), strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+}
+
+// sessionPids lists the live (non-zombie) processes of session sid, read
+// from /proc.
+func sessionPids(sid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		s, state, ok := procSession(pid)
+		if ok && s == sid && state != "Z" {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// procSession reads the session id and state of pid from /proc/pid/stat.
+func procSession(pid int) (sid int, state string, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, "", false
+	}
+	// The command name is in parentheses and may hold spaces: parse after ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, "", false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// state ppid pgrp session ...
+	if len(f) < 4 {
+		return 0, "", false
+	}
+	sid, err = strconv.Atoi(f[3])
+	return sid, f[0], err == nil
+}
+
+// killSession SIGKILLs every process whose session is sid (the shell is
+// the session leader, so sid is its pid), repeating until none is left.
+func killSession(sid int) {
+	if sid <= 0 {
+		return
+	}
+	for i := 0; i < 20; i++ {
+		pids := sessionPids(sid)
+		if len(pids) == 0 {
+			return
+		}
+		for _, p := range pids {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
