@@ -1,7 +1,100 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
-// newServeCmd builds 'cmlab serve'. Not implemented yet: returns nil so the
-// command is not offered.
-func newServeCmd(g *globalOpts) *cobra.Command { return nil }
+	"github.com/cmlab/cmlab/labapi"
+	"github.com/spf13/cobra"
+)
+
+type serveOpts struct {
+	listen          string
+	allowRoots      []string
+	taskCompare     string
+	taskReview      string
+	exitAfterSubmit int
+	readOnly        bool
+	lookback        time.Duration
+	quiet           bool
+}
+
+// newServeCmd builds 'cmlab serve'.
+func newServeCmd(g *globalOpts) *cobra.Command {
+	o := &serveOpts{}
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the daemon: the Lab API, terminal bridge and event stream over the log",
+		Long: `Run the cmlab daemon for the home.
+
+Start-up: open the log (repair a torn tail, bring the views up to the log),
+run start-up recovery, start the terminal manager, append lab.session.started,
+listen, and write state/daemon.json so that CLI commands use this daemon.
+
+The API is wire-compatible with content-machine's Experiment Lab: GET
+/api/config gives the session id and token; every POST needs the token in
+X-CM-LAB-TOKEN. The daemon listens on loopback unless --listen says otherwise;
+--listen 127.0.0.1:0 picks a free port (printed, and written to daemon.json).
+
+SIGINT/SIGTERM stop accepting, drain requests, close terminals, checkpoint
+the views and remove state/daemon.json.`,
+		Example: `  cmlab serve
+  cmlab serve --listen 127.0.0.1:0 --allow-root ~/renders
+  cmlab serve --task-compare exp_… --exit-after-submit 1
+  cmlab serve --home ./replayed --read-only`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := g.Home()
+			if err != nil {
+				return err
+			}
+			if o.taskCompare != "" && o.taskReview != "" {
+				return &usageError{"--task-compare and --task-review are exclusive"}
+			}
+			if o.exitAfterSubmit < 0 {
+				return &usageError{"--exit-after-submit must be ≥ 0"}
+			}
+			var task *labapi.Task
+			switch {
+			case o.taskCompare != "":
+				task = &labapi.Task{Type: "compare", ExperimentID: o.taskCompare}
+			case o.taskReview != "":
+				task = &labapi.Task{Type: "review", RunID: o.taskReview}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			level := slog.LevelInfo
+			if o.quiet {
+				level = slog.LevelWarn
+			}
+			logger := slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+			return labapi.RunDaemon(ctx, labapi.DaemonOptions{
+				Home: h, Listen: o.listen, AllowRoots: o.allowRoots, Task: task,
+				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger,
+				Ready: func(info labapi.DaemonInfo) {
+					if g.json {
+						labPrintJSON(g, info)
+						return
+					}
+					fmt.Fprintf(g.stdout, "cmlab serving http://%s (session %s, pid %d)\n", info.Listen, info.SessionID, info.Pid)
+				},
+			})
+		},
+	}
+	c.SetContext(context.Background())
+	f := c.Flags()
+	f.StringVar(&o.listen, "listen", "127.0.0.1:7788", "address to listen on (loopback by default; port 0 picks one)")
+	f.StringArrayVar(&o.allowRoots, "allow-root", nil, "extra directory runs may be imported from (repeatable)")
+	f.StringVar(&o.taskCompare, "task-compare", "", "focus the Lab on comparing experiment EXP")
+	f.StringVar(&o.taskReview, "task-review", "", "focus the Lab on reviewing run RUN")
+	f.IntVar(&o.exitAfterSubmit, "exit-after-submit", 0, "exit after N submissions for the task (0: never)")
+	f.BoolVar(&o.readOnly, "read-only", false, "serve a replayed home: refuse every write")
+	f.DurationVar(&o.lookback, "lookback", 2*time.Hour, "auto-resume window of start-up recovery")
+	f.BoolVar(&o.quiet, "quiet", false, "log warnings only (no request log)")
+	return c
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/cmlab/cmlab/labapi"
+	"github.com/google/uuid"
+)
+
+// dialLab returns a Lab API client for the command's home: the running
+// daemon when there is one, else an in-process server over the home.
+func dialLab(ctx context.Context, g *globalOpts) (*labapi.Client, func() error, error) {
+	h, err := g.Home()
+	if err != nil {
+		return nil, nil, err
+	}
+	return labapi.Dial(ctx, h, labapi.DialOptions{Version: labapi.Version})
+}
+
+// labCall dials, sends one request and closes. reqID "" gets a fresh
+// UUID for mutations so a retry by the transport cannot double-append.
+func labCall(ctx context.Context, g *globalOpts, method, path, reqID string, in, out any) error {
+	c, closeFn, err := dialLab(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	if reqID == "" && method != "GET" && method != "HEAD" {
+		reqID = uuid.NewString()
+	}
+	return labErr(c.Do(ctx, method, path, reqID, in, out))
+}
+
+// labErr turns an API error into a message that names code and fix.
+func labErr(err error) error {
+	var ae *labapi.APIError
+	if errors.As(err, &ae) {
+		msg := ae.Code + ": " + ae.Message
+		if fix := ae.Fix(); fix != "" {
+			msg += "\n  fix: " + fix
+		}
+		return errors.New(msg)
+	}
+	return err
+}
+
+// printJSONTo writes v indented to the command's stdout.
+func labPrintJSON(g *globalOpts, v any) error {
+	if raw, ok := v.(json.RawMessage); ok {
+		var x any
+		if err := json.Unmarshal(raw, &x); err == nil {
+			v = x
+		}
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(g.stdout, string(b))
+	return err
+}
