@@ -63,7 +63,7 @@ and catches the views up, as any command would).`,
 				}
 				closeFn()
 			}
-			rep.LogBytes, rep.LogSegments = dirSize(h.WALDir())
+			rep.LogBytes, rep.LogSegments = walDirSize(h.WALDir())
 			if b, err := os.ReadFile(h.CheckpointFile()); err == nil && json.Valid(b) {
 				rep.Checkpoint = json.RawMessage(strings.TrimSpace(string(b)))
 			} else {
@@ -108,7 +108,7 @@ and catches the views up, as any command would).`,
 	}
 }
 
-func dirSize(dir string) (int64, int) {
+func walDirSize(dir string) (int64, int) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return 0, 0
