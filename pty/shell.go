@@ -224,7 +224,7 @@ func (sh *shell) appendLoop() {
 		for len(sh.queue) == 0 && !sh.eof {
 			sh.qcond.Wait()
 		}
-		items, eof, eofErr := sh.queue, sh.eof && len(sh.queue) >= 0, sh.eofErr
+		items, eof, eofErr := sh.queue, sh.eof, sh.eofErr
 		sh.queue, sh.queued = nil, 0
 		interrupted := sh.interrupted
 		sh.qcond.Broadcast()
@@ -289,7 +289,9 @@ func (sh *shell) appendLoop() {
 					switch {
 					case interrupted && exit != 0:
 						b.Status, b.Reason = events.BlockCancelled, "interrupted"
-					case exit == 0:
+					case exit == 0 || b.Mode == "interactive":
+						// An interactive session that came back to the prompt
+						// completed; its exit code tells how (seed §8.3).
 						b.Status = events.BlockCompleted
 					default:
 						b.Status = events.BlockFailed
