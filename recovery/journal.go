@@ -148,6 +148,9 @@ func CheckTransition(m *MandateState, p events.Payload) error {
 	if err := home.ValidateID(mid); err != nil {
 		return badField("mandate id: %v", err)
 	}
+	if m != nil && m.MandateID != mid {
+		m = nil // state of another mandate: this one is unknown
+	}
 	if pl, ok := p.(*events.StepPlanned); ok {
 		if m != nil && !m.Orphan {
 			return fmt.Errorf("%w: mandate %s is already planned (seq %d)", ErrInvalidTransition, mid, m.PlannedSeq)
