@@ -1,0 +1,163 @@
+package replay
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cmlab/cmlab/events"
+)
+
+// lineStart returns the byte offset of line n (1-based) of a file.
+func lineStart(t *testing.T, path string, n int) int64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := bufio.NewReader(f)
+	var off int64
+	for i := 1; i < n; i++ {
+		l, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		off += int64(len(l))
+	}
+	return off
+}
+
+func TestCheckIdentical(t *testing.T) {
+	ctx := context.Background()
+	live := liveHome(t, filepath.Join(t.TempDir(), "live"), workload(t, 11, 80), lineFactory(0, 0))
+	rep, err := Check(ctx, CheckOptions{Home: live, Shadow: t.TempDir(), Projector: withLines})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Identical || rep.First != nil || rep.LastSeq != 80 || rep.Events != 80 {
+		t.Fatalf("report %+v, want identical over 80 events", rep)
+	}
+	if rep.Files < 2 {
+		t.Fatalf("compared %d files, want ≥ 2", rep.Files)
+	}
+}
+
+// TestCheckNamesWrongProjectorSeqFileOffset: a projector that writes one
+// wrong byte for event K makes Check name K, the file and the exact offset.
+func TestCheckNamesWrongProjectorSeqFileOffset(t *testing.T) {
+	ctx := context.Background()
+	const bugSeq, bugPos = 37, 9 // the ',' after `{"seq":37`; the bug flips its 0x20 bit
+	evs := workload(t, 5, 90)
+	live := liveHome(t, filepath.Join(t.TempDir(), "live"), evs, lineFactory(0, 0))
+	rep, err := Check(ctx, CheckOptions{Home: live, Projector: withBuggyLines(bugSeq, bugPos)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Identical || rep.First == nil {
+		t.Fatalf("wrong projector not detected: %+v", rep)
+	}
+	want := lineStart(t, filepath.Join(live.Dir, "testviews", "trace.jsonl"), bugSeq) + bugPos
+	d := rep.First
+	if d.Seq != bugSeq || d.File != "testviews/trace.jsonl" || d.Offset != want {
+		t.Fatalf("first divergence seq %d file %s offset %d, want seq %d testviews/trace.jsonl offset %d", d.Seq, d.File, d.Offset, bugSeq, want)
+	}
+	if d.Event == nil || d.Event.Seq != bugSeq || d.Event.Type != evs[bugSeq-1].Type {
+		t.Fatalf("divergence names event %+v, want seq %d of type %s", d.Event, bugSeq, evs[bugSeq-1].Type)
+	}
+	if len(rep.All) != 1 {
+		t.Fatalf("%d diverging files, want 1 (spool is right): %+v", len(rep.All), rep.All)
+	}
+	if !strings.HasPrefix(d.Live, `,"type":`) || !strings.HasPrefix(d.Shadow, "\f\"type\":") {
+		t.Fatalf("quoted bytes live %q shadow %q", d.Live, d.Shadow)
+	}
+
+	// --from after the bad event: its bytes are not compared, the rest matches.
+	rep, err = Check(ctx, CheckOptions{Home: live, From: bugSeq + 1, Projector: withBuggyLines(bugSeq, bugPos)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Identical {
+		t.Fatalf("--from %d still reports %+v", bugSeq+1, rep.First)
+	}
+	// --from at the bad event: reported.
+	rep, err = Check(ctx, CheckOptions{Home: live, From: bugSeq, Projector: withBuggyLines(bugSeq, bugPos)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Identical || rep.First.Seq != bugSeq {
+		t.Fatalf("--from %d: %+v", bugSeq, rep.First)
+	}
+}
+
+// TestCheckForeignAndMissingBytes: bytes in a live view that no event
+// produced are reported with seq 0; a view the live home lost is reported
+// at offset 0 with the event that first wrote it.
+func TestCheckForeignAndMissingBytes(t *testing.T) {
+	ctx := context.Background()
+	evs := workload(t, 5, 60)
+	live := liveHome(t, filepath.Join(t.TempDir(), "live"), evs, lineFactory(0, 0))
+	tracePath := filepath.Join(live.Dir, "testviews", "trace.jsonl")
+	before, err := os.ReadFile(tracePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := appendFile(tracePath, []byte("junk\n")); err != nil {
+		t.Fatal(err)
+	}
+	spool := filepath.Join(live.Dir, "testviews", "conv1.spool")
+	if err := os.Remove(spool); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Check(ctx, CheckOptions{Home: live, Projector: withLines})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.All) != 2 {
+		t.Fatalf("divergences %+v, want 2", rep.All)
+	}
+	firstOut := 0
+	for i, ev := range evs {
+		if ev.Type == events.TypePtyOutput {
+			firstOut = i + 1
+			break
+		}
+	}
+	d := rep.All[0]
+	if d.File != "testviews/conv1.spool" || d.Offset != 0 || d.Seq != uint64(firstOut) || d.LiveSize != -1 {
+		t.Fatalf("missing spool reported as %+v, want offset 0 seq %d", d, firstOut)
+	}
+	d = rep.All[1]
+	if d.File != "testviews/trace.jsonl" || d.Offset != int64(len(before)) || d.Seq != 0 || d.Live != "junk\n" {
+		t.Fatalf("foreign bytes reported as %+v, want seq 0 at %d", d, len(before))
+	}
+}
+
+func TestDecodeListsUndecodable(t *testing.T) {
+	ctx := context.Background()
+	evs := workload(t, 9, 12)
+	evs[4].V = 99 // a version from the future
+	bad, err := events.Marshal("not a payload")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs[7].Data = bad
+	live := liveHome(t, filepath.Join(t.TempDir(), "live"), evs, nil)
+	log, err := OpenLog(live.WALDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Decode(ctx, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Events != 12 || len(rep.Failures) != 2 || rep.Failures[0].Seq != 5 || rep.Failures[1].Seq != 8 {
+		t.Fatalf("decode report %+v, want failures at seq 5 and 8", rep)
+	}
+	if !strings.Contains(rep.Failures[0].Error, "unknown schema version") {
+		t.Fatalf("failure 1: %s", rep.Failures[0].Error)
+	}
+}

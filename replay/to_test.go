@@ -1,0 +1,132 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cmlab/cmlab/home"
+)
+
+// TestToEqualsLiveHomeStoppedAfterN replays a random workload to several
+// N and compares every view with a live home that only ever saw the first N
+// events: byte-identical, same set of files, and a log copy holding exactly
+// the source's first N entries.
+func TestToEqualsLiveHomeStoppedAfterN(t *testing.T) {
+	const total = 150
+	ctx := context.Background()
+	evs := workload(t, 7, total)
+	tmp := t.TempDir()
+	full := liveHome(t, filepath.Join(tmp, "full"), evs, lineFactory(0, 0))
+	srcLog, err := OpenLog(full.WALDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var srcRaw [][]byte
+	for e, err := range srcLog.Entries(ctx, 1, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcRaw = append(srcRaw, e.Raw)
+	}
+	if len(srcRaw) != total {
+		t.Fatalf("source log has %d entries, want %d", len(srcRaw), total)
+	}
+	for _, n := range []int{1, 2, 17, 64, 99, total} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			live := liveHome(t, filepath.Join(tmp, fmt.Sprintf("live%d", n)), evs[:n], lineFactory(0, 0))
+			into := home.Home{Dir: filepath.Join(tmp, fmt.Sprintf("replay%d", n))}
+			res, err := To(ctx, ToOptions{Src: full, Into: into, UpTo: uint64(n), Projector: withLines})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Last != uint64(n) || res.Events != n {
+				t.Fatalf("replayed to %d (%d events), want %d", res.Last, res.Events, n)
+			}
+			want, got := snapshot(t, live), snapshot(t, into)
+			if len(want) == 0 {
+				t.Fatal("live home has no views")
+			}
+			if len(got) != len(want) {
+				t.Fatalf("replayed home has files %v, live has %v", keys(got), keys(want))
+			}
+			for f, w := range want {
+				if got[f] != w {
+					t.Errorf("%s differs: replayed %d bytes, live %d bytes", f, len(got[f]), len(w))
+				}
+			}
+			copyLog, err := OpenLog(into.WALDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := 0
+			for e, err := range copyLog.Entries(ctx, 1, 0) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(e.Raw, srcRaw[i]) {
+					t.Fatalf("log copy entry %d differs from the source", e.Seq)
+				}
+				i++
+			}
+			if i != n {
+				t.Fatalf("log copy has %d entries, want %d", i, n)
+			}
+		})
+	}
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestToUntilTime(t *testing.T) {
+	ctx := context.Background()
+	evs := workload(t, 3, 40)
+	tmp := t.TempDir()
+	src := liveHome(t, filepath.Join(tmp, "src"), evs, nil)
+	// Event i (1-based) has ts base+(i-1)s: until the ts of event 25 keeps 25.
+	until := time.UnixMilli(evs[24].TS).Add(500 * time.Millisecond)
+	res, err := To(ctx, ToOptions{Src: src, Into: home.Home{Dir: filepath.Join(tmp, "out")}, Until: until, Projector: withLines})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Last != 25 || res.LastTS != evs[24].TS {
+		t.Fatalf("until %v stopped at seq %d ts %d, want 25", until, res.Last, res.LastTS)
+	}
+}
+
+func TestToRefusesBadTargets(t *testing.T) {
+	ctx := context.Background()
+	tmp := t.TempDir()
+	src := liveHome(t, filepath.Join(tmp, "src"), workload(t, 1, 5), nil)
+	busy := filepath.Join(tmp, "busy")
+	if err := os.MkdirAll(busy, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(busy, "x"), []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := To(ctx, ToOptions{Src: src, Into: home.Home{Dir: busy}, UpTo: 3}); !errors.Is(err, ErrNotEmpty) {
+		t.Fatalf("non-empty target: err %v, want ErrNotEmpty", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(busy, "x")); string(b) != "keep" {
+		t.Fatal("non-empty target was modified")
+	}
+	_, err := To(ctx, ToOptions{Src: src, Into: home.Home{Dir: filepath.Join(tmp, "past")}, UpTo: 9})
+	if err == nil {
+		t.Fatal("--to past the end of the log succeeded")
+	}
+	if _, err := To(ctx, ToOptions{Src: home.Home{Dir: filepath.Join(tmp, "nolog")}, Into: home.Home{Dir: filepath.Join(tmp, "o")}, UpTo: 1}); !errors.Is(err, ErrNoLog) {
+		t.Fatalf("missing log: err %v, want ErrNoLog", err)
+	}
+}
