@@ -1,0 +1,163 @@
+package labapi
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/home"
+)
+
+// testLab is a server over a fresh home, listening on 127.0.0.1.
+type testLab struct {
+	t     *testing.T
+	home  home.Home
+	eng   *engine.Engine
+	srv   *Server
+	hs    *httptest.Server
+	token string
+	root  string // an allowed import root
+}
+
+func newTestLab(t *testing.T, mod ...func(*Options)) *testLab {
+	t.Helper()
+	dir := t.TempDir()
+	h := home.Home{Dir: filepath.Join(dir, "home")}
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := h.Token()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, "runs")
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Engine: eng, Listen: "127.0.0.1:0", Token: tok, SessionID: "lab_test", AllowedRoots: []string{root}, Version: "test"}
+	for _, m := range mod {
+		m(&opts)
+	}
+	srv, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	srv.SetListen(strings.TrimPrefix(hs.URL, "http://"))
+	tl := &testLab{t: t, home: h, eng: eng, srv: srv, hs: hs, token: tok, root: root}
+	t.Cleanup(func() {
+		srv.Close()
+		hs.Close()
+		eng.Close()
+	})
+	return tl
+}
+
+type resp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r resp) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("body %q: %v", r.body, err)
+	}
+	return m
+}
+
+func (r resp) code() string {
+	var env struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	json.Unmarshal(r.body, &env)
+	return env.Error.Code
+}
+
+// do sends a request; hdr pairs are header name, value. The token is added
+// unless hdr sets X-CM-LAB-TOKEN (use "" to send none).
+func (tl *testLab) do(method, path, body string, hdr ...string) resp {
+	tl.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, tl.hs.URL+path, rd)
+	if err != nil {
+		tl.t.Fatal(err)
+	}
+	req.Header.Set("X-CM-LAB-TOKEN", tl.token)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+			continue
+		}
+		if hdr[i+1] == "" {
+			req.Header.Del(hdr[i])
+			continue
+		}
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tl.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return resp{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// mkRun creates an artifacts directory under the allowed root.
+func (tl *testLab) mkRun(name string, files map[string]string) string {
+	tl.t.Helper()
+	d := filepath.Join(tl.root, name)
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		tl.t.Fatal(err)
+	}
+	for n, c := range files {
+		if err := os.WriteFile(filepath.Join(d, n), []byte(c), 0o600); err != nil {
+			tl.t.Fatal(err)
+		}
+	}
+	return d
+}
+
+func (tl *testLab) importRun(path string) string {
+	tl.t.Helper()
+	b, _ := json.Marshal(map[string]string{"path": path})
+	r := tl.do("POST", "/api/runs/import", string(b))
+	if r.status != 200 {
+		tl.t.Fatalf("import %s: %d %s", path, r.status, r.body)
+	}
+	return r.json(tl.t)["runId"].(string)
+}
+
+func (tl *testLab) lastSeq() uint64 { return tl.eng.Log().LastSeq() }
+
+func (tl *testLab) feedbackLines() []string {
+	tl.t.Helper()
+	b, err := os.ReadFile(tl.home.FeedbackFile())
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		tl.t.Fatal(err)
+	}
+	s := strings.TrimSuffix(string(b), "\n")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
