@@ -1,4 +1,178 @@
 package labapi
 
-// registerStepRoutes registers the step routes of SPEC §6/§8. (Steps issue.)
-func (s *Server) registerStepRoutes() {}
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/recovery"
+	"github.com/cmlab/cmlab/wal"
+)
+
+// Step routes (SPEC §6/§8): the durable step journal over HTTP, so that
+// `cmlab run`, `cmlab step …` and other programs record transitions through
+// the daemon, the single writer. Bodies use the step event fields:
+//
+//	POST /api/steps/{mandateId}/plan       {name?, steps:[{step_id, tool, params_hash, pre_hash?, expected_post_hash?, idem_key?, world?, dir?}], spec?}
+//	POST /api/steps/{mandateId}/executing  {step_id, observed_pre_hash, idem_key?}
+//	POST /api/steps/{mandateId}/completed  {step_id, post_hash, result_hash, exit_code?, output_digest?}
+//	POST /api/steps/{mandateId}/failed     {step_id, error_class, error_msg, exit_code?}   (error_msg cut to 500 characters)
+//	POST /api/steps/{mandateId}/review     {step_id, reason, evidence?}
+//	POST /api/steps/{mandateId}/reset      {step_id, reason?}                              (back to pending, same idem_key)
+//	→ {mandateId, stepId, status, idemKey?}
+//	GET  /api/steps?mandateId=             {mandate} or, without mandateId, {mandates}
+//	GET  /api/recovery/plan                the recovery plan, classified now
+//	POST /api/recovery/apply               apply it (steps of runners of this daemon are left alone)
+//
+// Transitions are validated against the state rebuilt from the log
+// (recovery.CheckTransition); a request id makes them idempotent.
+func (s *Server) registerStepRoutes() {
+	j, err := recovery.NewJournal(s.opts.Engine)
+	if err != nil {
+		fail := func(w http.ResponseWriter, r *http.Request) error {
+			return NewError(CodeInternal, "step journal unavailable: "+err.Error(), "Check the daemon log and restart it.")
+		}
+		s.route("GET /api/steps", authAlways, fail)
+		s.route("POST /api/steps/{mandateId}/{transition}", authAlways, fail)
+		return
+	}
+	st := &stepRoutes{s: s, j: j}
+	s.route("GET /api/steps", authAlways, st.list)
+	for _, tr := range []string{"plan", "executing", "completed", "failed", "review", "reset"} {
+		s.route("POST /api/steps/{mandateId}/"+tr, authAlways, st.transition(tr))
+	}
+	s.route("GET /api/recovery/plan", authAlways, st.plan)
+	s.route("POST /api/recovery/apply", authAlways, st.apply)
+}
+
+type stepRoutes struct {
+	s *Server
+	j *recovery.Journal
+}
+
+func newPayload(tr string) events.Payload {
+	switch tr {
+	case "plan":
+		return &events.StepPlanned{}
+	case "executing":
+		return &events.StepExecuting{}
+	case "completed":
+		return &events.StepCompleted{}
+	case "failed":
+		return &events.StepFailed{}
+	case "review":
+		return &events.StepNeedsReview{}
+	case "reset":
+		return &events.StepReset{}
+	}
+	return nil
+}
+
+// setMandate puts the path's mandate id into p; a different one in the
+// body is an error.
+func setMandate(p events.Payload, id string) bool {
+	var f *string
+	switch p := p.(type) {
+	case *events.StepPlanned:
+		f = &p.MandateID
+	case *events.StepExecuting:
+		f = &p.MandateID
+	case *events.StepCompleted:
+		f = &p.MandateID
+	case *events.StepFailed:
+		f = &p.MandateID
+	case *events.StepNeedsReview:
+		f = &p.MandateID
+	case *events.StepReset:
+		f = &p.MandateID
+	}
+	if *f != "" && *f != id {
+		return false
+	}
+	*f = id
+	return true
+}
+
+func stepError(err error) error {
+	var ae *APIError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, recovery.ErrUnknownMandate), errors.Is(err, recovery.ErrUnknownStep):
+		return NewError(CodeNotFound, err.Error(), "Plan the mandate first (POST /api/steps/{mandateId}/plan) and use a step_id of its plan.")
+	case errors.Is(err, recovery.ErrInvalidTransition):
+		return NewError(CodeInvalidArgument, err.Error(), "GET /api/steps?mandateId= shows each step's status; follow pending → executing → completed|failed.")
+	case errors.Is(err, recovery.ErrInvalidStep):
+		return NewError(CodeInvalidArgument, err.Error(), "Hashes are \"sha256-\" and 64 lowercase hex digits; ids match [A-Za-z0-9_.-]{1,128}.")
+	case errors.Is(err, wal.ErrFailed):
+		return degradedError(err)
+	case errors.Is(err, wal.ErrClosed):
+		return NewError(CodeDegraded, "the daemon is shutting down", "Retry with the same request id once the daemon is back.")
+	}
+	return err
+}
+
+func (st *stepRoutes) transition(tr string) handlerFunc {
+	route := "POST /api/steps/{mandateId}/" + tr
+	return func(w http.ResponseWriter, r *http.Request) error {
+		mid := r.PathValue("mandateId")
+		body, err := readBody(r)
+		if err != nil {
+			return err
+		}
+		return st.s.idempotent(w, r, strings.Replace(route, "{mandateId}", mid, 1), body, func(req, rh string) (any, error) {
+			if err := home.ValidateID(mid); err != nil {
+				return nil, NewError(CodeInvalidArgument, "mandateId: "+err.Error(), "Use 1–128 characters of [A-Za-z0-9_.-].")
+			}
+			p := newPayload(tr)
+			if err := decodeJSON(body, p); err != nil {
+				return nil, err
+			}
+			if !setMandate(p, mid) {
+				return nil, NewError(CodeInvalidArgument, "body mandate_id differs from the path's "+mid, "Leave mandate_id out of the body or make it match the path.")
+			}
+			resp, err := st.j.RecordRequest(r.Context(), p, req, rh)
+			if err != nil {
+				return nil, stepError(err)
+			}
+			return resp, nil
+		})
+	}
+}
+
+func (st *stepRoutes) list(w http.ResponseWriter, r *http.Request) error {
+	id := strings.TrimSpace(r.URL.Query().Get("mandateId"))
+	if id == "" {
+		ms := st.j.State().Mandates()
+		if ms == nil {
+			ms = []*recovery.MandateState{}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"mandates": ms})
+		return nil
+	}
+	if err := home.ValidateID(id); err != nil {
+		return NewError(CodeInvalidArgument, "mandateId: "+err.Error(), "Use 1–128 characters of [A-Za-z0-9_.-].")
+	}
+	m := st.j.State().Mandate(id)
+	if m == nil {
+		return NewError(CodeNotFound, "no mandate "+id, "GET /api/steps lists every mandate.").With("mandateId", id)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"mandate": m})
+	return nil
+}
+
+func (st *stepRoutes) plan(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, recovery.Recover(st.j, recovery.PlanOptions{LiveAfter: st.j.StartSeq()}))
+	return nil
+}
+
+func (st *stepRoutes) apply(w http.ResponseWriter, r *http.Request) error {
+	p := recovery.Recover(st.j, recovery.PlanOptions{LiveAfter: st.j.StartSeq()})
+	if _, err := recovery.Apply(r.Context(), st.j, p, recovery.ApplyOptions{}); err != nil {
+		return stepError(err)
+	}
+	writeJSON(w, http.StatusOK, p)
+	return nil
+}

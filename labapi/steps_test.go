@@ -1,0 +1,92 @@
+package labapi
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func stepHash(c string) string { return "sha256-" + strings.Repeat(c, 64) }
+
+func TestStepRoutes(t *testing.T) {
+	tl := newTestLab(t)
+	plan := `{"name":"n","steps":[{"step_id":"a","tool":"sh","params_hash":"` + stepHash("1") + `","pre_hash":"` + stepHash("2") + `"},{"step_id":"b","tool":"sh","params_hash":"` + stepHash("3") + `","idem_key":"mine"}]}`
+	steps := []struct {
+		name, path, body string
+		hdr              []string
+		status           int
+		code             string
+		want             string // substring of the body
+	}{
+		{"no token", "/api/steps/m1/plan", plan, []string{"X-CM-LAB-TOKEN", ""}, 401, "UNAUTHORIZED", ""},
+		{"plan", "/api/steps/m1/plan", plan, []string{"X-CM-LAB-REQUEST-ID", "r-plan"}, 200, "", `"status":"planned"`},
+		{"plan replayed", "/api/steps/m1/plan", plan, []string{"X-CM-LAB-REQUEST-ID", "r-plan"}, 200, "", `"status":"planned"`},
+		{"plan again", "/api/steps/m1/plan", plan, nil, 400, "INVALID_ARGUMENT", "already planned"},
+		{"same id other body", "/api/steps/m1/executing", `{"step_id":"a"}`, []string{"X-CM-LAB-REQUEST-ID", "r-plan"}, 409, "IDEMPOTENCY_KEY_REUSED", ""},
+		{"complete before executing", "/api/steps/m1/completed", `{"step_id":"a","post_hash":"` + stepHash("4") + `","result_hash":"` + stepHash("5") + `"}`, nil, 400, "INVALID_ARGUMENT", "pending"},
+		{"unknown step", "/api/steps/m1/executing", `{"step_id":"zz","observed_pre_hash":"` + stepHash("2") + `"}`, nil, 404, "NOT_FOUND", ""},
+		{"unknown mandate", "/api/steps/m9/executing", `{"step_id":"a","observed_pre_hash":"` + stepHash("2") + `"}`, nil, 404, "NOT_FOUND", ""},
+		{"bad hash", "/api/steps/m1/executing", `{"step_id":"a","observed_pre_hash":"sha256-nothex"}`, nil, 400, "INVALID_ARGUMENT", ""},
+		{"bad json", "/api/steps/m1/executing", `{"step_id":`, nil, 400, "INVALID_JSON", ""},
+		{"bad mandate id", "/api/steps/..bad%20id/executing", `{}`, nil, 400, "INVALID_ARGUMENT", ""},
+		{"mandate id mismatch", "/api/steps/m1/executing", `{"mandate_id":"m2","step_id":"a","observed_pre_hash":"` + stepHash("2") + `"}`, nil, 400, "INVALID_ARGUMENT", ""},
+		{"executing", "/api/steps/m1/executing", `{"step_id":"a","observed_pre_hash":"` + stepHash("2") + `"}`, []string{"X-CM-LAB-REQUEST-ID", "r-exec"}, 200, "", `"idemKey":"idem_`},
+		{"executing twice", "/api/steps/m1/executing", `{"step_id":"a","observed_pre_hash":"` + stepHash("2") + `"}`, nil, 400, "INVALID_ARGUMENT", "executing"},
+		{"completed", "/api/steps/m1/completed", `{"step_id":"a","post_hash":"` + stepHash("4") + `","result_hash":"` + stepHash("5") + `","exit_code":0}`, nil, 200, "", `"status":"completed"`},
+		{"completed again", "/api/steps/m1/completed", `{"step_id":"a","post_hash":"` + stepHash("4") + `","result_hash":"` + stepHash("5") + `"}`, nil, 400, "INVALID_ARGUMENT", "never completed again"},
+		{"failed", "/api/steps/m1/failed", `{"step_id":"b","error_class":"x","error_msg":"` + strings.Repeat("e", 700) + `"}`, nil, 200, "", `"status":"failed"`},
+		{"review", "/api/steps/m1/review", `{"step_id":"b","reason":"look at it"}`, nil, 200, "", `"status":"needs_review"`},
+		{"reset", "/api/steps/m1/reset", `{"step_id":"b"}`, nil, 200, "", `"idemKey":"mine"`},
+	}
+	for _, s := range steps {
+		r := tl.do("POST", s.path, s.body, s.hdr...)
+		if r.status != s.status || r.code() != s.code || !strings.Contains(string(r.body), s.want) {
+			t.Fatalf("%s: %d %s", s.name, r.status, r.body)
+		}
+	}
+	// One plan event despite the replayed request.
+	r := tl.do("GET", "/api/steps?mandateId=m1", "")
+	var got struct {
+		Mandate struct {
+			Status string `json:"status"`
+			Steps  []struct {
+				Status      string `json:"status"`
+				IdemKey     string `json:"idem_key"`
+				Transitions int    `json:"transitions"`
+			} `json:"steps"`
+		} `json:"mandate"`
+	}
+	if err := json.Unmarshal(r.body, &got); err != nil || r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	a, b := got.Mandate.Steps[0], got.Mandate.Steps[1]
+	if a.Status != "completed" || a.Transitions != 3 || b.Status != "pending" || b.IdemKey != "mine" {
+		t.Fatalf("steps %+v", got.Mandate.Steps)
+	}
+	var raw struct {
+		Mandate struct {
+			Steps []map[string]any `json:"steps"`
+		} `json:"mandate"`
+	}
+	json.Unmarshal(r.body, &raw)
+	if msg, _ := raw.Mandate.Steps[1]["error_msg"].(string); len(msg) != 500 {
+		t.Fatalf("error_msg kept %d characters", len(msg))
+	}
+	if r := tl.do("GET", "/api/steps?mandateId=nope", ""); r.status != 404 {
+		t.Fatalf("unknown mandate: %d", r.status)
+	}
+	if r := tl.do("GET", "/api/steps", "", "X-CM-LAB-TOKEN", ""); r.status != 401 {
+		t.Fatalf("GET without token: %d", r.status)
+	}
+	if r := tl.do("GET", "/api/steps", ""); r.status != 200 || !strings.Contains(string(r.body), `"mandate_id":"m1"`) {
+		t.Fatalf("list: %d %s", r.status, r.body)
+	}
+	// The recovery plan through the daemon; nothing to apply here.
+	last := tl.lastSeq()
+	if r := tl.do("POST", "/api/recovery/apply", ""); r.status != 200 || !strings.Contains(string(r.body), `"applied":0`) {
+		t.Fatalf("apply: %d %s", r.status, r.body)
+	}
+	if tl.lastSeq() != last {
+		t.Fatal("apply with nothing to do appended")
+	}
+}
