@@ -38,8 +38,11 @@ func lockDir(dir string) (*dirLock, error) {
 		return nil, fmt.Errorf("wal: lock %s: %w", path, err)
 	}
 	// The pid is informative only; the flock is the lock.
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	// Written in place, then cut to length: truncating to zero first would
+	// make ext4 flush the file (auto_da_alloc) on every open.
+	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
+	if _, err := f.WriteAt(pid, 0); err == nil {
+		_ = f.Truncate(int64(len(pid)))
 	}
 	return &dirLock{f: f}, nil
 }

@@ -43,7 +43,9 @@ type Options struct {
 	// MaxBatch caps the events of one group commit (a single larger Append
 	// still goes out as one group). Default 4096.
 	MaxBatch int
-	// NoSync skips fsync. Only for benchmarks of the non-durable path.
+	// NoSync skips every fsync (group commits, directory, tail repair).
+	// Only for benchmarks of the non-durable path and tests that do not
+	// test durability.
 	NoSync bool
 	// Apply is called by the committer with each group's events after they
 	// are durable and before any appender is acknowledged. An error (or a
@@ -125,7 +127,7 @@ func Open(opts Options) (*Log, error) {
 }
 
 func open(opts Options, lock *dirLock) (*Log, error) {
-	rep, tailSize, err := repairTail(opts.Dir, opts.QuarantineDir)
+	rep, tailSize, err := repairTail(opts.Dir, opts.QuarantineDir, opts.NoSync)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +158,7 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 	}
 	// A new log's first segment file, or one re-created by tidwall, must
 	// have a durable directory entry before anything in it is acknowledged.
-	if err := syncDir(opts.Dir); err != nil {
+	if err := l.syncDirUnlessNoSync(); err != nil {
 		tw.Close()
 		return nil, fmt.Errorf("wal: fsync %s: %w", opts.Dir, err)
 	}
@@ -184,6 +186,13 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 	}
 	go l.commitLoop()
 	return l, nil
+}
+
+func (l *Log) syncDirUnlessNoSync() error {
+	if l.opts.NoSync {
+		return nil
+	}
+	return syncDir(l.opts.Dir)
 }
 
 func withSeq(ev *events.Event, seq uint64) *events.Event { ev.Seq = seq; return ev }

@@ -36,7 +36,8 @@ func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 // after segment and offset and fsynced, then the segment is truncated and
 // fsynced. Any other damage is refused with a *CorruptError and changes
 // nothing. It returns the repair (nil if none) and the tail segment's size.
-func repairTail(dir, qdir string) (*events.WalRepaired, int64, error) {
+// noSync (Options.NoSync) skips the fsyncs.
+func repairTail(dir, qdir string, noSync bool) (*events.WalRepaired, int64, error) {
 	ds, err := scanDir(dir, false, nil)
 	if err != nil {
 		return nil, 0, fmt.Errorf("wal: scan %s: %w", dir, err)
@@ -71,11 +72,11 @@ func repairTail(dir, qdir string) (*events.WalRepaired, int64, error) {
 	if int64(len(data)) != torn.Offset+torn.Length {
 		return nil, 0, fmt.Errorf("wal: repair: %s changed size during open", seg)
 	}
-	qname, err := quarantine(qdir, fmt.Sprintf("%s-at-%d.torn", torn.Segment, torn.Offset), data[torn.Offset:])
+	qname, err := quarantine(qdir, fmt.Sprintf("%s-at-%d.torn", torn.Segment, torn.Offset), data[torn.Offset:], noSync)
 	if err != nil {
 		return nil, 0, fmt.Errorf("wal: repair: %w", err)
 	}
-	if err := truncateSync(seg, torn.Offset); err != nil {
+	if err := truncateSync(seg, torn.Offset, noSync); err != nil {
 		return nil, 0, fmt.Errorf("wal: repair: %w", err)
 	}
 	return &events.WalRepaired{
@@ -90,7 +91,7 @@ func repairTail(dir, qdir string) (*events.WalRepaired, int64, error) {
 
 // quarantine writes b to a new file in qdir named name (a numeric suffix is
 // added if it exists), fsyncs it and qdir, and returns the file's name.
-func quarantine(qdir, name string, b []byte) (string, error) {
+func quarantine(qdir, name string, b []byte, noSync bool) (string, error) {
 	if err := os.MkdirAll(qdir, 0o700); err != nil {
 		return "", err
 	}
@@ -111,17 +112,22 @@ func quarantine(qdir, name string, b []byte) (string, error) {
 		f.Close()
 		return "", err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return "", err
+	if !noSync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return "", err
+		}
 	}
 	if err := f.Close(); err != nil {
 		return "", err
 	}
+	if noSync {
+		return final, nil
+	}
 	return final, syncDir(qdir)
 }
 
-func truncateSync(path string, size int64) error {
+func truncateSync(path string, size int64, noSync bool) error {
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return err
@@ -130,9 +136,11 @@ func truncateSync(path string, size int64) error {
 		f.Close()
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if !noSync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
 	}
 	return f.Close()
 }
