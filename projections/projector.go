@@ -82,6 +82,7 @@ type Projector struct {
 	intact      map[string]bool
 
 	foreign []ForeignLine // complete foreign feedback lines adopted during Apply, to ingest
+	adopted map[int64]bool // offsets of adopted lines whose ingestion is not applied yet
 	skipped uint64        // events whose payload could not be projected
 	failed  error         // an Apply failed part-way: no checkpoint may cover it
 	r       rendered
@@ -111,6 +112,7 @@ func Open(opts Options) (*Projector, error) {
 		newDirs: map[string]bool{},
 		damaged: map[string]bool{},
 		intact:  map[string]bool{},
+		adopted: map[int64]bool{},
 	}
 	if opts.Fresh {
 		return p, nil
@@ -400,13 +402,11 @@ func (p *Projector) writeFeedback(line []byte, ingestAt int64) error {
 		p.damaged[FeedbackView] = true
 		end = size
 	}
-	if ingestAt >= 0 && ingestAt < end && ingestAt+int64(len(line)) <= end {
-		// A line adopted earlier (see below) and ingested afterwards: it is
+	if ingestAt >= 0 && p.adopted[ingestAt] {
+		// A line adopted earlier (see below) and ingested now: it is
 		// already inside the accounted bytes.
-		got := make([]byte, len(line))
-		if _, err := vf.f.ReadAt(got, ingestAt); err == nil && bytes.Equal(got, line) {
-			return nil
-		}
+		delete(p.adopted, ingestAt)
+		return nil
 	}
 	if size > end {
 		n := min(int64(len(line)), size-end)
@@ -438,6 +438,9 @@ func (p *Projector) writeFeedback(line []byte, ingestAt int64) error {
 			return fmt.Errorf("%w (at offset %d)", ErrFeedbackPartial, size-int64(len(rest)))
 		}
 		p.foreign = append(p.foreign, lines...)
+		for _, l := range lines {
+			p.adopted[l.Offset] = true
+		}
 		end = size
 	}
 	if _, err := vf.f.WriteAt(line, end); err != nil {

@@ -1,6 +1,143 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
 
-// newBenchRebuildCmd: not implemented yet; nil means the command is not offered.
-func newBenchRebuildCmd(g *globalOpts) *cobra.Command { return nil }
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/projections"
+	"github.com/cmlab/cmlab/wal"
+	"github.com/spf13/cobra"
+)
+
+type benchRebuildOpts struct {
+	events int
+	seed   uint64
+	keep   bool
+}
+
+// newBenchRebuildCmd builds 'cmlab bench rebuild': generate a log of mixed
+// Lab events (without fsync, for setup speed) in a temporary home, then
+// time a rebuild of every view from it.
+func newBenchRebuildCmd(g *globalOpts) *cobra.Command {
+	o := &benchRebuildOpts{}
+	c := &cobra.Command{
+		Use:   "rebuild",
+		Short: "Events per second for rebuilding the views from a log of mixed Lab events",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			return runBenchRebuild(ctx, g, o)
+		},
+	}
+	c.Flags().IntVar(&o.events, "events", 1_000_000, "events in the generated log")
+	c.Flags().Uint64Var(&o.seed, "seed", 1, "workload seed")
+	c.Flags().BoolVar(&o.keep, "keep", false, "keep the temporary home and print its path")
+	return c
+}
+
+type benchRebuildResult struct {
+	Events        int     `json:"events"`
+	LogBytes      int64   `json:"logBytes"`
+	ViewBytes     int64   `json:"viewBytes"`
+	SetupSeconds  float64 `json:"setupSeconds"`
+	Seconds       float64 `json:"seconds"`
+	EventsPerSec  float64 `json:"eventsPerSec"`
+	MBPerSecViews float64 `json:"viewMBPerSec"`
+}
+
+func runBenchRebuild(ctx context.Context, g *globalOpts, o *benchRebuildOpts) error {
+	if o.events <= 0 {
+		return &usageError{msg: "--events must be positive"}
+	}
+	tmp, err := os.MkdirTemp("", "cmlab-bench-rebuild-")
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		fmt.Fprintln(g.stderr, "bench rebuild: home kept in", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+	src := home.Home{Dir: tmp + "/src"}
+	dst := home.Home{Dir: tmp + "/dst"}
+	if err := src.Ensure(); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	l, err := wal.Open(wal.Options{Dir: src.WALDir(), QuarantineDir: src.QuarantineDir(), NoSync: true})
+	if err != nil {
+		return err
+	}
+	batch := make([]*events.Event, 0, 1000)
+	for ev := range projections.Workload(projections.WorkloadMixedLab, o.seed, o.events) {
+		batch = append(batch, ev)
+		if len(batch) == cap(batch) {
+			if _, err := l.Append(ctx, batch...); err != nil {
+				l.Close()
+				return err
+			}
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		if _, err := l.Append(ctx, batch...); err != nil {
+			l.Close()
+			return err
+		}
+	}
+	if err := l.Close(); err != nil {
+		return err
+	}
+	setup := time.Since(t0)
+	r, err := wal.OpenReader(src.WALDir())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stderr, "bench rebuild: generated %d events in %.1fs; rebuilding…\n", o.events, setup.Seconds())
+	t1 := time.Now()
+	res, err := projections.Rebuild(ctx, r.Events(1), dst, projections.RebuildOptions{NoSync: true})
+	if err != nil {
+		return err
+	}
+	d := time.Since(t1)
+	out := benchRebuildResult{Events: res.Events, SetupSeconds: setup.Seconds(), Seconds: d.Seconds()}
+	out.LogBytes = dirSize(src.WALDir())
+	views, _ := projections.ViewFiles(dst)
+	for _, v := range views {
+		if fi, err := os.Stat(dst.Dir + "/" + v); err == nil {
+			out.ViewBytes += fi.Size()
+		}
+	}
+	out.EventsPerSec = float64(res.Events) / d.Seconds()
+	out.MBPerSecViews = float64(out.ViewBytes) / (1 << 20) / d.Seconds()
+	if g.json {
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	fmt.Fprintf(g.stdout, "rebuild: %d events in %.2fs = %.0f events/s (log %.1f MiB, views %.1f MiB, %.1f MiB/s written)\n",
+		res.Events, d.Seconds(), out.EventsPerSec, float64(out.LogBytes)/(1<<20), float64(out.ViewBytes)/(1<<20), out.MBPerSecViews)
+	return nil
+}
+
+func dirSize(dir string) int64 {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && !e.IsDir() {
+			n += fi.Size()
+		}
+	}
+	return n
+}
