@@ -98,6 +98,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 				return nil
 			}
 			if err := writeSSE(bw, ev); err != nil {
+				m.sseDropped.Add(1)
 				return nil
 			}
 			next++
