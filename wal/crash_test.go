@@ -1,0 +1,257 @@
+package wal
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cmlab/cmlab/events"
+)
+
+// The crash test re-executes this test binary as a child that appends
+// with 16 concurrent appenders and records every acknowledged sequence in
+// a side file; the parent SIGKILLs it at a random moment, reopens the log
+// and checks it.
+
+const (
+	envCrashDir   = "CMLAB_WAL_CRASH_DIR"
+	envCrashRound = "CMLAB_WAL_CRASH_ROUND"
+	envLockDir    = "CMLAB_WAL_LOCK_DIR"
+	crashSegSize  = 32 << 10
+	crashWorkers  = 16
+)
+
+// crashEvent is the event appender w of round r submits as its i-th: fully
+// determined by (r, w, i), so the parent can rebuild its exact bytes.
+func crashEvent(r, w, i int) *events.Event {
+	ev := events.MustNew(fmt.Sprintf("w%d", w), &events.WalSalvaged{
+		LostSeq: uint64(i), Segment: fmt.Sprintf("r%d", r), Reason: strings.Repeat("x", 100+(w*7+i)%60),
+	})
+	ev.ID = fmt.Sprintf("r%d-w%d-i%d", r, w, i)
+	ev.TS = fixedNow().UnixMilli()
+	return ev
+}
+
+// TestCrashChild is the child's body; it does nothing in a normal run.
+func TestCrashChild(t *testing.T) {
+	dir := os.Getenv(envCrashDir)
+	if dir == "" {
+		t.Skip("crash child only")
+	}
+	round, _ := strconv.Atoi(os.Getenv(envCrashRound))
+	l, err := Open(Options{Dir: filepath.Join(dir, "wal"), SegmentSize: crashSegSize, Now: fixedNow})
+	if err != nil {
+		fmt.Println("open:", err)
+		os.Exit(2)
+	}
+	side, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("acked-%d", round)), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		os.Exit(2)
+	}
+	var mu sync.Mutex
+	fmt.Println("ready")
+	var wg sync.WaitGroup
+	for w := 0; w < crashWorkers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				evs := []*events.Event{crashEvent(round, w, i)}
+				if i%10 == 9 { // now and then a multi-event append
+					evs = append(evs, crashEvent(round, w, i+1))
+					i++
+				}
+				seqs, err := l.Append(context.Background(), evs...)
+				if err != nil {
+					fmt.Println("append:", err)
+					os.Exit(2)
+				}
+				var line []byte
+				for k, s := range seqs {
+					line = fmt.Appendf(line, "%d %s\n", s, evs[k].ID)
+				}
+				mu.Lock()
+				side.Write(line)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestCrashSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test")
+	}
+	home := t.TempDir()
+	rounds := 20
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	var totalAcked int
+	for r := 0; r < rounds; r++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), envCrashDir+"="+home, envCrashRound+"="+strconv.Itoa(r))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(out)
+		line, err := br.ReadString('\n')
+		if err != nil || line != "ready\n" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("round %d: child said %q, %v", r, line, err)
+		}
+		go io.Copy(io.Discard, br)
+		// Let it append for a random while, then kill it mid-flight.
+		time.Sleep(time.Duration(10+rng.IntN(150)) * time.Millisecond)
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+
+		acked := readAcked(t, filepath.Join(home, fmt.Sprintf("acked-%d", r)))
+		totalAcked += len(acked)
+		l, err := Open(Options{Dir: filepath.Join(home, "wal"), SegmentSize: crashSegSize, Now: fixedNow})
+		if err != nil {
+			t.Fatalf("round %d: reopen after SIGKILL: %v", r, err)
+		}
+		byseq := map[uint64]*events.Event{}
+		var prev uint64
+		lastI := map[string]int{}
+		for ev, err := range l.Events(1) {
+			if err != nil {
+				t.Fatalf("round %d: %v", r, err)
+			}
+			if ev.Seq != prev+1 {
+				t.Fatalf("round %d: seq %d after %d", r, ev.Seq, prev)
+			}
+			prev = ev.Seq
+			byseq[ev.Seq] = ev
+			if ev.Type == events.TypeWalRepaired {
+				continue
+			}
+			var er, ew, ei int
+			if _, err := fmt.Sscanf(ev.ID, "r%d-w%d-i%d", &er, &ew, &ei); err != nil {
+				t.Fatalf("round %d: seq %d has id %q that was never submitted", r, ev.Seq, ev.ID)
+			}
+			want := crashEvent(er, ew, ei)
+			want.Seq = ev.Seq
+			if !bytes.Equal(entryBytes(t, ev), entryBytes(t, want)) {
+				t.Fatalf("round %d: seq %d (%s) is not the submitted event", r, ev.Seq, ev.ID)
+			}
+			// Each appender appends in order, one at a time.
+			key := fmt.Sprintf("r%d-w%d", er, ew)
+			if li, ok := lastI[key]; ok && ei <= li {
+				t.Fatalf("round %d: %s out of order or duplicated", r, ev.ID)
+			}
+			lastI[key] = ei
+		}
+		if prev != l.LastSeq() {
+			t.Fatalf("round %d: events end at %d, LastSeq %d", r, prev, l.LastSeq())
+		}
+		for seq, id := range acked {
+			ev, ok := byseq[seq]
+			if !ok || ev.ID != id {
+				t.Fatalf("round %d: acknowledged seq %d (%s) lost", r, seq, id)
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if totalAcked == 0 {
+		t.Fatal("no append was ever acknowledged")
+	}
+	t.Logf("%d rounds, %d acknowledged appends checked", rounds, totalAcked)
+}
+
+// readAcked parses a side file; a last line cut by the kill is ignored.
+func readAcked(t *testing.T, path string) map[uint64]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	m := map[uint64]string{}
+	for len(b) > 0 {
+		nl := bytes.IndexByte(b, '\n')
+		if nl < 0 {
+			break
+		}
+		var seq uint64
+		var id string
+		if _, err := fmt.Sscanf(string(b[:nl]), "%d %s", &seq, &id); err != nil {
+			t.Fatalf("side file line %q: %v", b[:nl], err)
+		}
+		m[seq] = id
+		b = b[nl+1:]
+	}
+	return m
+}
+
+// TestLockChild holds the lock until killed; it does nothing in a normal run.
+func TestLockChild(t *testing.T) {
+	dir := os.Getenv(envLockDir)
+	if dir == "" {
+		t.Skip("lock child only")
+	}
+	l, err := Open(Options{Dir: dir})
+	if err != nil {
+		fmt.Println("open:", err)
+		os.Exit(2)
+	}
+	defer l.Close()
+	fmt.Println("locked")
+	io.Copy(io.Discard, os.Stdin) // until the parent closes stdin or kills us
+}
+
+func TestLockHeldByAnotherProcess(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wal")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLockChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envLockDir+"="+dir)
+	stdin, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "locked\n" {
+		t.Fatalf("child: %q %v", line, err)
+	}
+	_, err = Open(Options{Dir: dir})
+	want := fmt.Sprintf("held by pid %d", cmd.Process.Pid)
+	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ErrLocked) {
+		t.Fatalf("Open while the child holds the lock: %v (want ErrLocked naming %q)", err, want)
+	}
+	if LockHolder(dir) != cmd.Process.Pid {
+		t.Fatalf("LockHolder %d, child %d", LockHolder(dir), cmd.Process.Pid)
+	}
+	// Readers need no lock.
+	if _, err := Verify(dir); err != nil {
+		t.Fatalf("Verify of a held log: %v", err)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	l, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatalf("Open after the holder died: %v", err)
+	}
+	l.Close()
+}
