@@ -26,7 +26,7 @@ const (
 // the same arguments give the same events; Seq is left for the log.
 func Workload(kind int, seed uint64, n int) iter.Seq[*events.Event] {
 	return func(yield func(*events.Event) bool) {
-		g := &gen{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), ts: 1770379200000}
+		g := &gen{seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), ts: 1770379200000}
 		for i := 0; i < n; i++ {
 			var ev *events.Event
 			if kind == WorkloadEveryType {
@@ -46,6 +46,7 @@ func Workload(kind int, seed uint64, n int) iter.Seq[*events.Event] {
 }
 
 type gen struct {
+	seed   uint64
 	rng    *rand.Rand
 	ts     int64
 	n      int
@@ -71,7 +72,7 @@ func (g *gen) req(ev *events.Event, resp any) *events.Event {
 func (g *gen) feedback(sess string) events.FeedbackEntry {
 	g.fbs++
 	e := events.FeedbackEntry{
-		SchemaVersion: 1, ID: fmt.Sprintf("fb_%d", g.fbs), SessionID: sess,
+		SchemaVersion: 1, ID: fmt.Sprintf("fb_%d_%d", g.seed, g.fbs), SessionID: sess,
 		RunID: fmt.Sprintf("run_%d", g.rng.IntN(g.runs+1)),
 		Ratings: &events.Ratings{Overall: g.intp(100), Hook: g.intp(100), Pacing: g.intp(100), Sync: g.intp(100)},
 		Notes:   []string{"", "good pacing", "captions drift <late> & \"quoted\"", "ünïcödé ✓"}[g.rng.IntN(4)],
