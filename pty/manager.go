@@ -181,11 +181,18 @@ func (m *Manager) liveShell(ctx context.Context, conv string) (*shell, error) {
 	if closed {
 		return nil, ErrClosed
 	}
-	if sh != nil && sh.alive() {
+	live := false
+	m.snapshot(conv, func(c *convState) { live = c.live && sh != nil && c.shellID == sh.id })
+	if live && sh.alive() {
 		return sh, nil
 	}
 	if sh != nil {
-		<-sh.done
+		// Its end is recorded (or about to be): wait for its goroutines.
+		select {
+		case <-sh.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	return m.spawn(ctx, conv, "")
 }
@@ -449,7 +456,9 @@ func (m *Manager) Status(ctx context.Context, conv string) (StatusResult, error)
 		return StatusResult{}, err
 	}
 	res := StatusResult{OK: true}
+	var live bool
 	m.snapshot(conv, func(c *convState) {
+		live = c.live
 		res.Mode = c.mode()
 		res.ActiveBlockID = c.active
 		if b := c.activeBlock(); b != nil {
@@ -462,7 +471,9 @@ func (m *Manager) Status(ctx context.Context, conv string) (StatusResult, error)
 	m.mu.Lock()
 	sh := m.shells[conv]
 	m.mu.Unlock()
-	if sh != nil && sh.alive() {
+	// The log says first (pty.session.ended commits before the shell's
+	// goroutines finish).
+	if sh != nil && sh.alive() && live {
 		res.ShellAlive, res.ShellPid = true, sh.pid
 		res.ShellID = sh.id
 		res.ForegroundPgid, res.Foreground = sh.foreground()
