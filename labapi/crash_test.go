@@ -1,0 +1,192 @@
+package labapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/home"
+)
+
+const envDaemonHome = "CMLAB_TEST_DAEMON_HOME"
+
+// TestHelperDaemon is the child of the crash test: `cmlab serve` on
+// 127.0.0.1:0 over the home named by the environment, until killed.
+func TestHelperDaemon(t *testing.T) {
+	dir := os.Getenv(envDaemonHome)
+	if dir == "" {
+		t.Skip("child process of TestDaemonSIGKILL")
+	}
+	err := RunDaemon(context.Background(), DaemonOptions{Home: home.Home{Dir: dir}, Listen: "127.0.0.1:0"})
+	fmt.Fprintln(os.Stderr, "daemon exited:", err)
+	os.Exit(3)
+}
+
+// startDaemon re-executes the test binary as a daemon and waits for its
+// state/daemon.json.
+func startDaemon(t *testing.T, h home.Home) (*exec.Cmd, *DaemonInfo) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDaemon$", "-test.v=false")
+	cmd.Env = append(os.Environ(), envDaemonHome+"="+h.Dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if info, err := ReadDaemonInfo(h); err == nil && info.Pid == cmd.Process.Pid {
+			return cmd, info
+		}
+		if cmd.ProcessState != nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	t.Fatalf("daemon did not start: %s", stderr.String())
+	return nil, nil
+}
+
+// TestDaemonSIGKILL kills the daemon with SIGKILL under 32 concurrent POST
+// clients, ten times. Every feedbackId that got a 200 must be in
+// feedback.jsonl exactly once after restart, and a poll from "0" must
+// return each once.
+func TestDaemonSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test")
+	}
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	const rounds, clients = 10, 32
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	for round := range rounds {
+		cmd, info := startDaemon(t, h)
+		tokB, err := os.ReadFile(info.TokenFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := strings.TrimSpace(string(tokB))
+		var nAcks atomic.Int64
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				hc := &http.Client{Timeout: 20 * time.Second}
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					body := fmt.Sprintf(`{"notes":"r%d c%d i%d","ratings":{"overall":%d}}`, round, c, i, i%101)
+					req, _ := http.NewRequest("POST", "http://"+info.Listen+"/api/feedback", strings.NewReader(body))
+					req.Header.Set("X-CM-LAB-TOKEN", tok)
+					req.Header.Set("X-CM-LAB-REQUEST-ID", fmt.Sprintf("r%d-c%d-i%d", round, c, i))
+					res, err := hc.Do(req)
+					if err != nil {
+						return // the daemon died
+					}
+					b, _ := io.ReadAll(res.Body)
+					res.Body.Close()
+					if res.StatusCode != 200 {
+						continue
+					}
+					var out struct {
+						FeedbackID string `json:"feedbackId"`
+					}
+					if json.Unmarshal(b, &out) != nil || out.FeedbackID == "" {
+						t.Errorf("200 without feedbackId: %s", b)
+						return
+					}
+					mu.Lock()
+					acked[out.FeedbackID] = true
+					mu.Unlock()
+					nAcks.Add(1)
+				}
+			}()
+		}
+		// Kill while requests are in flight, after a varying number of acks.
+		target := int64(40 + 23*round)
+		deadline := time.Now().Add(30 * time.Second)
+		for nAcks.Load() < target && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Wait()
+		close(stop)
+		wg.Wait()
+		if nAcks.Load() == 0 {
+			t.Fatalf("round %d: no acknowledged POST", round)
+		}
+	}
+	// Restart (repair + catch-up) and check the store.
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, err := os.ReadFile(h.FeedbackFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		var e struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("bad line in feedback.jsonl: %q", line)
+		}
+		count[e.ID]++
+	}
+	for id := range acked {
+		if count[id] != 1 {
+			t.Fatalf("acknowledged %s appears %d times in feedback.jsonl", id, count[id])
+		}
+	}
+	for id, n := range count {
+		if n != 1 {
+			t.Fatalf("%s appears %d times", id, n)
+		}
+	}
+	page, err := PollFeedback(h.FeedbackFile(), "0", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polled := map[string]int{}
+	for _, it := range page.Items {
+		var e struct {
+			ID string `json:"id"`
+		}
+		json.Unmarshal(it, &e)
+		polled[e.ID]++
+	}
+	for id := range acked {
+		if polled[id] != 1 {
+			t.Fatalf("poll from 0 returns %s %d times", id, polled[id])
+		}
+	}
+	if page.NextCursor != fmt.Sprint(len(b)) {
+		t.Fatalf("nextCursor %s, file %d bytes", page.NextCursor, len(b))
+	}
+	t.Logf("%d rounds: %d acknowledged, %d entries in the store", rounds, len(acked), len(count))
+}
