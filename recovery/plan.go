@@ -78,14 +78,25 @@ type PlanOptions struct {
 	Hash func(s *StepState) (string, error)
 }
 
+// AwaitsReview reports whether the step waits for a human: it is marked
+// needs_review or about to be. A failed step's recorded failure is an
+// outcome, not a question.
+func (s PlanStep) AwaitsReview() bool {
+	return s.Verdict == ManualReview && (s.Status == events.StatusNeedsReview || s.Action == ActionNeedsReview)
+}
+
 // NeedsReview reports whether some step awaits a human (exit code 4).
-func (p *Plan) NeedsReview() bool {
+func (p *Plan) NeedsReview() bool { return p.AwaitingReview() > 0 }
+
+// AwaitingReview counts the steps that await a human.
+func (p *Plan) AwaitingReview() int {
+	n := 0
 	for _, s := range p.Steps {
-		if s.Verdict == ManualReview {
-			return true
+		if s.AwaitsReview() {
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // Pending counts the steps with an action to apply.
@@ -263,7 +274,14 @@ func (p *Plan) WriteTable(w io.Writer) error {
 	if len(p.Steps) == 0 {
 		fmt.Fprintln(w, "no steps recorded")
 	}
-	fmt.Fprintf(w, "%d to apply, %d applied\n", p.Pending(), p.Applied)
+	switch {
+	case p.Applied > 0:
+		fmt.Fprintf(w, "applied: %d event(s) appended\n", p.Applied)
+	case p.Pending() > 0:
+		fmt.Fprintf(w, "%d decision(s) to apply: run again with --apply\n", p.Pending())
+	default:
+		fmt.Fprintln(w, "nothing to apply")
+	}
 	return nil
 }
 

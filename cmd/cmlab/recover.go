@@ -1,7 +1,154 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
 
-// newRecoverCmd builds 'cmlab recover'. Not implemented yet: returns nil so the
-// command is not offered.
-func newRecoverCmd(g *globalOpts) *cobra.Command { return nil }
+	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/pty"
+	"github.com/cmlab/cmlab/recovery"
+	"github.com/cmlab/cmlab/wal"
+	"github.com/spf13/cobra"
+)
+
+// newRecoverCmd builds 'cmlab recover [--apply] [--salvage] [--json]'.
+func newRecoverCmd(g *globalOpts) *cobra.Command {
+	var apply, salvage bool
+	c := &cobra.Command{
+		Use:   "recover",
+		Short: "Decide, step by step, what a crash left done, retryable or in need of a human",
+		Long: `Recovery in the order of SPEC §8: open the log (a torn tail is cut and
+quarantined), bring the views up to it, rebuild every durable step from its
+transitions and classify it with world hashes computed now:
+
+  already_done   the log recorded its completion, or the world now equals
+                 its expected post state        → completed (recovered)
+  safe_to_retry  it never reached executing, or the world still equals its
+                 pre state                      → reset to pending, same idem_key
+  manual_review  it was interrupted and the world tells nothing certain
+                 (or it was marked for review)  → needs_review, mandate paused
+
+then print the plan (STEP, STATUS, VERDICT, EVIDENCE, ACTION). --apply
+appends the decisions, closes terminal blocks and sessions left open (one
+pty.block.end each, reason daemon_crashed) and records a recovery.applied
+event; a second --apply appends nothing. Resume a mandate afterwards with
+'cmlab run MANDATE.json'.
+
+With a daemon running, the plan is computed and applied by the daemon (it
+holds the log; this command never takes the lock then); steps moved by the
+daemon's own runners are left alone. --salvage needs the daemon stopped.
+
+Corruption of acknowledged log entries (not a torn tail) stops here with
+exit code 3 naming segment, offset and sequence. --salvage --apply then
+keeps every intact entry, moves the damaged bytes to quarantine/, writes a
+wal.salvaged placeholder at each lost sequence number and lists them.
+
+Exit codes: 0 ok, 1 error, 3 corruption needs --salvage, 4 steps await
+manual review.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			return recoverHome(ctx, g, apply, salvage)
+		},
+	}
+	c.Flags().BoolVar(&apply, "apply", false, "append the decisions (default: only print the plan)")
+	c.Flags().BoolVar(&salvage, "salvage", false, "with --apply: salvage a log whose acknowledged entries are damaged")
+	return c
+}
+
+func recoverHome(ctx context.Context, g *globalOpts, apply, salvage bool) error {
+	h, err := g.Home()
+	if err != nil {
+		return err
+	}
+	var plan *recovery.Plan
+	if info, err := labapi.ReadDaemonInfo(h); err == nil {
+		if salvage {
+			return fmt.Errorf("the daemon (pid %d, %s) holds the log: stop it before --salvage, which rewrites segment files", info.Pid, info.Listen)
+		}
+		c, closeFn, err := labapi.Dial(ctx, h, labapi.DialOptions{Version: labapi.Version})
+		if err != nil {
+			return err
+		}
+		defer closeFn()
+		plan = &recovery.Plan{}
+		if apply {
+			err = c.Do(ctx, http.MethodPost, "/api/recovery/apply", "", nil, plan)
+		} else {
+			err = c.Do(ctx, http.MethodGet, "/api/recovery/plan", "", nil, plan)
+		}
+		if err != nil {
+			return labErr(err)
+		}
+	} else {
+		if plan, err = recoverLocal(ctx, g, apply, salvage); err != nil {
+			return err
+		}
+	}
+	if g.json {
+		if err := labPrintJSON(g, plan); err != nil {
+			return err
+		}
+	} else if err := plan.WriteTable(g.stdout); err != nil {
+		return err
+	}
+	if n := plan.AwaitingReview(); n > 0 {
+		return withCode(exitNeedReview, fmt.Errorf("%d step(s) await manual review: inspect their world, then `cmlab step complete|fail|reset`", n))
+	}
+	return nil
+}
+
+// recoverLocal opens the home in this process (no daemon runs).
+func recoverLocal(ctx context.Context, g *globalOpts, apply, salvage bool) (*recovery.Plan, error) {
+	h, err := g.Home()
+	if err != nil {
+		return nil, err
+	}
+	var salvaged []recovery.SalvagedEntry
+	if salvage {
+		if !apply {
+			fmt.Fprintln(g.stderr, "cmlab recover: --salvage rewrites the log only with --apply; checking it now")
+		} else {
+			if err := h.Ensure(); err != nil {
+				return nil, err
+			}
+			if salvaged, err = salvageLog(h); err != nil {
+				return nil, fmt.Errorf("salvage: %w", err)
+			}
+		}
+	}
+	eng, err := engine.Open(ctx, engine.Options{Home: h})
+	if err != nil {
+		if errors.Is(err, wal.ErrCorrupt) {
+			return nil, withCode(exitCorrupt, fmt.Errorf("%w\n  fix: `cmlab recover --salvage --apply` keeps every intact entry, moves the damaged bytes to quarantine/ and puts a wal.salvaged placeholder at each lost seq", err))
+		}
+		if errors.Is(err, wal.ErrLocked) {
+			return nil, fmt.Errorf("%w\n  fix: another process holds the log; if it is a daemon, run `cmlab recover` while it answers (state/daemon.json), else wait for it to finish", err)
+		}
+		return nil, err
+	}
+	defer eng.Close()
+	j, err := recovery.NewJournal(eng)
+	if err != nil {
+		return nil, err
+	}
+	plan := recovery.Recover(j, recovery.PlanOptions{})
+	plan.Salvaged = salvaged
+	if apply {
+		closed, err := pty.CloseCrashed(ctx, eng)
+		if err != nil {
+			return nil, fmt.Errorf("closing terminal blocks left open: %w", err)
+		}
+		plan.ClosedTerminal = closed
+		if _, err := recovery.Apply(ctx, j, plan, recovery.ApplyOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	return plan, nil
+}

@@ -1,7 +1,175 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
 
-// newRunCmd builds 'cmlab run'. Not implemented yet: returns nil so the
-// command is not offered.
-func newRunCmd(g *globalOpts) *cobra.Command { return nil }
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/recovery"
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+)
+
+// newRunCmd builds 'cmlab run MANDATE.json'.
+func newRunCmd(g *globalOpts) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "run MANDATE.json",
+		Short: "Run a mandate's commands as durable steps (resumable after a crash)",
+		Long: `Run the steps of a mandate file through the durable step journal: the plan
+is recorded once, then each step is recorded as executing (with the world
+hash of its paths), run, and recorded as completed (world hash after, result
+hash over exit code and output digest) or failed.
+
+Running the same mandate again resumes it: completed steps are never run
+again (their recorded result is read from the log), pending and failed
+steps run. A step left executing by a crash needs 'cmlab recover --apply'
+first; a step in review needs a human ('cmlab step complete|fail|reset').
+
+The mandate file:
+  {"id": "m1", "name": "build", "steps": [
+    {"id": "fetch", "argv": ["sh", "-c", "curl -o a.txt …"], "cwd": "work",
+     "env": ["PATH", "HOME"], "world": ["a.txt"],
+     "expect_post": {"a.txt": "expected content\n"}}]}
+
+cwd is relative to the mandate file's directory; world paths to the step's
+cwd; env lists the variable names passed through (plus CMLAB_MANDATE_ID,
+CMLAB_STEP_ID and CMLAB_IDEM_KEY, which stays the same when a step is
+retried). expect_post (a world hash or path → content, null for missing)
+lets recovery tell a finished step from an interrupted one.
+
+Transitions go through the running daemon when there is one (it is the
+single writer); the commands run in this process. Exit codes: 0 done,
+1 error or failed step, 4 a step awaits review.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			return runMandate(ctx, g, args[0])
+		},
+	}
+	return c
+}
+
+func runMandate(ctx context.Context, g *globalOpts, path string) error {
+	spec, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	m, err := recovery.ParseMandate(spec)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	c, closeFn, err := dialLab(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	var out io.Writer = g.stdout
+	if g.json {
+		out = g.stderr
+	}
+	r, err := recovery.NewRunner(recovery.RunnerOptions{Recorder: &clientRecorder{c: c}, Base: filepath.Dir(abs), Output: out})
+	if err != nil {
+		return err
+	}
+	res, runErr := r.Run(ctx, m, spec)
+	if res != nil {
+		if g.json {
+			if err := labPrintJSON(g, res); err != nil {
+				return err
+			}
+		} else {
+			writeRunTable(g.stdout, res)
+		}
+	}
+	switch {
+	case runErr == nil:
+		return nil
+	case errors.Is(runErr, recovery.ErrNeedsReview):
+		return withCode(exitNeedReview, runErr)
+	}
+	return labErr(runErr)
+}
+
+func writeRunTable(w io.Writer, res *recovery.RunResult) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEP\tSTATUS\tEXIT\tRESULT\tSOURCE")
+	for _, s := range res.Steps {
+		exit := "-"
+		if s.ExitCode != nil {
+			exit = fmt.Sprint(*s.ExitCode)
+		}
+		src := "ran"
+		if s.FromLog {
+			src = "log (not run again)"
+		}
+		rh := s.ResultHash
+		if rh == "" {
+			rh = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.StepID, s.Status, exit, rh, src)
+	}
+	tw.Flush()
+}
+
+// clientRecorder records step transitions through the steps API (the
+// daemon's, or an in-process server's when no daemon runs).
+type clientRecorder struct{ c *labapi.Client }
+
+func transitionOf(p events.Payload) string {
+	switch p.(type) {
+	case *events.StepPlanned:
+		return "plan"
+	case *events.StepExecuting:
+		return "executing"
+	case *events.StepCompleted:
+		return "completed"
+	case *events.StepFailed:
+		return "failed"
+	case *events.StepNeedsReview:
+		return "review"
+	case *events.StepReset:
+		return "reset"
+	}
+	return ""
+}
+
+// Record implements recovery.Recorder: one POST with a fresh request id.
+func (r *clientRecorder) Record(ctx context.Context, p events.Payload) error {
+	mid, _ := recovery.StepTarget(p)
+	tr := transitionOf(p)
+	if tr == "" {
+		return fmt.Errorf("%T is not a step transition", p)
+	}
+	return r.c.Do(ctx, http.MethodPost, "/api/steps/"+url.PathEscape(mid)+"/"+tr, uuid.NewString(), p, nil)
+}
+
+// Mandate implements recovery.Recorder.
+func (r *clientRecorder) Mandate(ctx context.Context, id string) (*recovery.MandateState, error) {
+	var out struct {
+		Mandate *recovery.MandateState `json:"mandate"`
+	}
+	err := r.c.Do(ctx, http.MethodGet, "/api/steps?mandateId="+url.QueryEscape(id), "", nil, &out)
+	var ae *labapi.APIError
+	if errors.As(err, &ae) && ae.Code == labapi.CodeNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out.Mandate, nil
+}

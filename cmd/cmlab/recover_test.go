@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/recovery"
+)
+
+// recCLI runs the CLI in-process and returns exit code, stdout, stderr.
+func recCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(&globalOpts{stdout: &out, stderr: &errb}, args)
+	return code, out.String(), errb.String()
+}
+
+func recLastSeq(t *testing.T, h home.Home) uint64 {
+	t.Helper()
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	return eng.Log().LastSeq()
+}
+
+// recCrashedHome records a mandate whose step a is left executing (the
+// world still as planned) and whose step b is left executing with the
+// world changed and no expected post: one reset, one review.
+func recCrashedHome(t *testing.T, review bool) (home.Home, string) {
+	t.Helper()
+	h := home.Home{Dir: t.TempDir()}
+	work := t.TempDir()
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	pre, _ := recovery.WorldHash(work, []string{"a.txt"})
+	preB, _ := recovery.WorldHash(work, []string{"b.txt"})
+	steps := []events.PlannedStep{
+		{StepID: "a", Tool: "sh", ParamsHash: recovery.HashBytes([]byte("a")), PreHash: pre, IdemKey: "ka", World: []string{"a.txt"}, Dir: work},
+	}
+	if review {
+		steps = append(steps, events.PlannedStep{StepID: "b", Tool: "sh", ParamsHash: recovery.HashBytes([]byte("b")), PreHash: preB, IdemKey: "kb", World: []string{"b.txt"}, Dir: work})
+	}
+	evs := []*events.Event{
+		events.MustNew("m1", &events.StepPlanned{MandateID: "m1", Steps: steps}),
+		events.MustNew("m1", &events.StepExecuting{MandateID: "m1", StepID: "a", IdemKey: "ka", ObservedPreHash: pre}),
+	}
+	if review {
+		evs = append(evs, events.MustNew("m1", &events.StepExecuting{MandateID: "m1", StepID: "b", IdemKey: "kb", ObservedPreHash: preB}))
+		if err := os.WriteFile(filepath.Join(work, "b.txt"), []byte("half"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := eng.Append(context.Background(), evs...); err != nil {
+		t.Fatal(err)
+	}
+	return h, work
+}
+
+func TestRecoverApplyIdempotent(t *testing.T) {
+	h, _ := recCrashedHome(t, false)
+	code, out, errOut := recCLI(t, "recover", "--home", h.Dir)
+	if code != 0 || !strings.Contains(out, "m1       a     executing  safe_to_retry  current_pre_matches_expected  reset") {
+		t.Fatalf("plan: exit %d\n%s%s", code, out, errOut)
+	}
+	before := recLastSeq(t, h)
+	code, out, errOut = recCLI(t, "recover", "--apply", "--home", h.Dir)
+	if code != 0 || !strings.Contains(out, "applied: 2 event(s)") {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, errOut)
+	}
+	after := recLastSeq(t, h)
+	if after != before+2 {
+		t.Fatalf("apply appended %d events, want 2 (reset + recovery.applied)", after-before)
+	}
+	code, out, errOut = recCLI(t, "recover", "--apply", "--json", "--home", h.Dir)
+	if code != 0 || !strings.Contains(out, `"applied": 0`) || !strings.Contains(out, `"status": "pending"`) {
+		t.Fatalf("second apply: exit %d\n%s%s", code, out, errOut)
+	}
+	if got := recLastSeq(t, h); got != after {
+		t.Fatalf("second apply appended %d events", got-after)
+	}
+}
+
+func TestRecoverNeedsReviewExit4(t *testing.T) {
+	h, _ := recCrashedHome(t, true)
+	code, out, errOut := recCLI(t, "recover", "--apply", "--home", h.Dir)
+	if code != exitNeedReview || !strings.Contains(out, "interrupted_during_execution  needs_review") || !strings.Contains(errOut, "1 step(s) await manual review") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	last := recLastSeq(t, h)
+	code, out, _ = recCLI(t, "recover", "--apply", "--home", h.Dir)
+	if code != exitNeedReview || !strings.Contains(out, "explicitly_marked_needs_review") || recLastSeq(t, h) != last {
+		t.Fatalf("second: exit %d\n%s", code, out)
+	}
+	// The operator settles it; then nothing awaits review.
+	code, out, errOut = recCLI(t, "step", "fail", "m1", "b", "--class", "operator", "--msg", "half written", "--home", h.Dir)
+	if code != 0 || !strings.Contains(out, "m1/b: failed") {
+		t.Fatalf("step fail: %d %s%s", code, out, errOut)
+	}
+	if code, out, _ = recCLI(t, "recover", "--home", h.Dir); code != 0 {
+		t.Fatalf("after review: exit %d\n%s", code, out)
+	}
+}
+
+func TestRunMandateCLI(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	work := t.TempDir()
+	spec := `{"id":"m1","steps":[
+ {"id":"one","argv":["sh","-c","printf 1 >> one.txt; echo did one"],"env":["PATH"],"world":["one.txt"],"expect_post":{"one.txt":"1"}},
+ {"id":"two","argv":["sh","-c","printf 2 >> two.txt"],"env":["PATH"],"world":["two.txt"]}]}`
+	mp := filepath.Join(work, "m.json")
+	if err := os.WriteFile(mp, []byte(spec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := recCLI(t, "run", mp, "--home", h.Dir)
+	if code != 0 || !strings.Contains(out, "did one") || strings.Count(out, "completed") != 2 {
+		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = recCLI(t, "run", mp, "--home", h.Dir, "--json")
+	if code != 0 || strings.Count(out, `"from_log": true`) != 2 {
+		t.Fatalf("rerun: exit %d\n%s%s", code, out, errOut)
+	}
+	for f, want := range map[string]string{"one.txt": "1", "two.txt": "2"} {
+		if b, _ := os.ReadFile(filepath.Join(work, f)); string(b) != want {
+			t.Fatalf("%s = %q, want %q", f, b, want)
+		}
+	}
+	// A failing step: exit 1, recorded as failed with its exit code.
+	bad := filepath.Join(work, "bad.json")
+	os.WriteFile(bad, []byte(`{"id":"m2","steps":[{"id":"x","argv":["sh","-c","echo nope; exit 7"],"env":["PATH"]}]}`), 0o600)
+	code, _, errOut = recCLI(t, "run", bad, "--home", h.Dir)
+	if code != 1 || !strings.Contains(errOut, "exited with 7") {
+		t.Fatalf("failing run: exit %d %s", code, errOut)
+	}
+	code, out, _ = recCLI(t, "step", "list", "m2", "--home", h.Dir, "--json")
+	if code != 0 || !strings.Contains(out, `"error_class": "exit_status"`) || !strings.Contains(out, `"exit_code": 7`) {
+		t.Fatalf("list: %d %s", code, out)
+	}
+	// An invalid mandate file changes nothing.
+	os.WriteFile(bad, []byte(`{"id":"m3","steps":[]}`), 0o600)
+	last := recLastSeq(t, h)
+	if code, _, errOut = recCLI(t, "run", bad, "--home", h.Dir); code != 1 || !strings.Contains(errOut, "invalid mandate") || recLastSeq(t, h) != last {
+		t.Fatalf("invalid mandate: exit %d %s", code, errOut)
+	}
+}
+
+func TestStepCLI(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	work := t.TempDir()
+	plan := filepath.Join(work, "plan.json")
+	os.WriteFile(plan, []byte(fmt.Sprintf(`{"steps":[{"step_id":"s","tool":"deploy","params_hash":"%s"}]}`, recovery.HashBytes([]byte("p")))), 0o600)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"step", "plan", "m1", plan}, 0, "m1: planned"},
+		{[]string{"step", "start", "m1", "s", "--world", "out.txt", "--dir", work, "--request-id", "r1"}, 0, "m1/s: executing (idem_key idem_"},
+		{[]string{"step", "start", "m1", "s", "--world", "out.txt", "--dir", work, "--request-id", "r1"}, 0, "m1/s: executing"},
+		{[]string{"step", "complete", "m1", "s", "--world", "out.txt", "--dir", work}, 2, ""},
+		{[]string{"step", "complete", "m1", "s", "--world", "out.txt", "--dir", work, "--exit-code", "0", "--output-digest", recovery.HashBytes(nil)}, 0, "m1/s: completed"},
+		{[]string{"step", "review", "m1", "s", "--reason", "x"}, 1, ""},
+		{[]string{"step", "start", "m1", "nope", "--observed-pre", recovery.HashBytes(nil)}, 1, ""},
+	} {
+		code, out, errOut := recCLI(t, append(tc.args, "--home", h.Dir)...)
+		if code != tc.code || !strings.Contains(out, tc.want) {
+			t.Fatalf("%v: exit %d\n%s%s", tc.args, code, out, errOut)
+		}
+	}
+}
