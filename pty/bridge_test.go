@@ -73,6 +73,7 @@ type bridge struct {
 	eng  *engine.Engine
 	mgr  *pty.Manager
 	srv  *httptest.Server
+	base string
 	conv string
 }
 
@@ -83,11 +84,15 @@ func newBridge(t *testing.T) *bridge {
 
 func openBridge(t *testing.T, h home.Home) *bridge {
 	t.Helper()
-	ctx := context.Background()
-	eng, err := engine.Open(ctx, engine.Options{Home: h})
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return openBridgeOn(t, h, eng)
+}
+
+func openBridgeOn(t *testing.T, h home.Home, eng *engine.Engine) *bridge {
+	t.Helper()
 	mgr, err := pty.NewManager(eng, pty.Options{Dir: h.Dir})
 	if err != nil {
 		eng.Close()
@@ -98,7 +103,7 @@ func openBridge(t *testing.T, h home.Home) *bridge {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
-	b := &bridge{t: t, home: h, eng: eng, mgr: mgr, srv: hs, conv: "conv1"}
+	b := &bridge{t: t, home: h, eng: eng, mgr: mgr, srv: hs, base: hs.URL, conv: "conv1"}
 	t.Cleanup(b.close)
 	return b
 }
@@ -127,7 +132,7 @@ func (b *bridge) call(method, path, reqID string, body any) (int, map[string]any
 		j, _ := json.Marshal(body)
 		rd = bytes.NewReader(j)
 	}
-	req, _ := http.NewRequest(method, b.srv.URL+path, rd)
+	req, _ := http.NewRequest(method, b.base+path, rd)
 	req.Header.Set("X-CM-LAB-TOKEN", testToken)
 	if reqID != "" {
 		req.Header.Set("X-CM-LAB-REQUEST-ID", reqID)

