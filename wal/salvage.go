@@ -1,0 +1,239 @@
+package wal
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/cmlab/cmlab/events"
+)
+
+// Neighbour is a good entry next to a lost one.
+type Neighbour struct {
+	Seq    uint64 `json:"seq"`
+	Type   string `json:"type"`
+	Stream string `json:"stream"`
+	TS     int64  `json:"ts"`
+}
+
+// LostEntry is one sequence whose entry was destroyed and replaced by a
+// wal.salvaged placeholder.
+type LostEntry struct {
+	Seq        uint64     `json:"seq"`
+	Segment    string     `json:"segment"`
+	Offset     int64      `json:"offset"` // of the damaged stretch
+	Length     int64      `json:"length"` // of the damaged stretch
+	Reason     string     `json:"reason"`
+	Quarantine string     `json:"quarantine,omitempty"` // file holding the damaged bytes
+	Prev       *Neighbour `json:"prev,omitempty"`
+	Next       *Neighbour `json:"next,omitempty"`
+	Guess      string     `json:"guess,omitempty"`
+}
+
+// SalvageReport says what Salvage did.
+type SalvageReport struct {
+	Dir       string      `json:"dir"`
+	Rewritten []string    `json:"rewritten"` // segment files replaced
+	Lost      []LostEntry `json:"lost"`
+	// Dropped are damaged stretches that held no sequence (junk between
+	// entries); their bytes are quarantined and removed.
+	Dropped     []BadEntry `json:"dropped,omitempty"`
+	Quarantined []string   `json:"quarantined,omitempty"`
+}
+
+// Salvage repairs corruption of acknowledged entries anywhere in the log
+// in dir, which it locks. Every intact entry is kept byte for byte; the
+// bytes of each damaged stretch are copied to quarantineDir; each lost
+// entry is replaced by an events.WalSalvaged placeholder at the same seq,
+// so sequences stay gapless; each affected segment file is rewritten
+// atomically (temporary file, fsync, rename, directory fsync). A torn tail
+// of the last segment is left for Open to repair (and record). It is the
+// operator's explicit way past an Open that refused with ErrCorrupt.
+func Salvage(dir, quarantineDir string) (SalvageReport, error) {
+	rep := SalvageReport{Dir: dir}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return rep, err
+	}
+	defer lock.release()
+	ds, err := scanDir(dir, false, nil)
+	if err != nil {
+		return rep, fmt.Errorf("wal: salvage: %w", err)
+	}
+	for i := range ds.Segments {
+		sc := &ds.Segments[i]
+		var bad []BadEntry
+		for _, b := range sc.Bad {
+			if b.TornTail {
+				continue
+			}
+			if b.Lost == 0 && b.Length == 0 {
+				return rep, fmt.Errorf("%w: cannot salvage %s", ErrCorrupt, b)
+			}
+			bad = append(bad, b)
+		}
+		if len(bad) == 0 {
+			continue
+		}
+		if err := salvageSegment(dir, quarantineDir, sc, bad, &rep); err != nil {
+			return rep, fmt.Errorf("wal: salvage %s: %w", sc.Segment.Name, err)
+		}
+	}
+	after, err := scanDir(dir, false, nil)
+	if err != nil {
+		return rep, fmt.Errorf("wal: salvage: %w", err)
+	}
+	for _, b := range after.Bad {
+		if !b.TornTail {
+			return rep, fmt.Errorf("%w: still damaged after salvage: %s", ErrCorrupt, b)
+		}
+	}
+	return rep, nil
+}
+
+func salvageSegment(dir, qdir string, sc *segmentScan, bad []BadEntry, rep *SalvageReport) error {
+	path := filepath.Join(dir, sc.Segment.Name)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	full := scanSegment(sc.Segment, data, false, true)
+	type item struct {
+		off  int64
+		good *goodEntry
+		bad  *BadEntry
+	}
+	var items []item
+	for i := range full.Good {
+		items = append(items, item{off: full.Good[i].Off, good: &full.Good[i]})
+	}
+	for i := range bad {
+		items = append(items, item{off: bad[i].Offset, bad: &bad[i]})
+	}
+	// Torn-tail bytes, if any, are kept verbatim for Open to repair.
+	var tail []byte
+	for _, b := range sc.Bad {
+		if b.TornTail {
+			tail = data[b.Offset : b.Offset+b.Length]
+		}
+	}
+	sort.SliceStable(items, func(i, j int) bool {
+		if items[i].off != items[j].off {
+			return items[i].off < items[j].off
+		}
+		return items[i].bad != nil && items[j].bad == nil
+	})
+	neighbour := func(seq uint64) *Neighbour {
+		for _, g := range full.Good {
+			if g.Seq == seq {
+				if ev, err := DecodeEntry(g.Entry, seq); err == nil {
+					return &Neighbour{Seq: seq, Type: ev.Type, Stream: ev.Stream, TS: ev.TS}
+				}
+			}
+		}
+		var n *Neighbour
+		readEvents(dir, seq, seq, func(ev *events.Event, err error) bool {
+			if err == nil && ev.Seq == seq {
+				n = &Neighbour{Seq: seq, Type: ev.Type, Stream: ev.Stream, TS: ev.TS}
+			}
+			return false
+		})
+		return n
+	}
+	var out []byte
+	for _, it := range items {
+		if it.good != nil {
+			out = append(out, data[it.good.Off:it.good.Off+it.good.Len]...)
+			continue
+		}
+		b := it.bad
+		var qname string
+		if b.Length > 0 {
+			qname, err = quarantine(qdir, fmt.Sprintf("%s-at-%d.salvaged", b.Segment, b.Offset), data[b.Offset:b.Offset+b.Length], false)
+			if err != nil {
+				return err
+			}
+			rep.Quarantined = append(rep.Quarantined, qname)
+		}
+		if b.Lost == 0 {
+			rep.Dropped = append(rep.Dropped, *b)
+			continue
+		}
+		var prev, next *Neighbour
+		if b.Seq > 1 {
+			prev = neighbour(b.Seq - 1)
+		}
+		next = neighbour(b.Seq + b.Lost)
+		guess := guessFrom(prev, next)
+		for k := uint64(0); k < b.Lost; k++ {
+			seq := b.Seq + k
+			ph := &events.WalSalvaged{LostSeq: seq, Segment: b.Segment, Offset: b.Offset, Length: b.Length, Quarantine: qname, Reason: b.Reason, Guess: guess}
+			ev, err := events.New("wal", ph)
+			if err != nil {
+				return err
+			}
+			ev.Seq = seq
+			switch {
+			case prev != nil:
+				ev.TS = prev.TS
+			case next != nil:
+				ev.TS = next.TS
+			}
+			entry, err := EncodeEntry(ev)
+			if err != nil {
+				return err
+			}
+			out = binary.AppendUvarint(out, uint64(len(entry)))
+			out = append(out, entry...)
+			rep.Lost = append(rep.Lost, LostEntry{Seq: seq, Segment: b.Segment, Offset: b.Offset, Length: b.Length, Reason: b.Reason, Quarantine: qname, Prev: prev, Next: next, Guess: guess})
+		}
+	}
+	out = append(out, tail...)
+	if err := replaceFile(path, out); err != nil {
+		return err
+	}
+	rep.Rewritten = append(rep.Rewritten, sc.Segment.Name)
+	return nil
+}
+
+func guessFrom(prev, next *Neighbour) string {
+	switch {
+	case prev != nil && next != nil && prev.Stream == next.Stream:
+		return fmt.Sprintf("stream %s, between %s (seq %d) and %s (seq %d)", prev.Stream, prev.Type, prev.Seq, next.Type, next.Seq)
+	case prev != nil && next != nil:
+		return fmt.Sprintf("after %s on %s (seq %d), before %s on %s (seq %d)", prev.Type, prev.Stream, prev.Seq, next.Type, next.Stream, next.Seq)
+	case prev != nil:
+		return fmt.Sprintf("after %s on %s (seq %d)", prev.Type, prev.Stream, prev.Seq)
+	case next != nil:
+		return fmt.Sprintf("before %s on %s (seq %d)", next.Type, next.Stream, next.Seq)
+	}
+	return ""
+}
+
+// replaceFile atomically replaces path with data: temporary file beside it
+// (a name tidwall/wal and the scanner ignore), fsync, rename, dir fsync.
+func replaceFile(path string, data []byte) error {
+	tmp := path + ".salvage"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp) // no-op after the rename
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
