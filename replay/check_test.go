@@ -60,10 +60,10 @@ func TestCheckNamesWrongProjectorSeqFileOffset(t *testing.T) {
 	if rep.Identical || rep.First == nil {
 		t.Fatalf("wrong projector not detected: %+v", rep)
 	}
-	want := lineStart(t, filepath.Join(live.Dir, "testviews", "trace.jsonl"), bugSeq) + bugPos
+	want := lineStart(t, filepath.Join(live.Dir, "lab", "testviews", "trace.jsonl"), bugSeq) + bugPos
 	d := rep.First
-	if d.Seq != bugSeq || d.File != "testviews/trace.jsonl" || d.Offset != want {
-		t.Fatalf("first divergence seq %d file %s offset %d, want seq %d testviews/trace.jsonl offset %d", d.Seq, d.File, d.Offset, bugSeq, want)
+	if d.Seq != bugSeq || d.File != "lab/testviews/trace.jsonl" || d.Offset != want {
+		t.Fatalf("first divergence seq %d file %s offset %d, want seq %d lab/testviews/trace.jsonl offset %d", d.Seq, d.File, d.Offset, bugSeq, want)
 	}
 	if d.Event == nil || d.Event.Seq != bugSeq || d.Event.Type != evs[bugSeq-1].Type {
 		t.Fatalf("divergence names event %+v, want seq %d of type %s", d.Event, bugSeq, evs[bugSeq-1].Type)
@@ -100,7 +100,7 @@ func TestCheckForeignAndMissingBytes(t *testing.T) {
 	ctx := context.Background()
 	evs := workload(t, 5, 60)
 	live := liveHome(t, filepath.Join(t.TempDir(), "live"), evs, lineFactory(0, 0))
-	tracePath := filepath.Join(live.Dir, "testviews", "trace.jsonl")
+	tracePath := filepath.Join(live.Dir, "lab", "testviews", "trace.jsonl")
 	before, err := os.ReadFile(tracePath)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestCheckForeignAndMissingBytes(t *testing.T) {
 	if err := appendFile(tracePath, []byte("junk\n")); err != nil {
 		t.Fatal(err)
 	}
-	spool := filepath.Join(live.Dir, "testviews", "conv1.spool")
+	spool := filepath.Join(live.Dir, "lab", "testviews", "conv1.spool")
 	if err := os.Remove(spool); err != nil {
 		t.Fatal(err)
 	}
@@ -127,11 +127,11 @@ func TestCheckForeignAndMissingBytes(t *testing.T) {
 		}
 	}
 	d := rep.All[0]
-	if d.File != "testviews/conv1.spool" || d.Offset != 0 || d.Seq != uint64(firstOut) || d.LiveSize != -1 {
+	if d.File != "lab/testviews/conv1.spool" || d.Offset != 0 || d.Seq != uint64(firstOut) || d.LiveSize != -1 {
 		t.Fatalf("missing spool reported as %+v, want offset 0 seq %d", d, firstOut)
 	}
 	d = rep.All[1]
-	if d.File != "testviews/trace.jsonl" || d.Offset != int64(len(before)) || d.Seq != 0 || d.Live != "junk\n" {
+	if d.File != "lab/testviews/trace.jsonl" || d.Offset != int64(len(before)) || d.Seq != 0 || d.Live != "junk\n" {
 		t.Fatalf("foreign bytes reported as %+v, want seq 0 at %d", d, len(before))
 	}
 }

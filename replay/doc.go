@@ -15,8 +15,8 @@
 //     right then.
 //   - Demo builds a sample home to practise on.
 //
-// The source log is never modified. Views are files of the home outside
-// wal/, state/, quarantine/ and lab/exports/ (see ViewFiles).
+// The source log is never modified. Views are the files under feedback/,
+// lab/ (but not lab/exports/), pty/ and steps/ (see ViewFiles).
 //
 // # Finding the event behind a difference
 //

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -28,44 +29,48 @@ func DefaultProjector(h home.Home) (Projector, error) {
 	return projections.New(h), nil
 }
 
-// viewExcluded lists the home-relative paths that are not views: the log,
-// daemon state (token, daemon.json, checkpoint), quarantined bytes and
-// exports written on request.
-var viewExcluded = []string{"wal", "state", "quarantine", "lab/exports"}
+// viewRoots are the home-relative directories that hold views (SPEC §2).
+// Everything else — the log, daemon state (token, daemon.json, checkpoint),
+// quarantined bytes, exports written on request, files the operator keeps
+// in the home — is not a projection of the log.
+var viewRoots = []string{"feedback", "lab", "pty", "steps"}
+
+// viewExcluded are directories under viewRoots that are not views.
+var viewExcluded = []string{"lab/exports"}
 
 // ViewFiles lists the view files of a home, home-relative with forward
 // slashes, sorted. Hidden files (temporaries of atomic writes) are skipped.
 func ViewFiles(h home.Home) ([]string, error) {
 	var out []string
-	err := filepath.WalkDir(h.Dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
+	for _, root := range viewRoots {
+		err := filepath.WalkDir(filepath.Join(h.Dir, root), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil
+				}
+				return err
+			}
+			rel := h.Rel(p)
+			if slices.Contains(viewExcluded, rel) {
+				return filepath.SkipDir
+			}
+			if strings.HasPrefix(d.Name(), ".") {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
 				return nil
 			}
-			return err
-		}
-		rel := h.Rel(p)
-		if p == h.Dir {
-			return nil
-		}
-		for _, x := range viewExcluded {
-			if rel == x {
-				return filepath.SkipDir
-			}
-		}
-		if strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
-				return filepath.SkipDir
+			if d.Type().IsRegular() {
+				out = append(out, rel)
 			}
 			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		if d.Type().IsRegular() {
-			out = append(out, rel)
-		}
-		return nil
-	})
+	}
 	sort.Strings(out)
-	return out, err
+	return out, nil
 }
 
 // fileSize is the size of a home-relative file, -1 when it does not exist.

@@ -138,8 +138,8 @@ func snapshot(t *testing.T, h home.Home) map[string]string {
 }
 
 // lineProjector is a test projector with its own simple views beside the
-// production ones: one line per event in testviews/trace.jsonl, and terminal
-// output in testviews/<stream>.spool.
+// production ones: one line per event in lab/testviews/trace.jsonl, and terminal
+// output in lab/testviews/<stream>.spool.
 // With bugSeq set it writes a wrong byte at bugPos of that event's line.
 type lineProjector struct {
 	h      home.Home
@@ -155,7 +155,7 @@ func (p *lineProjector) Apply(evs []*events.Event) error {
 			b[p.bugPos] ^= 0x20
 			line = string(b)
 		}
-		if err := appendFile(filepath.Join(p.h.Dir, "testviews", "trace.jsonl"), []byte(line)); err != nil {
+		if err := appendFile(filepath.Join(p.h.Dir, "lab", "testviews", "trace.jsonl"), []byte(line)); err != nil {
 			return err
 		}
 		if ev.Type == events.TypePtyOutput {
@@ -163,7 +163,7 @@ func (p *lineProjector) Apply(evs []*events.Event) error {
 			if err != nil {
 				return err
 			}
-			if err := appendFile(filepath.Join(p.h.Dir, "testviews", ev.Stream+".spool"), o.Data); err != nil {
+			if err := appendFile(filepath.Join(p.h.Dir, "lab", "testviews", ev.Stream+".spool"), o.Data); err != nil {
 				return err
 			}
 		}
