@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/recovery"
 )
 
@@ -178,5 +180,49 @@ func TestStepCLI(t *testing.T) {
 		if code != tc.code || !strings.Contains(out, tc.want) {
 			t.Fatalf("%v: exit %d\n%s%s", tc.args, code, out, errOut)
 		}
+	}
+}
+
+// TestRecoverThroughDaemon: with a daemon holding the log, recover never
+// takes the lock: the daemon computes and applies the plan.
+func TestRecoverThroughDaemon(t *testing.T) {
+	h, _ := recCrashedHome(t, false)
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	tok, err := h.Token()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", Token: tok, SessionID: "lab_t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	addr := strings.TrimPrefix(hs.URL, "http://")
+	srv.SetListen(addr)
+	if err := labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: addr, TokenFile: h.TokenFile()}); err != nil {
+		t.Fatal(err)
+	}
+	defer labapi.RemoveDaemonInfo(h, os.Getpid())
+
+	code, out, errOut := recCLI(t, "recover", "--home", h.Dir)
+	if code != 0 || !strings.Contains(out, "current_pre_matches_expected  reset") {
+		t.Fatalf("plan via daemon: exit %d\n%s%s", code, out, errOut)
+	}
+	before := eng.Log().LastSeq()
+	code, out, errOut = recCLI(t, "recover", "--apply", "--home", h.Dir)
+	if code != 0 || eng.Log().LastSeq() != before+2 {
+		t.Fatalf("apply via daemon: exit %d, %d events\n%s%s", code, eng.Log().LastSeq()-before, out, errOut)
+	}
+	if code, _, errOut = recCLI(t, "recover", "--apply", "--home", h.Dir); code != 0 || eng.Log().LastSeq() != before+2 {
+		t.Fatalf("second apply via daemon: exit %d %s", code, errOut)
+	}
+	if code, _, errOut = recCLI(t, "recover", "--salvage", "--apply", "--home", h.Dir); code != 1 || !strings.Contains(errOut, "stop it before --salvage") {
+		t.Fatalf("salvage with a daemon: exit %d %s", code, errOut)
 	}
 }
