@@ -36,12 +36,14 @@ type Divergence struct {
 	Offset int64  `json:"offset"`
 	// Seq is the event that produced the shadow's bytes at Offset; 0 when
 	// the live file has bytes there that no event accounts for.
-	Seq        uint64        `json:"seq"`
-	Event      *events.Event `json:"event,omitempty"`
-	LiveSize   int64         `json:"liveSize"`   // -1: missing
-	ShadowSize int64         `json:"shadowSize"` // -1: missing
-	Live       string        `json:"live"`       // bytes of the live file around Offset
-	Shadow     string        `json:"shadow"`     // bytes of the shadow file around Offset
+	Seq   uint64        `json:"seq"`
+	Event *events.Event `json:"-"`
+	// Produced is Event rendered for JSON output.
+	Produced   *Rendered `json:"event,omitempty"`
+	LiveSize   int64     `json:"liveSize"`   // -1: missing
+	ShadowSize int64     `json:"shadowSize"` // -1: missing
+	Live       string    `json:"live"`       // bytes of the live file from Offset
+	Shadow     string    `json:"shadow"`     // bytes of the shadow file from Offset
 }
 
 // CheckReport is the outcome of Check.
@@ -141,7 +143,8 @@ func Check(ctx context.Context, opts CheckOptions) (*CheckReport, error) {
 				return err
 			}
 			if sz > divs[i].Offset {
-				divs[i].Seq, divs[i].Event = ev.Seq, ev
+				r := Render(ev)
+				divs[i].Seq, divs[i].Event, divs[i].Produced = ev.Seq, ev, &r
 				delete(pending, i)
 			}
 		}
