@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
@@ -28,11 +29,23 @@ func (h *harness) checkAfterRestart(ctx context.Context, round int) (resent, rep
 	if status, _, err := c.health(ctx); err != nil || status != "ok" {
 		h.l.violate("round %d: health after restart: %q %v", round, status, err)
 	}
+	var steps []string
+	t := time.Now()
+	lap := func(name string) {
+		steps = append(steps, fmt.Sprintf("%s %v", name, time.Since(t).Round(time.Millisecond)))
+		t = time.Now()
+	}
 	resent = h.resendUnknown(ctx, c, round)
+	lap("resend")
 	replayed = h.replayAcked(ctx, c, round)
+	lap("replay")
 	h.checkViews(round)
+	lap("views")
 	h.checkCursors(ctx, c, round)
+	lap("cursors")
 	h.checkRebuild(ctx, round, true)
+	lap("rebuild")
+	fmt.Fprintf(h.opts.Out, "round %d: checks: %s\n", round, strings.Join(steps, ", "))
 	return resent, replayed
 }
 
@@ -257,7 +270,7 @@ func (h *harness) checkCursors(ctx context.Context, c *client, round int) {
 		curs = append(curs[:maxCursorChecks-1], curs[len(curs)-1])
 	}
 	for _, cr := range curs {
-		page, r := pollPage(ctx, c, cr.cursor, 500)
+		page, r := pollPage(ctx, c, cr.cursor, 20)
 		if page == nil {
 			h.l.violate("round %d: cursor %s from round %d is no longer valid: %s", round, cr.cursor, cr.round, r)
 			continue
