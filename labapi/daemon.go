@@ -37,6 +37,8 @@ type DaemonOptions struct {
 	Ready func(info DaemonInfo)
 	// ShutdownTimeout bounds the drain of in-flight requests (default 10s).
 	ShutdownTimeout time.Duration
+
+	onServer func(*Server) // benchmarks: the server once built
 }
 
 // RunDaemon is `cmlab serve`: open the engine (tail repair and view
@@ -61,7 +63,7 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 	if info, err := ReadDaemonInfo(o.Home); err == nil {
 		return fmt.Errorf("a daemon already serves this home (pid %d at %s): stop it first or use its API", info.Pid, info.Listen)
 	}
-	eng, err := engine.Open(ctx, engine.Options{Home: o.Home})
+	eng, err := engine.Open(ctx, engine.Options{Home: o.Home, ReadOnly: o.ReadOnly})
 	if err != nil {
 		return err
 	}
@@ -109,6 +111,9 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 		return err
 	}
 	defer srv.Close()
+	if o.onServer != nil {
+		o.onServer(srv)
+	}
 	if !o.ReadOnly {
 		if err := srv.Start(ctx, os.Getpid(), addr); err != nil {
 			ln.Close()
