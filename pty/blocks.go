@@ -71,18 +71,6 @@ type BlockOutputResult struct {
 	Complete     bool   `json:"complete"`
 }
 
-// blockRange is the spool range of a block's output: from its begin to the
-// sentinel that ended it (or the spool end while it runs).
-func blockRange(c *convState, b *events.Block) (int64, int64) {
-	end := c.size()
-	if b.Status != events.BlockRunning && b.Status != events.BlockInteractive && b.SpoolEnd >= b.SpoolBegin && b.SpoolEnd > 0 {
-		end = b.SpoolEnd
-	} else if b.Status != events.BlockRunning && b.Status != events.BlockInteractive {
-		end = b.SpoolBegin
-	}
-	return b.SpoolBegin, min(end, c.size())
-}
-
 // BlockOutput reads a block's output from offset, at most maxBytes.
 func (m *Manager) BlockOutput(ctx context.Context, conv, id string, offset, maxBytes int64) (BlockOutputResult, error) {
 	if err := validConv(conv); err != nil {
@@ -100,8 +88,7 @@ func (m *Manager) BlockOutput(ctx context.Context, conv, id string, offset, maxB
 			err = fmt.Errorf("%w: block %q in conversation %q", ErrNotFound, id, conv)
 			return
 		}
-		s, e := blockRange(c, b)
-		out := c.spool[s:e]
+		out := c.blockOutput(id)
 		if offset < 0 || offset > int64(len(out)) {
 			err = fmt.Errorf("%w: offset %d is outside the block output [0, %d]", ErrInvalidCursor, offset, len(out))
 			return
@@ -143,33 +130,36 @@ func (m *Manager) Search(ctx context.Context, conv, q, blockID string) (SearchRe
 	res := SearchResult{OK: true, Matches: []SearchHit{}}
 	var err error
 	m.snapshot(conv, func(c *convState) {
-		lo, hi := int64(0), c.size()
+		ranges := []span{{0, c.size()}}
 		if blockID != "" {
-			b := c.byID[blockID]
-			if b == nil {
+			if c.byID[blockID] == nil {
 				err = fmt.Errorf("%w: block %q in conversation %q", ErrNotFound, blockID, conv)
 				return
 			}
-			lo, hi = blockRange(c, b)
+			ranges = c.outputs[blockID]
 		}
 		pat := []byte(q)
-		for pos := lo; pos < hi; {
-			i := bytes.Index(c.spool[pos:hi], pat)
-			if i < 0 {
-				break
+	scan:
+		for _, r := range ranges {
+			lo, hi := r.start, r.end
+			for pos := lo; pos < hi; {
+				i := bytes.Index(c.spool[pos:hi], pat)
+				if i < 0 {
+					break
+				}
+				at := pos + int64(i)
+				ls := int64(bytes.LastIndexByte(c.spool[lo:at], '\n')) + 1 + lo
+				le := hi
+				if j := bytes.IndexByte(c.spool[at:hi], '\n'); j >= 0 {
+					le = at + int64(j)
+				}
+				if len(res.Matches) == maxSearchHits {
+					res.Truncated = true
+					break scan
+				}
+				res.Matches = append(res.Matches, SearchHit{BlockID: blockAt(c, at), MatchCursor: at, Line: string(c.spool[ls:le]), LineCursor: ls})
+				pos = max(le, at+1)
 			}
-			at := pos + int64(i)
-			ls := int64(bytes.LastIndexByte(c.spool[lo:at], '\n')) + 1 + lo
-			le := hi
-			if j := bytes.IndexByte(c.spool[at:hi], '\n'); j >= 0 {
-				le = at + int64(j)
-			}
-			if len(res.Matches) == maxSearchHits {
-				res.Truncated = true
-				break
-			}
-			res.Matches = append(res.Matches, SearchHit{BlockID: blockAt(c, at), MatchCursor: at, Line: string(c.spool[ls:le]), LineCursor: ls})
-			pos = max(le, at+1)
 		}
 	})
 	return res, err
@@ -182,8 +172,10 @@ func blockAt(c *convState, off int64) string {
 		if b.SpoolBegin > off {
 			continue
 		}
-		if s, e := blockRange(c, b); off >= s && off < e {
-			return b.BlockID
+		for _, s := range c.outputs[b.BlockID] {
+			if off >= s.start && off < s.end {
+				return b.BlockID
+			}
 		}
 		return ""
 	}

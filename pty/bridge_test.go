@@ -241,7 +241,48 @@ func (b *bridge) checkLifecycles() map[string]events.Block {
 			b.t.Errorf("block %s: END without BEGIN", id)
 		}
 	}
+	b.checkDiskViews(final)
 	return final
+}
+
+// checkDiskViews compares the projected files with what the API serves:
+// output.spool with the spool, blocks/<id>.out with each block's output,
+// blocks.jsonl with the log's final block records.
+func (b *bridge) checkDiskViews(final map[string]events.Block) {
+	b.t.Helper()
+	if b.srv == nil {
+		return // closed
+	}
+	dir, _ := b.home.PtyDir(b.conv)
+	disk, err := os.ReadFile(filepath.Join(dir, "output.spool"))
+	if err != nil {
+		b.t.Errorf("output.spool: %v", err)
+		return
+	}
+	if sp := b.spool(); !bytes.Equal(disk, sp) {
+		b.t.Errorf("output.spool (%d bytes) differs from read_spool (%d bytes)", len(disk), len(sp))
+	}
+	fb, ok := b.blocksFile()
+	if !ok {
+		b.t.Errorf("no blocks.jsonl")
+	}
+	for _, raw := range b.get("blocks")["blocks"].([]any) {
+		id := raw.(map[string]any)["block_id"].(string)
+		blk := final[id]
+		if fb != nil {
+			if got := fb[id]; got.Status != blk.Status || got.Reason != blk.Reason {
+				b.t.Errorf("blocks.jsonl %+v, log %+v", got, blk)
+			}
+		}
+		out, err := os.ReadFile(filepath.Join(dir, "blocks", id+".out"))
+		if err != nil && !os.IsNotExist(err) {
+			b.t.Errorf("%s.out: %v", id, err)
+		}
+		api := b.get("blocks/" + id + "/output?max_bytes=4194304")
+		if string(out) != api["data"].(string) {
+			b.t.Errorf("blocks/%s.out = %q, API output %q", id, out, api["data"])
+		}
+	}
 }
 
 // blocksFile reads pty/<conv>/blocks.jsonl (last line per block wins), if

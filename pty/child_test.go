@@ -126,6 +126,7 @@ func TestDaemonSIGKILL(t *testing.T) {
 		t.Fatalf("second CloseCrashed = %v, %v (log %d → %d)", again, err, last, eng.Log().LastSeq())
 	}
 	b := openBridgeOn(t, h, eng)
+	b.conv = "convblock"
 	final := b.checkLifecycles()
 	for _, id := range []string{blockID, sessBlock} {
 		blk := final[id]
@@ -142,12 +143,7 @@ func TestDaemonSIGKILL(t *testing.T) {
 		if st := b.get("status"); st["mode"] != "idle" || st["shell_alive"] != false {
 			t.Fatalf("%s: status after restart %v", conv, st)
 		}
-		if dir, _ := h.PtyDir(conv); fileExists(filepath.Join(dir, "output.spool")) {
-			disk, _ := os.ReadFile(filepath.Join(dir, "output.spool"))
-			if string(disk) != string(got) {
-				t.Fatalf("%s: output.spool (%d bytes) differs from the log's spool (%d bytes)", conv, len(disk), len(got))
-			}
-		}
+		b.checkDiskViews(final)
 	}
 	// A new shell serves the next command; block numbering continues.
 	b.conv = "convblock"

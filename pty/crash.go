@@ -27,6 +27,7 @@ func CloseCrashed(ctx context.Context, eng *engine.Engine) ([]string, error) {
 	streamOf := map[string]string{}
 	shells := map[string]openShell{}
 	var shellOrder []string
+	spoolSize := map[string]int64{} // stream → spool size
 	for ev, err := range eng.Log().Events(1) {
 		if err != nil {
 			return nil, fmt.Errorf("pty: scan log: %w", err)
@@ -48,6 +49,18 @@ func CloseCrashed(ctx context.Context, eng *engine.Engine) ([]string, error) {
 				return nil, err
 			}
 			delete(open, d.Block.BlockID)
+		case events.TypePtyOutput:
+			d, err := events.DecodeAs[*events.PtyOutput](ev)
+			if err != nil {
+				return nil, err
+			}
+			spoolSize[ev.Stream] = max(spoolSize[ev.Stream], d.SpoolOffset+int64(len(d.Data)))
+		case events.TypePtyPrompt:
+			d, err := events.DecodeAs[*events.PtyPrompt](ev)
+			if err != nil {
+				return nil, err
+			}
+			spoolSize[ev.Stream] = max(spoolSize[ev.Stream], d.SpoolOffset+int64(len(d.Line)))
 		case events.TypePtySessionStarted:
 			d, err := events.DecodeAs[*events.PtySessionStarted](ev)
 			if err != nil {
@@ -72,6 +85,7 @@ func CloseCrashed(ctx context.Context, eng *engine.Engine) ([]string, error) {
 			continue
 		}
 		b.Status, b.Reason, b.TsEnd, b.ExitCode = events.BlockFailed, ReasonDaemonCrashed, now, nil
+		b.SpoolEnd = spoolSize[streamOf[id]]
 		evs = append(evs, events.MustNew(streamOf[id], &events.PtyBlockEnd{Block: b}))
 		closed = append(closed, id)
 	}
@@ -100,6 +114,7 @@ func (m *Manager) closeOrphan(ctx context.Context, conv string) error {
 	m.snapshot(conv, func(c *convState) {
 		if a := c.activeBlock(); a != nil {
 			cp := *a
+			cp.SpoolEnd = c.size()
 			b = &cp
 		}
 	})

@@ -272,7 +272,11 @@ func (sh *shell) appendLoop() {
 				if last != '\n' {
 					line = "\n" + line // the sentinel always starts a line of its own
 				}
-				ending := cur.BlockID != "" && beginSeen[cur.BlockID]
+				// A prompt ends the active block once the shell has begun it
+				// (PS0 mark). An interrupt that reaches the shell before it
+				// runs the line flushes the typed line: the prompt that
+				// follows ends the block too.
+				ending := cur.BlockID != "" && (beginSeen[cur.BlockID] || interrupted)
 				pr := &events.PtyPrompt{PromptTS: it.TS, Cwd: it.Cwd, ExitCode: &exit, SpoolOffset: off, Line: line}
 				if ending {
 					pr.BlockID = cur.BlockID

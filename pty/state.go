@@ -30,16 +30,17 @@ type convState struct {
 	prompts []promptRec
 	blocks  []*events.Block
 	byID    map[string]*events.Block
-	active  string // block begun and not ended, "" when idle
-	shellID string // last shell started
-	live    bool   // a started shell has no pty.session.ended yet
+	outputs map[string][]span // block id → its pty.output ranges (blocks/<id>.out)
+	active  string            // block begun and not ended, "" when idle
+	shellID string            // last shell started
+	live    bool              // a started shell has no pty.session.ended yet
 	cols    int
 	rows    int
 	changed chan struct{} // closed and replaced on every change
 }
 
 func newConvState(id string) *convState {
-	return &convState{id: id, byID: map[string]*events.Block{}, changed: make(chan struct{})}
+	return &convState{id: id, byID: map[string]*events.Block{}, outputs: map[string][]span{}, changed: make(chan struct{})}
 }
 
 func (c *convState) mode() string {
@@ -107,6 +108,15 @@ func (m *Manager) observe(ev *events.Event) {
 		// Offsets are assigned by the one writer of the spool; a gap or
 		// overlap would be a bug, so the bytes land where the event says.
 		c.writeAt(d.SpoolOffset, d.Data)
+		if d.BlockID != "" && len(d.Data) > 0 {
+			segs := c.outputs[d.BlockID]
+			if n := len(segs); n > 0 && segs[n-1].end == d.SpoolOffset {
+				segs[n-1].end += int64(len(d.Data))
+			} else {
+				segs = append(segs, span{d.SpoolOffset, d.SpoolOffset + int64(len(d.Data))})
+			}
+			c.outputs[d.BlockID] = segs
+		}
 	case *events.PtyPrompt:
 		line := []byte(d.Line)
 		c.writeAt(d.SpoolOffset, line)
@@ -118,6 +128,23 @@ func (m *Manager) observe(ev *events.Event) {
 			ts: d.PromptTS, cwd: d.Cwd, exit: d.ExitCode, blockID: d.BlockID})
 	}
 	c.notify()
+}
+
+// span is a byte range [start, end) of the spool.
+type span struct{ start, end int64 }
+
+// blockOutput is the block's output: the data of its pty.output events,
+// exactly what the projector writes to blocks/<id>.out.
+func (c *convState) blockOutput(id string) []byte {
+	segs := c.outputs[id]
+	if len(segs) == 1 {
+		return c.spool[segs[0].start:segs[0].end]
+	}
+	var out []byte
+	for _, s := range segs {
+		out = append(out, c.spool[s.start:s.end]...)
+	}
+	return out
 }
 
 func (c *convState) writeAt(off int64, data []byte) {
