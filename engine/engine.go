@@ -69,6 +69,9 @@ type Options struct {
 	// RebuildViews ignores the checkpoint and rebuilds every view from the
 	// log at open (`cmlab rebuild` on a home no daemon holds).
 	RebuildViews bool
+	// Faults, when set, injects write and fsync failures into the log
+	// (fault tests of the packages above, e.g. the API's degraded mode).
+	Faults *wal.Faults
 }
 
 // Engine is an open home. Safe for concurrent use.
@@ -124,6 +127,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		NoSync:        opts.NoSync,
 		Now:           opts.Now,
 		Apply:         e.apply,
+		Faults:        opts.Faults,
 	})
 	if err != nil {
 		proj.CloseNoCheckpoint()

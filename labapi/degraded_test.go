@@ -1,0 +1,61 @@
+package labapi
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/wal"
+)
+
+// TestDegradedOnFsyncFailure: an fsync failure puts the log in its failed
+// state; the write that hit it and every later one answer 503 DEGRADED
+// with a fix, nothing is acknowledged, health says degraded with the
+// cause, and reads keep working.
+func TestDegradedOnFsyncFailure(t *testing.T) {
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	faults := &wal.Faults{}
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h, Faults: faults})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	tok, _ := h.Token()
+	srv, err := New(Options{Engine: eng, Listen: "127.0.0.1:0", Token: tok, SessionID: "lab_test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	defer srv.Close()
+	tl := &testLab{t: t, home: h, eng: eng, srv: srv, hs: hs, token: tok}
+	if r := tl.do("POST", "/api/feedback", `{"notes":"ok"}`); r.status != 200 {
+		t.Fatalf("healthy write: %d %s", r.status, r.body)
+	}
+	seq := tl.lastSeq()
+	faults.FailSync(errors.New("no space left on device"))
+	r := tl.do("POST", "/api/feedback", `{"notes":"lost"}`, "X-CM-LAB-REQUEST-ID", "k-degraded")
+	if r.status != 503 || r.code() != CodeDegraded || !strings.Contains(string(r.body), "no space left on device") || !strings.Contains(string(r.body), `"fix"`) {
+		t.Fatalf("write hitting the fsync failure: %d %s", r.status, r.body)
+	}
+	r = tl.do("POST", "/api/feedback", `{"notes":"later"}`)
+	if r.status != 503 || r.code() != CodeDegraded {
+		t.Fatalf("later write: %d %s", r.status, r.body)
+	}
+	if got := tl.lastSeq(); got != seq {
+		t.Fatalf("LastSeq moved %d → %d while failed", seq, got)
+	}
+	h2 := tl.do("GET", "/api/health", "").json(t)
+	if h2["status"] != "degraded" || !strings.Contains(h2["cause"].(string), "no space left on device") {
+		t.Fatalf("health: %v", h2)
+	}
+	r = tl.do("GET", "/api/feedback?since=0", "")
+	if r.status != 200 || strings.Count(string(r.body), `"id"`) != 1 {
+		t.Fatalf("read while degraded: %d %s", r.status, r.body)
+	}
+}
