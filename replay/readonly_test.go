@@ -1,0 +1,139 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
+)
+
+// TestReadOnlyServeOfReplayedHome replays the demo home to the moment the
+// experiment was created (before its submit), serves the replayed home
+// read-only, and checks that reads answer as of that moment and that every
+// POST route is refused without touching the log or the views.
+func TestReadOnlyServeOfReplayedHome(t *testing.T) {
+	ctx := context.Background()
+	tmp := t.TempDir()
+	src := home.Home{Dir: filepath.Join(tmp, "demo")}
+	demo, err := Demo(ctx, DemoOptions{Home: src, NoTerminal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := OpenLog(src.WALDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := Select(ctx, log, Filter{Types: []string{events.TypeExperimentCreated}})
+	if err != nil || len(created) != 1 {
+		t.Fatalf("experiment.created events: %d, %v", len(created), err)
+	}
+	n := created[0].Seq
+	at := home.Home{Dir: filepath.Join(tmp, "at")}
+	if _, err := To(ctx, ToOptions{Src: src, Into: at, UpTo: n}); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, at)
+
+	dctx, stop := context.WithCancel(ctx)
+	ready := make(chan labapi.DaemonInfo, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- labapi.RunDaemon(dctx, labapi.DaemonOptions{Home: at, Listen: "127.0.0.1:0", ReadOnly: true,
+			Ready: func(info labapi.DaemonInfo) { ready <- info }})
+	}()
+	var info labapi.DaemonInfo
+	select {
+	case info = <-ready:
+	case err := <-done:
+		stop()
+		t.Fatalf("read-only daemon did not start: %v", err)
+	}
+	tok, err := at.Token()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := labapi.NewClient(info.Listen, tok)
+
+	var health struct {
+		WalIndex uint64 `json:"walIndex"`
+		ReadOnly bool   `json:"readOnly"`
+	}
+	if err := c.Do(ctx, "GET", "/api/health", "", nil, &health); err != nil || health.WalIndex != n || !health.ReadOnly {
+		t.Fatalf("health %+v, %v; want walIndex %d read-only", health, err, n)
+	}
+	var exp struct {
+		Status string `json:"status"`
+	}
+	if err := c.Do(ctx, "GET", "/api/experiments/"+demo.ExperimentID, "", nil, &exp); err != nil || exp.Status != "queued" {
+		t.Fatalf("experiment as of seq %d: %+v, %v; want queued (not yet submitted)", n, exp, err)
+	}
+	var fb struct {
+		Items []map[string]any `json:"items"`
+	}
+	if err := c.Do(ctx, "GET", "/api/feedback", "", nil, &fb); err != nil || len(fb.Items) != len(demo.FeedbackIDs) {
+		t.Fatalf("feedback as of seq %d: %d items, %v; want %d", n, len(fb.Items), err, len(demo.FeedbackIDs))
+	}
+	var runs struct {
+		Items []map[string]any `json:"items"`
+	}
+	if err := c.Do(ctx, "GET", "/api/runs", "", nil, &runs); err != nil || len(runs.Items) != 3 {
+		t.Fatalf("runs: %d items, %v", len(runs.Items), err)
+	}
+
+	posts := []struct{ path, body string }{
+		{"/api/feedback", `{"runId":"` + demo.Runs[0] + `","ratings":{"overall":50}}`},
+		{"/api/runs/import", `{"path":"` + filepath.Join(src.Dir, "output", "runs", "baseline") + `"}`},
+		{"/api/experiments", `{"name":"x","hypothesis":"y","topic":"z","baselineRunId":"` + demo.Runs[0] + `","variants":[{"label":"a","runId":"` + demo.Runs[1] + `"}]}`},
+		{"/api/experiments/" + demo.ExperimentID + "/submit", `{"perRun":[{"runId":"` + demo.Runs[0] + `","ratings":{"overall":1}}]}`},
+		{"/api/export", `{"sessionId":"` + demo.SessionID + `"}`},
+		{"/api/pty/demo/exec_block", `{"cmd":"echo no"}`},
+		{"/api/pty/demo/exec_interactive", `{"cmd":"cat"}`},
+		{"/api/pty/demo/send", `{"data":"x"}`},
+		{"/api/pty/demo/wait_for", `{"match":"x","match_type":"substring","from_cursor":0,"timeout_ms":10}`},
+		{"/api/pty/demo/wait_prompt", `{"timeout_ms":10}`},
+		{"/api/pty/demo/expect_send", `{"expect":"x","send":"y","from_cursor":0,"timeout_ms":10}`},
+		{"/api/pty/demo/read_spool", `{"from_cursor":0}`},
+		{"/api/pty/demo/end_session", `{}`},
+		{"/api/pty/demo/reset", `{}`},
+		{"/api/steps/" + demo.MandateID + "/plan", `{"steps":[]}`},
+		{"/api/steps/" + demo.MandateID + "/executing", `{"step_id":"s1"}`},
+		{"/api/steps/" + demo.MandateID + "/completed", `{"step_id":"s1"}`},
+		{"/api/steps/" + demo.MandateID + "/failed", `{"step_id":"s1"}`},
+		{"/api/steps/" + demo.MandateID + "/review", `{"step_id":"s1"}`},
+		{"/api/recovery/apply", `{}`},
+	}
+	for i, p := range posts {
+		err := c.Do(ctx, "POST", p.path, fmt.Sprintf("ro-%d", i), []byte(p.body), nil)
+		var ae *labapi.APIError
+		if !errors.As(err, &ae) || ae.Status() != http.StatusForbidden || !strings.Contains(strings.ToLower(ae.Message), "read-only") {
+			t.Errorf("POST %s: %v, want 403 read-only", p.path, err)
+		}
+	}
+	stop()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	atLog, err := OpenLog(at.WALDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last, err := atLog.LastSeq(ctx); err != nil || last != n {
+		t.Fatalf("replayed log ends at %d (%v) after the read-only daemon, want %d", last, err, n)
+	}
+	after := snapshot(t, at)
+	if len(after) != len(before) {
+		t.Fatalf("view files changed: %v → %v", keys(before), keys(after))
+	}
+	for f, b := range before {
+		if after[f] != b {
+			t.Errorf("%s changed while serving read-only", f)
+		}
+	}
+}
