@@ -253,14 +253,20 @@ func (p *Projector) Apply(evs []*events.Event) error {
 }
 
 func (p *Projector) applyOne(ev *events.Event) error {
-	if err := render(ev, &p.r); err != nil {
+	err := render(ev, &p.r)
+	return p.applyRendered(ev, &p.r, err)
+}
+
+// applyRendered writes what render produced for ev (renderErr is its error).
+func (p *Projector) applyRendered(ev *events.Event, r *rendered, renderErr error) error {
+	if renderErr != nil {
 		// Not projectable (unknown version, malformed payload): every
 		// projection of this log skips it alike, so views stay deterministic.
 		p.skipped++
 		return nil
 	}
 	catchingUp := ev.Seq != 0 && ev.Seq <= p.skipThrough
-	for _, w := range p.r.writes {
+	for _, w := range r.writes {
 		if catchingUp && p.intact[w.view] {
 			continue
 		}
@@ -281,6 +287,36 @@ func (p *Projector) applyOne(ev *events.Event) error {
 		}
 	}
 	return nil
+}
+
+// applyBatch applies events whose rendering was done elsewhere (Rebuild's
+// workers): rs[i] and errs[i] belong to evs[i].
+func (p *Projector) applyBatch(evs []*events.Event, rs []rendered, errs []error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if p.failed != nil {
+		return p.failed
+	}
+	for i, ev := range evs {
+		if ev.Seq != 0 && ev.Seq <= p.last {
+			continue
+		}
+		if err := p.applyRendered(ev, &rs[i], errs[i]); err != nil {
+			p.flushAll()
+			p.failed = err
+			return err
+		}
+		if ev.Seq != 0 {
+			p.last = ev.Seq
+		}
+	}
+	if p.opts.Exclusive {
+		return nil
+	}
+	return p.flushAll()
 }
 
 // file returns the open view file, opening (and creating) it if needed.

@@ -9,8 +9,10 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
@@ -49,41 +51,17 @@ func Rebuild(ctx context.Context, src iter.Seq2[*events.Event, error], dst home.
 	if err != nil {
 		return res, err
 	}
-	batch := make([]*events.Event, 0, rebuildBatch)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		if err := p.Apply(batch); err != nil {
+	runErr := pipeline(ctx, src, opts.UpTo, func(b *renderBatch) error {
+		if err := p.applyBatch(b.evs, b.rs, b.errs); err != nil {
 			return err
 		}
-		res.Events += len(batch)
-		res.LastSeq = batch[len(batch)-1].Seq
+		res.Events += len(b.evs)
+		res.LastSeq = b.evs[len(b.evs)-1].Seq
 		if opts.Progress != nil {
 			opts.Progress(res.LastSeq, res.Events)
 		}
-		batch = batch[:0]
 		return ctx.Err()
-	}
-	var runErr error
-	for ev, err := range src {
-		if err != nil {
-			runErr = err
-			break
-		}
-		if opts.UpTo != 0 && ev.Seq > opts.UpTo {
-			break
-		}
-		batch = append(batch, ev)
-		if len(batch) == cap(batch) {
-			if runErr = flush(); runErr != nil {
-				break
-			}
-		}
-	}
-	if runErr == nil {
-		runErr = flush()
-	}
+	})
 	res.Skipped = p.Skipped()
 	if runErr != nil {
 		p.CloseNoCheckpoint()
@@ -93,6 +71,86 @@ func Rebuild(ctx context.Context, src iter.Seq2[*events.Event, error], dst home.
 		return res, fmt.Errorf("projections: rebuild: %w", err)
 	}
 	return res, nil
+}
+
+// renderBatch is a run of consecutive events and their renderings.
+type renderBatch struct {
+	evs  []*events.Event
+	rs   []rendered
+	errs []error
+	done chan struct{}
+}
+
+// pipeline reads src on the calling goroutine, renders batches on
+// GOMAXPROCS workers (render is a pure function of the event) and hands
+// them to apply in log order on one more goroutine.
+func pipeline(ctx context.Context, src iter.Seq2[*events.Event, error], upTo uint64, apply func(*renderBatch) error) error {
+	workers := max(1, runtime.GOMAXPROCS(0))
+	jobs := make(chan *renderBatch, workers*2)
+	ordered := make(chan *renderBatch, workers*4)
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range jobs {
+				for i, ev := range b.evs {
+					b.errs[i] = render(ev, &b.rs[i])
+				}
+				close(b.done)
+			}
+		}()
+	}
+	applyErr := make(chan error, 1)
+	go func() {
+		var err error
+		for b := range ordered {
+			<-b.done
+			if err == nil {
+				err = apply(b)
+			}
+		}
+		applyErr <- err
+	}()
+	var readErr error
+	newBatch := func() *renderBatch {
+		return &renderBatch{evs: make([]*events.Event, 0, rebuildBatch), done: make(chan struct{})}
+	}
+	send := func(b *renderBatch) {
+		b.rs = make([]rendered, len(b.evs))
+		b.errs = make([]error, len(b.evs))
+		ordered <- b
+		jobs <- b
+	}
+	b := newBatch()
+	for ev, err := range src {
+		if err != nil {
+			readErr = err
+			break
+		}
+		if upTo != 0 && ev.Seq > upTo {
+			break
+		}
+		b.evs = append(b.evs, ev)
+		if len(b.evs) == rebuildBatch {
+			send(b)
+			b = newBatch()
+			if err := ctx.Err(); err != nil {
+				readErr = err
+				break
+			}
+		}
+	}
+	if len(b.evs) > 0 && readErr == nil {
+		send(b)
+	}
+	close(jobs)
+	close(ordered)
+	wg.Wait()
+	if err := <-applyErr; err != nil {
+		return err
+	}
+	return readErr
 }
 
 // viewRoots are the home-relative places views live; lab/exports is not a

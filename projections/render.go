@@ -191,18 +191,22 @@ func renderLab(ev *events.Event, r *rendered) error {
 	}
 	ts := ev.ISOTime()
 	entity := ""
+	// data is the payload as the session's events.jsonl shows it: the
+	// records as projected (createdAt/updatedAt filled in).
+	var data []byte
 	switch p := p.(type) {
 	case *events.FeedbackSubmitted:
 		e := p.Entry
 		if e.CreatedAt == "" {
 			e.CreatedAt = ts
 		}
-		line, err := jsonLine(&e)
+		line, err := appendFeedbackEntry(make([]byte, 0, 512), &e)
 		if err != nil {
 			return err
 		}
 		r.add(FeedbackView, line)
 		entity = e.ID
+		data = wrap1("entry", line)
 	case *events.FeedbackIngested:
 		line := make([]byte, len(p.Raw)+1)
 		copy(line, p.Raw)
@@ -213,33 +217,37 @@ func renderLab(ev *events.Event, r *rendered) error {
 		if run.CreatedAt == "" {
 			run.CreatedAt = ts
 		}
-		line, err := jsonLine(&run)
+		line, err := appendLabRun(make([]byte, 0, 512), &run)
 		if err != nil {
 			return err
 		}
 		r.add(RunsView, line)
 		entity = run.RunID
+		data = wrap1("run", line)
 	case *events.ExperimentCreated:
 		x := p.Experiment
 		if x.CreatedAt == "" {
 			x.CreatedAt = ts
 		}
-		line, err := jsonLine(&x)
+		line, err := appendLabExperiment(make([]byte, 0, 512), &x)
 		if err != nil {
 			return err
 		}
 		r.add(ExperimentsView, line)
 		entity = x.ExperimentID
+		data = wrap1("experiment", line)
 	case *events.ExperimentSubmitted:
+		fb := make([][]byte, len(p.Feedback))
 		for i := range p.Feedback {
 			e := p.Feedback[i]
 			if e.CreatedAt == "" {
 				e.CreatedAt = ts
 			}
-			line, err := jsonLine(&e)
+			line, err := appendFeedbackEntry(make([]byte, 0, 512), &e)
 			if err != nil {
 				return err
 			}
+			fb[i] = line
 			r.add(FeedbackView, line)
 		}
 		x := p.Experiment
@@ -249,12 +257,21 @@ func renderLab(ev *events.Event, r *rendered) error {
 		if x.UpdatedAt == "" {
 			x.UpdatedAt = ts
 		}
-		line, err := jsonLine(&x)
+		line, err := appendLabExperiment(make([]byte, 0, 512), &x)
 		if err != nil {
 			return err
 		}
 		r.add(ExperimentsView, line)
 		entity = x.ExperimentID
+		data = wrap1("experiment", line)
+		data = append(data[:len(data)-1], `,"feedback":[`...)
+		for i, l := range fb {
+			if i > 0 {
+				data = append(data, ',')
+			}
+			data = append(data, l[:len(l)-1]...)
+		}
+		data = append(data, "]}"...)
 	case *events.ExperimentUpdated:
 		x := p.Experiment
 		if x.CreatedAt == "" {
@@ -263,27 +280,38 @@ func renderLab(ev *events.Event, r *rendered) error {
 		if x.UpdatedAt == "" {
 			x.UpdatedAt = ts
 		}
-		line, err := jsonLine(&x)
+		line, err := appendLabExperiment(make([]byte, 0, 512), &x)
 		if err != nil {
 			return err
 		}
 		r.add(ExperimentsView, line)
 		entity = x.ExperimentID
+		data = wrap1("experiment", line)
 	case *events.IdempotencyRecorded:
 		entity = p.EntityID
 	}
 	if isLabSession(ev.Stream) {
-		data, err := json.Marshal(p)
-		if err != nil {
-			return err
+		if data == nil {
+			line, err := jsonLine(p)
+			if err != nil {
+				return err
+			}
+			data = line[:len(line)-1]
 		}
-		line, err := jsonLine(&SessionEventLine{Seq: ev.Seq, ID: ev.ID, Type: ev.Type, CreatedAt: ts, RequestID: ev.Req, Data: data})
-		if err != nil {
-			return err
-		}
-		r.add(SessionEventsView(ev.Stream), line)
+		r.add(SessionEventsView(ev.Stream), appendSessionEventLine(make([]byte, 0, len(data)+160),
+			&SessionEventLine{Seq: ev.Seq, ID: ev.ID, Type: ev.Type, CreatedAt: ts, RequestID: ev.Req, Data: data}))
 	}
 	return renderIdempotency(ev, entity, r)
+}
+
+// wrap1 returns {"key":line} for a rendered line (its '\n' dropped).
+func wrap1(key string, line []byte) []byte {
+	b := make([]byte, 0, len(line)+len(key)+8)
+	b = append(b, '{', '"')
+	b = append(b, key...)
+	b = append(b, '"', ':')
+	b = append(b, line[:len(line)-1]...)
+	return append(b, '}')
 }
 
 // idempotencyType names the kind of request an event answers, as the
@@ -318,7 +346,7 @@ func renderIdempotency(ev *events.Event, entity string, r *rendered) error {
 	if len(ev.Resp) > 0 && json.Valid(ev.Resp) {
 		resp = ev.Resp
 	}
-	line, err := jsonLine(&IdempotencyLine{RequestID: ev.Req, Type: typ, EntityID: entity, CreatedAt: ev.ISOTime(), Response: resp})
+	line, err := appendIdempotencyLine(make([]byte, 0, 256+len(resp)), &IdempotencyLine{RequestID: ev.Req, Type: typ, EntityID: entity, CreatedAt: ev.ISOTime(), Response: resp})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,89 @@
+package projections
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/cmlab/cmlab/events"
+)
+
+var trickyStrings = []string{"", "plain", "quote\" back\\slash", "ctl\x00\x01\x1f\b\f\n\r\t", "<html> & 'x'", "\u2028\u2029", "bad utf8 \xff\xfe", "ünïcödé ✓ 🎬", "\x7f del"}
+
+// TestEncodersMatchEncodingJSON holds the hand-written encoders to the
+// bytes encoding/json (HTML escaping off) produces.
+func TestEncodersMatchEncodingJSON(t *testing.T) {
+	check := func(name string, got []byte, err error, v any) {
+		t.Helper()
+		want, werr := jsonLine(v)
+		if err != nil || werr != nil {
+			if (err == nil) != (werr == nil) {
+				t.Fatalf("%s: error %v, encoding/json %v", name, err, werr)
+			}
+			return
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s:\n got %s\nwant %s", name, got, want)
+		}
+	}
+	for _, s := range trickyStrings {
+		got := appendString(nil, s)
+		want, _ := jsonLine(s)
+		if !bytes.Equal(got, want[:len(want)-1]) {
+			t.Fatalf("string %q: got %s want %s", s, got, want)
+		}
+	}
+	n := 0
+	for ev := range Workload(WorkloadMixedLab, 3, 3000) {
+		p, err := ev.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch p := p.(type) {
+		case *events.FeedbackSubmitted:
+			p.Entry.Topic = trickyStrings[n%len(trickyStrings)]
+			if n%5 == 0 {
+				p.Entry.Answers = json.RawMessage(" { \"q1\" : \"yes\" } ")
+				p.Entry.Extra = json.RawMessage(`[1, 2]`)
+				p.Entry.Reports = &events.FeedbackReports{ScorePath: "/a/score.json"}
+				v := 1.5
+				p.Entry.AutoMetricsSnapshot = &events.AutoMetricsSnapshot{MeanDriftMs: &v}
+				p.Entry.Tags = []string{}
+			}
+			got, err := appendFeedbackEntry(nil, &p.Entry)
+			check("feedback", got, err, &p.Entry)
+		case *events.RunImported:
+			p.Run.Topic = trickyStrings[n%len(trickyStrings)]
+			if n%3 == 0 {
+				v := 0.25
+				p.Run.AutoMetricsSummary = &events.AutoMetricsSummary{MaxDriftMs: &v, SyncLabel: "ok"}
+				p.Run.Reports = &events.RunReports{Sync: "s.json"}
+				p.Run.Fingerprint.Script = &events.FileStat{SizeBytes: 3}
+			}
+			got, err := appendLabRun(nil, &p.Run)
+			check("run", got, err, &p.Run)
+		case *events.ExperimentCreated:
+			p.Experiment.Name = trickyStrings[n%len(trickyStrings)]
+			if n%2 == 0 {
+				p.Experiment.Variants, p.Experiment.Questions = nil, nil
+			}
+			got, err := appendLabExperiment(nil, &p.Experiment)
+			check("experiment", got, err, &p.Experiment)
+		case *events.ExperimentSubmitted:
+			got, err := appendLabExperiment(nil, &p.Experiment)
+			check("submitted", got, err, &p.Experiment)
+		}
+		if ev.Req != "" {
+			l := &IdempotencyLine{RequestID: ev.Req, Type: "x", EntityID: trickyStrings[n%len(trickyStrings)], CreatedAt: "t", Response: ev.Resp}
+			got, err := appendIdempotencyLine(nil, l)
+			check("idempotency", got, err, l)
+		}
+		l := &SessionEventLine{Seq: ev.Seq, ID: ev.ID, Type: ev.Type, CreatedAt: "c", RequestID: ev.Req, Data: json.RawMessage(`{"a":1}`)}
+		check("session event", appendSessionEventLine(nil, l), nil, l)
+		n++
+	}
+	// Invalid raw JSON is an error, as with encoding/json.
+	if _, err := appendFeedbackEntry(nil, &events.FeedbackEntry{Answers: json.RawMessage("{bad")}); err == nil {
+		t.Fatal("invalid answers encoded without error")
+	}
+}
