@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// cli runs the CLI in-process and returns exit code, stdout, stderr.
+func cli(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	g := &globalOpts{stdout: &out, stderr: &errb}
+	code := run(g, args)
+	return code, out.String(), errb.String()
+}
+
+// TestLabCLIWithoutDaemon drives feedback, runs, experiments, export and
+// status through the in-process client (no daemon running).
+func TestLabCLIWithoutDaemon(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	h := filepath.Join(dir, "home")
+	for _, r := range []string{"a", "b"} {
+		os.MkdirAll(filepath.Join(dir, "output", r), 0o700)
+		os.WriteFile(filepath.Join(dir, "output", r, "video.mp4"), []byte("video "+r), 0o600)
+	}
+	code, out, errs := cli(t, "--home", h, "feedback", "add", "--notes", "first", "--rating", "overall=80", "--request-id", "k1")
+	fbID := strings.TrimSpace(out)
+	if code != 0 || !strings.HasPrefix(fbID, "fb_") {
+		t.Fatalf("feedback add: %d %q %q", code, out, errs)
+	}
+	if code, out, _ = cli(t, "--home", h, "feedback", "add", "--notes", "first", "--rating", "overall=80", "--request-id", "k1"); strings.TrimSpace(out) != fbID {
+		t.Fatalf("retry with the same request id: %d %q", code, out)
+	}
+	code, _, errs = cli(t, "--home", h, "feedback", "add", "--rating", "overall=101")
+	if code != 1 || !strings.Contains(errs, "INVALID_ARGUMENT") || !strings.Contains(errs, "fix:") {
+		t.Fatalf("bad rating: %d %q", code, errs)
+	}
+	code, out, _ = cli(t, "--home", h, "--json", "feedback", "poll", "--since", "0")
+	var page struct {
+		Items      []map[string]any `json:"items"`
+		NextCursor string           `json:"nextCursor"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &page) != nil || len(page.Items) != 1 || page.Items[0]["id"] != fbID {
+		t.Fatalf("poll: %d %s", code, out)
+	}
+	code, out, _ = cli(t, "--home", h, "feedback", "poll", "--since", page.NextCursor)
+	if code != 0 || out != "" {
+		t.Fatalf("second poll: %d %q", code, out)
+	}
+	if code, _, errs = cli(t, "--home", h, "feedback", "poll", "--since", "1"); code != 1 || !strings.Contains(errs, "INVALID_CURSOR") {
+		t.Fatalf("misaligned poll: %d %q", code, errs)
+	}
+
+	_, outA, _ := cli(t, "--home", h, "runs", "import", "output/a")
+	_, outB, _ := cli(t, "--home", h, "runs", "import", filepath.Join(dir, "output", "b", "video.mp4"))
+	runA, runB := strings.TrimSpace(outA), strings.TrimSpace(outB)
+	if !strings.HasPrefix(runA, "run_") || !strings.HasPrefix(runB, "run_") || runA == runB {
+		t.Fatalf("imports: %q %q", outA, outB)
+	}
+	if code, _, errs = cli(t, "--home", h, "runs", "import", "/etc"); code != 1 || !strings.Contains(errs, "FORBIDDEN") || !strings.Contains(errs, "--allow-root") {
+		t.Fatalf("import outside roots: %d %q", code, errs)
+	}
+	code, out, _ = cli(t, "--home", h, "runs", "list")
+	if code != 0 || !strings.Contains(out, runA) || !strings.Contains(out, runB) {
+		t.Fatalf("runs list: %d %q", code, out)
+	}
+	code, out, errs = cli(t, "--home", h, "experiments", "create", "--baseline", runA, "--variant", "B="+runB)
+	expID := strings.TrimSpace(out)
+	if code != 0 || !strings.HasPrefix(expID, "exp_") {
+		t.Fatalf("create: %d %q %q", code, out, errs)
+	}
+	body := filepath.Join(dir, "submit.json")
+	os.WriteFile(body, []byte(`{"winnerVariantId":"baseline","perRun":[{"runId":"`+runA+`","ratings":{"overall":70}},{"runId":"`+runB+`","ratings":{"overall":60}}]}`), 0o600)
+	code, out, errs = cli(t, "--home", h, "experiments", "submit", expID, "--body", body)
+	if code != 0 || strings.Count(out, "fb_") != 2 {
+		t.Fatalf("submit: %d %q %q", code, out, errs)
+	}
+	code, out, _ = cli(t, "--home", h, "experiments", "get", expID)
+	if code != 0 || !strings.Contains(out, `"status": "done"`) {
+		t.Fatalf("get: %d %q", code, out)
+	}
+	if code, out, _ = cli(t, "--home", h, "experiments", "list"); code != 0 || !strings.Contains(out, expID) {
+		t.Fatalf("list: %d %q", code, out)
+	}
+	code, out, errs = cli(t, "--home", h, "export", "--session", "lab_x", "--path", "/tmp/evil.json")
+	if code != 1 || !strings.Contains(errs, "FORBIDDEN") {
+		t.Fatalf("export outside: %d %q %q", code, out, errs)
+	}
+	code, out, _ = cli(t, "--home", h, "--json", "status")
+	var st struct {
+		Daemon *struct{} `json:"daemon"`
+		Health struct {
+			Status   string `json:"status"`
+			WalIndex uint64 `json:"walIndex"`
+		} `json:"health"`
+		LogBytes int64 `json:"logBytes"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Daemon != nil || st.Health.Status != "ok" || st.Health.WalIndex == 0 || st.LogBytes == 0 {
+		t.Fatalf("status: %d %s", code, out)
+	}
+}
