@@ -150,12 +150,17 @@ func BuildPlan(mandates []*MandateState, opts PlanOptions) *Plan {
 			if v.Kind == AlreadyDone && v.Evidence.Reason == ReasonCurrentMatchesPost {
 				ps.Evidence.PostHash = v.PostHash
 			}
+			// Under a running daemon, a step its runners moved (or, for a
+			// pending step, a mandate they are moving) is not a crash's.
 			live := opts.LiveAfter > 0 && s.LastSeq > opts.LiveAfter
+			liveMandate := opts.LiveAfter > 0 && m.LastSeq > opts.LiveAfter
 			switch {
 			case s.Orphan:
 				ps.Note = "orphan transition (no plan names this step)"
 			case live && s.Status == events.StatusExecuting:
 				ps.Note = "in progress under the running daemon"
+			case liveMandate && s.Status == events.StatusPending && v.Kind != SafeToRetry:
+				ps.Note = "mandate in progress under the running daemon"
 			case s.Status == events.StatusExecuting:
 				ps.Action = map[string]string{AlreadyDone: ActionComplete, SafeToRetry: ActionReset, ManualReview: ActionNeedsReview}[v.Kind]
 			case s.Status == events.StatusPending && v.Kind == AlreadyDone:

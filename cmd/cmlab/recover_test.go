@@ -183,15 +183,14 @@ func TestStepCLI(t *testing.T) {
 	}
 }
 
-// TestRecoverThroughDaemon: with a daemon holding the log, recover never
-// takes the lock: the daemon computes and applies the plan.
-func TestRecoverThroughDaemon(t *testing.T) {
-	h, _ := recCrashedHome(t, false)
+// recStartDaemon serves h over 127.0.0.1 and registers it in
+// state/daemon.json, as `cmlab serve` does; the engine holds the lock.
+func recStartDaemon(t *testing.T, h home.Home) *engine.Engine {
+	t.Helper()
 	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer eng.Close()
 	tok, err := h.Token()
 	if err != nil {
 		t.Fatal(err)
@@ -200,15 +199,26 @@ func TestRecoverThroughDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
 	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
 	addr := strings.TrimPrefix(hs.URL, "http://")
 	srv.SetListen(addr)
 	if err := labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: addr, TokenFile: h.TokenFile()}); err != nil {
 		t.Fatal(err)
 	}
-	defer labapi.RemoveDaemonInfo(h, os.Getpid())
+	t.Cleanup(func() {
+		labapi.RemoveDaemonInfo(h, os.Getpid())
+		hs.Close()
+		srv.Close()
+		eng.Close()
+	})
+	return eng
+}
+
+// TestRecoverThroughDaemon: with a daemon holding the log, recover never
+// takes the lock: the daemon computes and applies the plan.
+func TestRecoverThroughDaemon(t *testing.T) {
+	h, _ := recCrashedHome(t, false)
+	eng := recStartDaemon(t, h)
 
 	code, out, errOut := recCLI(t, "recover", "--home", h.Dir)
 	if code != 0 || !strings.Contains(out, "current_pre_matches_expected  reset") {
@@ -224,5 +234,33 @@ func TestRecoverThroughDaemon(t *testing.T) {
 	}
 	if code, _, errOut = recCLI(t, "recover", "--salvage", "--apply", "--home", h.Dir); code != 1 || !strings.Contains(errOut, "stop it before --salvage") {
 		t.Fatalf("salvage with a daemon: exit %d %s", code, errOut)
+	}
+}
+
+// TestRunThroughDaemon: with a daemon running, `cmlab run` records every
+// transition through its API (the daemon stays the single writer) and
+// runs the commands itself.
+func TestRunThroughDaemon(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	eng := recStartDaemon(t, h)
+	work := t.TempDir()
+	mp := filepath.Join(work, "m.json")
+	os.WriteFile(mp, []byte(`{"id":"md","steps":[{"id":"a","argv":["sh","-c","printf a >> a.txt"],"env":["PATH"],"world":["a.txt"]},{"id":"b","argv":["sh","-c","printf b >> b.txt"],"env":["PATH"],"world":["b.txt"]}]}`), 0o600)
+	before := eng.Log().LastSeq()
+	code, out, errOut := recCLI(t, "run", mp, "--home", h.Dir)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	// plan + 2 × (executing, completed)
+	if got := eng.Log().LastSeq() - before; got != 5 {
+		t.Fatalf("%d events through the daemon, want 5", got)
+	}
+	if code, out, _ = recCLI(t, "run", mp, "--home", h.Dir); code != 0 || strings.Count(out, "log (not run again)") != 2 || eng.Log().LastSeq()-before != 5 {
+		t.Fatalf("rerun: exit %d\n%s", code, out)
+	}
+	for f, want := range map[string]string{"a.txt": "a", "b.txt": "b"} {
+		if b, _ := os.ReadFile(filepath.Join(work, f)); string(b) != want {
+			t.Fatalf("%s = %q", f, b)
+		}
 	}
 }
