@@ -1,0 +1,84 @@
+package pty
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+)
+
+const testNonce = "0123456789abcdef0123456789abcdef"
+
+// render flattens items into a comparable form: output merged, marks as
+// tokens.
+func renderItems(items []Item) []string {
+	var out []string
+	for _, it := range items {
+		switch it.Kind {
+		case ItemOutput:
+			if n := len(out); n > 0 && len(out[n-1]) > 0 && out[n-1][0] == 'o' {
+				out[n-1] += string(it.Data)
+			} else {
+				out = append(out, "o"+string(it.Data))
+			}
+		case ItemBegin:
+			out = append(out, "B")
+		case ItemPrompt:
+			out = append(out, fmt.Sprintf("P exit=%d ts=%d cwd=%q", it.Exit, it.TS, it.Cwd))
+		}
+	}
+	return out
+}
+
+func TestMarkerParserSplits(t *testing.T) {
+	b := "\x1b]6973;B;" + testNonce + "\a"
+	p := func(exit, ts int, cwd string) string {
+		return fmt.Sprintf("\x1b]6973;P;%s;%d;%d;%d;%s\a", testNonce, exit, ts, len(cwd), cwd)
+	}
+	cases := []struct {
+		name string
+		in   string
+		want []string
+	}{
+		{"plain", "hello\r\nworld\r\n", []string{"ohello\nworld\n"}},
+		{"lone cr", "a\rb\r\r\nc\r", []string{"oa\nb\n\nc\n"}},
+		{"block", b + "out\r\n" + p(0, 1700000000000, "/tmp"), []string{"B", "oout\n", `P exit=0 ts=1700000000000 cwd="/tmp"`}},
+		{"no newline before prompt", "abc" + p(3, 5, "/"), []string{"oabc", `P exit=3 ts=5 cwd="/"`}},
+		{"cwd with bel and semicolons", p(0, 1, "/a;b\a;c\x1b]"), []string{`P exit=0 ts=1 cwd="/a;b\a;c\x1b]"`}},
+		{"cr before mark", "x\r" + p(1, 2, "/"), []string{"ox\n", `P exit=1 ts=2 cwd="/"`}},
+		{"wrong nonce", "\x1b]6973;B;ffff\a", []string{"o\x1b]6973;B;ffff\a"}},
+		{"forged prompt text", "__FWS_PROMPT__ ts=1 cwd_b64=eA== exit=0\n", []string{"o__FWS_PROMPT__ ts=1 cwd_b64=eA== exit=0\n"}},
+		{"other escapes", "\x1b[31mred\x1b[0m\x1b]0;title\a", []string{"o\x1b[31mred\x1b[0m\x1b]0;title\a"}},
+		{"esc then mark", "\x1b" + b + "z", []string{"o\x1b", "B", "oz"}},
+		{"truncated mark then text", "\x1b]6973;P;" + testNonce + ";0;1;9;ab\a" + "tail", []string{"o\x1b]6973;P;" + testNonce + ";0;1;9;ab\atail"}},
+		{"utf8", "h\xc3\xa9llo \xe2\x82\xac\r\n", []string{"oh\xc3\xa9llo \xe2\x82\xac\n"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			whole := NewMarkerParser(testNonce)
+			items := append(whole.Feed([]byte(tc.in)), whole.Flush()...)
+			if got := renderItems(items); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("one chunk:\n got %q\nwant %q", got, tc.want)
+			}
+			// Every split into two chunks, and byte by byte.
+			for cut := 0; cut <= len(tc.in); cut++ {
+				pp := NewMarkerParser(testNonce)
+				var items []Item
+				items = append(items, pp.Feed([]byte(tc.in[:cut]))...)
+				items = append(items, pp.Feed([]byte(tc.in[cut:]))...)
+				items = append(items, pp.Flush()...)
+				if got := renderItems(items); !reflect.DeepEqual(got, tc.want) {
+					t.Fatalf("split at %d:\n got %q\nwant %q", cut, got, tc.want)
+				}
+			}
+			pp := NewMarkerParser(testNonce)
+			var all []Item
+			for i := 0; i < len(tc.in); i++ {
+				all = append(all, pp.Feed([]byte{tc.in[i]})...)
+			}
+			all = append(all, pp.Flush()...)
+			if got := renderItems(all); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("byte by byte:\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
