@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// replayCLI runs the CLI in-process and returns exit code, stdout, stderr.
+func replayCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(&globalOpts{stdout: &out, stderr: &errb}, args)
+	return code, out.String(), errb.String()
+}
+
+// TestReplayCommandsOnDemoHome runs the commands of docs/debugging.md on a
+// demo home and checks their exit codes and the facts they must print.
+func TestReplayCommandsOnDemoHome(t *testing.T) {
+	tmp := t.TempDir()
+	d := filepath.Join(tmp, "demo")
+	code, out, errs := replayCLI(t, "demo", "--home", d, "--no-terminal", "--json")
+	if code != 0 {
+		t.Fatalf("demo: %d %s", code, errs)
+	}
+	var demo struct {
+		ExperimentID   string   `json:"experimentId"`
+		SubmitFeedback []string `json:"submitFeedbackIds"`
+		LastSeq        uint64   `json:"lastSeq"`
+	}
+	if err := json.Unmarshal([]byte(out), &demo); err != nil || demo.LastSeq == 0 {
+		t.Fatalf("demo --json: %v\n%s", err, out)
+	}
+
+	code, out, _ = replayCLI(t, "replay", "print", "--home", d, "--type", "experiment.", "--json")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 2 {
+		t.Fatalf("print --type experiment. --json: %d, %d lines\n%s", code, len(lines), out)
+	}
+	var ev struct {
+		Type string          `json:"type"`
+		Req  string          `json:"req"`
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &ev); err != nil || ev.Type != "experiment.submitted" || ev.Req != "demo-submit-1" || !bytes.Contains(ev.Data, []byte(`"status":"done"`)) {
+		t.Fatalf("second experiment event: %v %+v", err, ev)
+	}
+
+	code, out, _ = replayCLI(t, "trace", "demo-submit-1", "--home", d)
+	if code != 0 || !strings.Contains(out, "experiment.created") || !strings.Contains(out, "experiment.submitted") {
+		t.Fatalf("trace: %d\n%s", code, out)
+	}
+	for _, fb := range demo.SubmitFeedback {
+		if !strings.Contains(out, fb+" ← resp.feedbackIds[") {
+			t.Fatalf("trace does not show feedback %s:\n%s", fb, out)
+		}
+	}
+	if code, _, errs = replayCLI(t, "trace", "no-such-id", "--home", d); code != 1 || !strings.Contains(errs, "no event mentions") {
+		t.Fatalf("trace of an unknown id: %d %s", code, errs)
+	}
+
+	code, out, _ = replayCLI(t, "replay", "--check", "--decode", "--home", d)
+	if code != 0 || !strings.Contains(out, "check: identical") || !strings.Contains(out, "decode: all") {
+		t.Fatalf("check on a clean home: %d\n%s", code, out)
+	}
+
+	code, out, _ = replayCLI(t, "replay", "steps", "demo-mandate", "--what-if", "--home", d)
+	if code != 0 || !strings.Contains(out, "executing s2  FRAGILE") || !strings.Contains(out, "manual_review") {
+		t.Fatalf("what-if: %d\n%s", code, out)
+	}
+
+	into := filepath.Join(tmp, "at7")
+	code, out, errs = replayCLI(t, "replay", "--to", "7", "--into", into, "--home", d)
+	if code != 0 || !strings.Contains(out, "replayed 7 events (seq 1–7") {
+		t.Fatalf("replay --to 7: %d %s %s", code, out, errs)
+	}
+	if code, _, _ = replayCLI(t, "replay", "--to", "7", "--into", into, "--home", d); code != 1 {
+		t.Fatalf("replay into a non-empty directory: exit %d, want 1", code)
+	}
+	if code, _, _ = replayCLI(t, "replay", "--to", "7", "--home", d); code != 2 {
+		t.Fatalf("replay --to without --into: exit %d, want 2", code)
+	}
+	if code, _, _ = replayCLI(t, "replay", "--until", "yesterday", "--into", filepath.Join(tmp, "u"), "--home", d); code != 2 {
+		t.Fatalf("replay --until with a bad time: exit %d, want 2", code)
+	}
+
+	// A view edited behind the log's back: --check names file and offset, exit 1.
+	runs := filepath.Join(d, "lab", "runs.jsonl")
+	fi, err := os.Stat(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(runs, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("{\"runId\":\"run_forged\"}\n")
+	f.Close()
+	code, out, errs = replayCLI(t, "replay", "--check", "--home", d)
+	if code != 1 || !strings.Contains(out, fmt.Sprintf("first lab/runs.jsonl at byte %d", fi.Size())) || !strings.Contains(errs, "views diverge") {
+		t.Fatalf("check after a forged line: %d\n%s\n%s", code, out, errs)
+	}
+}
