@@ -18,7 +18,7 @@ import (
 const sseBatch = 256
 
 func (s *Server) registerEventRoutes() {
-	s.route("GET /api/events", authPostOnly, s.handleEvents)
+	s.route("GET /api/events", authAlways, s.handleEvents)
 }
 
 // StreamEvent is the JSON of one SSE data line: the envelope with its
@@ -34,7 +34,9 @@ type StreamEvent struct {
 	Data   json.RawMessage `json:"data"`
 }
 
-// handleEvents streams the log as server-sent events: "id: <seq>", "event:
+// handleEvents (token required: the stream carries terminal output and
+// step transitions; EventSource clients, which cannot set headers, may
+// pass ?token=) streams the log as server-sent events: "id: <seq>", "event:
 // <type>", "data: <StreamEvent JSON>". It starts after Last-Event-ID when
 // the client resumes, else after ?since= (default: from the start). Each
 // client reads the log itself, woken by Log().Changed(), so a slow client

@@ -16,11 +16,12 @@ import (
 
 // readSSE reads events from the stream until it has max of them or the
 // stream ends, returning their ids and the data of each.
-func readSSE(t *testing.T, url, lastID string, max int) (ids []uint64, datas []string) {
+func readSSE(t *testing.T, url, token, lastID string, max int) (ids []uint64, datas []string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req.Header.Set("X-CM-LAB-TOKEN", token)
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
@@ -86,7 +87,7 @@ func TestSSEResumeUnderConcurrentAppends(t *testing.T) {
 		if last == "" {
 			url += "?since=0"
 		}
-		ids, datas := readSSE(t, url, last, int(min(37, total-uint64(len(got)))))
+		ids, datas := readSSE(t, url, tl.token, last, int(min(37, total-uint64(len(got)))))
 		for i, id := range ids {
 			var se StreamEvent
 			if err := json.Unmarshal([]byte(datas[i]), &se); err != nil || se.Seq != id || se.Type != events.TypeIdempotencyRecorded {
@@ -108,7 +109,7 @@ func TestSSEResumeUnderConcurrentAppends(t *testing.T) {
 		t.Fatalf("got %d events, want %d", len(got), total)
 	}
 	// since=N starts after N.
-	ids, _ := readSSE(t, tl.hs.URL+"/api/events?since="+strconv.FormatUint(total-2, 10), "", 2)
+	ids, _ := readSSE(t, tl.hs.URL+"/api/events?since="+strconv.FormatUint(total-2, 10), tl.token, "", 2)
 	if len(ids) != 2 || ids[0] != total-1 || ids[1] != total {
 		t.Fatalf("since: %v", ids)
 	}
@@ -121,7 +122,7 @@ func TestSSEHeartbeatAndSlowClient(t *testing.T) {
 		o.SSEHeartbeat = 20 * time.Millisecond
 		o.SSEWriteTimeout = 200 * time.Millisecond
 	})
-	res, err := http.Get(tl.hs.URL + "/api/events")
+	res, err := http.Get(tl.hs.URL + "/api/events?token=" + tl.token)
 	if err != nil {
 		t.Fatal(err)
 	}

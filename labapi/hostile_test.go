@@ -113,6 +113,8 @@ func TestHostileRequests(t *testing.T) {
 		{"export no token", "POST", "/api/export", `{"sessionId":"lab_test"}`, noTok, 401, CodeUnauthorized},
 		{"events bad since", "GET", "/api/events?since=x", "", nil, 400, CodeInvalidCursor},
 		{"events since past end", "GET", "/api/events?since=999999", "", nil, 400, CodeInvalidCursor},
+		{"events no token", "GET", "/api/events", "", noTok, 401, CodeUnauthorized},
+		{"events wrong query token", "GET", "/api/events?token=nope", "", noTok, 401, CodeUnauthorized},
 		{"events bad Last-Event-ID", "GET", "/api/events", "", []string{"Last-Event-ID", "-3"}, 400, CodeInvalidCursor},
 	}
 	if len(cases) < 60 {

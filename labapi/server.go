@@ -267,6 +267,9 @@ func (s *Server) tokenOK(r *http.Request) bool {
 			tok = strings.TrimPrefix(a, "Bearer ")
 		}
 	}
+	if tok == "" && r.Method == http.MethodGet && r.URL.Path == "/api/events" {
+		tok = r.URL.Query().Get("token") // EventSource cannot send headers
+	}
 	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.Token)) == 1
 }
 
