@@ -1,6 +1,77 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"fmt"
+	"iter"
+	"os"
+	"path/filepath"
 
-// newReplayPtyCmd: not implemented yet; nil means the command is not offered.
-func newReplayPtyCmd(g *globalOpts) *cobra.Command { return nil }
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/pty"
+	"github.com/cmlab/cmlab/replay"
+	"github.com/spf13/cobra"
+)
+
+// newReplayPtyCmd builds 'cmlab replay pty <conversationId> --asciicast FILE'.
+func newReplayPtyCmd(g *globalOpts) *cobra.Command {
+	var out string
+	c := &cobra.Command{
+		Use:   "pty <conversationId> --asciicast FILE",
+		Short: "Write a conversation's terminal as an asciicast v2 recording, from the log",
+		Long: `Read the log (without its lock; a daemon may be running) and write the
+terminal of one conversation as an asciicast v2 file: "o" records are the
+spool byte for byte with their original timing, "i" the input typed by
+exec/send, "m" a marker at each block begin. Play it with 'asciinema play FILE'.`,
+		Example: `  cmlab replay pty conv1 --asciicast conv1.cast`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return &usageError{"--asciicast FILE is required"}
+			}
+			if err := home.ValidateID(args[0]); err != nil {
+				return &usageError{err.Error()}
+			}
+			h, err := g.Home()
+			if err != nil {
+				return err
+			}
+			log, err := replay.OpenLog(h.WALDir())
+			if err != nil {
+				return err
+			}
+			n, err := writeCast(out, args[0], log.Events(cmd.Context(), 1, 0))
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return labPrintJSON(g, map[string]any{"conversationId": args[0], "path": out, "records": n})
+			}
+			fmt.Fprintf(g.stdout, "wrote %d records of %s to %s\n", n, args[0], out)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&out, "asciicast", "", "output file (asciicast v2)")
+	return c
+}
+
+// writeCast writes the recording to a temporary file beside path and
+// renames it into place, so a failed run leaves no half file.
+func writeCast(path, conv string, evs iter.Seq2[*events.Event, error]) (int, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return 0, err
+	}
+	n, err := pty.WriteAsciicast(f, conv, evs)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return 0, err
+	}
+	return n, nil
+}
