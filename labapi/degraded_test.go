@@ -34,8 +34,9 @@ func TestDegradedOnFsyncFailure(t *testing.T) {
 	defer hs.Close()
 	defer srv.Close()
 	tl := &testLab{t: t, home: h, eng: eng, srv: srv, hs: hs, token: tok}
-	if r := tl.do("POST", "/api/feedback", `{"notes":"ok"}`); r.status != 200 {
-		t.Fatalf("healthy write: %d %s", r.status, r.body)
+	ok := tl.do("POST", "/api/feedback", `{"notes":"ok"}`, "X-CM-LAB-REQUEST-ID", "k-ok")
+	if ok.status != 200 {
+		t.Fatalf("healthy write: %d %s", ok.status, ok.body)
 	}
 	seq := tl.lastSeq()
 	faults.FailSync(errors.New("no space left on device"))
@@ -49,6 +50,9 @@ func TestDegradedOnFsyncFailure(t *testing.T) {
 	}
 	if got := tl.lastSeq(); got != seq {
 		t.Fatalf("LastSeq moved %d → %d while failed", seq, got)
+	}
+	if r := tl.do("POST", "/api/feedback", `{"notes":"ok"}`, "X-CM-LAB-REQUEST-ID", "k-ok"); r.status != 200 || string(r.body) != string(ok.body) {
+		t.Fatalf("retry of an acknowledged request while degraded: %d %s", r.status, r.body)
 	}
 	h2 := tl.do("GET", "/api/health", "").json(t)
 	if h2["status"] != "degraded" || !strings.Contains(h2["cause"].(string), "no space left on device") {

@@ -218,8 +218,12 @@ func (s *Server) route(pattern string, auth authMode, h handlerFunc) {
 				return
 			}
 			if err := s.errFn(); err != nil {
-				writeError(w, degradedError(err))
-				return
+				// A retry of a request that already succeeded still gets its
+				// snapshot: answering it writes nothing.
+				if _, done := s.idem.lookup(strings.TrimSpace(r.Header.Get("X-CM-LAB-REQUEST-ID"))); !done {
+					writeError(w, degradedError(err))
+					return
+				}
 			}
 		}
 		if err := h(w, r); err != nil {
