@@ -4,10 +4,34 @@
 // and auth. Every mutation goes through engine.Append; reads come from the
 // views and from in-memory observers of the log.
 //
-// Files: server.go (options, mux, middleware), errors.go (the one mapping
-// from errors to HTTP codes), idempotency.go (request-id dedupe), lab*.go
-// (Lab routes), pty.go (terminal bridge), steps.go (step routes),
-// events.go (SSE), client.go (the daemon client).
+// Files: server.go (options, mux, middleware: panic recovery, request log,
+// metrics, Host/Origin guard, auth, read-only and degraded refusal),
+// errors.go (the one mapping from errors to HTTP codes), idempotency.go
+// (request-id dedupe), lab.go (Lab routes), labstate.go (the runs and
+// experiments read model, an engine observer), feedback_poll.go (the byte
+// cursor of seed 000), runs.go (import canonicalization, fingerprint,
+// artifact allow-list), events.go (SSE), metrics.go (/metrics),
+// daemon.go (`cmlab serve`), client.go (the daemon client), bench.go
+// (`cmlab bench api`), pty.go (terminal bridge), steps.go (step routes),
+// mcp.go (MCP over HTTP).
+//
+// # Invariants
+//
+//   - A 200 to a mutation is written only after engine.Append returned, so
+//     the event is fsynced and projected (a client reads its own write).
+//   - A mutation with a request id appends exactly one event carrying req,
+//     rh and the response snapshot; the idempotency map is an observer of
+//     the log, so dedupe survives restarts and cannot be torn from the
+//     mutation. A request that changes nothing (re-import of an unchanged
+//     run) appends one idempotency.recorded event instead.
+//   - Validation that depends on state (experiment status, import by
+//     realpath) and the append that changes it run under one mutex, so two
+//     distinct concurrent submits cannot both succeed.
+//   - A rejected request appends nothing. Writes are refused with 503
+//     DEGRADED while the log is failed, and with 403 on a read-only server.
+//   - The event stream reads the log itself (woken by Log().Changed()), so
+//     a slow client never holds up appends; a client whose writes stall
+//     past SSEWriteTimeout is dropped and resumes with Last-Event-ID.
 //
 // # The daemon client
 //
