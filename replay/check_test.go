@@ -161,3 +161,47 @@ func TestDecodeListsUndecodable(t *testing.T) {
 		t.Fatalf("failure 1: %s", rep.Failures[0].Error)
 	}
 }
+
+// TestCheckNamesEventOfDamagedProductionView flips one byte in the middle
+// of the production runs view: Check names the run.imported event whose
+// line holds that byte, with the production projector as the shadow.
+func TestCheckNamesEventOfDamagedProductionView(t *testing.T) {
+	ctx := context.Background()
+	evs := workload(t, 21, 120)
+	live := liveHome(t, filepath.Join(t.TempDir(), "live"), evs, nil)
+	var runSeqs []uint64
+	for i, ev := range evs {
+		if ev.Type == events.TypeRunImported {
+			runSeqs = append(runSeqs, uint64(i+1))
+		}
+	}
+	if len(runSeqs) < 3 {
+		t.Fatalf("workload has %d runs", len(runSeqs))
+	}
+	path := filepath.Join(live.Dir, "lab", "runs.jsonl")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	if len(lines) < len(runSeqs) {
+		t.Fatalf("runs view has %d lines for %d runs", len(lines), len(runSeqs))
+	}
+	// Damage the third run's line, 5 bytes in.
+	off := len(lines[0]) + len(lines[1]) + 5
+	b[off] ^= 0x01
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Check(ctx, CheckOptions{Home: live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Identical || len(rep.All) != 1 {
+		t.Fatalf("report %+v", rep.All)
+	}
+	d := rep.First
+	if d.File != "lab/runs.jsonl" || d.Offset != int64(off) || d.Seq != runSeqs[2] || d.Event.Type != events.TypeRunImported {
+		t.Fatalf("divergence %s@%d seq %d, want lab/runs.jsonl@%d seq %d", d.File, d.Offset, d.Seq, off, runSeqs[2])
+	}
+}
