@@ -66,6 +66,8 @@ type Log struct {
 	stats statsRecorder
 
 	repaired *events.WalRepaired // the repair done by Open, if any
+	// fastEnvelope: events.Event has the layout appendEnvelope writes.
+	fastEnvelope bool
 
 	mu      sync.Mutex // guards failed, closed, first, last, changed
 	failed  error
@@ -136,7 +138,7 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
 	}
 	l := &Log{
-		opts: opts, tw: tw, lock: lock, repaired: rep,
+		opts: opts, tw: tw, lock: lock, repaired: rep, fastEnvelope: envelopeLayoutKnown(),
 		changed: make(chan struct{}),
 		reqs:    make(chan *appendReq, 1024),
 		done:    make(chan struct{}),
@@ -248,7 +250,7 @@ func (l *Log) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error
 		if ev.TS == 0 {
 			ev.TS = now
 		}
-		e, err := encodeUnsequenced(ev)
+		e, err := encodeUnsequenced(ev, l.fastEnvelope)
 		if err != nil {
 			return nil, fmt.Errorf("%w: event %d (%s): %v", ErrInvalidEvent, i, ev.Type, err)
 		}
@@ -276,16 +278,26 @@ func (l *Log) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error
 }
 
 // encodeUnsequenced encodes ev as an entry with seq 0 and no CRC yet.
-func encodeUnsequenced(ev *events.Event) ([]byte, error) {
-	c := *ev
-	c.Seq = 0
-	env, err := events.EncodeEnvelope(&c)
-	if err != nil {
+// fast selects the hand-written envelope encoder (see appendEnvelope).
+func encodeUnsequenced(ev *events.Event, fast bool) ([]byte, error) {
+	if err := checkData(ev.Data); err != nil {
 		return nil, err
 	}
-	b := make([]byte, entryHeader+len(env))
+	c := *ev
+	c.Seq = 0
+	var b []byte
+	if fast {
+		b = make([]byte, entryHeader, entryHeader+96+len(c.ID)+len(c.Type)+len(c.Stream)+len(c.Req)+len(c.ReqHash)+len(c.Resp)+len(c.Data))
+		b = appendEnvelope(b, &c)
+	} else {
+		env, err := events.EncodeEnvelope(&c)
+		if err != nil {
+			return nil, err
+		}
+		b = make([]byte, entryHeader+len(env))
+		copy(b[entryHeader:], env)
+	}
 	b[0] = entryVersion
-	copy(b[entryHeader:], env)
 	if _, ok := entrySeq(b); !ok {
 		return nil, errors.New("envelope does not start with a fixed-width seq")
 	}

@@ -1,6 +1,327 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
 
-// newBenchWalCmd: not implemented yet; nil means the command is not offered.
-func newBenchWalCmd(g *globalOpts) *cobra.Command { return nil }
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/wal"
+	"github.com/spf13/cobra"
+	twal "github.com/tidwall/wal"
+)
+
+type benchWalOpts struct {
+	n         int
+	appenders []int
+	size      int
+	batch     int
+	baselineN int
+	dir       string
+	keep      bool
+}
+
+// benchWalRow is one line of the result table.
+type benchWalRow struct {
+	Name      string  `json:"name"`
+	Appenders int     `json:"appenders,omitempty"`
+	Events    int     `json:"events"`
+	Seconds   float64 `json:"seconds"`
+	PerSec    float64 `json:"events_per_sec"`
+	P50Ms     float64 `json:"p50_ack_ms,omitempty"`
+	P99Ms     float64 `json:"p99_ack_ms,omitempty"`
+	AvgGroup  float64 `json:"avg_group,omitempty"`
+	// CeilingPerSec is raw tidwall WriteBatch (one fsync per batch) at the
+	// batch size this run formed; the ratios compare against it and against
+	// the per-entry-fsync baseline of the same run.
+	CeilingPerSec float64 `json:"ceiling_events_per_sec,omitempty"`
+	OfCeiling     float64 `json:"of_ceiling,omitempty"`
+	XPerEntry     float64 `json:"x_per_entry_baseline,omitempty"`
+	P99OverFsync  float64 `json:"p99_over_median_fsync,omitempty"`
+}
+
+type benchWalResult struct {
+	EntryBytes     int           `json:"entry_bytes"`
+	MedianFsyncMs  float64       `json:"median_fsync_ms"`
+	PerEntryPerSec float64       `json:"per_entry_fsync_events_per_sec"`
+	Rows           []benchWalRow `json:"rows"`
+	Dir            string        `json:"dir"`
+}
+
+// newBenchWalCmd builds 'cmlab bench wal'.
+func newBenchWalCmd(g *globalOpts) *cobra.Command {
+	o := &benchWalOpts{}
+	var appenders string
+	c := &cobra.Command{
+		Use:   "wal",
+		Short: "Group-commit throughput and ack latency of the log against raw tidwall/wal baselines",
+		Long: `Appends N events of about --size bytes through cmlab's log with 1, 8 and 64
+concurrent appenders, and one caller appending --batch events at a time; in
+the same run it measures two tidwall/wal baselines: Write with an fsync per
+entry, and raw WriteBatch with one fsync per batch at the batch sizes the
+committer formed (the ceiling). Everything is fsynced for real, in --dir
+(default: a temporary directory, removed afterwards).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, f := range strings.Split(appenders, ",") {
+				k, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil || k < 1 {
+					return &usageError{msg: fmt.Sprintf("bad --appenders %q", appenders)}
+				}
+				o.appenders = append(o.appenders, k)
+			}
+			if o.n < 1 || o.size < 64 || o.batch < 1 {
+				return &usageError{msg: "--n ≥ 1, --size ≥ 64 and --batch ≥ 1 are required"}
+			}
+			res, err := runBenchWal(cmd.Context(), o, g.stderr)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSONValue(g.stdout, res)
+			}
+			printBenchWal(g.stdout, res)
+			return nil
+		},
+	}
+	c.Flags().IntVar(&o.n, "n", 20000, "events per run")
+	c.Flags().StringVar(&appenders, "appenders", "1,8,64", "concurrent appender counts")
+	c.Flags().IntVar(&o.size, "size", 200, "entry size in bytes (approximate)")
+	c.Flags().IntVar(&o.batch, "batch", 256, "events per Append in the single-caller batch run")
+	c.Flags().IntVar(&o.baselineN, "baseline-n", 2000, "events of the per-entry-fsync baseline")
+	c.Flags().StringVar(&o.dir, "dir", "", "directory for the logs (default: a temporary one)")
+	c.Flags().BoolVar(&o.keep, "keep", false, "keep the logs")
+	return c
+}
+
+// benchEvents builds n events whose entries are about size bytes.
+func benchEvents(n, size int) ([]*events.Event, int) {
+	mk := func(i, pad int) *events.Event {
+		return events.MustNew("bench", &events.WalSalvaged{LostSeq: uint64(i), Segment: "bench", Reason: strings.Repeat("p", pad)})
+	}
+	probe, _ := wal.EncodeEntry(mk(1<<40, 0))
+	pad := size - len(probe)
+	if pad < 0 {
+		pad = 0
+	}
+	evs := make([]*events.Event, n)
+	for i := range evs {
+		evs[i] = mk(1<<40+i, pad) // fixed-width payload numbers keep sizes equal
+	}
+	b, _ := wal.EncodeEntry(evs[0])
+	return evs, len(b)
+}
+
+func runBenchWal(ctx context.Context, o *benchWalOpts, progress io.Writer) (*benchWalResult, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	root := o.dir
+	if root == "" {
+		d, err := os.MkdirTemp("", "cmlab-bench-wal-")
+		if err != nil {
+			return nil, err
+		}
+		root = d
+		if !o.keep {
+			defer os.RemoveAll(d)
+		}
+	}
+	run := 0
+	newDir := func() string {
+		run++
+		return filepath.Join(root, fmt.Sprintf("run%d", run))
+	}
+	_, entrySize := benchEvents(1, o.size)
+	res := &benchWalResult{EntryBytes: entrySize, Dir: root}
+	raw := make([]byte, entrySize)
+	rand.Read(raw)
+
+	// Baseline 1: tidwall Write, fsync per entry.
+	fmt.Fprintf(progress, "baseline: tidwall Write + fsync per entry, %d events\n", o.baselineN)
+	lat, secs, err := rawWrite(newDir(), raw, o.baselineN)
+	if err != nil {
+		return nil, err
+	}
+	res.MedianFsyncMs = ms(percentile(lat, 0.50))
+	res.PerEntryPerSec = float64(o.baselineN) / secs
+	res.Rows = append(res.Rows, benchWalRow{Name: "tidwall Write, fsync/entry", Appenders: 1, Events: o.baselineN, Seconds: secs, PerSec: res.PerEntryPerSec, P50Ms: ms(percentile(lat, .5)), P99Ms: ms(percentile(lat, .99))})
+
+	ceilings := map[int]float64{}
+	ceiling := func(batch int) (float64, error) {
+		if c, ok := ceilings[batch]; ok {
+			return c, nil
+		}
+		fmt.Fprintf(progress, "ceiling: tidwall WriteBatch of %d + fsync\n", batch)
+		secs, err := rawWriteBatch(newDir(), raw, o.n, batch)
+		if err != nil {
+			return 0, err
+		}
+		ceilings[batch] = float64(o.n) / secs
+		return ceilings[batch], nil
+	}
+	finish := func(row benchWalRow, groups float64) (benchWalRow, error) {
+		row.AvgGroup = groups
+		c, err := ceiling(int(math.Max(1, math.Round(groups))))
+		if err != nil {
+			return row, err
+		}
+		row.CeilingPerSec = c
+		row.OfCeiling = row.PerSec / c
+		row.XPerEntry = row.PerSec / res.PerEntryPerSec
+		if res.MedianFsyncMs > 0 {
+			row.P99OverFsync = row.P99Ms / res.MedianFsyncMs
+		}
+		return row, nil
+	}
+
+	for _, k := range o.appenders {
+		fmt.Fprintf(progress, "cmlab log: %d appenders, %d events\n", k, o.n)
+		row, groups, err := benchAppenders(ctx, newDir(), o.n, o.size, k, 1)
+		if err != nil {
+			return nil, err
+		}
+		if row, err = finish(row, groups); err != nil {
+			return nil, err
+		}
+		res.Rows = append(res.Rows, row)
+	}
+	fmt.Fprintf(progress, "cmlab log: one caller, Append of %d events at once\n", o.batch)
+	row, groups, err := benchAppenders(ctx, newDir(), o.n, o.size, 1, o.batch)
+	if err != nil {
+		return nil, err
+	}
+	row.Name = fmt.Sprintf("cmlab Append(%d events)", o.batch)
+	if row, err = finish(row, groups); err != nil {
+		return nil, err
+	}
+	res.Rows = append(res.Rows, row)
+	return res, nil
+}
+
+// benchAppenders appends n events with k goroutines, each appending batch
+// events per call; it returns the row and the average group size.
+func benchAppenders(ctx context.Context, dir string, n, size, k, batch int) (benchWalRow, float64, error) {
+	evs, _ := benchEvents(n, size)
+	l, err := wal.Open(wal.Options{Dir: dir, QuarantineDir: filepath.Join(dir, "quarantine")})
+	if err != nil {
+		return benchWalRow{}, 0, err
+	}
+	defer l.Close()
+	per := n / k
+	lats := make([][]time.Duration, k)
+	errs := make(chan error, k)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < k; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine := evs[w*per : (w+1)*per]
+			for i := 0; i < len(mine); i += batch {
+				j := min(i+batch, len(mine))
+				t0 := time.Now()
+				if _, err := l.Append(ctx, mine[i:j]...); err != nil {
+					errs <- err
+					return
+				}
+				lats[w] = append(lats[w], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	close(errs)
+	if err := <-errs; err != nil {
+		return benchWalRow{}, 0, err
+	}
+	var all []time.Duration
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	st := l.Stats()
+	groups := 0.0
+	if st.Groups > 0 {
+		groups = float64(st.Appends) / float64(st.Groups)
+	}
+	done := per * k
+	return benchWalRow{
+		Name: "cmlab Append", Appenders: k, Events: done, Seconds: secs, PerSec: float64(done) / secs,
+		P50Ms: ms(percentile(all, .5)), P99Ms: ms(percentile(all, .99)),
+	}, groups, nil
+}
+
+func rawWrite(dir string, entry []byte, n int) ([]time.Duration, float64, error) {
+	tw, err := twal.Open(dir, &twal.Options{NoSync: false})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer tw.Close()
+	lat := make([]time.Duration, 0, n)
+	start := time.Now()
+	for i := 1; i <= n; i++ {
+		t0 := time.Now()
+		if err := tw.Write(uint64(i), entry); err != nil {
+			return nil, 0, err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	return lat, time.Since(start).Seconds(), nil
+}
+
+func rawWriteBatch(dir string, entry []byte, n, batch int) (float64, error) {
+	tw, err := twal.Open(dir, &twal.Options{NoSync: false})
+	if err != nil {
+		return 0, err
+	}
+	defer tw.Close()
+	var b twal.Batch
+	start := time.Now()
+	for i := 1; i <= n; {
+		b.Clear()
+		for j := 0; j < batch && i <= n; j++ {
+			b.Write(uint64(i), entry)
+			i++
+		}
+		if err := tw.WriteBatch(&b); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start).Seconds(), nil
+}
+
+func percentile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func printBenchWal(w io.Writer, res *benchWalResult) {
+	fmt.Fprintf(w, "entries of %d bytes; median fsync (per-entry baseline) %.3f ms\n", res.EntryBytes, res.MedianFsyncMs)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tappenders\tevents/s\tp50 ms\tp99 ms\tavg group\tceiling/s\tof ceiling\t× per-entry\tp99/fsync\t")
+	for _, r := range res.Rows {
+		if r.CeilingPerSec == 0 {
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t\t\t\t\t\t\n", r.Name, r.Appenders, r.PerSec, r.P50Ms, r.P99Ms)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.1f\t%.0f\t%.0f%%\t%.1f×\t%.1f\t\n", r.Name, r.Appenders, r.PerSec, r.P50Ms, r.P99Ms, r.AvgGroup, r.CeilingPerSec, 100*r.OfCeiling, r.XPerEntry, r.P99OverFsync)
+	}
+	tw.Flush()
+}

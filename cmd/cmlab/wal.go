@@ -1,7 +1,265 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path"
+	"sort"
+	"text/tabwriter"
+	"time"
 
-// newWalCmd builds 'cmlab wal'. Not implemented yet: returns nil so the
-// command is not offered.
-func newWalCmd(g *globalOpts) *cobra.Command { return nil }
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/wal"
+	"github.com/spf13/cobra"
+)
+
+// newWalCmd builds 'cmlab wal verify|dump|stat'. All three read the log
+// without its lock, so they work while a daemon holds it.
+func newWalCmd(g *globalOpts) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "wal",
+		Short: "Inspect the write-ahead log (read-only; works while the daemon runs)",
+	}
+	c.AddCommand(newWalVerifyCmd(g), newWalDumpCmd(g), newWalStatCmd(g))
+	return c
+}
+
+func walDir(g *globalOpts) (string, error) {
+	h, err := g.Home()
+	if err != nil {
+		return "", err
+	}
+	dir := h.WALDir()
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("no log in %s: %w", h.Dir, err)
+	}
+	return dir, nil
+}
+
+func newWalVerifyCmd(g *globalOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify",
+		Short: "Check every entry of every segment; exit 3 and say where on corruption",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := walDir(g)
+			if err != nil {
+				return err
+			}
+			rep, verr := wal.Verify(dir)
+			if verr != nil && !errors.Is(verr, wal.ErrCorrupt) {
+				return verr
+			}
+			if g.json {
+				if err := writeJSONValue(g.stdout, rep); err != nil {
+					return err
+				}
+			} else {
+				printVerify(g.stdout, rep)
+			}
+			if !rep.OK() {
+				return withCode(exitCorrupt, fmt.Errorf("%w: %d damaged stretch(es), first at %s; run 'cmlab recover --salvage'", wal.ErrCorrupt, len(rep.Bad), rep.Bad[0]))
+			}
+			return nil
+		},
+	}
+}
+
+func printVerify(w io.Writer, rep wal.Report) {
+	fmt.Fprintf(w, "segments %d, entries %d, seq %d..%d\n", rep.Segments, rep.Entries, rep.First, rep.Last)
+	for _, b := range rep.Bad {
+		fmt.Fprintf(w, "CORRUPT %s\n", b)
+	}
+	if rep.TornTail != nil {
+		fmt.Fprintf(w, "torn tail (repaired at the next open, or a write in progress): %s\n", *rep.TornTail)
+	}
+	if rep.OK() {
+		fmt.Fprintln(w, "ok")
+	}
+}
+
+type walDumpOpts struct {
+	from, to uint64
+	types    []string
+	stream   string
+	follow   bool
+	poll     time.Duration
+}
+
+// dumpLine is one event of 'wal dump'.
+type dumpLine struct {
+	Seq       uint64          `json:"seq"`
+	V         int             `json:"v"`
+	ID        string          `json:"id"`
+	Type      string          `json:"type"`
+	TS        int64           `json:"ts"`
+	Time      string          `json:"time"`
+	Stream    string          `json:"stream"`
+	Req       string          `json:"req,omitempty"`
+	ReqHash   string          `json:"rh,omitempty"`
+	Resp      json.RawMessage `json:"resp,omitempty"`
+	Data      any             `json:"data"`
+	DataError string          `json:"data_error,omitempty"`
+}
+
+func newWalDumpCmd(g *globalOpts) *cobra.Command {
+	o := &walDumpOpts{}
+	c := &cobra.Command{
+		Use:   "dump",
+		Short: "Print events as JSON lines with decoded payloads",
+		Long: `Print the log's events as JSON lines: seq, v, id, type, ts, stream, req,
+rh, resp and the decoded payload as data. --type takes exact types or
+patterns ("feedback.*") and may be repeated. --follow keeps printing new
+events as they are appended, until interrupted.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := walDir(g)
+			if err != nil {
+				return err
+			}
+			for _, t := range o.types {
+				if _, err := path.Match(t, ""); err != nil {
+					return &usageError{msg: fmt.Sprintf("bad --type pattern %q", t)}
+				}
+			}
+			if o.to != 0 && o.to < o.from {
+				return &usageError{msg: "--to is before --from"}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			defer stop()
+			return dumpWAL(ctx, dir, o, g.stdout)
+		},
+	}
+	c.Flags().Uint64Var(&o.from, "from", 1, "first seq")
+	c.Flags().Uint64Var(&o.to, "to", 0, "last seq (0: to the end)")
+	c.Flags().StringSliceVar(&o.types, "type", nil, "only these event types (patterns allowed; repeatable)")
+	c.Flags().StringVar(&o.stream, "stream", "", "only this stream")
+	c.Flags().BoolVar(&o.follow, "follow", false, "keep printing new events")
+	c.Flags().DurationVar(&o.poll, "poll", 100*time.Millisecond, "poll interval of --follow")
+	return c
+}
+
+func dumpWAL(ctx context.Context, dir string, o *walDumpOpts, w io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	r, err := wal.OpenReader(dir)
+	if err != nil {
+		return err
+	}
+	seq := r.Events(o.from)
+	if o.follow {
+		seq = r.Follow(ctx, o.from, o.poll)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for ev, err := range seq {
+		if err != nil {
+			if errors.Is(err, wal.ErrCorrupt) {
+				return withCode(exitCorrupt, err)
+			}
+			return err
+		}
+		if o.to != 0 && ev.Seq > o.to {
+			break
+		}
+		if !dumpMatch(ev, o) {
+			continue
+		}
+		if err := enc.Encode(dumpEvent(ev)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func dumpMatch(ev *events.Event, o *walDumpOpts) bool {
+	if o.stream != "" && ev.Stream != o.stream {
+		return false
+	}
+	if len(o.types) == 0 {
+		return true
+	}
+	for _, t := range o.types {
+		if ok, _ := path.Match(t, ev.Type); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func dumpEvent(ev *events.Event) dumpLine {
+	d := dumpLine{Seq: ev.Seq, V: ev.V, ID: ev.ID, Type: ev.Type, TS: ev.TS, Time: ev.ISOTime(), Stream: ev.Stream, Req: ev.Req, ReqHash: ev.ReqHash}
+	if len(ev.Resp) > 0 && json.Valid(ev.Resp) {
+		d.Resp = ev.Resp
+	}
+	p, err := ev.Decode()
+	if err != nil {
+		d.DataError = err.Error()
+		d.Data = []byte(ev.Data) // base64 in JSON
+	} else {
+		d.Data = p
+	}
+	return d
+}
+
+func newWalStatCmd(g *globalOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stat",
+		Short: "Show segments, sizes, first/last seq and event counts by type",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := walDir(g)
+			if err != nil {
+				return err
+			}
+			st, err := wal.Stat(dir)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSONValue(g.stdout, st)
+			}
+			printStat(g.stdout, st)
+			return nil
+		},
+	}
+}
+
+func printStat(w io.Writer, st wal.StatReport) {
+	fmt.Fprintf(w, "log %s: %d segments, %d bytes, %d events, seq %d..%d", st.Dir, len(st.Segments), st.Bytes, st.Events, st.First, st.Last)
+	if st.Damaged > 0 {
+		fmt.Fprintf(w, ", %d damaged stretch(es): run 'cmlab wal verify'", st.Damaged)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEGMENT\tBYTES\tFIRST\tLAST\tENTRIES")
+	for _, s := range st.Segments {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", s.Name, s.Size, s.First, s.Last, s.Entries)
+	}
+	tw.Flush()
+	types := make([]string, 0, len(st.ByType))
+	for t := range st.ByType {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	fmt.Fprintln(tw, "\nTYPE\tEVENTS")
+	for _, t := range types {
+		fmt.Fprintf(tw, "%s\t%d\n", t, st.ByType[t])
+	}
+	tw.Flush()
+}
+
+func writeJSONValue(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+

@@ -1,0 +1,62 @@
+package wal
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/cmlab/cmlab/events"
+)
+
+// Benchmarks of the real, fsynced path. `cmlab bench wal` compares them
+// with raw tidwall/wal baselines; these are for profiling.
+
+func BenchmarkAppendBatch256(b *testing.B) {
+	l, err := Open(Options{Dir: filepath.Join(b.TempDir(), "wal")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	evs := make([]*events.Event, 256)
+	for i := range evs {
+		evs[i] = testEvent(i)
+	}
+	b.SetBytes(int64(len(evs)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, ev := range evs {
+			ev.TS = 0
+		}
+		if _, err := l.Append(context.Background(), evs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkAppendParallel(b *testing.B) {
+	l, err := Open(Options{Dir: filepath.Join(b.TempDir(), "wal")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	b.SetParallelism(32) // 64 appenders on 2 cores
+	b.RunParallel(func(pb *testing.PB) {
+		ev := testEvent(1)
+		for pb.Next() {
+			ev.TS = 0
+			if _, err := l.Append(context.Background(), ev); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkEncodeEntry(b *testing.B) {
+	ev := testEvent(1)
+	for i := 0; i < b.N; i++ {
+		if _, err := encodeUnsequenced(ev, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package wal
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/cmlab/cmlab/events"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func TestEnvelopeLayoutKnown(t *testing.T) {
+	if !envelopeLayoutKnown() {
+		t.Fatal("events.Event changed: update appendEnvelope and envelopeFields")
+	}
+}
+
+func TestFastEnvelopeMatchesLibraryEncoder(t *testing.T) {
+	ints := []int64{0, 1, 127, 128, 255, 256, 65535, 65536, math.MaxUint32, math.MaxUint32 + 1, math.MaxInt64, -1, -32, -33, -128, -129, -32768, -32769, math.MinInt32, math.MinInt32 - 1, math.MinInt64}
+	strs := []string{"", "a", strings.Repeat("s", 31), strings.Repeat("s", 32), strings.Repeat("s", 255), strings.Repeat("s", 256), strings.Repeat("s", 65535), strings.Repeat("s", 65536), "ünïcødé"}
+	resps := []json.RawMessage{nil, {}, json.RawMessage(`{"ok":true}`), json.RawMessage(strings.Repeat("x", 300)), json.RawMessage(strings.Repeat("x", 70000))}
+	n := 0
+	check := func(ev *events.Event) {
+		t.Helper()
+		want, err := events.EncodeEnvelope(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendEnvelope(nil, ev); !bytes.Equal(got, want) {
+			t.Fatalf("event %+v:\nfast    % x\nlibrary % x", ev, got[:min(len(got), 80)], want[:min(len(want), 80)])
+		}
+		n++
+	}
+	for _, typ := range events.Types() {
+		info, _ := events.Lookup(typ)
+		data, err := events.Marshal(info.New())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range ints {
+			ev := &events.Event{Seq: uint64(v), V: int(v), ID: strs[i%len(strs)], Type: typ, TS: v, Stream: strs[(i+3)%len(strs)], Data: data}
+			check(ev)
+			ev.Req, ev.ReqHash, ev.Resp = strs[(i+1)%len(strs)], strs[(i+2)%len(strs)], resps[i%len(resps)]
+			check(ev)
+			ev.Data = nil
+			check(ev)
+		}
+	}
+	t.Logf("%d envelopes compared", n)
+}
+
+func TestCheckDataAgreesWithDecoder(t *testing.T) {
+	good := [][]byte{}
+	for _, v := range []any{nil, true, 1, -1, 300, -300, 1 << 40, 1.5, float32(2.5), "x", strings.Repeat("y", 300), []byte("bin"), []any{1, "a", []int{2}}, map[string]any{"a": 1, "b": []string{"c"}}, msgpack.RawMessage{0xd4, 1, 2}} {
+		b, err := msgpack.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		good = append(good, b)
+	}
+	for _, b := range good {
+		if err := checkData(b); err != nil {
+			t.Errorf("% x: %v", b, err)
+		}
+		for cut := 0; cut < len(b); cut++ {
+			if err := checkData(b[:cut]); err == nil {
+				t.Errorf("truncated % x accepted", b[:cut])
+			}
+		}
+		if err := checkData(append(bytes.Clone(b), 0x01)); err == nil {
+			t.Errorf("trailing byte after % x accepted", b)
+		}
+	}
+	if err := checkData([]byte{0xc1}); err == nil {
+		t.Error("0xc1 accepted")
+	}
+}
+
+func TestAppendRejectsBadPayload(t *testing.T) {
+	l := openT(t, Options{Dir: t.TempDir() + "/wal"})
+	for _, data := range [][]byte{{}, {0x92, 0x01}, {0x01, 0x02}} {
+		ev := testEvent(1)
+		ev.Data = data
+		if _, err := l.Append(t.Context(), ev); !errors.Is(err, ErrInvalidEvent) {
+			t.Fatalf("data % x: %v", data, err)
+		}
+	}
+	if l.LastSeq() != 0 {
+		t.Fatal("something was written")
+	}
+}

@@ -1,0 +1,118 @@
+package wal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cmlab/cmlab/events"
+)
+
+func TestReaderFollowsAHeldLogAcrossSegments(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wal")
+	l := openT(t, Options{Dir: dir, SegmentSize: 2048})
+	r, err := OpenReader(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	written := make(chan []*events.Event, 1)
+	go func() {
+		var evs []*events.Event
+		for i := 0; i < n; i++ {
+			ev := testEvent(i)
+			if _, err := l.Append(context.Background(), ev); err != nil {
+				t.Error(err)
+				break
+			}
+			evs = append(evs, ev)
+		}
+		written <- evs
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var got []*events.Event
+	for ev, err := range r.Follow(ctx, 1, 5*time.Millisecond) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev)
+		if len(got) == n {
+			break
+		}
+	}
+	evs := <-written
+	if len(got) != n {
+		t.Fatalf("followed %d events, want %d", len(got), n)
+	}
+	for i := range got {
+		if got[i].Seq != uint64(i+1) || !bytes.Equal(entryBytes(t, got[i]), entryBytes(t, evs[i])) {
+			t.Fatalf("event %d differs (seq %d)", i, got[i].Seq)
+		}
+	}
+	last, err := r.LastSeq()
+	if err != nil || last != n {
+		t.Fatalf("LastSeq %d %v", last, err)
+	}
+	// Events from the middle, and Stat.
+	c := 0
+	for ev, err := range r.Events(250) {
+		if err != nil || ev.Seq != uint64(250+c) {
+			t.Fatalf("Events(250): %v seq %d", err, ev.Seq)
+		}
+		c++
+	}
+	if c != 51 {
+		t.Fatalf("Events(250) yielded %d", c)
+	}
+	st, err := Stat(dir)
+	if err != nil || st.Events != n || st.ByType[events.TypeWalSalvaged] != n || st.Last != n || len(st.Segments) < 10 || st.LockPID != os.Getpid() {
+		t.Fatalf("Stat %+v %v", st, err)
+	}
+}
+
+func TestReaderStopsBeforeTornTailAndReportsCorruption(t *testing.T) {
+	home := t.TempDir()
+	buildLog(t, home, 10, 700)
+	dir := filepath.Join(home, "wal")
+	fr := frames(t, dir)
+	last := fr[len(fr)-1]
+	// A torn tail: half of a frame appended.
+	if err := appendToTail(dir, []byte{0xf0, 0x01, 0xC1, 0x00}); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := OpenReader(dir)
+	n := 0
+	for _, err := range r.Events(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 10 {
+		t.Fatalf("%d events before the torn tail, want 10", n)
+	}
+	if ls, err := r.LastSeq(); err != nil || ls != 10 {
+		t.Fatalf("LastSeq %d %v", ls, err)
+	}
+	// Damage before the tail is an error naming where.
+	f := fr[2]
+	writeAt(t, filepath.Join(dir, f.seg), int64(f.off+20), []byte{0})
+	var gotErr error
+	n = 0
+	for _, err := range r.Events(1) {
+		if err != nil {
+			gotErr = err
+			break
+		}
+		n++
+	}
+	if !errors.Is(gotErr, ErrCorrupt) || n != 2 {
+		t.Fatalf("after %d events: %v", n, gotErr)
+	}
+	_ = last
+}
