@@ -261,5 +261,3 @@ func writeJSONValue(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
-
-
