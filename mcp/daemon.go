@@ -1,0 +1,179 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+)
+
+// ErrUnreachable is wrapped by calls that never got an HTTP answer from
+// the daemon (connection refused, daemon gone).
+var ErrUnreachable = errors.New("daemon unreachable")
+
+// maxResponse bounds a response body read from a remote daemon.
+const maxResponse = 64 << 20
+
+// Daemon is the narrow backend every tool goes through: one HTTP request
+// against the daemon's API, either to an http.Handler in this process (the
+// /mcp route, or `cmlab mcp` with an engine of its own) or to a running
+// daemon over loopback. Either way the same route code validates, dedupes
+// and appends, so a tool can never do what the HTTP API would refuse.
+type Daemon struct {
+	handler http.Handler // in-process when non-nil
+	base    string       // "http://host:port" when remote
+	token   string
+	hc      *http.Client
+}
+
+// InProcess returns a backend that calls h directly with token.
+func InProcess(h http.Handler, token string) *Daemon {
+	return &Daemon{handler: h, base: "http://127.0.0.1", token: token}
+}
+
+// Remote returns a backend for the daemon listening at baseURL ("host:port"
+// or "http://host:port") that authenticates with token.
+func Remote(baseURL, token string) *Daemon {
+	base := baseURL
+	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+		base = "http://" + base
+	}
+	return &Daemon{base: strings.TrimRight(base, "/"), token: token, hc: &http.Client{}}
+}
+
+// CallError is an error answer of the daemon: its envelope
+// {"error":{"code","message","context":{"fix",…}}} and HTTP status.
+type CallError struct {
+	Status  int
+	Code    string
+	Message string
+	Context map[string]any
+}
+
+func (e *CallError) Error() string { return e.Code + ": " + e.Message }
+
+// Fix is context.fix, or "".
+func (e *CallError) Fix() string {
+	s, _ := e.Context["fix"].(string)
+	return s
+}
+
+// request is one call a tool makes.
+type request struct {
+	method string
+	path   string
+	query  url.Values
+	body   any // nil, or a value encoded as JSON
+	reqID  string
+}
+
+// call performs r and returns the 2xx body; an error answer is *CallError.
+// Cancelling ctx cancels the HTTP request, which ends a long wait_for on
+// the daemon's side.
+func (d *Daemon) call(ctx context.Context, r request) (json.RawMessage, error) {
+	u := d.base + r.path
+	if len(r.query) > 0 {
+		u += "?" + r.query.Encode()
+	}
+	var body io.Reader
+	if r.body != nil {
+		b, err := json.Marshal(r.body)
+		if err != nil {
+			return nil, fmt.Errorf("encoding request body: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, u, body)
+	if err != nil {
+		return nil, err
+	}
+	if r.body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if d.token != "" {
+		req.Header.Set("X-CM-LAB-TOKEN", d.token)
+	}
+	if r.reqID != "" {
+		req.Header.Set("X-CM-LAB-REQUEST-ID", r.reqID)
+	}
+	status, respBody, err := d.roundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if status < 200 || status > 299 {
+		return nil, decodeError(status, respBody)
+	}
+	respBody = bytes.TrimSpace(respBody)
+	if len(respBody) == 0 {
+		respBody = []byte("{}")
+	}
+	if !json.Valid(respBody) {
+		return nil, &CallError{Status: status, Code: "INTERNAL", Message: fmt.Sprintf("%s %s answered %d with a body that is not JSON", r.method, r.path, status),
+			Context: map[string]any{"fix": "Check the daemon log; this is a bug in the route."}}
+	}
+	return respBody, nil
+}
+
+func (d *Daemon) roundTrip(req *http.Request) (int, []byte, error) {
+	if d.handler != nil {
+		rec := httptest.NewRecorder()
+		if req.Body == nil {
+			req.Body = http.NoBody // as net/http's server hands it to handlers
+		}
+		req.RemoteAddr = "127.0.0.1:0"
+		req.RequestURI = req.URL.RequestURI()
+		d.handler.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.Bytes(), nil
+	}
+	resp, err := d.hc.Do(req)
+	if err != nil {
+		if ctxErr := req.Context().Err(); ctxErr != nil {
+			return 0, nil, ctxErr
+		}
+		return 0, nil, fmt.Errorf("%w at %s: %v", ErrUnreachable, d.base, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		if ctxErr := req.Context().Err(); ctxErr != nil {
+			return 0, nil, ctxErr
+		}
+		return 0, nil, fmt.Errorf("%w at %s: reading response: %v", ErrUnreachable, d.base, err)
+	}
+	return resp.StatusCode, b, nil
+}
+
+// decodeError reads the error envelope; a body that is not one becomes
+// INTERNAL naming the status.
+func decodeError(status int, body []byte) *CallError {
+	var env struct {
+		Error *struct {
+			Code    string         `json:"code"`
+			Message string         `json:"message"`
+			Context map[string]any `json:"context"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &env) != nil || env.Error == nil || env.Error.Code == "" {
+		msg := strings.TrimSpace(string(body))
+		if len(msg) > 200 {
+			msg = msg[:200]
+		}
+		code := "INTERNAL"
+		fix := "Check the daemon log."
+		if status == http.StatusNotFound {
+			code, fix = "NOT_FOUND", "This daemon does not serve the route; upgrade cmlab or check the conversation and block ids."
+		}
+		return &CallError{Status: status, Code: code, Message: fmt.Sprintf("HTTP %d: %s", status, msg), Context: map[string]any{"fix": fix}}
+	}
+	c := env.Error.Context
+	if c == nil {
+		c = map[string]any{}
+	}
+	return &CallError{Status: status, Code: env.Error.Code, Message: env.Error.Message, Context: c}
+}

@@ -1,0 +1,31 @@
+// Package mcp is cmlab's Model Context Protocol face (SPEC §6, issue 9):
+// the agent terminal, its blocks and the Lab feedback cursor as MCP tools,
+// on github.com/modelcontextprotocol/go-sdk.
+//
+// The tools own no state and touch no file. Each one is a thin mapping from
+// a tool call to one request against the daemon's HTTP API through a
+// Daemon backend — an http.Handler in this process (the /mcp route of
+// `cmlab serve`, or `cmlab mcp` with an engine of its own) or a running
+// daemon over loopback (`cmlab mcp` while `cmlab serve` runs) — so the
+// daemon stays the single writer and a tool validates, dedupes and fails
+// exactly like the route it calls. This package must not import labapi
+// (labapi imports it to serve /mcp).
+//
+// Contract:
+//   - Tool names use underscores (pty_exec, pty_wait_for, blocks_since,
+//     lab_feedback_poll, …; ToolNames lists them). Inputs use the seeds'
+//     field names (conversation_id, cmd, from_cursor, match_type,
+//     timeout_ms, resume_cursor; since, sessionId, limit, nextCursor).
+//   - A successful answer is the route's JSON body, unchanged, as structured
+//     content and as text.
+//   - An error answer is a tool error (isError) whose text is "CODE:
+//     message" plus the fix and whose structured content is the HTTP
+//     envelope {"error":{"code","message","context":{"fix",…}}}.
+//   - Mutating tools take request_id, sent as X-CM-LAB-REQUEST-ID, so a
+//     retried call gets the first answer and acts once.
+//   - Cancelling a call cancels its HTTP request: a long pty_wait_for ends
+//     promptly and leaves the terminal usable.
+//   - Nothing a client sends kills the server: a panicking tool is a tool
+//     error, and on stdio a line that is not a JSON-RPC message is answered
+//     with a JSON-RPC error and skipped (ServeStdio).
+package mcp
