@@ -258,9 +258,9 @@ func TestToolErrors(t *testing.T) {
 		args map[string]any
 		code string
 	}{
-		{"pty_exec", map[string]any{"cmd": "ls"}, ""},                                   // schema: conversation_id missing
-		{"pty_exec", map[string]any{"conversation_id": "c1", "cmd": 5}, ""},             // schema: wrong type
-		{"pty_exec", map[string]any{"conversation_id": "c1", "cmd": "ls", "x": 1}, ""},  // schema: unknown field
+		{"pty_exec", map[string]any{"cmd": "ls"}, ""},                                  // schema: conversation_id missing
+		{"pty_exec", map[string]any{"conversation_id": "c1", "cmd": 5}, ""},            // schema: wrong type
+		{"pty_exec", map[string]any{"conversation_id": "c1", "cmd": "ls", "x": 1}, ""}, // schema: unknown field
 		{"pty_exec", map[string]any{"conversation_id": "../etc", "cmd": "ls"}, "INVALID_ARGUMENT"},
 		{"pty_exec", map[string]any{"conversation_id": "c1", "cmd": "  "}, "INVALID_ARGUMENT"},
 		{"pty_wait_for", map[string]any{"conversation_id": "c1", "match": "x", "match_type": "glob", "from_cursor": 0}, "INVALID_ARGUMENT"},

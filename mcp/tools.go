@@ -103,4 +103,3 @@ func validID(name, id string) error {
 	}
 	return nil
 }
-
