@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/cmlab/cmlab/replay"
 	"github.com/spf13/cobra"
@@ -58,22 +57,24 @@ every later update of the experiment.`,
 				}
 				return replayJSON(g.stdout, out)
 			}
-			fmt.Fprintf(g.stdout, "trace %s: %d events", res.ID, len(res.Hits))
+			noun := "events"
+			if len(res.Hits) == 1 {
+				noun = "event"
+			}
+			fmt.Fprintf(g.stdout, "trace %s: %d %s", res.ID, len(res.Hits), noun)
 			if len(res.Related) > 0 {
 				fmt.Fprintf(g.stdout, " (also following %s)", strings.Join(res.Related, ", "))
 			}
 			fmt.Fprintln(g.stdout)
-			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SEQ\tTIME\tTYPE\tSTREAM\tREQ")
 			for _, h := range res.Hits {
 				ev := h.Event
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", ev.Seq, ev.ISOTime(), ev.Type, ev.Stream, replayDash(ev.Req))
-				fmt.Fprintf(tw, "\t%s\n", replay.Summary(ev))
+				fmt.Fprintf(g.stdout, "\nseq %d  %s  %s  stream %s  req %s\n", ev.Seq, ev.ISOTime(), ev.Type, ev.Stream, replayDash(ev.Req))
+				fmt.Fprintf(g.stdout, "    %s\n", replay.Summary(ev))
 				for _, v := range groupVia(h.Via) {
-					fmt.Fprintf(tw, "\t  %s\n", v)
+					fmt.Fprintf(g.stdout, "    %s\n", v)
 				}
 			}
-			return tw.Flush()
+			return nil
 		},
 	}
 }
