@@ -19,7 +19,14 @@ import (
 type idempotency struct {
 	mu       sync.Mutex
 	done     map[string]idemRecord
-	inflight map[string]*sync.Mutex
+	inflight map[string]*keyLock
+}
+
+// keyLock serialises one request id; refs counts holders and waiters so
+// the entry is dropped when the last one leaves.
+type keyLock struct {
+	mu   sync.Mutex
+	refs int
 }
 
 type idemRecord struct {
@@ -28,7 +35,7 @@ type idemRecord struct {
 }
 
 func newIdempotency() *idempotency {
-	return &idempotency{done: map[string]idemRecord{}, inflight: map[string]*sync.Mutex{}}
+	return &idempotency{done: map[string]idemRecord{}, inflight: map[string]*keyLock{}}
 }
 
 // Observe records the request carried by ev, if any.
@@ -55,12 +62,20 @@ func (m *idempotency) lock(req string) func() {
 	m.mu.Lock()
 	l, ok := m.inflight[req]
 	if !ok {
-		l = &sync.Mutex{}
+		l = &keyLock{}
 		m.inflight[req] = l
 	}
+	l.refs++
 	m.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		m.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(m.inflight, req)
+		}
+		m.mu.Unlock()
+	}
 }
 
 // requestID is the trimmed X-CM-LAB-REQUEST-ID header, else the body's
