@@ -115,11 +115,8 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		opts.FeedbackWait = DefaultFeedbackWait
 	}
 	e := &Engine{opts: opts, stop: make(chan struct{})}
-	proj, err := projections.Open(projections.Options{Home: opts.Home, Fresh: opts.RebuildViews, NoSync: opts.NoSync})
-	if err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
-	}
-	e.proj = proj
+	// The log first: its lock says this process owns the home, and only
+	// the owner may touch the views.
 	l, err := wal.Open(wal.Options{
 		Dir:           opts.Home.WALDir(),
 		QuarantineDir: opts.Home.QuarantineDir(),
@@ -127,13 +124,23 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		NoSync:        opts.NoSync,
 		Now:           opts.Now,
 		Apply:         e.apply,
-		Faults:        opts.Faults,
 	})
 	if err != nil {
-		proj.CloseNoCheckpoint()
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.log = l
+	if opts.RebuildViews {
+		if err := projections.ClearDerivedViews(opts.Home); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+	}
+	proj, err := projections.Open(projections.Options{Home: opts.Home, Fresh: opts.RebuildViews, NoSync: opts.NoSync})
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	e.proj = proj
 	if err := e.catchUp(ctx); err != nil {
 		l.Close()
 		e.proj.CloseNoCheckpoint()

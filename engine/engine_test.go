@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -286,4 +287,25 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A second process opening a home whose log is held must fail on the lock
+// before touching any view.
+func TestOpenOfLockedHomeTouchesNoView(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	e := openTest(t, h)
+	defer e.Close()
+	appendWorkload(t, e, projections.WorkloadMixedLab, 3, 50)
+	if err := e.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	appendWorkload(t, e, projections.WorkloadMixedLab, 4, 10) // past the checkpoint
+	before := readView(t, h, projections.RunsView)
+	_, err := Open(context.Background(), Options{Home: h, RebuildViews: true})
+	if !errors.Is(err, wal.ErrLocked) {
+		t.Fatalf("second open: %v, want ErrLocked", err)
+	}
+	if after := readView(t, h, projections.RunsView); !bytes.Equal(before, after) {
+		t.Fatalf("a refused open changed lab/runs.jsonl (%d → %d bytes)", len(before), len(after))
+	}
 }

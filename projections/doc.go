@@ -1,3 +1,144 @@
 // Package projections builds the views clients read — JSONL stores, spool
-// files, idempotency maps — as pure functions of log events (SPEC §4).
+// files, idempotency maps — as pure functions of log events (SPEC §4), keeps
+// them in step with the log across crashes (checkpoints and catch-up), takes
+// in lines that legacy programs append to the feedback store, and rebuilds
+// everything from the log (Rebuild, Compare: `cmlab rebuild`).
+//
+// # Views
+//
+// Every view is append-only. Paths are home-relative; <sessionId>,
+// <conversationId> and <blockId> are ids that pass home.ValidateID.
+//
+//	feedback/feedback.jsonl      one FeedbackEntry per line (seed 003 field names, exactly
+//	                             as events.FeedbackEntry; createdAt = the event's ts when empty):
+//	                             feedback.submitted → 1 line; experiment.submitted → one line
+//	                             per entry (before its experiment record); feedback.ingested →
+//	                             Raw + "\n" (a legacy writer's line, byte for byte)
+//	lab/runs.jsonl               run.imported → the LabRun (createdAt filled from ts when empty)
+//	lab/experiments.jsonl        experiment.created/submitted/updated → the full LabExperiment;
+//	                             the last record per experimentId wins; createdAt, and on
+//	                             submitted/updated updatedAt, filled from ts when empty
+//	lab/sessions/<s>/events.jsonl       one SessionEventLine per Lab event (lab.*, feedback.*,
+//	                             run.*, experiment.*, idempotency.recorded) whose stream is the
+//	                             Lab session <s> ("lab_…"): {seq,id,type,createdAt,requestId?,data};
+//	                             data is the payload with its records as projected (createdAt
+//	                             filled), e.g. {"entry":{…}} for feedback.submitted
+//	lab/sessions/<s>/idempotency.jsonl  one IdempotencyLine {requestId,type,entityId,createdAt,
+//	                             response} for every event carrying a request id (req) whose
+//	                             stream is the Lab session <s>. type: "feedback", "submit",
+//	                             "import", "experiment", "experiment.update", the Kind of an
+//	                             idempotency.recorded, else the event type. Requests on other
+//	                             streams (terminal conversations, mandates) are not written to
+//	                             any session's map: their dedupe is rebuilt from the log (labapi)
+//	                             and they appear with request_id in pty/<c>/events.jsonl.
+//	steps/steps.jsonl            one StepRecord per step transition {seq,at,event,mandate_id,
+//	                             step_id,status,…the transition's own fields}; step.planned gives
+//	                             one record per planned step (status pending), step.reset one
+//	                             with status pending. The last record per (mandate_id, step_id)
+//	                             holds the current status; earlier records hold the plan's and
+//	                             earlier transitions' fields (no state is merged, so each record
+//	                             depends on its event alone).
+//	pty/<c>/output.spool         the concatenation, in log order, of every pty.output Data and
+//	                             every pty.prompt Line of conversation <c> (the event's stream)
+//	pty/<c>/blocks/<b>.out       the concatenation of the pty.output Data with block_id <b>
+//	pty/<c>/blocks.jsonl         the Block record of every pty.block.begin and pty.block.end;
+//	                             the last line per block_id wins
+//	pty/<c>/events.jsonl         the agent_block_* stream: one PtyEventLine per pty event
+//	                             (agent_session_started, agent_block_begin, agent_block_delta,
+//	                             agent_block_end, agent_prompt, agent_input, agent_session_reset,
+//	                             agent_session_ended). A delta carries block_id, spool_offset and
+//	                             len, never the output bytes (they are in the spool); input data
+//	                             is included.
+//
+// The spool offsets inside pty.output and pty.prompt are the producer's
+// claim; the projector appends and does not seek to them, so the spool is
+// always exactly the concatenation above.
+//
+// Purity: a line depends on its event only (ts, never the clock; encoders
+// are deterministic). An event whose payload cannot be decoded (unknown
+// version, malformed) projects nothing anywhere, in every projection alike
+// (Rebuild reports the count). An event whose id cannot be a path component
+// skips the views that need that path and keeps going: a conversation id
+// that fails ValidateID writes no pty view; a block id that fails writes
+// no blocks/<b>.out (the spool still gets the bytes); a Lab stream that is
+// not a valid "lab_…" id writes no session view (feedback, runs and
+// experiments still get their lines). Nothing is ever written outside the
+// home.
+//
+// # Writing
+//
+// View files stay open (at most Options.MaxOpenFiles, default 256; beyond
+// that all are flushed, fsynced if not yet covered by a checkpoint, and
+// closed) with 64 KiB buffered writers. Apply hands every byte to the
+// kernel (write(2)) before it returns, so a client reads its own write as
+// soon as the append is acknowledged; fsync happens only at checkpoints.
+//
+// # Checkpoint
+//
+// state/checkpoint.json: {"version":1,"seq":N,"views":{"<view>":size,…}}.
+// The engine checkpoints every 1000 applied events or 1 s after the first
+// event not covered (engine.DefaultCheckpointEvery/Interval), on Close, and
+// after catch-up. Order: flush, fsync every view written since the last
+// checkpoint, fsync the directories of files created since then, then
+// replace the checkpoint atomically (tmp, fsync, rename, fsync dir).
+//
+// # Catch-up (Open, then the engine applies the log from ReplayFrom)
+//
+//  1. No readable checkpoint: every view is rebuilt from seq 1.
+//  2. For each view in the checkpoint: longer than its size → cut back to
+//     it (feedback.jsonl excepted, see below); exactly its size → intact;
+//     shorter or missing → emptied and rebuilt.
+//  3. All intact: apply the events after the checkpoint's seq. Otherwise
+//     apply from seq 1, but writes of events up to the checkpoint's seq go
+//     only to the views being rebuilt (intact ones already hold them).
+//  4. A view file that the checkpoint does not list is new since it: its
+//     old bytes are cut when the projector first opens it.
+//  5. A checkpoint whose seq is past the end of the log (a log cut by
+//     salvage) is ignored: every view is rebuilt.
+//
+// # Legacy writers (feedback/feedback.jsonl)
+//
+// Other programs may append lines to feedback.jsonl. The projector knows the
+// end that the log accounts for (E, the checkpointed size, advanced by each
+// line it projects) and never cuts the file. Outside a rebuild, each line L
+// it projects goes through this check:
+//
+//   - The file is no longer than E: L is written at E.
+//   - Bytes follow E and start with L (all of L, or a prefix of L running to
+//     the end of the file): they are the projector's own output from before
+//     a crash (possibly torn); they are kept and any missing tail of L is
+//     written after them. Nothing is written twice.
+//   - Other bytes follow E: foreign. If they end with '\n', they are kept
+//     where they are, their lines reported (TakeAdopted) and the engine
+//     appends them as feedback.ingested events right after the commit; L is
+//     written after them. If they end with an unfinished line, Apply fails
+//     with ErrFeedbackPartial (such a line may be neither moved nor written
+//     after).
+//
+// The engine makes the last two foreign cases rare: before every append
+// that writes feedback (feedback.submitted, experiment.submitted,
+// feedback.ingested) it reads the file past E under a mutex; complete
+// foreign lines become feedback.ingested events (Raw = the line without its
+// '\n', Offset = where it starts) placed in the same commit group ahead of
+// the new events; an unfinished last line is waited for (engine
+// FeedbackWait, default 2 s) and the append fails with ErrFeedbackBusy if
+// it does not end in time. At open, after catch-up, the engine ingests the
+// complete lines appended while it was down; an unfinished last line stays
+// untouched until it is completed. A feedback.ingested line whose bytes are
+// already at E is adopted without writing, so a rebuild (which writes every
+// line) reproduces the file byte for byte.
+//
+// Known limit: a foreign line that lands between the engine's check and the
+// projector's write, or a foreign line written while the daemon was down
+// directly after bytes the crashed daemon never projected, is kept and
+// ingested but sits before (live) rather than after (rebuild) the lines
+// that were due first; `cmlab rebuild --check` then reports that offset.
+//
+// # Rebuild
+//
+// Rebuild removes the views of the destination, renders events on
+// GOMAXPROCS workers (rendering is pure) and writes them in log order from
+// one goroutine, then writes a checkpoint. Compare reports the first
+// differing file and byte offset between two homes; an unfinished last line
+// of the live feedback.jsonl is ignored.
 package projections

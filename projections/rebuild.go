@@ -159,12 +159,22 @@ var viewRoots = []string{"feedback", "lab", "pty", "steps"}
 
 // ClearViews removes every view file of h and its checkpoint; the log,
 // the state files and lab/exports are left alone.
-func ClearViews(h home.Home) error {
+func ClearViews(h home.Home) error { return clearViews(h, false) }
+
+// ClearDerivedViews is ClearViews keeping feedback/feedback.jsonl, which
+// may hold lines of other programs not yet ingested (an in-place rebuild
+// re-verifies it instead).
+func ClearDerivedViews(h home.Home) error { return clearViews(h, true) }
+
+func clearViews(h home.Home, keepFeedback bool) error {
 	views, err := ViewFiles(h)
 	if err != nil {
 		return err
 	}
 	for _, v := range views {
+		if keepFeedback && v == FeedbackView {
+			continue
+		}
 		if err := os.Remove(filepath.Join(h.Dir, filepath.FromSlash(v))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
