@@ -30,6 +30,8 @@ type DaemonOptions struct {
 	ExitAfterSubmit int
 	// ReadOnly serves a replayed home: no session event, every write refused.
 	ReadOnly bool
+	// UIDir is served at / (the Lab's browser client), when set.
+	UIDir string
 	// Lookback is recovery's auto-resume window (default 2h).
 	Lookback time.Duration
 	Logger   *slog.Logger
@@ -104,7 +106,7 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 		Engine: eng, Listen: addr, Token: tok, SessionID: "lab_" + uuid.NewString(),
 		AllowedRoots: DefaultAllowedRoots(o.AllowRoots), ReadOnly: o.ReadOnly, Pty: mgr,
 		Version: Version, Logger: o.Logger, Task: o.Task, ExitAfterSubmit: o.ExitAfterSubmit,
-		OnExit: func() { close(exitCh) },
+		OnExit: func() { close(exitCh) }, UIDir: o.UIDir,
 	})
 	if err != nil {
 		ln.Close()

@@ -39,6 +39,31 @@ func (s *Server) registerLabRoutes() {
 	s.route("POST /api/experiments/{experimentId}/submit", authPostOnly, s.handleExperimentSubmit)
 
 	s.route("POST /api/export", authPostOnly, s.handleExport)
+
+	if s.opts.UIDir != "" {
+		s.route("GET /{$}", authNone, s.handleUI)
+		s.route("GET /{asset}", authNone, s.handleUI)
+	}
+}
+
+// handleUI serves the Lab's browser client from Options.UIDir: one path
+// segment, a plain file name, nothing outside that directory.
+func (s *Server) handleUI(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("asset")
+	if name == "" {
+		name = "index.html"
+	}
+	if err := home.ValidateID(name); err != nil || strings.HasPrefix(name, ".") {
+		return NewError(CodeNotFound, "no such asset", "")
+	}
+	p := filepath.Join(s.opts.UIDir, name)
+	fi, err := os.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() {
+		return NewError(CodeNotFound, "no such asset: "+name, "Check --ui points at the Lab's assets directory (index.html, app.js, app.css).")
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	http.ServeFile(w, r, p)
+	return nil
 }
 
 func newID(prefix string) string {

@@ -433,3 +433,21 @@ func TestMetricsAndPanicRecovery(t *testing.T) {
 		t.Log(string(r.body))
 	}
 }
+
+func TestUIAssets(t *testing.T) {
+	ui := t.TempDir()
+	os.WriteFile(filepath.Join(ui, "index.html"), []byte("<html>lab</html>"), 0o600)
+	os.WriteFile(filepath.Join(ui, "app.js"), []byte("init();"), 0o600)
+	tl := newTestLab(t, func(o *Options) { o.UIDir = ui })
+	if r := tl.do("GET", "/", ""); r.status != 200 || string(r.body) != "<html>lab</html>" {
+		t.Fatalf("index: %d %s", r.status, r.body)
+	}
+	if r := tl.do("GET", "/app.js", ""); r.status != 200 || string(r.body) != "init();" {
+		t.Fatalf("app.js: %d %s", r.status, r.body)
+	}
+	for _, p := range []string{"/..%2Fsecret", "/.hidden", "/nope.js", "/api/nope"} {
+		if r := tl.do("GET", p, ""); r.status != 404 || r.code() != CodeNotFound {
+			t.Fatalf("%s: %d %s", p, r.status, r.body)
+		}
+	}
+}

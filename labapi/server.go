@@ -56,6 +56,9 @@ type Options struct {
 	Task            *Task
 	ExitAfterSubmit int
 	OnExit          func()
+	// UIDir, when set, is served at / (index.html and sibling assets): point
+	// it at content-machine's assets/lab to use its browser client unchanged.
+	UIDir string
 	// SSEHeartbeat is the comment interval on idle event streams (default 15s).
 	SSEHeartbeat time.Duration
 	// SSEWriteTimeout drops a client whose writes stall this long (default 10s).

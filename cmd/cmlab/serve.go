@@ -22,6 +22,7 @@ type serveOpts struct {
 	readOnly        bool
 	lookback        time.Duration
 	quiet           bool
+	ui              string
 }
 
 // newServeCmd builds 'cmlab serve'.
@@ -75,7 +76,7 @@ the views and remove state/daemon.json.`,
 			logger := slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: level}))
 			return labapi.RunDaemon(ctx, labapi.DaemonOptions{
 				Home: h, Listen: o.listen, AllowRoots: o.allowRoots, Task: task,
-				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger,
+				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui,
 				Ready: func(info labapi.DaemonInfo) {
 					if g.json {
 						labPrintJSON(g, info)
@@ -96,5 +97,6 @@ the views and remove state/daemon.json.`,
 	f.BoolVar(&o.readOnly, "read-only", false, "serve a replayed home: refuse every write")
 	f.DurationVar(&o.lookback, "lookback", 2*time.Hour, "auto-resume window of start-up recovery")
 	f.BoolVar(&o.quiet, "quiet", false, "log warnings only (no request log)")
+	f.StringVar(&o.ui, "ui", "", "serve the Lab browser client from DIR at / (e.g. content-machine's assets/lab)")
 	return c
 }
