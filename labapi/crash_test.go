@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -30,9 +31,14 @@ func TestHelperDaemon(t *testing.T) {
 	if dir == "" {
 		t.Skip("child process of TestDaemonSIGKILL")
 	}
-	err := RunDaemon(context.Background(), DaemonOptions{Home: home.Home{Dir: dir}, Listen: "127.0.0.1:0"})
-	fmt.Fprintln(os.Stderr, "daemon exited:", err)
-	os.Exit(3)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	err := RunDaemon(ctx, DaemonOptions{Home: home.Home{Dir: dir}, Listen: "127.0.0.1:0"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "daemon exited:", err)
+		os.Exit(3)
+	}
+	os.Exit(0)
 }
 
 // startDaemon re-executes the test binary as a daemon and waits for its
@@ -189,4 +195,47 @@ func TestDaemonSIGKILL(t *testing.T) {
 		t.Fatalf("nextCursor %s, file %d bytes", page.NextCursor, len(b))
 	}
 	t.Logf("%d rounds: %d acknowledged, %d entries in the store", rounds, len(acked), len(count))
+}
+
+// TestDaemonSIGTERM: SIGTERM drains, checkpoints and removes daemon.json;
+// the process exits 0 and a restart finds every acknowledged entry.
+func TestDaemonSIGTERM(t *testing.T) {
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	cmd, info := startDaemon(t, h)
+	tok, _ := os.ReadFile(info.TokenFile)
+	for i := range 5 {
+		req, _ := http.NewRequest("POST", "http://"+info.Listen+"/api/feedback", strings.NewReader(fmt.Sprintf(`{"notes":"n%d"}`, i)))
+		req.Header.Set("X-CM-LAB-TOKEN", strings.TrimSpace(string(tok)))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("POST: %v", err)
+		}
+		res.Body.Close()
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("daemon exit after SIGTERM: %v", err)
+	}
+	if _, err := os.Stat(h.DaemonFile()); !os.IsNotExist(err) {
+		t.Fatalf("daemon.json still there: %v", err)
+	}
+	var cp struct {
+		Seq uint64 `json:"seq"`
+	}
+	b, err := os.ReadFile(h.CheckpointFile())
+	if err != nil || json.Unmarshal(b, &cp) != nil {
+		t.Fatalf("checkpoint: %v %s", err, b)
+	}
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if cp.Seq != eng.Log().LastSeq() {
+		t.Fatalf("checkpoint seq %d, log last %d", cp.Seq, eng.Log().LastSeq())
+	}
+	page, err := PollFeedback(h.FeedbackFile(), "0", "", 0)
+	if err != nil || len(page.Items) != 5 {
+		t.Fatalf("after restart: %v %d items", err, len(page.Items))
+	}
 }
