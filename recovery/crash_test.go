@@ -425,3 +425,80 @@ func TestOnStartClosesOpenBlock(t *testing.T) {
 		t.Fatalf("%d ENDs, want exactly 1", ends)
 	}
 }
+
+// TestOnStartDecisions: of three open mandates only the one whose steps are
+// all decidable and which has a recorded spec is resumed; the others wait
+// with their reason, logged once.
+func TestOnStartDecisions(t *testing.T) {
+	ctx := context.Background()
+	work := t.TempDir()
+	h := home.Home{Dir: t.TempDir()}
+	eng := openEngine(t, h)
+	defer eng.Close()
+	j, err := NewJournal(eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := NewRunner(RunnerOptions{Recorder: j, Base: work})
+	record := func(p events.Payload) {
+		t.Helper()
+		if err := j.Record(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a: planned by a runner that died before its first step.
+	specA := []byte(`{"id":"a","steps":[{"id":"s","argv":["sh","-c","printf a >> a.txt"],"env":["PATH"],"world":["a.txt"]}]}`)
+	ma, _ := ParseMandate(specA)
+	pa, err := r.PlanOf(ma, specA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(pa)
+	// b: interrupted mid-step, world changed, no expected post.
+	specB := []byte(`{"id":"b","steps":[{"id":"s","argv":["sh","-c","printf b >> b.txt"],"env":["PATH"],"world":["b.txt"]}]}`)
+	mb, _ := ParseMandate(specB)
+	pb, _ := r.PlanOf(mb, specB)
+	record(pb)
+	record(&events.StepExecuting{MandateID: "b", StepID: "s", ObservedPreHash: pb.Steps[0].PreHash})
+	writeFile(t, work, "b.txt", "partial")
+	// c: a journal client's mandate (no spec), interrupted with its world as planned.
+	record(&events.StepPlanned{MandateID: "c", Steps: []events.PlannedStep{{StepID: "s", Tool: "deploy", ParamsHash: h256("c"), PreHash: pa.Steps[0].PreHash, World: []string{"c.txt"}, Dir: work}}})
+	record(&events.StepExecuting{MandateID: "c", StepID: "s", ObservedPreHash: h256("x")})
+
+	plan, err := OnStart(ctx, eng, StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]string{"a": {ResumeAuto, WhyWithinLookback}, "b": {ResumeWait, WhyManualReview}, "c": {ResumeWait, WhyNotResumable}}
+	for _, pm := range plan.Mandates {
+		if w := want[pm.MandateID]; pm.Resume != w[0] || pm.Reason != w[1] || pm.ResumeError != "" {
+			t.Fatalf("%s: %+v, want %v", pm.MandateID, pm, w)
+		}
+	}
+	st := j.State()
+	if st.Mandate("a").Status != MandateCompleted || st.Mandate("b").Step("s").Status != events.StatusExecuting || st.Mandate("c").Step("s").Status != events.StatusExecuting {
+		t.Fatalf("a %s, b %s, c %s", st.Mandate("a").Status, st.Mandate("b").Step("s").Status, st.Mandate("c").Step("s").Status)
+	}
+	if b, _ := os.ReadFile(filepath.Join(work, "a.txt")); string(b) != "a" {
+		t.Fatalf("a.txt = %q", b)
+	}
+	last := eng.Log().LastSeq()
+	plan, err = OnStart(ctx, eng, StartOptions{})
+	if err != nil || eng.Log().LastSeq() != last {
+		t.Fatalf("second start appended %d events (%v)", eng.Log().LastSeq()-last, err)
+	}
+	// The waiting decisions stay visible in the plan.
+	for _, pm := range plan.Mandates {
+		if pm.MandateID == "b" && (pm.Resume != ResumeWait || pm.Reason != WhyManualReview) {
+			t.Fatalf("b after restart: %+v", pm)
+		}
+	}
+	fresh := Recover(j, PlanOptions{})
+	for _, pm := range fresh.Mandates {
+		if pm.MandateID == "c" && (pm.Resume != ResumeWait || pm.Reason != WhyNotResumable) {
+			t.Fatalf("c in recover's plan: %+v", pm)
+		}
+	}
+}
+
+func h256(s string) string { return HashBytes([]byte(s)) }

@@ -93,8 +93,9 @@ func OnStart(ctx context.Context, eng *engine.Engine, opts StartOptions) (*Plan,
 	for _, s := range plan.Steps {
 		byMandate[s.MandateID] = append(byMandate[s.MandateID], s)
 	}
-	var extra []events.RecoveryDecision
-	resume := map[string]bool{}
+	var waits []events.RecoveryDecision
+	var resume []string
+	decision := map[string]events.RecoveryDecision{}
 	for i := range plan.Mandates {
 		pm := &plan.Mandates[i]
 		m := j.State().Mandate(pm.MandateID)
@@ -106,22 +107,31 @@ func OnStart(ctx context.Context, eng *engine.Engine, opts StartOptions) (*Plan,
 			action, why = ResumeWait, "auto_resume_disabled"
 		}
 		pm.Resume, pm.Reason = action, why
-		if m.LastAuto == nil || m.LastAuto.Action != action || m.LastAuto.Reason != why || action == ResumeAuto {
-			extra = append(extra, events.RecoveryDecision{MandateID: m.MandateID, Status: m.Status, Action: action, Reason: why})
-		}
+		d := events.RecoveryDecision{MandateID: m.MandateID, Status: m.Status, Action: action, Reason: why}
 		if action == ResumeAuto {
-			resume[m.MandateID] = true
+			resume = append(resume, m.MandateID)
+			decision[m.MandateID] = d
+		} else if m.LastAuto == nil || m.LastAuto.Action != action || m.LastAuto.Reason != why {
+			waits = append(waits, d)
 		}
 	}
-	if _, err := Apply(ctx, j, plan, ApplyOptions{Auto: true, Only: resume, Extra: extra}); err != nil {
+	// Waiting decisions are logged once, when they change.
+	if _, err := Apply(ctx, j, plan, ApplyOptions{Auto: true, Only: map[string]bool{}, Extra: waits}); err != nil {
 		return plan, err
 	}
-	for i := range plan.Mandates {
-		pm := &plan.Mandates[i]
-		if !resume[pm.MandateID] {
+	// Each resumed mandate: its decisions and the resume choice in one
+	// recovery.applied, then the run. A mandate whose decisions do not
+	// apply (its state moved) is reported, not fatal to the daemon.
+	for _, id := range resume {
+		pm := planMandate(plan, id)
+		if _, err := Apply(ctx, j, plan, ApplyOptions{Auto: true, Only: map[string]bool{id: true}, Extra: []events.RecoveryDecision{decision[id]}}); err != nil {
+			if !isTransitionError(err) {
+				return plan, err
+			}
+			pm.ResumeError = err.Error()
 			continue
 		}
-		if err := resumeMandate(ctx, j, pm.MandateID, opts); err != nil {
+		if err := resumeMandate(ctx, j, id, opts); err != nil {
 			pm.ResumeError = err.Error()
 			if ctx.Err() != nil {
 				return plan, ctx.Err()
@@ -176,4 +186,20 @@ func resumeMandate(ctx context.Context, j *Journal, id string, opts StartOptions
 	}
 	_, err = r.Run(ctx, md, m.Spec)
 	return err
+}
+
+func planMandate(p *Plan, id string) *PlanMandate {
+	for i := range p.Mandates {
+		if p.Mandates[i].MandateID == id {
+			return &p.Mandates[i]
+		}
+	}
+	return &PlanMandate{MandateID: id}
+}
+
+// isTransitionError reports errors about a step's state, as opposed to the
+// log failing.
+func isTransitionError(err error) bool {
+	return errors.Is(err, ErrInvalidTransition) || errors.Is(err, ErrInvalidStep) ||
+		errors.Is(err, ErrUnknownMandate) || errors.Is(err, ErrUnknownStep)
 }
