@@ -160,6 +160,9 @@ func decodeError(status int, body []byte) *CallError {
 		} `json:"error"`
 	}
 	if json.Unmarshal(body, &env) != nil || env.Error == nil || env.Error.Code == "" {
+		if ce := decodeRefusal(status, body); ce != nil {
+			return ce
+		}
 		msg := strings.TrimSpace(string(body))
 		if len(msg) > 200 {
 			msg = msg[:200]
@@ -176,4 +179,32 @@ func decodeError(status int, body []byte) *CallError {
 		c = map[string]any{}
 	}
 	return &CallError{Status: status, Code: env.Error.Code, Message: env.Error.Message, Context: c}
+}
+
+// decodeRefusal reads the terminal's refusal body of seed 001 §5.1,
+// {"ok":false,"error":"busy"|"interactive mode","message":…} (HTTP 409),
+// as a BUSY error whose message says which and whose fix says what to do.
+func decodeRefusal(status int, body []byte) *CallError {
+	var ref struct {
+		OK      *bool  `json:"ok"`
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(body, &ref) != nil || ref.OK == nil || *ref.OK || ref.Error == "" {
+		return nil
+	}
+	msg := ref.Error
+	if ref.Message != "" && ref.Message != ref.Error {
+		msg += ": " + ref.Message
+	}
+	fix := "Wait for the running command (pty_wait_prompt, or pty_wait_for with match_type prompt), then retry."
+	if strings.Contains(ref.Error, "interactive") {
+		fix = "An interactive session is open: drive it to its end and call pty_wait_prompt, or stop it with pty_end_session; then retry."
+	}
+	code := "BUSY"
+	if status != http.StatusConflict {
+		code = "INVALID_ARGUMENT"
+		fix = "Check the request; the terminal refused it."
+	}
+	return &CallError{Status: status, Code: code, Message: msg, Context: map[string]any{"fix": fix, "reason": ref.Error}}
 }

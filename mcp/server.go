@@ -351,7 +351,8 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 		desc: "The conversation's terminal state: mode (idle, block_running, interactive), the active session and block, and " +
 			"resume_cursor = the spool size now (a good from_cursor before pty_exec).",
 		out: []field{okOut, {"mode", "idle | block_running | interactive"}, {"active_session_id", "the open interactive session"},
-			{"active_block_id", "the running block"}, {"shell_id", "the shell's id"}, cursorOut}},
+			{"active_block_id", "the running block"}, {"shell_id", "the shell's id"}, cursorOut,
+			{"shell_alive", "whether the shell process runs"}, {"foreground", "the command in the foreground, when not the shell"}, {"blocks", "number of blocks so far"}}},
 		func(in convIn) (request, error) {
 			if err := conv(in.ConversationID); err != nil {
 				return request{}, err
@@ -359,36 +360,40 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 			return request{method: "GET", path: ptyPath(in.ConversationID, "status")}, nil
 		})
 
-	add(s, d, log, spec{name: "pty_end_session", title: "End the interactive session", kind: mutating,
-		desc: "End what runs in the terminal: Ctrl+C first, then force. The session's block ends and the terminal returns to idle.",
-		out:  []field{okOut}},
-		func(in convMutIn) (request, error) {
+	add(s, d, log, spec{name: "pty_end_session", title: "End what runs in the terminal", kind: mutating,
+		desc: "End what runs in the conversation's terminal: Ctrl+C first, then force after grace_ms. The running block or " +
+			"interactive session ends and the terminal returns to idle (mode in the answer); ended / forced / reset say how.",
+		out: []field{okOut, {"mode", "the terminal's mode afterwards (idle)"}, {"block_id", "the block that was ended"},
+			{"ended", "whether something was running and ended"}, {"forced", "whether Ctrl+C was not enough"}, {"reset", "whether the shell had to be restarted"}}},
+		func(in endSessionIn) (request, error) {
 			if err := conv(in.ConversationID); err != nil {
 				return request{}, err
 			}
-			return request{method: "POST", path: ptyPath(in.ConversationID, "end_session"), reqID: in.RequestID, body: body{}}, nil
+			return request{method: "POST", path: ptyPath(in.ConversationID, "end_session"), reqID: in.RequestID, body: body{}.opt("grace_ms", in.GraceMs)}, nil
 		})
 
 	add(s, d, log, spec{name: "pty_reset", title: "Restart the shell", kind: mutating,
-		desc: "Kill the conversation's shell and start a new one (use when it is wedged). The old spool and blocks stay; " +
-			"cursors keep counting from where they were.",
-		out: []field{okOut}},
-		func(in convMutIn) (request, error) {
+		desc: "Kill the conversation's shell and start a new one (use when it is wedged). The old spool and blocks stay and " +
+			"cursors keep counting: continue from the returned resume_cursor.",
+		out: []field{okOut, {"shell_id", "the new shell"}, {"old_shell_id", "the shell that was killed"}, cursorOut}},
+		func(in resetIn) (request, error) {
 			if err := conv(in.ConversationID); err != nil {
 				return request{}, err
 			}
-			return request{method: "POST", path: ptyPath(in.ConversationID, "reset"), reqID: in.RequestID, body: body{}}, nil
+			return request{method: "POST", path: ptyPath(in.ConversationID, "reset"), reqID: in.RequestID, body: body{}.optString("reason", in.Reason)}, nil
 		})
 
 	add(s, d, log, spec{name: "blocks_since", title: "List blocks", kind: readOnly,
-		desc: "List the conversation's blocks (block_id, cmd, cwd, ts_begin, ts_end, status, exit_code, output_path) after since.",
-		out:  []field{okOut, {"blocks", "the block records, oldest first"}}},
+		desc: "List the conversation's blocks, oldest first: block_id, seq, cmd, cwd, ts_begin, ts_end, status (running, " +
+			"completed, failed, cancelled, interactive), exit_code, output_path. Page with since = the largest seq you got.",
+		out: []field{okOut, {"blocks", "the block records, oldest first"}}},
 		func(in blocksSinceIn) (request, error) {
 			if err := conv(in.ConversationID); err != nil {
 				return request{}, err
 			}
 			q := url.Values{}
 			setInt(q, "since", in.Since)
+			setInt(q, "limit", in.Limit)
 			return request{method: "GET", path: ptyPath(in.ConversationID, "blocks"), query: q}, nil
 		})
 
@@ -406,8 +411,10 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 		})
 
 	add(s, d, log, spec{name: "blocks_read", title: "Read a block's output", kind: readOnly,
-		desc: "Read a block's own output from offset, at most max_bytes. Continue from the returned offset until it stops growing.",
-		out:  []field{okOut, {"data", "the output bytes"}, {"offset", "byte offset of data in the block's output"}, {"next_offset", "where to read next"}}},
+		desc: "Read a block's own output (blocks/<block_id>.out) from offset, at most max_bytes. Continue with offset = the " +
+			"returned resume_cursor until complete is true (the block ended and everything was read).",
+		out: []field{okOut, {"block_id", "the block"}, {"data", "the output bytes"}, {"cursor", "byte offset of data in the block's output"},
+			{"resume_cursor", "the offset to read from next"}, {"size", "the block output's size now"}, {"complete", "true when the block ended and data reaches its end"}}},
 		func(in blocksReadIn) (request, error) {
 			if err := conv(in.ConversationID); err != nil {
 				return request{}, err
@@ -423,7 +430,7 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 
 	add(s, d, log, spec{name: "blocks_search", title: "Search terminal output", kind: readOnly,
 		desc: "Search the conversation's output for q (optionally within one block_id). Each hit names its block and spool offset.",
-		out:  []field{okOut, {"matches", "the hits"}}},
+		out:  []field{okOut, {"matches", "the hits: block_id, match_cursor (spool offset), line, line_cursor"}, {"truncated", "true when there were more hits than returned"}}},
 		func(in blocksSearchIn) (request, error) {
 			if err := conv(in.ConversationID); err != nil {
 				return request{}, err

@@ -168,7 +168,9 @@ func TestToolRequests(t *testing.T) {
 		{"pty_end_session", map[string]any{"conversation_id": "c1", "request_id": "x"}, "POST", "/api/pty/c1/end_session", "", `{}`, "x"},
 		{"pty_reset", map[string]any{"conversation_id": "c1"}, "POST", "/api/pty/c1/reset", "", `{}`, ""},
 		{"blocks_since", map[string]any{"conversation_id": "c1"}, "GET", "/api/pty/c1/blocks", "", "", ""},
-		{"blocks_since", map[string]any{"conversation_id": "c1", "since": 3}, "GET", "/api/pty/c1/blocks", "since=3", "", ""},
+		{"blocks_since", map[string]any{"conversation_id": "c1", "since": 3, "limit": 2}, "GET", "/api/pty/c1/blocks", "limit=2&since=3", "", ""},
+		{"pty_end_session", map[string]any{"conversation_id": "c1", "grace_ms": 50}, "POST", "/api/pty/c1/end_session", "", `{"grace_ms":50}`, ""},
+		{"pty_reset", map[string]any{"conversation_id": "c1", "reason": "wedged", "request_id": "z"}, "POST", "/api/pty/c1/reset", "", `{"reason":"wedged"}`, "z"},
 		{"blocks_get", map[string]any{"conversation_id": "c1", "block_id": "blk_1"}, "GET", "/api/pty/c1/blocks/blk_1", "", "", ""},
 		{"blocks_read", map[string]any{"conversation_id": "c1", "block_id": "blk_1", "offset": 5, "max_bytes": 7}, "GET", "/api/pty/c1/blocks/blk_1/output", "max_bytes=7&offset=5", "", ""},
 		{"blocks_search", map[string]any{"conversation_id": "c1", "q": "a b&c"}, "GET", "/api/pty/c1/search", "q=a+b%26c", "", ""},
@@ -222,6 +224,10 @@ func TestToolErrors(t *testing.T) {
 			w.Write([]byte("upstream exploded"))
 		},
 		"GET /api/session": func(w http.ResponseWriter, r *http.Request) { panic("boom") },
+		"POST /api/pty/c2/exec_block": func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusConflict)
+			w.Write([]byte(`{"ok":false,"error":"interactive mode","message":"an interactive session is running"}`))
+		},
 	}}
 	cs := connect(t, InProcess(fd, "tok"))
 
@@ -232,6 +238,13 @@ func TestToolErrors(t *testing.T) {
 	}
 	if txt := res.Content[0].(*sdk.TextContent).Text; txt != "BUSY: interactive mode: a session is open\nfix: Finish it with wait_prompt or end_session." {
 		t.Errorf("busy text %q", txt)
+	}
+
+	// The terminal's seed-shaped refusal (409 {ok:false,error}) is BUSY too.
+	res = call(t, cs, "pty_exec", map[string]any{"conversation_id": "c2", "cmd": "echo SHOULD_FAIL"})
+	code, msg, fix, isErr = ErrorOf(res)
+	if !isErr || code != "BUSY" || msg != "interactive mode: an interactive session is running" || !strings.Contains(fix, "pty_end_session") {
+		t.Fatalf("refusal: %v %q %q %q", isErr, code, msg, fix)
 	}
 
 	res = call(t, cs, "lab_feedback_poll", map[string]any{"since": "1"})

@@ -58,14 +58,22 @@ type convIn struct {
 	ConversationID string `json:"conversation_id" jsonschema:"the conversation whose terminal to use"`
 }
 
-type convMutIn struct {
+type blocksSinceIn struct {
+	ConversationID string `json:"conversation_id" jsonschema:"the conversation whose blocks to list"`
+	Since          *int64 `json:"since,omitempty" jsonschema:"list the blocks whose seq is greater than this: omit or 0 for all, then the largest seq you have seen"`
+	Limit          *int64 `json:"limit,omitempty" jsonschema:"at most this many blocks (default and cap 500)"`
+}
+
+type endSessionIn struct {
 	ConversationID string `json:"conversation_id" jsonschema:"the conversation whose terminal to use"`
+	GraceMs        *int64 `json:"grace_ms,omitempty" jsonschema:"how long to wait after Ctrl+C before forcing (the daemon's default when omitted)"`
 	RequestID      string `json:"request_id,omitempty" jsonschema:"optional idempotency key: a retry with the same request_id returns the first response and does not act again"`
 }
 
-type blocksSinceIn struct {
-	ConversationID string `json:"conversation_id" jsonschema:"the conversation whose blocks to list"`
-	Since          *int64 `json:"since,omitempty" jsonschema:"list blocks after this one: omit or 0 for all, then the last seq you have seen"`
+type resetIn struct {
+	ConversationID string `json:"conversation_id" jsonschema:"the conversation whose shell to restart"`
+	Reason         string `json:"reason,omitempty" jsonschema:"why, recorded in the transcript's pty.session.reset event"`
+	RequestID      string `json:"request_id,omitempty" jsonschema:"optional idempotency key: a retry with the same request_id returns the first response and does not act again"`
 }
 
 type blockIn struct {
