@@ -135,7 +135,11 @@ func runReplayCheck(cmd *cobra.Command, g *globalOpts, h home.Home, o *replayOpt
 		out["check"] = rep
 		if !rep.Identical {
 			d := rep.First
-			failures = append(failures, fmt.Sprintf("views diverge at seq %d: %s offset %d", d.Seq, d.File, d.Offset))
+			if d.Seq == 0 {
+				failures = append(failures, fmt.Sprintf("views diverge: %s holds bytes at offset %d that no event produced", d.File, d.Offset))
+			} else {
+				failures = append(failures, fmt.Sprintf("views diverge at seq %d: %s offset %d", d.Seq, d.File, d.Offset))
+			}
 		}
 		if !g.json {
 			writeCheckReport(g.stdout, rep)
