@@ -140,3 +140,58 @@ func TestFeedbackLineShape(t *testing.T) {
 		}
 	}
 }
+
+// With few open files allowed, eviction (flush, fsync, close, reopen at the
+// known end) changes no byte.
+func TestEvictionKeepsBytes(t *testing.T) {
+	a := rebuildInto(t, workloadSrc(WorkloadEveryType, 13, 2000), RebuildOptions{NoSync: true})
+	b := home.Home{Dir: t.TempDir()}
+	p, err := Open(Options{Home: b, Fresh: true, MaxOpenFiles: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev := range workloadSrc(WorkloadEveryType, 13, 2000) {
+		if err := p.Apply([]*events.Event{ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := Compare(a, b); err != nil || d != nil {
+		t.Fatalf("eviction changed bytes: %v %v", d, err)
+	}
+}
+
+// An event that cannot be decoded (a newer version, garbage payload)
+// projects nothing, is counted, and the following events still project.
+func TestUndecodableEventsSkipped(t *testing.T) {
+	good := events.MustNew("lab_x", &events.RunImported{Run: events.LabRun{SchemaVersion: 1, RunID: "run_1"}})
+	future := events.MustNew("lab_x", &events.RunImported{Run: events.LabRun{RunID: "run_future"}})
+	future.V = 99
+	garbage := events.MustNew("lab_x", &events.FeedbackSubmitted{})
+	garbage.Data = []byte{0xc1, 0xff, 0x00}
+	unknown := &events.Event{V: 1, ID: "u", Type: "no.such.type", Stream: "lab_x", Data: []byte{0x80}}
+	evs := []*events.Event{future, garbage, unknown, good}
+	for i, ev := range evs {
+		ev.Seq, ev.TS = uint64(i+1), 1770379200000
+	}
+	h := home.Home{Dir: t.TempDir()}
+	res, err := Rebuild(context.Background(), func(yield func(*events.Event, error) bool) {
+		for _, ev := range evs {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}, h, RebuildOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Skipped != 2 || res.Events != 4 {
+		t.Fatalf("skipped %d of %d, want 2 of 4 (unknown types project nothing but are not errors)", res.Skipped, res.Events)
+	}
+	runs, _ := os.ReadFile(filepath.Join(h.Dir, RunsView))
+	if bytes.Count(runs, []byte("\n")) != 1 || !bytes.Contains(runs, []byte(`"runId":"run_1"`)) {
+		t.Fatalf("runs.jsonl = %s", runs)
+	}
+}

@@ -165,8 +165,17 @@ var ptyLineType = map[string]string{
 // render computes the appends ev causes. It is a pure function of ev.
 // An event whose payload cannot be decoded, or whose ids cannot be path
 // components, produces nothing for the views it cannot address (see doc.go).
-func render(ev *events.Event, r *rendered) error {
+func render(ev *events.Event, r *rendered) (err error) {
 	r.writes = r.writes[:0]
+	defer func() {
+		// No payload may take the committer or a rebuild down: a panic
+		// while decoding or encoding makes the event unprojectable, which
+		// every projection of the log treats alike.
+		if p := recover(); p != nil {
+			r.writes = r.writes[:0]
+			err = fmt.Errorf("projections: seq %d (%s): panic while rendering: %v", ev.Seq, ev.Type, p)
+		}
+	}()
 	if strings.HasPrefix(ev.Type, "pty.") {
 		return renderPty(ev, r)
 	}
