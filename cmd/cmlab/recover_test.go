@@ -264,3 +264,51 @@ func TestRunThroughDaemon(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoverClosesOpenBlock: recover --apply ends a terminal block the
+// crash left open with exactly one END (daemon_crashed); a plain recover
+// and a second --apply append nothing.
+func TestRecoverClosesOpenBlock(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := events.MustNew("conv1", &events.PtyBlockBegin{Block: events.Block{BlockID: "blk_1", Seq: 1, Mode: "block", Cmd: "sleep 100", Cwd: "/", Status: "running", OutputPath: "pty/conv1/blocks/blk_1.out"}})
+	if _, err := eng.Append(context.Background(), begin); err != nil {
+		t.Fatal(err)
+	}
+	eng.Close()
+	last := recLastSeq(t, h)
+	if code, _, _ := recCLI(t, "recover", "--home", h.Dir); code != 0 || recLastSeq(t, h) != last {
+		t.Fatal("plain recover appended")
+	}
+	code, out, errOut := recCLI(t, "recover", "--apply", "--home", h.Dir)
+	if code != 0 || !strings.Contains(out, "closed after the crash: blk_1") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, _ = recCLI(t, "recover", "--apply", "--home", h.Dir); code != 0 {
+		t.Fatal("second apply failed")
+	}
+	eng, err = engine.Open(context.Background(), engine.Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	ends := 0
+	for ev, err := range eng.Log().Events(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == events.TypePtyBlockEnd {
+			e, _ := events.DecodeAs[*events.PtyBlockEnd](ev)
+			if e.Block.Reason != "daemon_crashed" || e.Block.Status != "failed" {
+				t.Fatalf("END %+v", e.Block)
+			}
+			ends++
+		}
+	}
+	if ends != 1 {
+		t.Fatalf("%d ENDs", ends)
+	}
+}
