@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -62,7 +63,8 @@ func RemoveDaemonInfo(h home.Home, pid int) error {
 }
 
 // ReadDaemonInfo returns the running daemon of h. A missing file, an
-// unreadable one or a dead pid all mean ErrNoDaemon.
+// unreadable one, a dead pid or an address that refuses connections all
+// mean ErrNoDaemon.
 func ReadDaemonInfo(h home.Home) (*DaemonInfo, error) {
 	b, err := os.ReadFile(h.DaemonFile())
 	if err != nil {
@@ -77,6 +79,13 @@ func ReadDaemonInfo(h home.Home) (*DaemonInfo, error) {
 	}
 	if !pidAlive(info.Pid) {
 		return nil, ErrNoDaemon
+	}
+	// A killed daemon's pid may have been reused: it is ours only if its
+	// address still accepts connections.
+	if c, err := net.DialTimeout("tcp", info.Listen, 2*time.Second); err != nil {
+		return nil, ErrNoDaemon
+	} else {
+		c.Close()
 	}
 	return &info, nil
 }

@@ -3,7 +3,9 @@ package labapi
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,6 +22,17 @@ func TestDialInProcessThenDaemon(t *testing.T) {
 	}
 	if err := WriteDaemonInfo(h, DaemonInfo{Pid: 1 << 30, Listen: "127.0.0.1:1"}); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := ReadDaemonInfo(h); !errors.Is(err, ErrNoDaemon) {
+		t.Fatalf("dead pid: %v", err)
+	}
+	// A live pid (reused) whose address refuses connections is no daemon either.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	closedAddr := ln.Addr().String()
+	ln.Close()
+	WriteDaemonInfo(h, DaemonInfo{Pid: os.Getpid(), Listen: closedAddr})
+	if _, err := ReadDaemonInfo(h); !errors.Is(err, ErrNoDaemon) {
+		t.Fatalf("reused pid: %v", err)
 	}
 	c, closeFn, err := Dial(ctx, h, DialOptions{})
 	if err != nil {
