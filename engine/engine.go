@@ -63,6 +63,11 @@ type Options struct {
 	// FeedbackWait bounds how long an append touching feedback.jsonl waits
 	// for a foreign unfinished line to be completed; default 2 s.
 	FeedbackWait time.Duration
+	// FeedbackSweep, when positive, ingests complete foreign lines of
+	// feedback.jsonl on this period even when no feedback is appended
+	// (the daemon sets it; default off: ingestion then happens before
+	// each feedback write and at open).
+	FeedbackSweep time.Duration
 	// ReadOnly serves a home without accepting appends (a replayed home):
 	// the views are still brought up to the log at open.
 	ReadOnly bool
@@ -155,6 +160,10 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e.wg.Add(1)
 	go e.checkpointLoop()
+	if opts.FeedbackSweep > 0 && !opts.ReadOnly {
+		e.wg.Add(1)
+		go e.sweepLoop()
+	}
 	return e, nil
 }
 
@@ -269,6 +278,25 @@ func (e *Engine) checkpointLoop() {
 				e.checkpointLocked()
 			}
 			e.applyMu.Unlock()
+		}
+	}
+}
+
+func (e *Engine) sweepLoop() {
+	defer e.wg.Done()
+	t := time.NewTicker(e.opts.FeedbackSweep)
+	defer t.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-e.stop; cancel() }()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+			if e.log.Err() == nil {
+				e.IngestFeedback(ctx) // best effort; the next sweep retries
+			}
 		}
 	}
 }

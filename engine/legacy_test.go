@@ -167,3 +167,24 @@ func TestCatchUpKeepsOwnUnflushedFeedback(t *testing.T) {
 	e.Close()
 	rebuildAndCompare(t, h)
 }
+
+func TestFeedbackSweepIngestsWithoutTraffic(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	e, err := Open(context.Background(), Options{Home: h, FeedbackSweep: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	mustAppend(t, e, feedbackEvent("fb_1"))
+	appendBytes(t, h, projections.FeedbackView, "{\"id\":\"cm_1\"}\n{\"id\":\"cm_2")
+	deadline := time.Now().Add(10 * time.Second)
+	for len(ingested(t, h)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("sweep never ingested the complete foreign line")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := ingested(t, h); len(got) != 1 || got[0] != `{"id":"cm_1"}` {
+		t.Fatalf("ingested %q", got)
+	}
+}
