@@ -1,7 +1,139 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
-// newMCPCmd builds 'cmlab mcp'. Not implemented yet: returns nil so the
-// command is not offered.
-func newMCPCmd(g *globalOpts) *cobra.Command { return nil }
+	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/mcp"
+	"github.com/cmlab/cmlab/pty"
+	"github.com/cmlab/cmlab/recovery"
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+)
+
+// newMCPCmd builds 'cmlab mcp'.
+func newMCPCmd(g *globalOpts) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve the agent terminal, its blocks and Lab feedback as MCP tools on stdio",
+		Long: `Serve cmlab's tools over the Model Context Protocol on stdin/stdout, for an
+agent's MCP client to spawn: pty_exec, pty_exec_interactive, pty_send,
+pty_wait_for, pty_wait_prompt, pty_expect_send, pty_read_spool, pty_status,
+pty_end_session, pty_reset, blocks_since, blocks_get, blocks_read,
+blocks_search, lab_feedback_poll and lab_session.
+
+When a daemon ('cmlab serve') runs for the home, every tool is a request to
+its HTTP API: the daemon stays the single writer. When none runs, cmlab mcp
+opens the home itself (log repair, start-up recovery, terminal manager) and
+says so on stderr; the home is then locked until it exits.
+
+The same tools are served over streamable HTTP at /mcp by 'cmlab serve'
+(token required). stdout carries only the protocol; diagnostics go to stderr.`,
+		Example: `  cmlab mcp --home ~/.cm
+  # in an MCP client's config: {"command": "cmlab", "args": ["mcp"]}`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := g.Home()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			d, closeFn, err := mcpBackend(ctx, h, g.stderr, logger)
+			if err != nil {
+				return err
+			}
+			srv := mcp.NewServer(d, mcp.Options{Version: labapi.Version, Logger: logger})
+			err = mcp.ServeStdio(ctx, srv, cmd.InOrStdin(), g.stdout)
+			if errors.Is(err, context.Canceled) {
+				err = nil // SIGINT/SIGTERM: a normal end
+			}
+			if cerr := closeFn(); err == nil {
+				err = cerr
+			}
+			return err
+		},
+	}
+	c.SetContext(context.Background())
+	return c
+}
+
+// mcpBackend is the daemon the tools talk to: the running one over
+// loopback, else an in-process server over an engine opened here, with the
+// same start-up as 'cmlab serve' (recovery, terminal manager, Lab session).
+func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog.Logger) (*mcp.Daemon, func() error, error) {
+	if info, err := labapi.ReadDaemonInfo(h); err == nil {
+		tf := info.TokenFile
+		if tf == "" {
+			tf = h.TokenFile()
+		}
+		b, err := os.ReadFile(tf)
+		if err != nil {
+			return nil, nil, fmt.Errorf("daemon pid %d runs but its token is unreadable: %w", info.Pid, err)
+		}
+		fmt.Fprintf(stderr, "cmlab mcp: using the daemon at http://%s (pid %d)\n", info.Listen, info.Pid)
+		return mcp.Remote(info.Listen, strings.TrimSpace(string(b))), func() error { return nil }, nil
+	} else if !errors.Is(err, labapi.ErrNoDaemon) {
+		return nil, nil, err
+	}
+	fmt.Fprintf(stderr, "cmlab mcp: no daemon runs for %s; opening the home in this process (start 'cmlab serve' to share it)\n", h.Dir)
+	eng, err := engine.Open(ctx, engine.Options{Home: h})
+	if err != nil {
+		return nil, nil, err
+	}
+	fail := func(err error) (*mcp.Daemon, func() error, error) {
+		eng.Close()
+		return nil, nil, err
+	}
+	if _, err := recovery.OnStart(ctx, eng, recovery.StartOptions{}); err != nil {
+		return fail(fmt.Errorf("start-up recovery: %w", err))
+	}
+	mgr, err := pty.NewManager(eng, pty.Options{Logger: logger})
+	if err != nil {
+		return fail(fmt.Errorf("terminal manager: %w", err))
+	}
+	closeMgr := func() error {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return mgr.Close(cctx)
+	}
+	tok, err := h.Token()
+	if err != nil {
+		closeMgr()
+		return fail(err)
+	}
+	srv, err := labapi.New(labapi.Options{
+		Engine: eng, Listen: "127.0.0.1:0", Token: tok, SessionID: "lab_" + uuid.NewString(),
+		AllowedRoots: labapi.DefaultAllowedRoots(nil), Pty: mgr, Version: labapi.Version, Logger: logger,
+	})
+	if err != nil {
+		closeMgr()
+		return fail(err)
+	}
+	if err := srv.Start(ctx, os.Getpid(), "stdio"); err != nil {
+		srv.Close()
+		closeMgr()
+		return fail(fmt.Errorf("lab.session.started: %w", err))
+	}
+	closeFn := func() error {
+		srv.Close()
+		err := closeMgr()
+		if cerr := eng.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	return mcp.InProcess(srv.Handler(), tok), closeFn, nil
+}
