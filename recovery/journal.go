@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -184,6 +186,14 @@ func CheckTransition(m *MandateState, p events.Payload) error {
 			}
 			if s.IdemKey == "" {
 				return badField("step %s: idem_key is required", s.StepID)
+			}
+			if s.Dir != "" && !filepath.IsAbs(s.Dir) {
+				return badField("step %s: dir %q must be absolute (world paths resolve against it)", s.StepID, s.Dir)
+			}
+			for _, w := range s.World {
+				if w == "" || strings.ContainsRune(w, 0) {
+					return badField("step %s: world paths must be non-empty and without NUL bytes", s.StepID)
+				}
 			}
 		}
 		return nil
