@@ -3,9 +3,11 @@ package projections
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
 )
 
 var trickyStrings = []string{"", "plain", "quote\" back\\slash", "ctl\x00\x01\x1f\b\f\n\r\t", "<html> & 'x'", "\u2028\u2029", "bad utf8 \xff\xfe", "ünïcödé ✓ 🎬", "\x7f del"}
@@ -85,5 +87,14 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 	// Invalid raw JSON is an error, as with encoding/json.
 	if _, err := appendFeedbackEntry(nil, &events.FeedbackEntry{Answers: json.RawMessage("{bad")}); err == nil {
 		t.Fatal("invalid answers encoded without error")
+	}
+}
+
+func TestValidIDMatchesHome(t *testing.T) {
+	long := strings.Repeat("a", 128)
+	for _, id := range []string{"", ".", "..", "...", "a", "lab_1", "conv b", "../x", "a/b", "x\x00", "ü", long, long + "a", "A-Z_0.9", "-", "\n"} {
+		if got, want := validID(id), home.ValidateID(id) == nil; got != want {
+			t.Errorf("validID(%q) = %v, home.ValidateID says %v", id, got, want)
+		}
 	}
 }

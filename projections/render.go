@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/cmlab/cmlab/events"
-	"github.com/cmlab/cmlab/home"
 )
 
 // View paths relative to the home, with forward slashes. Per-session and
@@ -62,7 +61,23 @@ func (r *rendered) add(view string, data []byte) {
 // isLabSession reports whether stream names a Lab session usable as a path
 // component.
 func isLabSession(stream string) bool {
-	return strings.HasPrefix(stream, "lab_") && home.ValidateID(stream) == nil
+	return strings.HasPrefix(stream, "lab_") && validID(stream)
+}
+
+// validID is home.ValidateID as a predicate, without the regexp (it runs
+// several times per event in a rebuild); TestValidIDMatchesHome holds the
+// two together.
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 128 || id == "." || id == ".." {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -190,7 +205,7 @@ func render(ev *events.Event, r *rendered) (err error) {
 	}
 	// wal.*, recovery.* and unknown types have no view; they may still
 	// carry a request (recorded below for Lab sessions).
-	return renderIdempotency(ev, "", r)
+	return renderIdempotency(ev, "", "", "", r)
 }
 
 func renderLab(ev *events.Event, r *rendered) error {
@@ -199,7 +214,7 @@ func renderLab(ev *events.Event, r *rendered) error {
 		return err
 	}
 	ts := ev.ISOTime()
-	entity := ""
+	entity, kind := "", ""
 	// data is the payload as the session's events.jsonl shows it: the
 	// records as projected (createdAt/updatedAt filled in).
 	var data []byte
@@ -297,7 +312,7 @@ func renderLab(ev *events.Event, r *rendered) error {
 		entity = x.ExperimentID
 		data = wrap1("experiment", line)
 	case *events.IdempotencyRecorded:
-		entity = p.EntityID
+		entity, kind = p.EntityID, p.Kind
 	}
 	if isLabSession(ev.Stream) {
 		if data == nil {
@@ -310,7 +325,7 @@ func renderLab(ev *events.Event, r *rendered) error {
 		r.add(SessionEventsView(ev.Stream), appendSessionEventLine(make([]byte, 0, len(data)+160),
 			&SessionEventLine{Seq: ev.Seq, ID: ev.ID, Type: ev.Type, CreatedAt: ts, RequestID: ev.Req, Data: data}))
 	}
-	return renderIdempotency(ev, entity, r)
+	return renderIdempotency(ev, entity, kind, ts, r)
 }
 
 // wrap1 returns {"key":line} for a rendered line (its '\n' dropped).
@@ -341,23 +356,28 @@ func idempotencyType(ev *events.Event) string {
 	return ev.Type
 }
 
-func renderIdempotency(ev *events.Event, entity string, r *rendered) error {
+// renderIdempotency writes the request record of ev, if it carries one.
+// kind overrides the type derived from the event type; ts is ev's ISO
+// time when the caller has it already.
+func renderIdempotency(ev *events.Event, entity, kind, ts string, r *rendered) error {
 	if ev.Req == "" || !isLabSession(ev.Stream) {
 		return nil
 	}
-	typ := idempotencyType(ev)
-	if ev.Type == events.TypeIdempotencyRecorded {
-		if p, err := events.DecodeAs[*events.IdempotencyRecorded](ev); err == nil && p.Kind != "" {
-			typ = p.Kind
-		}
+	typ := kind
+	if typ == "" {
+		typ = idempotencyType(ev)
 	}
-	var resp json.RawMessage
-	if len(ev.Resp) > 0 && json.Valid(ev.Resp) {
-		resp = ev.Resp
+	if ts == "" {
+		ts = ev.ISOTime()
 	}
-	line, err := appendIdempotencyLine(make([]byte, 0, 256+len(resp)), &IdempotencyLine{RequestID: ev.Req, Type: typ, EntityID: entity, CreatedAt: ev.ISOTime(), Response: resp})
+	l := IdempotencyLine{RequestID: ev.Req, Type: typ, EntityID: entity, CreatedAt: ts, Response: ev.Resp}
+	line, err := appendIdempotencyLine(make([]byte, 0, 256+len(ev.Resp)), &l)
 	if err != nil {
-		return err
+		// A response snapshot that is not JSON is left out of the record.
+		l.Response = nil
+		if line, err = appendIdempotencyLine(make([]byte, 0, 256), &l); err != nil {
+			return err
+		}
 	}
 	r.add(SessionIdempotencyView(ev.Stream), line)
 	return nil
@@ -414,12 +434,12 @@ func renderStep(ev *events.Event, r *rendered) error {
 		}
 		r.add(StepsView, line)
 	}
-	return renderIdempotency(ev, "", r)
+	return renderIdempotency(ev, "", "", at, r)
 }
 
 func renderPty(ev *events.Event, r *rendered) error {
 	conv := ev.Stream
-	if home.ValidateID(conv) != nil {
+	if !validID(conv) {
 		return nil // no path for this conversation: skipped (doc.go)
 	}
 	p, err := ev.Decode()
@@ -455,7 +475,7 @@ func renderPty(ev *events.Event, r *rendered) error {
 		line.BlockID, line.SpoolOffset, line.Len = p.BlockID, &off, &n
 		if n > 0 {
 			r.add(PtySpoolView(conv), p.Data)
-			if p.BlockID != "" && home.ValidateID(p.BlockID) == nil {
+			if p.BlockID != "" && validID(p.BlockID) {
 				r.add(PtyBlockOutputView(conv, p.BlockID), p.Data)
 			}
 		}
