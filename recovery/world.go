@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // World hashing.
@@ -95,7 +96,7 @@ func ListWorld(dir string, paths []string) ([]WorldEntry, error) {
 		name := worldName(p)
 		abs := resolve(dir, p)
 		fi, err := os.Lstat(abs)
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscallENOTDIR) {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) /* below a regular file */ {
 			out = append(out, WorldEntry{Name: name, Kind: KindMissing, Digest: "-"})
 			continue
 		}
