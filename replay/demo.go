@@ -56,7 +56,7 @@ const (
 // placeholder video.mp4 under DIR/output/runs/), two feedback entries, an
 // experiment and its submitted comparison, and a terminal session with two
 // blocks. Then, with the daemon stopped, it runs a three-step mandate
-// through the durable step journal (commands in DIR/work/) and "crashes"
+// through the durable step journal (commands in DIR/jobs/) and "crashes"
 // it: step s2's side effect lands but its completion is never recorded,
 // and s2 declares no expected post-state — the crash that needs a human.
 func Demo(ctx context.Context, opts DemoOptions) (*DemoResult, error) {
@@ -293,7 +293,7 @@ const demoMandateSpec = `{"id":"` + DemoMandate + `","name":"render notes","step
 // demoMandate plans the mandate, completes s1 and leaves s2 executing
 // after its side effect: what a daemon killed at that moment leaves behind.
 func demoMandate(ctx context.Context, eng *engine.Engine, dir string, log io.Writer) error {
-	work := filepath.Join(dir, "work")
+	work := filepath.Join(dir, "jobs")
 	if err := os.MkdirAll(work, home.DirPerm); err != nil {
 		return err
 	}

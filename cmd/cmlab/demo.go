@@ -20,7 +20,7 @@ video.mp4), two feedback entries, an experiment and its submitted comparison
 (request id demo-submit-1), and a terminal session with two blocks in a real
 shell (--no-terminal writes the session as events instead).
 
-Then it runs the mandate DIR/work/mandate.json through the durable step
+Then it runs the mandate DIR/jobs/mandate.json through the durable step
 journal and simulates a crash: s1 completed, s2's command ran but its
 completion was never recorded, s3 never started. s2 declares no expected
 post-state, so 'cmlab recover' will ask a human about it.`,
