@@ -227,7 +227,13 @@ func (b *bridge) logBlocks() (begins, ends map[string][]events.Block) {
 // checkLifecycles asserts exactly one BEGIN and one END per block.
 func (b *bridge) checkLifecycles() map[string]events.Block {
 	b.t.Helper()
+	// The engine feeds observers (and so the API) before the log's LastSeq
+	// moves past the same commit: give the log reader a moment to see it.
 	begins, ends := b.logBlocks()
+	for deadline := time.Now().Add(5 * time.Second); len(ends) < len(begins) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		begins, ends = b.logBlocks()
+	}
 	final := map[string]events.Block{}
 	for id, bs := range begins {
 		if len(bs) != 1 || len(ends[id]) != 1 {
