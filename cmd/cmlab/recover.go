@@ -126,7 +126,16 @@ func recoverLocal(ctx context.Context, g *globalOpts, apply, salvage bool) (*rec
 	eng, err := engine.Open(ctx, engine.Options{Home: h})
 	if err != nil {
 		if errors.Is(err, wal.ErrCorrupt) {
-			return nil, withCode(exitCorrupt, fmt.Errorf("%w\n  fix: `cmlab recover --salvage --apply` keeps every intact entry, moves the damaged bytes to quarantine/ and puts a wal.salvaged placeholder at each lost seq", err))
+			msg := "%w"
+			// Name every damaged place, not only the first Open met.
+			if rep, _ := wal.Verify(h.WALDir()); len(rep.Bad) > 0 { // Verify also returns ErrCorrupt then
+				msg += fmt.Sprintf("\n  %d damaged place(s) in the log:", len(rep.Bad))
+				for _, b := range rep.Bad {
+					msg += "\n    " + b.String()
+				}
+			}
+			msg += "\n  fix: `cmlab recover --salvage --apply` keeps every intact entry, moves the damaged bytes to quarantine/ and puts a wal.salvaged placeholder at each lost seq"
+			return nil, withCode(exitCorrupt, fmt.Errorf(msg, err))
 		}
 		if errors.Is(err, wal.ErrLocked) {
 			return nil, fmt.Errorf("%w\n  fix: another process holds the log; if it is a daemon, run `cmlab recover` while it answers (state/daemon.json), else wait for it to finish", err)

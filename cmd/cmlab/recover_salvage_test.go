@@ -62,7 +62,8 @@ func recDamagedHome(t *testing.T) (home.Home, string) {
 func TestRecoverCorruptionExit3(t *testing.T) {
 	h, seg := recDamagedHome(t)
 	code, out, errOut := recCLI(t, "recover", "--home", h.Dir)
-	if code != exitCorrupt || !strings.Contains(errOut, seg) || !strings.Contains(errOut, "--salvage --apply") {
+	if code != exitCorrupt || !strings.Contains(errOut, "segment "+seg+" offset") || !strings.Contains(errOut, "seq 5") ||
+		!strings.Contains(errOut, "1 damaged place(s)") || !strings.Contains(errOut, "--salvage --apply") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
 }
