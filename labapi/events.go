@@ -61,6 +61,9 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		return NewError(CodeInvalidCursor, fmt.Sprintf("%s %d is beyond the end of the log (%d)", argName, after, last), "Reset since=0.").With("walIndex", last)
 	}
 	rc := http.NewResponseController(w)
+	// A stream outlives the server's ReadTimeout: lift the read deadline,
+	// or the connection's background read would cancel the request.
+	rc.SetReadDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -158,4 +159,33 @@ func TestSSEHeartbeatAndSlowClient(t *testing.T) {
 		t.Fatalf("slow client not dropped (dropped=%d)", tl.srv.metrics.sseDropped.Load())
 	}
 	t.Logf("300 appends of 60 KiB with a stalled client took %v", appendTime)
+}
+
+// TestSSEOutlivesReadTimeout: a stream keeps going past the server's
+// ReadTimeout.
+func TestSSEOutlivesReadTimeout(t *testing.T) {
+	tl := newTestLab(t, func(o *Options) { o.SSEHeartbeat = 50 * time.Millisecond })
+	hs := httptest.NewUnstartedServer(tl.srv.Handler())
+	hs.Config.ReadTimeout = 200 * time.Millisecond
+	hs.Start()
+	defer hs.Close()
+	tl.srv.SetListen(strings.TrimPrefix(hs.URL, "http://"))
+	res, err := http.Get(hs.URL + "/api/events?token=" + tl.token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	time.AfterFunc(800*time.Millisecond, func() {
+		tl.eng.Append(context.Background(), events.MustNew("lab_test", &events.IdempotencyRecorded{Kind: "late"}))
+	})
+	br := bufio.NewReader(res.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended: %v", err)
+		}
+		if line == "id: 1\n" {
+			return
+		}
+	}
 }
