@@ -23,15 +23,21 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 var ErrCorrupt = errors.New("wal: corrupt")
 
 // EncodeEntry returns the entry bytes for ev: version, CRC32C, envelope.
+// The envelope bytes are exactly those of events.EncodeEnvelope.
 func EncodeEntry(ev *events.Event) ([]byte, error) {
-	env, err := events.EncodeEnvelope(ev)
-	if err != nil {
-		return nil, err
+	var b []byte
+	if envelopeFast {
+		b = appendEnvelope(make([]byte, entryHeader, entryHeader+96+len(ev.ID)+len(ev.Type)+len(ev.Stream)+len(ev.Req)+len(ev.ReqHash)+len(ev.Resp)+len(ev.Data)), ev)
+	} else {
+		env, err := events.EncodeEnvelope(ev)
+		if err != nil {
+			return nil, err
+		}
+		b = make([]byte, entryHeader+len(env))
+		copy(b[entryHeader:], env)
 	}
-	b := make([]byte, entryHeader+len(env))
 	b[0] = entryVersion
-	binary.BigEndian.PutUint32(b[1:5], crc32.Checksum(env, castagnoli))
-	copy(b[entryHeader:], env)
+	binary.BigEndian.PutUint32(b[1:5], crc32.Checksum(b[entryHeader:], castagnoli))
 	return b, nil
 }
 
@@ -68,6 +74,9 @@ func DecodeEntry(b []byte, wantSeq uint64) (*events.Event, error) {
 // envelopeFields is the layout this relies on; Open checks it against
 // events.Event by reflection and falls back to the library on a mismatch,
 // and the tests and FuzzEnvelope compare both encoders byte for byte.
+// envelopeFast is fixed at init: the layout of a compiled type cannot change.
+var envelopeFast = envelopeLayoutKnown()
+
 var envelopeFields = [...]string{"seq", "v", "id", "type", "ts", "stream", "req,omitempty", "rh,omitempty", "resp,omitempty", "data"}
 
 // envelopeLayoutKnown reports whether events.Event still has the fields

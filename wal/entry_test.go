@@ -92,3 +92,20 @@ func TestAppendRejectsBadPayload(t *testing.T) {
 		t.Fatal("something was written")
 	}
 }
+
+// FuzzCheckData: the payload check accepts exactly what the msgpack
+// decoder reads as one complete value.
+func FuzzCheckData(f *testing.F) {
+	for _, s := range [][]byte{{0x01}, {0x92, 0x01, 0xa1, 'x'}, {0x81, 0xa1, 'k', 0xc0}, {0xc1}, {0xdc, 0x00}, {0xd9, 0x05, 'a'}} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := bytes.NewReader(b)
+		dec := msgpack.NewDecoder(r)
+		derr := dec.Skip()
+		libOK := len(b) > 0 && derr == nil && r.Len() == 0
+		if ourOK := checkData(b) == nil; ourOK != libOK {
+			t.Fatalf("% x: checkData ok=%v, decoder ok=%v (%v, %d left)", b, ourOK, libOK, derr, r.Len())
+		}
+	})
+}

@@ -138,7 +138,7 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
 	}
 	l := &Log{
-		opts: opts, tw: tw, lock: lock, repaired: rep, fastEnvelope: envelopeLayoutKnown(),
+		opts: opts, tw: tw, lock: lock, repaired: rep, fastEnvelope: envelopeFast,
 		changed: make(chan struct{}),
 		reqs:    make(chan *appendReq, 1024),
 		done:    make(chan struct{}),
