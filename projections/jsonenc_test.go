@@ -3,6 +3,7 @@ package projections
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -96,5 +97,42 @@ func TestValidIDMatchesHome(t *testing.T) {
 		if got, want := validID(id), home.ValidateID(id) == nil; got != want {
 			t.Errorf("validID(%q) = %v, home.ValidateID says %v", id, got, want)
 		}
+	}
+}
+
+func TestFastDecodeMatchesReflective(t *testing.T) {
+	fast := 0
+	check := func(ev *events.Event) {
+		t.Helper()
+		want, werr := ev.Decode()
+		got, gerr := decodePayload(ev)
+		if (werr == nil) != (gerr == nil) || !reflect.DeepEqual(got, want) {
+			t.Fatalf("seq %d: fast %#v (%v), reflective %#v (%v)", ev.Seq, got, gerr, want, werr)
+		}
+		if _, ok := fastFeedbackSubmitted(ev.Data); ok {
+			fast++
+		}
+	}
+	for ev := range Workload(WorkloadMixedLab, 17, 2000) {
+		check(ev)
+	}
+	zero, big := 0, 100
+	for _, e := range []events.FeedbackEntry{
+		{},
+		{SchemaVersion: 1, ID: "x", Ratings: &events.Ratings{Overall: &zero, Script: &big, Visuals: &zero, Motion: &big, Captions: &zero}, Tags: []string{"", "b"}},
+		{ID: "y", Answers: json.RawMessage(`{"a":1}`)},
+		{ID: "z", Reports: &events.FeedbackReports{ScorePath: "s"}, Topic: "\xff"},
+	} {
+		check(events.MustNew("lab_x", &events.FeedbackSubmitted{Entry: e}))
+	}
+	// Surprises fall back: garbage, trailing bytes, another version.
+	if _, ok := fastFeedbackSubmitted([]byte{0x81, 0xa5, 'e', 'n', 't', 'r', 'y', 0x80, 0x00}); ok {
+		t.Fatal("trailing byte accepted")
+	}
+	if _, ok := fastFeedbackSubmitted([]byte{0xc1}); ok {
+		t.Fatal("garbage accepted")
+	}
+	if fast < 1000 {
+		t.Fatalf("fast path taken %d times only", fast)
 	}
 }

@@ -209,7 +209,7 @@ func render(ev *events.Event, r *rendered) (err error) {
 }
 
 func renderLab(ev *events.Event, r *rendered) error {
-	p, err := ev.Decode()
+	p, err := decodePayload(ev)
 	if err != nil {
 		return err
 	}
