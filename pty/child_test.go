@@ -84,7 +84,11 @@ func TestDaemonSIGKILL(t *testing.T) {
 	remote := &bridge{t: t, home: h, conv: "convblock", srv: nil}
 	remote.base = "http://" + string(addr)
 
-	r := remote.post("exec_block", map[string]any{"cmd": "echo START; sleep 300"})
+	execBody := map[string]any{"cmd": "echo START; sleep 300"}
+	code, r := remote.call("POST", "/api/pty/convblock/exec_block", "req-before-crash", execBody)
+	if code != 200 {
+		t.Fatalf("exec_block = %d %v", code, r)
+	}
 	blockID := r["block_id"].(string)
 	w := remote.post("wait_for", map[string]any{"match": "START\n", "from_cursor": 0, "timeout_ms": 20000})
 	if w["matched"] != true {
@@ -155,8 +159,19 @@ func TestDaemonSIGKILL(t *testing.T) {
 	if pid := int(num(b.get("status")["shell_pid"])); pid == pid1 || pid == 0 {
 		t.Fatalf("shell pid %d after restart (was %d)", pid, pid1)
 	}
-	// A retried exec with an id used before the crash still answers from the log.
-	_ = strings.TrimSpace
+	// A retry of the request made before the crash answers from the log
+	// and runs nothing.
+	before := b.eng.Log().LastSeq()
+	code, again := b.call("POST", "/api/pty/convblock/exec_block", "req-before-crash", execBody)
+	if code != 200 || again["block_id"] != blockID || fmt.Sprint(again) != fmt.Sprint(r) {
+		t.Fatalf("retry after restart = %d %v, original %v", code, again, r)
+	}
+	if b.eng.Log().LastSeq() != before {
+		t.Fatalf("retry appended %d events", b.eng.Log().LastSeq()-before)
+	}
+	if n := strings.Count(string(b.spool()), "START\n"); n != 1 {
+		t.Fatalf("START printed %d times", n)
+	}
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

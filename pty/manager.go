@@ -202,9 +202,6 @@ func (m *Manager) spawn(ctx context.Context, conv, shellID string) (*shell, erro
 	if err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	m.shells[conv] = sh
-	m.mu.Unlock()
 	t := time.NewTimer(m.opts.ReadyTimeout)
 	defer t.Stop()
 	select {

@@ -120,7 +120,21 @@ func (m *Manager) startShell(ctx context.Context, conv, shellID string) (*shell,
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("pty: record shell start: %w", err)
 	}
+	// Register under the same lock Close takes, so a shell started while
+	// the manager closes is either stopped by Close or never runs.
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		sh.kill()
+		cmd.Wait()
+		f.Close()
+		os.RemoveAll(dir)
+		m.eng.Append(context.Background(), events.MustNew(conv, &events.PtySessionEnded{ShellID: shellID, Reason: "shutdown"}))
+		return nil, ErrClosed
+	}
+	m.shells[conv] = sh
 	m.wg.Add(3)
+	m.mu.Unlock()
 	go sh.readLoop()
 	go sh.waitLoop()
 	go sh.appendLoop()
