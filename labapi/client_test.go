@@ -100,3 +100,55 @@ func TestDialInProcessThenDaemon(t *testing.T) {
 		t.Fatalf("daemon.json left behind: %v", err)
 	}
 }
+
+// TestReadOnlyDaemon serves a home read-only: reads work, every write is
+// refused with 403, and nothing (not even lab.session.started) is appended.
+func TestReadOnlyDaemon(t *testing.T) {
+	ctx := context.Background()
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	c, closeFn, err := Dial(ctx, h, DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, "POST", "/api/feedback", "", map[string]any{"notes": "before"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	closeFn()
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ready := make(chan DaemonInfo, 1)
+	done := make(chan error, 1)
+	var srv *Server
+	go func() {
+		done <- RunDaemon(dctx, DaemonOptions{Home: h, Listen: "127.0.0.1:0", ReadOnly: true,
+			Ready: func(i DaemonInfo) { ready <- i }, onServer: func(s *Server) { srv = s }})
+	}()
+	var info DaemonInfo
+	select {
+	case info = <-ready:
+	case err := <-done:
+		t.Fatalf("read-only daemon: %v", err)
+	}
+	seq := srv.opts.Engine.Log().LastSeq()
+	rc, rclose, err := Dial(ctx, h, DialOptions{})
+	if err != nil || !rc.Remote || rc.BaseURL() != "http://"+info.Listen {
+		t.Fatalf("dial: %v", err)
+	}
+	defer rclose()
+	var page FeedbackPage
+	if err := rc.Do(ctx, "GET", "/api/feedback?since=0", "", nil, &page); err != nil || len(page.Items) != 1 {
+		t.Fatalf("read: %v %d", err, len(page.Items))
+	}
+	err = rc.Do(ctx, "POST", "/api/feedback", "k", map[string]any{"notes": "after"}, nil)
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Code != CodeForbidden {
+		t.Fatalf("write on read-only: %v", err)
+	}
+	if got := srv.opts.Engine.Log().LastSeq(); got != seq || seq != 1 {
+		t.Fatalf("seq %d → %d (want 1, unchanged)", seq, got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
