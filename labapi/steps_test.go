@@ -90,3 +90,46 @@ func TestStepRoutes(t *testing.T) {
 		t.Fatal("apply with nothing to do appended")
 	}
 }
+
+// TestStepRoutesHostile: malformed bodies get a 4xx envelope and append
+// nothing.
+func TestStepRoutesHostile(t *testing.T) {
+	tl := newTestLab(t)
+	ok := `{"steps":[{"step_id":"a","tool":"sh","params_hash":"` + stepHash("1") + `"}]}`
+	if r := tl.do("POST", "/api/steps/m/plan", ok); r.status != 200 {
+		t.Fatalf("plan: %d %s", r.status, r.body)
+	}
+	last := tl.lastSeq()
+	for _, c := range []struct{ path, body string }{
+		{"/api/steps/x/plan", `[]`},
+		{"/api/steps/x/plan", `null`},
+		{"/api/steps/x/plan", `"steps"`},
+		{"/api/steps/x/plan", `{"steps":null}`},
+		{"/api/steps/x/plan", `{"steps":{}}`},
+		{"/api/steps/x/plan", `{"steps":[null]}`},
+		{"/api/steps/x/plan", `{"steps":[{"step_id":"a","tool":"sh","params_hash":"` + stepHash("1") + `","dir":"relative"}]}`},
+		{"/api/steps/x/plan", `{"steps":[{"step_id":"a","tool":"sh","params_hash":"` + stepHash("1") + `","world":[""]}]}`},
+		{"/api/steps/x/plan", `{"steps":[{"step_id":"a","tool":"","params_hash":"` + stepHash("1") + `"}]}`},
+		{"/api/steps/x/plan", `{"steps":[{"step_id":"a","tool":"t","params_hash":"x"}]}`},
+		{"/api/steps/x/plan", `{"steps":[{"step_id":"a/b","tool":"t","params_hash":"` + stepHash("1") + `"}]}`},
+		{"/api/steps/x/plan", `{"spec":"not base64!","steps":[{"step_id":"a","tool":"t","params_hash":"` + stepHash("1") + `"}]}`},
+		{"/api/steps/m/executing", `{"step_id":5}`},
+		{"/api/steps/m/executing", `{"step_id":"a","observed_pre_hash":["x"]}`},
+		{"/api/steps/m/executing", `{}`},
+		{"/api/steps/m/completed", `{"step_id":"a","post_hash":"` + stepHash("1") + `","result_hash":"` + stepHash("1") + `","exit_code":"zero"}`},
+		{"/api/steps/m/failed", `{"step_id":"a","error_msg":"no class"}`},
+		{"/api/steps/m/review", `{"step_id":"a"}`},
+		{"/api/steps/m/review", `{"step_id":"a","reason":"r","evidence":"text"}`},
+		{"/api/steps/m/reset", `{"step_id":"a"}`},
+		{"/api/steps/m/nonsense", `{}`},
+		{"/api/steps/m/executing", `{"step_id":"a","observed_pre_hash":"` + stepHash("1") + `"} trailing`},
+	} {
+		r := tl.do("POST", c.path, c.body)
+		if r.status < 400 || r.status > 499 || (r.status != 404 && r.status != 405 && r.code() == "") {
+			t.Fatalf("%s %s: %d %s", c.path, c.body, r.status, r.body)
+		}
+	}
+	if tl.lastSeq() != last {
+		t.Fatalf("hostile bodies appended %d events", tl.lastSeq()-last)
+	}
+}
