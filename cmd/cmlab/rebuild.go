@@ -122,20 +122,33 @@ func runRebuild(ctx context.Context, g *globalOpts, h home.Home, o *rebuildOpts)
 		return printRebuild(g, rep)
 	}
 	rep.Mode = "check"
-	tmp, err := os.MkdirTemp("", "cmlab-rebuild-check-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	dst := home.Home{Dir: tmp}
-	res, err := projections.Rebuild(ctx, r.Events(1), dst, projections.RebuildOptions{UpTo: total, NoSync: true, Progress: progress})
-	if err != nil {
-		return err
-	}
-	rep.Events, rep.LastSeq, rep.Skipped = res.Events, res.LastSeq, res.Skipped
-	diff, err := projections.Compare(h, dst)
-	if err != nil {
-		return err
+	// A running daemon may commit while we read and compare: when the log
+	// grew meanwhile, a difference may be that, so the check runs again
+	// (a few times) before it reports one.
+	var diff *projections.Difference
+	for attempt := 0; ; attempt++ {
+		tmp, err := os.MkdirTemp("", "cmlab-rebuild-check-")
+		if err != nil {
+			return err
+		}
+		dst := home.Home{Dir: tmp}
+		res, err := projections.Rebuild(ctx, r.Events(1), dst, projections.RebuildOptions{UpTo: total, NoSync: true, Progress: progress})
+		if err == nil {
+			rep.Events, rep.LastSeq, rep.Skipped = res.Events, res.LastSeq, res.Skipped
+			diff, err = projections.Compare(h, dst)
+		}
+		os.RemoveAll(tmp)
+		if err != nil {
+			return err
+		}
+		if diff == nil || attempt == 2 {
+			break
+		}
+		now, err := r.LastSeq()
+		if err != nil || now == total {
+			break
+		}
+		total = now
 	}
 	identical := diff == nil
 	rep.Identical = &identical
