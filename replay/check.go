@@ -26,7 +26,9 @@ type CheckOptions struct {
 	// From, when > 1, ignores bytes produced by events before it: each view
 	// is compared from the size it had right after event From-1.
 	From uint64
-	// Projector builds the shadow views; default DefaultProjector.
+	// Projector builds the shadow views; default the production projector
+	// without fsync. A custom projector must have written an event's bytes
+	// to its files when Apply returns (the divergence search watches sizes).
 	Projector ProjectorFactory
 }
 
@@ -66,8 +68,12 @@ const contextBytes = 48
 // daemon appends meanwhile, live files that only grew past the shadow are
 // not counted as differences.
 func Check(ctx context.Context, opts CheckOptions) (*CheckReport, error) {
+	// The production projector may buffer its writes in the first pass
+	// unless sizes are sampled after event From-1; the second pass watches
+	// file sizes after each event, so it must not.
+	pass1, pass2 := opts.Projector, opts.Projector
 	if opts.Projector == nil {
-		opts.Projector = DefaultProjector
+		pass1, pass2 = shadowProjector(opts.From <= 1), shadowProjector(false)
 	}
 	shadowRoot := opts.Shadow
 	if shadowRoot == "" {
@@ -90,7 +96,7 @@ func Check(ctx context.Context, opts CheckOptions) (*CheckReport, error) {
 	defer os.RemoveAll(shadow.Dir)
 	rep := &CheckReport{LastSeq: last}
 	base := map[string]int64{}
-	err = project(ctx, log, shadow, last, opts.Projector, func(ev *events.Event) (bool, error) {
+	err = project(ctx, log, shadow, last, pass1, func(ev *events.Event) (bool, error) {
 		rep.Events++
 		if opts.From > 1 && ev.Seq == opts.From-1 {
 			return true, nil // sample sizes after this event
@@ -134,7 +140,7 @@ func Check(ctx context.Context, opts CheckOptions) (*CheckReport, error) {
 			pending[i] = true
 		}
 	}
-	err = project(ctx, log, shadow2, last, opts.Projector, func(*events.Event) (bool, error) {
+	err = project(ctx, log, shadow2, last, pass2, func(*events.Event) (bool, error) {
 		return len(pending) > 0, nil
 	}, func(ev *events.Event) error {
 		for i := range pending {

@@ -204,4 +204,11 @@ func TestCheckNamesEventOfDamagedProductionView(t *testing.T) {
 	if d.File != "lab/runs.jsonl" || d.Offset != int64(off) || d.Seq != runSeqs[2] || d.Event.Type != events.TypeRunImported {
 		t.Fatalf("divergence %s@%d seq %d, want lab/runs.jsonl@%d seq %d", d.File, d.Offset, d.Seq, off, runSeqs[2])
 	}
+	// --from past that event ignores its bytes; --from at it does not.
+	if rep, err := Check(ctx, CheckOptions{Home: live, From: runSeqs[2] + 1}); err != nil || !rep.Identical {
+		t.Fatalf("--from %d: %v %+v", runSeqs[2]+1, err, rep.First)
+	}
+	if rep, err := Check(ctx, CheckOptions{Home: live, From: runSeqs[2]}); err != nil || rep.Identical || rep.First.Seq != runSeqs[2] {
+		t.Fatalf("--from %d: %v %+v", runSeqs[2], err, rep.First)
+	}
 }

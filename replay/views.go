@@ -24,9 +24,19 @@ type Projector interface {
 // ProjectorFactory opens a projector writing the views of h.
 type ProjectorFactory func(h home.Home) (Projector, error)
 
-// DefaultProjector is the production projector.
+// DefaultProjector is the production projector writing a new home from
+// empty: it buffers until Close, which fsyncs the views and checkpoints.
 func DefaultProjector(h home.Home) (Projector, error) {
-	return projections.New(h), nil
+	return projections.Open(projections.Options{Home: h, Fresh: true, Exclusive: true})
+}
+
+// shadowProjector is the production projector for a throw-away shadow
+// home: no fsync. Buffered (Exclusive) unless the caller watches file
+// sizes after each Apply.
+func shadowProjector(buffered bool) ProjectorFactory {
+	return func(h home.Home) (Projector, error) {
+		return projections.Open(projections.Options{Home: h, Fresh: true, Exclusive: buffered, NoSync: true})
+	}
 }
 
 // viewRoots are the home-relative directories that hold views (SPEC §2).
