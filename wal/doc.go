@@ -1,7 +1,8 @@
 // Package wal is cmlab's write-ahead log: one entry per event, stored in
 // segment files written by github.com/tidwall/wal (binary format: uvarint
-// length, then the entry bytes), each entry framed by our own envelope so
-// that damage can be detected and a torn tail repaired.
+// length, then the entry bytes; a segment is named by the 20-digit
+// sequence of its first entry — see segment.go), each entry framed by our
+// own header so that damage can be detected and a torn tail repaired.
 //
 // # Entry format
 //
@@ -10,25 +11,47 @@
 //	+------+----------------+-------------------------------+
 //	  ver    Castagnoli CRC over the envelope bytes
 //
-// The envelope (package events) stores its own seq; an entry whose seq is
-// not its WAL index is corrupt, as is an empty entry (tidwall/wal turns a
-// zero-filled tail into phantom empty entries) or one whose envelope does
-// not decode.
+// The envelope (package events) starts with its seq as a fixed-width
+// uint64, which lets scans check order without decoding, and lets the
+// committer encode envelopes in the appenders' goroutines and patch the
+// seq in afterwards. An entry whose seq is not its index is corrupt, as is
+// an empty entry (tidwall/wal turns a zero-filled tail into phantom empty
+// entries) or one whose envelope does not decode.
 //
 // # Writing
 //
-// Append hands events to one committer goroutine, which groups whatever is
-// waiting into one WriteBatch and one fsync, fsyncs the directory when the
-// group opened a new segment, calls Options.Apply (the projections) and only
-// then acknowledges every appender in the group. A write or fsync error puts
-// the log into a failed state: every waiting appender gets the error, the
-// fsync is never retried, and the process must reopen the log.
+// Append validates and encodes its events in the caller's goroutine and
+// hands them to one committer goroutine, which groups whatever is waiting
+// into one WriteBatch and one fsync, fsyncs the directory when the group
+// created a segment file (tidwall/wal does not; files.go mirrors its cycle
+// rule to know), calls Options.Apply (the projections) and only then
+// acknowledges every appender in the group. A write or fsync error puts the
+// log into a failed state: every waiting appender gets the error, nothing
+// more is written, the fsync is never retried, and the process must reopen
+// the log. The three calls a group commit makes go through the Writer seam
+// (files.go), where Faults injects write errors, short writes, ENOSPC and
+// fsync failures for tests.
 //
 // # Opening
 //
-// The log directory is locked with flock on LOCK. A torn tail of the last
-// segment is cut, its bytes saved to the quarantine directory, and a
-// wal.repaired event appended. Damage anywhere else is corruption of
-// acknowledged data and Open refuses with ErrCorrupt naming segment, offset
-// and sequence.
+// Open takes an exclusive flock on LOCK (holding the owner's pid; a second
+// opener's error names it), then checks every entry of every segment. A
+// torn tail — bad bytes running to the end of the last segment with no good
+// entry after them — is cut: the bytes go to the quarantine directory in a
+// file named <segment>-at-<offset>.torn, the segment is truncated and
+// fsynced, and a wal.repaired event is appended (directly, before the
+// committer starts; Apply is not called for it). Damage anywhere else is
+// corruption of acknowledged data: Open refuses with a *CorruptError
+// (wrapping ErrCorrupt) naming segment, byte offset and sequence, and
+// changes nothing. Salvage is the operator's explicit way past it: every
+// intact entry kept byte for byte, damaged bytes quarantined, each lost
+// entry replaced by a wal.salvaged placeholder at its own seq.
+//
+// # Reading
+//
+// Log.Events reads segment files sequentially (not through tidwall's
+// per-entry Read). Reader, Verify and Stat read a log without its lock, so
+// `cmlab wal dump|verify|stat` work while the daemon holds it; Reader.Follow
+// polls for new entries. Log.Stats reports appends, group commits, group
+// size and fsync latency histograms and the last fsync error.
 package wal
