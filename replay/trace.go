@@ -40,13 +40,16 @@ var entityPrefixes = []string{"fb_", "run_", "exp_", "blk_", "lab_"}
 // is a request id, the entity ids in that request's response snapshot
 // (feedbackIds, experimentId, runId, block_id …) are traced too, so the
 // trace of a submit lists the submit, the feedback it wrote and every later
-// update of the experiment.
+// update of the experiment. "MANDATE/STEP" traces one step of one mandate.
 func Trace(ctx context.Context, log *Log, id string) (*TraceResult, error) {
 	id = strings.TrimSpace(id)
 	if id == "" {
 		return nil, errors.New("replay: empty id")
 	}
 	res := &TraceResult{ID: id}
+	if m, st, ok := strings.Cut(id, "/"); ok && m != "" && st != "" && !strings.Contains(st, "/") {
+		return traceStep(ctx, log, res, m, st)
+	}
 	want := map[string]bool{id: true}
 	// Pass 1: responses of the request named id.
 	for ev, err := range log.Events(ctx, 1, 0) {
@@ -81,6 +84,42 @@ func Trace(ctx context.Context, log *Log, id string) (*TraceResult, error) {
 	}
 	if len(res.Hits) == 0 {
 		return res, fmt.Errorf("%w: %s", ErrNotTraced, id)
+	}
+	return res, nil
+}
+
+// traceStep lists the events of mandate m that name step st (its plan
+// entry and its transitions): "MANDATE/STEP" in Trace, because a step id is
+// only unique within its mandate.
+func traceStep(ctx context.Context, log *Log, res *TraceResult, m, st string) (*TraceResult, error) {
+	for ev, err := range log.Events(ctx, 1, 0) {
+		if err != nil {
+			return nil, err
+		}
+		inMandate := ev.Stream == m
+		var via []string
+		visit := func(path, s string) {
+			switch {
+			case s == m && strings.HasSuffix(path, "mandate_id"):
+				inMandate = true
+			case s == st && strings.HasSuffix(path, "step_id"):
+				via = append(via, path+"="+s)
+			}
+		}
+		if p, err := ev.Decode(); err == nil {
+			if b, err := json.Marshal(p); err == nil {
+				var v any
+				if json.Unmarshal(b, &v) == nil {
+					walk(v, "data", visit)
+				}
+			}
+		}
+		if inMandate && len(via) > 0 {
+			res.Hits = append(res.Hits, Hit{Event: ev, Via: via})
+		}
+	}
+	if len(res.Hits) == 0 {
+		return res, fmt.Errorf("%w: step %s of mandate %s", ErrNotTraced, st, m)
 	}
 	return res, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cmlab/cmlab/engine"
@@ -180,6 +181,20 @@ func TestWhatIfWholeRun(t *testing.T) {
 		if s.Verdict.Kind != recovery.AlreadyDone || s.Verdict.Evidence.Reason != recovery.ReasonWALRecordedCompletion || s.World != WorldRecorded {
 			t.Errorf("final %s: %+v", s.StepID, s)
 		}
+	}
+	tr, err := Trace(ctx, log, "m1/s2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, hit := range tr.Hits {
+		types = append(types, hit.Event.Type)
+	}
+	if strings.Join(types, " ") != "step.planned step.executing step.completed" || tr.Hits[0].Via[0] != "data.steps[1].step_id=s2" {
+		t.Fatalf("trace m1/s2: %v %v", types, tr.Hits[0].Via)
+	}
+	if _, err := Trace(ctx, log, "m2/s2"); err == nil {
+		t.Fatal("trace of a step of an unknown mandate succeeded")
 	}
 	if _, err := WhatIf(ctx, log, "nope"); err == nil {
 		t.Fatal("what-if of an unknown mandate succeeded")

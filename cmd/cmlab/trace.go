@@ -14,8 +14,8 @@ func newTraceCmd(g *globalOpts) *cobra.Command {
 		Use:   "trace ID",
 		Short: "The chain of events that created and touched an id, in log order",
 		Long: `Follow one id through the log: a request id, feedback id (fb_…), run id
-(run_…), experiment id (exp_…), block id (blk_…), step id, mandate or
-conversation id. Every event that names it — as its request id, its stream,
+(run_…), experiment id (exp_…), block id (blk_…), MANDATE/STEP (a step id
+is only unique within its mandate), a mandate or conversation id. Every event that names it — as its request id, its stream,
 or any value of its payload or response snapshot — is listed with its
 sequence and where the id appears (VIA).
 
@@ -24,6 +24,7 @@ runId, block_id …) are followed too: the trace of an experiment submit lists
 the experiment's creation, the submit with the feedback entries it wrote, and
 every later update of the experiment.`,
 		Example: `  cmlab trace demo-submit-1
+  cmlab trace demo-mandate/s2
   cmlab trace exp_01a2… --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
