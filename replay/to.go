@@ -62,6 +62,28 @@ func To(ctx context.Context, opts ToOptions) (*ToResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Refuse a bound outside the log before creating anything.
+	last, err := src.LastSeq(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if opts.UpTo > last {
+		return nil, fmt.Errorf("replay: the log ends at seq %d, before --to %d", last, opts.UpTo)
+	}
+	if !opts.Until.IsZero() {
+		for ev, err := range src.Events(ctx, 1, 0) {
+			if err != nil {
+				return nil, err
+			}
+			if ev.TS > opts.Until.UnixMilli() {
+				return nil, fmt.Errorf("%w: the first event (seq %d) is at %s", ErrNothing, ev.Seq, ev.ISOTime())
+			}
+			break
+		}
+	}
+	if last == 0 {
+		return nil, fmt.Errorf("%w: the log is empty", ErrNothing)
+	}
 	if err := opts.Into.Ensure(); err != nil {
 		return nil, err
 	}

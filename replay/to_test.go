@@ -115,6 +115,16 @@ func TestToRefusesBadTargets(t *testing.T) {
 	if err == nil {
 		t.Fatal("--to past the end of the log succeeded")
 	}
+	if _, serr := os.Stat(filepath.Join(tmp, "past")); !errors.Is(serr, os.ErrNotExist) {
+		t.Fatalf("--to past the end created the target (%v)", serr)
+	}
+	_, err = To(ctx, ToOptions{Src: src, Into: home.Home{Dir: filepath.Join(tmp, "early")}, Until: time.UnixMilli(1)})
+	if !errors.Is(err, ErrNothing) {
+		t.Fatalf("--until before the first event: %v, want ErrNothing", err)
+	}
+	if _, serr := os.Stat(filepath.Join(tmp, "early")); !errors.Is(serr, os.ErrNotExist) {
+		t.Fatalf("--until before the log created the target (%v)", serr)
+	}
 	if _, err := To(ctx, ToOptions{Src: home.Home{Dir: filepath.Join(tmp, "nolog")}, Into: home.Home{Dir: filepath.Join(tmp, "o")}, UpTo: 1}); !errors.Is(err, ErrNoLog) {
 		t.Fatalf("missing log: err %v, want ErrNoLog", err)
 	}
