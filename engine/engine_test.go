@@ -309,3 +309,23 @@ func TestOpenOfLockedHomeTouchesNoView(t *testing.T) {
 		t.Fatalf("a refused open changed lab/runs.jsonl (%d → %d bytes)", len(before), len(after))
 	}
 }
+
+// A view deleted while the engine runs is rebuilt at the next open.
+func TestViewDeletedWhileRunning(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	e, err := Open(context.Background(), Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendWorkload(t, e, projections.WorkloadEveryType, 8, 300)
+	// Deleted under open file descriptors: later writes go to the unlinked files.
+	rm(t, h, projections.RunsView)
+	rm(t, h, projections.PtySpoolView("conv_a"))
+	appendWorkload(t, e, projections.WorkloadEveryType, 9, 300)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openTest(t, h)
+	e.Close()
+	rebuildAndCompare(t, h)
+}

@@ -363,15 +363,17 @@ func (p *Projector) file(view string) (*viewFile, error) {
 			f.Close()
 			return nil, err
 		}
-	case fi.Size() < known:
-		// Someone cut the view under us. Keep appending at the end; the
-		// checkpoint keeps the projected size, so the next open finds the
-		// view short and rebuilds it.
-		p.damaged[view] = true
-		known = fi.Size()
 	}
 	p.sizes[view] = known
-	if _, err := f.Seek(known, io.SeekStart); err != nil {
+	pos := known
+	if fi.Size() < known {
+		// Someone cut the view under us. Keep appending at its end; the
+		// sizes (and so the checkpoint) keep what was projected, so the
+		// next open finds the view short and rebuilds it.
+		p.damaged[view] = true
+		pos = fi.Size()
+	}
+	if _, err := f.Seek(pos, io.SeekStart); err != nil {
 		f.Close()
 		return nil, err
 	}
