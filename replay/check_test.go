@@ -5,10 +5,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/projections"
 )
 
 // lineStart returns the byte offset of line n (1-based) of a file.
@@ -43,6 +45,15 @@ func TestCheckIdentical(t *testing.T) {
 	}
 	if rep.Files < 2 {
 		t.Fatalf("compared %d files, want ≥ 2", rep.Files)
+	}
+	// Every event type, production views only.
+	live = liveHome(t, filepath.Join(t.TempDir(), "every"), slices.Collect(projections.Workload(projections.WorkloadEveryType, 9, 300)), nil)
+	rep, err = Check(ctx, CheckOptions{Home: live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Identical || rep.Events != 300 || rep.Files < 5 {
+		t.Fatalf("every-type workload: %+v first %+v", rep, rep.First)
 	}
 }
 

@@ -7,22 +7,45 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/projections"
 )
 
-// TestToEqualsLiveHomeStoppedAfterN replays a random workload to several
+// TestToEqualsLiveHomeStoppedAfterN replays random workloads to several
 // N and compares every view with a live home that only ever saw the first N
 // events: byte-identical, same set of files, and a log copy holding exactly
-// the source's first N entries.
+// the source's first N entries. Workloads: this package's (with an extra
+// test projector fed by the engine's observer hook), and the projections
+// package's mixed-Lab and every-type generators.
 func TestToEqualsLiveHomeStoppedAfterN(t *testing.T) {
 	const total = 150
+	workloads := []struct {
+		name  string
+		evs   []*events.Event
+		extra ProjectorFactory
+		proj  ProjectorFactory
+	}{
+		{"replay", workload(t, 7, total), lineFactory(0, 0), withLines},
+		{"mixed-lab", slices.Collect(projections.Workload(projections.WorkloadMixedLab, 5, total)), nil, nil},
+		{"every-type", slices.Collect(projections.Workload(projections.WorkloadEveryType, 3, total)), nil, nil},
+	}
+	for _, wl := range workloads {
+		t.Run(wl.name, func(t *testing.T) {
+			testToAgainstLive(t, wl.evs, wl.extra, wl.proj)
+		})
+	}
+}
+
+func testToAgainstLive(t *testing.T, evs []*events.Event, extra, proj ProjectorFactory) {
 	ctx := context.Background()
-	evs := workload(t, 7, total)
+	total := len(evs)
 	tmp := t.TempDir()
-	full := liveHome(t, filepath.Join(tmp, "full"), evs, lineFactory(0, 0))
+	full := liveHome(t, filepath.Join(tmp, "full"), evs, extra)
 	// One segment holds the whole test log: the copy of the first N entries
 	// must be a byte prefix of it.
 	srcSeg, err := os.ReadFile(filepath.Join(full.WALDir(), fmt.Sprintf("%020d", 1)))
@@ -31,9 +54,9 @@ func TestToEqualsLiveHomeStoppedAfterN(t *testing.T) {
 	}
 	for _, n := range []int{1, 2, 17, 64, 99, total} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			live := liveHome(t, filepath.Join(tmp, fmt.Sprintf("live%d", n)), evs[:n], lineFactory(0, 0))
+			live := liveHome(t, filepath.Join(tmp, fmt.Sprintf("live%d", n)), evs[:n], extra)
 			into := home.Home{Dir: filepath.Join(tmp, fmt.Sprintf("replay%d", n))}
-			res, err := To(ctx, ToOptions{Src: full, Into: into, UpTo: uint64(n), Projector: withLines})
+			res, err := To(ctx, ToOptions{Src: full, Into: into, UpTo: uint64(n), Projector: proj})
 			if err != nil {
 				t.Fatal(err)
 			}
