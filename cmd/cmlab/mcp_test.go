@@ -96,21 +96,23 @@ func mcpStdio(t *testing.T, h home.Home) (*sdk.ClientSession, *lockedBuffer) {
 	return cs, stderr
 }
 
+// lockedBuffer is the child's stderr; only Write is exposed (an embedded
+// bytes.Buffer would let io.Copy use its unlocked ReadFrom).
 type lockedBuffer struct {
-	mu sync.Mutex
-	bytes.Buffer
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
 func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
 }
 
 func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.Buffer.String()
+	return b.buf.String()
 }
 
 // mcpDaemon is a daemon in this process (engine, terminal manager, HTTP
