@@ -65,6 +65,53 @@ func Select(ctx context.Context, log *Log, f Filter) ([]*events.Event, error) {
 	return out, nil
 }
 
+// tableChunk is how many rows Print aligns at once: a table of a long log
+// streams instead of being held in memory.
+const tableChunk = 1000
+
+// Print streams the events of log that pass f to w, as a table (chunks of
+// tableChunk rows aligned together) or, with asJSON, one Rendered object per
+// line. It returns how many events it printed.
+func Print(ctx context.Context, log *Log, f Filter, w io.Writer, asJSON bool) (int, error) {
+	n := 0
+	var chunk []*events.Event
+	flush := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		var err error
+		if asJSON {
+			err = WriteJSON(w, chunk)
+		} else {
+			err = writeRows(w, chunk, n == len(chunk))
+		}
+		chunk = chunk[:0]
+		return err
+	}
+	for ev, err := range log.Events(ctx, max(f.From, 1), f.To) {
+		if err != nil {
+			if ferr := flush(); ferr != nil {
+				return n, ferr
+			}
+			return n, err
+		}
+		if !f.Match(ev) {
+			continue
+		}
+		chunk = append(chunk, ev)
+		n++
+		if len(chunk) == tableChunk {
+			if err := flush(); err != nil {
+				return n, err
+			}
+		}
+	}
+	if n == 0 && !asJSON {
+		return 0, writeRows(w, nil, true)
+	}
+	return n, flush()
+}
+
 // Rendered is the JSON form of an event: the envelope with its payload
 // decoded (upcast to the current version) as JSON.
 type Rendered struct {
@@ -118,9 +165,13 @@ func WriteJSON(w io.Writer, evs []*events.Event) error {
 
 // WriteTable writes evs as an aligned table: seq, time, type, stream,
 // request id and a one-line summary of the payload.
-func WriteTable(w io.Writer, evs []*events.Event) error {
+func WriteTable(w io.Writer, evs []*events.Event) error { return writeRows(w, evs, true) }
+
+func writeRows(w io.Writer, evs []*events.Event, header bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQ\tTIME\tTYPE\tSTREAM\tREQ\tSUMMARY")
+	if header {
+		fmt.Fprintln(tw, "SEQ\tTIME\tTYPE\tSTREAM\tREQ\tSUMMARY")
+	}
 	for _, ev := range evs {
 		req := ev.Req
 		if req == "" {

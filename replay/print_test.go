@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cmlab/cmlab/engine"
@@ -74,5 +76,50 @@ func TestCheckWhileDaemonHoldsLog(t *testing.T) {
 	into := home.Home{Dir: filepath.Join(t.TempDir(), "at30")}
 	if res, err := To(ctx, ToOptions{Src: h, Into: into, UpTo: 30}); err != nil || res.Last != 30 {
 		t.Fatalf("replay of an open home: %+v %v", res, err)
+	}
+}
+
+// TestPrintStreamsChunks prints more events than one aligned chunk: one
+// header, every matching event once, in order; JSON lines likewise.
+func TestPrintStreamsChunks(t *testing.T) {
+	ctx := context.Background()
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "h")}
+	eng, err := engine.Open(ctx, engine.Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := cloneEvents(workload(t, 2, 2600))
+	if _, err := eng.Append(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	log, err := OpenLog(h.WALDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tb bytes.Buffer
+	n, err := Print(ctx, log, Filter{From: 100}, &tb, false)
+	if err != nil || n != 2501 {
+		t.Fatalf("printed %d (%v), want 2501", n, err)
+	}
+	lines := strings.Split(strings.TrimSuffix(tb.String(), "\n"), "\n")
+	if len(lines) != 2502 || !strings.HasPrefix(lines[0], "SEQ ") || strings.Count(tb.String(), "SEQ ") != 1 {
+		t.Fatalf("%d lines, header %q", len(lines), lines[0])
+	}
+	for i, l := range lines[1:] {
+		if want := fmt.Sprintf("%d ", 100+i); !strings.HasPrefix(l, want) {
+			t.Fatalf("row %d is %q, want seq %d", i, l, 100+i)
+		}
+	}
+	var jb bytes.Buffer
+	n, err = Print(ctx, log, Filter{Types: []string{events.TypePtyOutput}}, &jb, true)
+	if err != nil || n == 0 || strings.Count(jb.String(), "\n") != n {
+		t.Fatalf("json: %d events, %d lines, %v", n, strings.Count(jb.String(), "\n"), err)
+	}
+	var empty bytes.Buffer
+	if n, err := Print(ctx, log, Filter{Req: "none"}, &empty, false); err != nil || n != 0 || !strings.HasPrefix(empty.String(), "SEQ ") {
+		t.Fatalf("empty selection: %d %v %q", n, err, empty.String())
 	}
 }

@@ -251,14 +251,7 @@ func newReplayPrintCmd(g *globalOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			evs, err := replay.Select(cmd.Context(), log, f)
-			if g.json {
-				if werr := replay.WriteJSON(g.stdout, evs); werr != nil {
-					return werr
-				}
-			} else if werr := replay.WriteTable(g.stdout, evs); werr != nil {
-				return werr
-			}
+			_, err = replay.Print(cmd.Context(), log, f, g.stdout, g.json)
 			return err
 		},
 	}
