@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cmlab/cmlab/events"
+	twal "github.com/tidwall/wal"
 )
 
 // Benchmarks of the real, fsynced path. `cmlab bench wal` compares them
@@ -59,4 +60,43 @@ func BenchmarkEncodeEntry(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+func BenchmarkAppendSerial(b *testing.B) {
+	l, err := Open(Options{Dir: filepath.Join(b.TempDir(), "wal")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	ev := testEvent(1)
+	for i := 0; i < b.N; i++ {
+		ev.TS = 0
+		if _, err := l.Append(context.Background(), ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRawWriteSync is tidwall/wal Write with an fsync per entry, the
+// baseline BenchmarkAppendSerial is compared with.
+func BenchmarkRawWriteSync(b *testing.B) {
+	tw, err := twal.Open(filepath.Join(b.TempDir(), "raw"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tw.Close()
+	entry := entryOf(b, testEvent(1))
+	for i := 0; i < b.N; i++ {
+		if err := tw.Write(uint64(i+1), entry); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func entryOf(b *testing.B, ev *events.Event) []byte {
+	e, err := EncodeEntry(ev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return e
 }

@@ -196,7 +196,7 @@ func TestConcurrentAppendersGroupCommit(t *testing.T) {
 		t.Fatalf("%d seqs, last %d", len(seen), l.LastSeq())
 	}
 	st := l.Stats()
-	if st.Appends != workers*per || st.Groups == 0 || st.Groups > st.Appends || st.GroupSize.Count != st.Groups || st.FsyncSeconds.Count != st.Groups {
+	if st.FsyncP50Seconds <= 0 || st.FsyncP99Seconds < st.FsyncP50Seconds || st.Appends != workers*per || st.Groups == 0 || st.Groups > st.Appends || st.GroupSize.Count != st.Groups || st.FsyncSeconds.Count != st.Groups {
 		t.Fatalf("stats %+v", st)
 	}
 }

@@ -1,6 +1,8 @@
 package wal
 
 import (
+	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -77,11 +79,15 @@ type Stats struct {
 	GroupSize Histogram `json:"group_size"`
 	// FsyncSeconds is the time of each group's fsync (file, plus directory
 	// when a segment was created).
-	FsyncSeconds   Histogram `json:"fsync_seconds"`
-	FsyncErrors    uint64    `json:"fsync_errors"`
-	LastFsyncError string    `json:"last_fsync_error,omitempty"`
-	LastSeq        uint64    `json:"last_seq"`
-	Failed         string    `json:"failed,omitempty"` // the failed-state cause
+	FsyncSeconds Histogram `json:"fsync_seconds"`
+	// FsyncP50Seconds and FsyncP99Seconds are exact quantiles over the
+	// last fsyncRing group fsyncs.
+	FsyncP50Seconds float64 `json:"fsync_p50_seconds"`
+	FsyncP99Seconds float64 `json:"fsync_p99_seconds"`
+	FsyncErrors     uint64  `json:"fsync_errors"`
+	LastFsyncError  string  `json:"last_fsync_error,omitempty"`
+	LastSeq         uint64  `json:"last_seq"`
+	Failed          string  `json:"failed,omitempty"` // the failed-state cause
 }
 
 var (
@@ -89,9 +95,14 @@ var (
 	fsyncBounds = []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1, 2.5}
 )
 
+// fsyncRing is how many recent fsync durations Stats keeps for exact quantiles.
+const fsyncRing = 1024
+
 type statsRecorder struct {
-	mu sync.Mutex
-	s  Stats
+	mu     sync.Mutex
+	s      Stats
+	recent [fsyncRing]time.Duration
+	nrec   int // fsyncs recorded in total
 }
 
 func (r *statsRecorder) init() {
@@ -111,6 +122,8 @@ func (r *statsRecorder) grouped(n, bytes int) {
 func (r *statsRecorder) fsynced(d time.Duration) {
 	r.mu.Lock()
 	r.s.FsyncSeconds.observe(d.Seconds())
+	r.recent[r.nrec%fsyncRing] = d
+	r.nrec++
 	r.mu.Unlock()
 }
 
@@ -127,7 +140,13 @@ func (l *Log) Stats() Stats {
 	s := l.stats.s
 	s.GroupSize = s.GroupSize.clone()
 	s.FsyncSeconds = s.FsyncSeconds.clone()
+	recent := append([]time.Duration(nil), l.stats.recent[:min(l.stats.nrec, fsyncRing)]...)
 	l.stats.mu.Unlock()
+	if len(recent) > 0 {
+		slices.Sort(recent)
+		s.FsyncP50Seconds = recent[(len(recent)-1)/2].Seconds()
+		s.FsyncP99Seconds = recent[min(len(recent)-1, int(math.Ceil(0.99*float64(len(recent))))-1)].Seconds()
+	}
 	s.LastSeq = l.LastSeq()
 	if err := l.Err(); err != nil {
 		s.Failed = err.Error()

@@ -29,6 +29,7 @@ type benchWalOpts struct {
 	baselineN int
 	dir       string
 	keep      bool
+	repeat    int
 }
 
 // benchWalRow is one line of the result table.
@@ -41,13 +42,16 @@ type benchWalRow struct {
 	P50Ms     float64 `json:"p50_ack_ms,omitempty"`
 	P99Ms     float64 `json:"p99_ack_ms,omitempty"`
 	AvgGroup  float64 `json:"avg_group,omitempty"`
+	// FsyncP50Ms is the median group fsync of this run (from Log.Stats).
+	FsyncP50Ms float64 `json:"fsync_p50_ms,omitempty"`
 	// CeilingPerSec is raw tidwall WriteBatch (one fsync per batch) at the
 	// batch size this run formed; the ratios compare against it and against
 	// the per-entry-fsync baseline of the same run.
 	CeilingPerSec float64 `json:"ceiling_events_per_sec,omitempty"`
 	OfCeiling     float64 `json:"of_ceiling,omitempty"`
 	XPerEntry     float64 `json:"x_per_entry_baseline,omitempty"`
-	P99OverFsync  float64 `json:"p99_over_median_fsync,omitempty"`
+	// P99OverFsync is p99 ack latency over this run's median group fsync.
+	P99OverFsync float64 `json:"p99_over_median_fsync,omitempty"`
 }
 
 type benchWalResult struct {
@@ -56,6 +60,7 @@ type benchWalResult struct {
 	PerEntryPerSec float64       `json:"per_entry_fsync_events_per_sec"`
 	Rows           []benchWalRow `json:"rows"`
 	Dir            string        `json:"dir"`
+	Repeat         int           `json:"repeat"`
 }
 
 // newBenchWalCmd builds 'cmlab bench wal'.
@@ -69,8 +74,11 @@ func newBenchWalCmd(g *globalOpts) *cobra.Command {
 concurrent appenders, and one caller appending --batch events at a time; in
 the same run it measures two tidwall/wal baselines: Write with an fsync per
 entry, and raw WriteBatch with one fsync per batch at the batch sizes the
-committer formed (the ceiling). Everything is fsynced for real, in --dir
-(default: a temporary directory, removed afterwards).`,
+committer formed (the ceiling), right after each run. Each configuration
+runs --repeat times and the run with the median ratio to its ceiling is
+reported. p99/fsync divides the p99 acknowledgement latency by the run's
+own median group fsync. Everything is fsynced for real, in --dir (default:
+a temporary directory, removed afterwards).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, f := range strings.Split(appenders, ",") {
@@ -80,8 +88,8 @@ committer formed (the ceiling). Everything is fsynced for real, in --dir
 				}
 				o.appenders = append(o.appenders, k)
 			}
-			if o.n < 1 || o.size < 64 || o.batch < 1 {
-				return &usageError{msg: "--n ≥ 1, --size ≥ 64 and --batch ≥ 1 are required"}
+			if o.n < 1 || o.size < 64 || o.batch < 1 || o.repeat < 1 {
+				return &usageError{msg: "--n ≥ 1, --size ≥ 64, --batch ≥ 1 and --repeat ≥ 1 are required"}
 			}
 			res, err := runBenchWal(cmd.Context(), o, g.stderr)
 			if err != nil {
@@ -101,6 +109,7 @@ committer formed (the ceiling). Everything is fsynced for real, in --dir
 	c.Flags().IntVar(&o.baselineN, "baseline-n", 2000, "events of the per-entry-fsync baseline")
 	c.Flags().StringVar(&o.dir, "dir", "", "directory for the logs (default: a temporary one)")
 	c.Flags().BoolVar(&o.keep, "keep", false, "keep the logs")
+	c.Flags().IntVar(&o.repeat, "repeat", 3, "runs per configuration; the median is reported")
 	return c
 }
 
@@ -143,79 +152,73 @@ func runBenchWal(ctx context.Context, o *benchWalOpts, progress io.Writer) (*ben
 		return filepath.Join(root, fmt.Sprintf("run%d", run))
 	}
 	_, entrySize := benchEvents(1, o.size)
-	res := &benchWalResult{EntryBytes: entrySize, Dir: root}
+	res := &benchWalResult{EntryBytes: entrySize, Dir: root, Repeat: o.repeat}
 	raw := make([]byte, entrySize)
 	rand.Read(raw)
 
-	// Baseline 1: tidwall Write, fsync per entry.
-	fmt.Fprintf(progress, "baseline: tidwall Write + fsync per entry, %d events\n", o.baselineN)
-	lat, secs, err := rawWrite(newDir(), raw, o.baselineN)
-	if err != nil {
-		return nil, err
-	}
-	res.MedianFsyncMs = ms(percentile(lat, 0.50))
-	res.PerEntryPerSec = float64(o.baselineN) / secs
-	res.Rows = append(res.Rows, benchWalRow{Name: "tidwall Write, fsync/entry", Appenders: 1, Events: o.baselineN, Seconds: secs, PerSec: res.PerEntryPerSec, P50Ms: ms(percentile(lat, .5)), P99Ms: ms(percentile(lat, .99))})
-
-	ceilings := map[int]float64{}
-	ceiling := func(batch int) (float64, error) {
-		if c, ok := ceilings[batch]; ok {
-			return c, nil
-		}
-		fmt.Fprintf(progress, "ceiling: tidwall WriteBatch of %d + fsync\n", batch)
-		secs, err := rawWriteBatch(newDir(), raw, o.n, batch)
+	// Baseline: tidwall Write, fsync per entry; the median of the repeats.
+	var base []benchWalRow
+	for rep := 0; rep < o.repeat; rep++ {
+		fmt.Fprintf(progress, "baseline: tidwall Write + fsync per entry, %d events (%d/%d)\n", o.baselineN, rep+1, o.repeat)
+		lat, secs, err := rawWrite(newDir(), raw, o.baselineN)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		ceilings[batch] = float64(o.n) / secs
-		return ceilings[batch], nil
+		base = append(base, benchWalRow{Name: "tidwall Write, fsync/entry", Appenders: 1, Events: o.baselineN, Seconds: secs,
+			PerSec: float64(o.baselineN) / secs, P50Ms: ms(percentile(lat, .5)), P99Ms: ms(percentile(lat, .99))})
 	}
-	finish := func(row benchWalRow, groups float64) (benchWalRow, error) {
-		row.AvgGroup = groups
-		c, err := ceiling(int(math.Max(1, math.Round(groups))))
-		if err != nil {
-			return row, err
-		}
-		row.CeilingPerSec = c
-		row.OfCeiling = row.PerSec / c
-		row.XPerEntry = row.PerSec / res.PerEntryPerSec
-		if res.MedianFsyncMs > 0 {
-			row.P99OverFsync = row.P99Ms / res.MedianFsyncMs
-		}
-		return row, nil
-	}
+	sort.Slice(base, func(i, j int) bool { return base[i].PerSec < base[j].PerSec })
+	b := base[len(base)/2]
+	res.PerEntryPerSec, res.MedianFsyncMs = b.PerSec, b.P50Ms
+	res.Rows = append(res.Rows, b)
 
+	// Each configuration runs o.repeat times; each run is followed at once
+	// by its ceiling (raw WriteBatch at the group size it formed), so that
+	// both see the same machine; the run with the median ratio is reported.
+	measure := func(name string, k, batch int) error {
+		var rows []benchWalRow
+		for rep := 0; rep < o.repeat; rep++ {
+			fmt.Fprintf(progress, "%s: %d appenders, %d events per Append, %d events (%d/%d)\n", name, k, batch, o.n, rep+1, o.repeat)
+			row, err := benchAppenders(ctx, newDir(), o.n, o.size, k, batch)
+			if err != nil {
+				return err
+			}
+			g := int(math.Max(1, math.Round(row.AvgGroup)))
+			secs, err := rawWriteBatch(newDir(), raw, o.n, g)
+			if err != nil {
+				return err
+			}
+			row.Name = name
+			row.CeilingPerSec = float64(o.n) / secs
+			row.OfCeiling = row.PerSec / row.CeilingPerSec
+			row.XPerEntry = row.PerSec / res.PerEntryPerSec
+			if row.FsyncP50Ms > 0 {
+				row.P99OverFsync = row.P99Ms / row.FsyncP50Ms
+			}
+			rows = append(rows, row)
+		}
+		sort.Slice(rows, func(i, j int) bool { return rows[i].OfCeiling < rows[j].OfCeiling })
+		res.Rows = append(res.Rows, rows[len(rows)/2])
+		return nil
+	}
 	for _, k := range o.appenders {
-		fmt.Fprintf(progress, "cmlab log: %d appenders, %d events\n", k, o.n)
-		row, groups, err := benchAppenders(ctx, newDir(), o.n, o.size, k, 1)
-		if err != nil {
+		if err := measure("cmlab Append", k, 1); err != nil {
 			return nil, err
 		}
-		if row, err = finish(row, groups); err != nil {
-			return nil, err
-		}
-		res.Rows = append(res.Rows, row)
 	}
-	fmt.Fprintf(progress, "cmlab log: one caller, Append of %d events at once\n", o.batch)
-	row, groups, err := benchAppenders(ctx, newDir(), o.n, o.size, 1, o.batch)
-	if err != nil {
+	if err := measure(fmt.Sprintf("cmlab Append(%d events)", o.batch), 1, o.batch); err != nil {
 		return nil, err
 	}
-	row.Name = fmt.Sprintf("cmlab Append(%d events)", o.batch)
-	if row, err = finish(row, groups); err != nil {
-		return nil, err
-	}
-	res.Rows = append(res.Rows, row)
 	return res, nil
 }
 
 // benchAppenders appends n events with k goroutines, each appending batch
 // events per call; it returns the row and the average group size.
-func benchAppenders(ctx context.Context, dir string, n, size, k, batch int) (benchWalRow, float64, error) {
+func benchAppenders(ctx context.Context, dir string, n, size, k, batch int) (benchWalRow, error) {
 	evs, _ := benchEvents(n, size)
 	l, err := wal.Open(wal.Options{Dir: dir, QuarantineDir: filepath.Join(dir, "quarantine")})
 	if err != nil {
-		return benchWalRow{}, 0, err
+		return benchWalRow{}, err
 	}
 	defer l.Close()
 	per := n / k
@@ -243,7 +246,7 @@ func benchAppenders(ctx context.Context, dir string, n, size, k, batch int) (ben
 	secs := time.Since(start).Seconds()
 	close(errs)
 	if err := <-errs; err != nil {
-		return benchWalRow{}, 0, err
+		return benchWalRow{}, err
 	}
 	var all []time.Duration
 	for _, l := range lats {
@@ -257,8 +260,9 @@ func benchAppenders(ctx context.Context, dir string, n, size, k, batch int) (ben
 	done := per * k
 	return benchWalRow{
 		Name: "cmlab Append", Appenders: k, Events: done, Seconds: secs, PerSec: float64(done) / secs,
-		P50Ms: ms(percentile(all, .5)), P99Ms: ms(percentile(all, .99)),
-	}, groups, nil
+		P50Ms: ms(percentile(all, .5)), P99Ms: ms(percentile(all, .99)), AvgGroup: groups,
+		FsyncP50Ms: st.FsyncP50Seconds * 1000,
+	}, nil
 }
 
 func rawWrite(dir string, entry []byte, n int) ([]time.Duration, float64, error) {
@@ -313,15 +317,15 @@ func percentile(d []time.Duration, q float64) time.Duration {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func printBenchWal(w io.Writer, res *benchWalResult) {
-	fmt.Fprintf(w, "entries of %d bytes; median fsync (per-entry baseline) %.3f ms\n", res.EntryBytes, res.MedianFsyncMs)
+	fmt.Fprintf(w, "entries of %d bytes; median of %d runs per row; per-entry baseline p50 %.3f ms\n", res.EntryBytes, res.Repeat, res.MedianFsyncMs)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tappenders\tevents/s\tp50 ms\tp99 ms\tavg group\tceiling/s\tof ceiling\t× per-entry\tp99/fsync\t")
+	fmt.Fprintln(tw, "run\tappenders\tevents/s\tp50 ms\tp99 ms\tavg group\tfsync p50 ms\tceiling/s\tof ceiling\t× per-entry\tp99/fsync\t")
 	for _, r := range res.Rows {
 		if r.CeilingPerSec == 0 {
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t\t\t\t\t\t\n", r.Name, r.Appenders, r.PerSec, r.P50Ms, r.P99Ms)
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t\t\t\t\t\t\t\n", r.Name, r.Appenders, r.PerSec, r.P50Ms, r.P99Ms)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.1f\t%.0f\t%.0f%%\t%.1f×\t%.1f\t\n", r.Name, r.Appenders, r.PerSec, r.P50Ms, r.P99Ms, r.AvgGroup, r.CeilingPerSec, 100*r.OfCeiling, r.XPerEntry, r.P99OverFsync)
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.1f\t%.3f\t%.0f\t%.0f%%\t%.1f×\t%.1f\t\n", r.Name, r.Appenders, r.PerSec, r.P50Ms, r.P99Ms, r.AvgGroup, r.FsyncP50Ms, r.CeilingPerSec, 100*r.OfCeiling, r.XPerEntry, r.P99OverFsync)
 	}
 	tw.Flush()
 }
