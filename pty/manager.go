@@ -72,10 +72,11 @@ type Manager struct {
 	stateMu sync.Mutex // guards convs; never held across an append
 	convs   map[string]*convState
 
-	mu     sync.Mutex // guards shells, locks, closed
-	shells map[string]*shell
-	locks  map[string]chan struct{}
-	closed bool
+	mu      sync.Mutex // guards shells, locks, closed
+	shells  map[string]*shell
+	locks   map[string]chan struct{}
+	closed  bool
+	closing chan struct{} // closed when Close starts: waiters return
 }
 
 // NewManager returns a manager over eng. It subscribes to the engine (the
@@ -113,7 +114,8 @@ func NewManager(eng *engine.Engine, opts Options) (*Manager, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{eng: eng, opts: opts, ctx: ctx, cancel: cancel,
-		convs: map[string]*convState{}, shells: map[string]*shell{}, locks: map[string]chan struct{}{}}
+		convs: map[string]*convState{}, shells: map[string]*shell{}, locks: map[string]chan struct{}{},
+		closing: make(chan struct{})}
 	if err := eng.Subscribe(engine.ObserverFunc(func(ev *events.Event) {
 		m.stateMu.Lock()
 		m.observe(ev)
@@ -161,6 +163,8 @@ func (m *Manager) lock(ctx context.Context, conv string) (func(), error) {
 		return func() { <-l }, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-m.closing:
+		return nil, ErrClosed
 	}
 }
 
@@ -565,6 +569,8 @@ func (m *Manager) awaitEnd(ctx context.Context, conv, id string, d time.Duration
 			return false
 		case <-ctx.Done():
 			return false
+		case <-m.closing:
+			return false
 		}
 	}
 }
@@ -636,6 +642,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		return nil
 	}
 	m.closed = true
+	close(m.closing)
 	shells := m.shells
 	m.shells = map[string]*shell{}
 	m.mu.Unlock()

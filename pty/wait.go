@@ -182,6 +182,8 @@ func (m *Manager) wait(ctx context.Context, conv string, p WaitParams, needIdle 
 		case <-timer.C:
 		case <-ctx.Done():
 			return WaitResult{}, ctx.Err()
+		case <-m.closing:
+			return WaitResult{}, ErrClosed
 		}
 		// Timeout: resume_cursor is the spool size (seed §4.3).
 		m.snapshot(conv, func(c *convState) {
