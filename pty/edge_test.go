@@ -94,6 +94,28 @@ func TestOrderingOneMegabyte(t *testing.T) {
 			t.Fatalf("from %d: %v, want match at %d", cur, w, want)
 		}
 	}
+	// Every cursor of a window in the middle and at the end (in-process:
+	// the same code the bridge calls): the next line start is found, never
+	// an earlier one, and resume_cursor is match_span.end.
+	pat := []byte("\nL")
+	for _, win := range [][2]int{{500000, 520000}, {len(sp) - 20000, len(sp)}} {
+		for c := win[0]; c <= win[1]; c++ {
+			w, err := b.mgr.WaitFor(context.Background(), b.conv, pty.WaitParams{Match: "\nL", FromCursor: int64(c), TimeoutMs: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := bytes.Index(sp[c:], pat)
+			if i < 0 {
+				if w.Matched || w.ResumeCursor != int64(len(sp)) {
+					t.Fatalf("from %d: %+v, want timeout at %d", c, w, len(sp))
+				}
+				continue
+			}
+			if !w.Matched || *w.MatchCursor != int64(c+i) || w.ResumeCursor != int64(c+i+2) || w.MatchSpan.End != w.ResumeCursor {
+				t.Fatalf("from %d: %+v, want match at %d", c, w, c+i)
+			}
+		}
+	}
 	// Chained: resume_cursor walks every line in order.
 	cur := int64(0)
 	for i := 0; i < 16384; i += 997 {
