@@ -318,6 +318,21 @@ func (h *harness) checkCursors(ctx context.Context, c *client, round int) {
 // viewRoots are the projected files and directories of a home (SPEC §2).
 var viewRoots = []string{"feedback", "lab/runs.jsonl", "lab/experiments.jsonl", "lab/sessions", "pty", "steps"}
 
+// RebuildViews copies the log of home src into a fresh home under tmpDir,
+// opens it there (which projects every view from the log) and returns
+// that home's directory: a rebuild to compare with DiffViews.
+func RebuildViews(ctx context.Context, src, tmpDir string) (string, error) {
+	rh := home.Home{Dir: filepath.Join(tmpDir, "home")}
+	if err := copyDir(filepath.Join(src, "wal"), rh.WALDir(), func(name string) bool { return name != "LOCK" }); err != nil {
+		return "", err
+	}
+	eng, err := engine.Open(ctx, engine.Options{Home: rh})
+	if err != nil {
+		return "", err
+	}
+	return rh.Dir, eng.Close()
+}
+
 // checkRebuild copies the log into a fresh home, opens it (a rebuild) and
 // compares every view byte for byte with the live home. It also checks
 // that the events the stream delivered before the crash are still in the
@@ -354,13 +369,15 @@ func (h *harness) checkRebuild(ctx context.Context, round int, live bool) {
 	if err := eng.Close(); err != nil {
 		h.l.violate("round %d: rebuild: close: %v", round, err)
 	}
-	for _, d := range diffViews(h.home, rh.Dir) {
+	for _, d := range DiffViews(h.home, rh.Dir) {
 		h.l.violate("round %d: view differs from a rebuild: %s", round, d)
 	}
 }
 
-// diffViews lists the view files that differ between two homes.
-func diffViews(a, b string) []string {
+// DiffViews lists the view files (SPEC §2: feedback/, lab/ but exports,
+// pty/, steps/) that differ between the homes a and b, one line each with
+// the first differing byte. Empty means byte-identical views.
+func DiffViews(a, b string) []string {
 	files := map[string]bool{}
 	for _, root := range []string{a, b} {
 		for _, v := range viewRoots {
