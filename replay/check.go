@@ -26,6 +26,10 @@ type CheckOptions struct {
 	// From, when > 1, ignores bytes produced by events before it: each view
 	// is compared from the size it had right after event From-1.
 	From uint64
+	// Progress, when set, is called after each projected batch with the
+	// pass (1: compare, 2: find the events behind differences), the last
+	// projected sequence and the log's last sequence.
+	Progress func(pass int, seq, last uint64)
 	// Projector builds the shadow views; default the production projector
 	// without fsync. A custom projector must have written an event's bytes
 	// to its files when Apply returns (the divergence search watches sizes).
@@ -96,7 +100,13 @@ func Check(ctx context.Context, opts CheckOptions) (*CheckReport, error) {
 	defer os.RemoveAll(shadow.Dir)
 	rep := &CheckReport{LastSeq: last}
 	base := map[string]int64{}
-	err = project(ctx, log, shadow, last, pass1, func(ev *events.Event) (bool, error) {
+	progress := func(pass int) func(uint64) {
+		if opts.Progress == nil {
+			return nil
+		}
+		return func(seq uint64) { opts.Progress(pass, seq, last) }
+	}
+	err = project(ctx, log, shadow, last, pass1, progress(1), func(ev *events.Event) (bool, error) {
 		rep.Events++
 		if opts.From > 1 && ev.Seq == opts.From-1 {
 			return true, nil // sample sizes after this event
@@ -140,7 +150,7 @@ func Check(ctx context.Context, opts CheckOptions) (*CheckReport, error) {
 			pending[i] = true
 		}
 	}
-	err = project(ctx, log, shadow2, last, pass2, func(*events.Event) (bool, error) {
+	err = project(ctx, log, shadow2, last, pass2, progress(2), func(*events.Event) (bool, error) {
 		return len(pending) > 0, nil
 	}, func(ev *events.Event) error {
 		for i := range pending {
@@ -173,7 +183,7 @@ func Check(ctx context.Context, opts CheckOptions) (*CheckReport, error) {
 
 // project applies the log up to last into an empty home h, one event at a
 // time when single(ev) says so (after which after(ev) runs), else in batches.
-func project(ctx context.Context, log *Log, h home.Home, last uint64, newP ProjectorFactory,
+func project(ctx context.Context, log *Log, h home.Home, last uint64, newP ProjectorFactory, progress func(uint64),
 	single func(*events.Event) (bool, error), after func(*events.Event) error) error {
 	if err := h.Ensure(); err != nil {
 		return err
@@ -190,6 +200,8 @@ func project(ctx context.Context, log *Log, h home.Home, last uint64, newP Proje
 		err := p.Apply(batch)
 		if err != nil {
 			err = fmt.Errorf("replay: project seq %d–%d: %w", batch[0].Seq, batch[len(batch)-1].Seq, err)
+		} else if progress != nil {
+			progress(batch[len(batch)-1].Seq)
 		}
 		batch = batch[:0]
 		return err

@@ -110,7 +110,12 @@ func runReplayTo(cmd *cobra.Command, g *globalOpts, h home.Home, o *replayOpts) 
 	if into.Dir == h.Dir {
 		return &usageError{"--into must be another directory than the home"}
 	}
-	res, err := replay.To(cmd.Context(), replay.ToOptions{Src: h, Into: into, UpTo: o.to, Until: until})
+	tick := replayTicker()
+	res, err := replay.To(cmd.Context(), replay.ToOptions{Src: h, Into: into, UpTo: o.to, Until: until, Progress: func(seq uint64) {
+		if tick() {
+			fmt.Fprintf(g.stderr, "cmlab replay: replayed up to seq %d\n", seq)
+		}
+	}})
 	if err != nil {
 		return err
 	}
@@ -128,7 +133,16 @@ func runReplayCheck(cmd *cobra.Command, g *globalOpts, h home.Home, o *replayOpt
 	out := map[string]any{}
 	var failures []string
 	if o.check {
-		rep, err := replay.Check(ctx, replay.CheckOptions{Home: h, From: o.from})
+		tick := replayTicker()
+		rep, err := replay.Check(ctx, replay.CheckOptions{Home: h, From: o.from, Progress: func(pass int, seq, last uint64) {
+			switch {
+			case !tick():
+			case pass == 2:
+				fmt.Fprintf(g.stderr, "cmlab replay: locating the divergence: seq %d of %d\n", seq, last)
+			default:
+				fmt.Fprintf(g.stderr, "cmlab replay: re-projected seq %d of %d\n", seq, last)
+			}
+		}})
 		if err != nil {
 			return err
 		}
@@ -340,6 +354,24 @@ func writeWhatIf(w io.Writer, res *replay.WhatIfResult) {
 		}
 	}
 	tw.Flush()
+}
+
+// replayProgressEvery is how often long replays report progress on stderr.
+const replayProgressEvery = 2 * time.Second
+
+// replayTicker returns a function that is true at most once every
+// replayProgressEvery, never during the first interval (short runs print
+// no progress).
+func replayTicker() func() bool {
+	next := time.Now().Add(replayProgressEvery)
+	return func() bool {
+		now := time.Now()
+		if now.Before(next) {
+			return false
+		}
+		next = now.Add(replayProgressEvery)
+		return true
+	}
 }
 
 // parseReplayTime reads RFC 3339 (with or without fractional seconds) or unix milliseconds.
