@@ -81,10 +81,10 @@ type Projector struct {
 	skipThrough uint64
 	intact      map[string]bool
 
-	foreign []ForeignLine // complete foreign feedback lines adopted during Apply, to ingest
+	foreign []ForeignLine  // complete foreign feedback lines adopted during Apply, to ingest
 	adopted map[int64]bool // offsets of adopted lines whose ingestion is not applied yet
-	skipped uint64        // events whose payload could not be projected
-	failed  error         // an Apply failed part-way: no checkpoint may cover it
+	skipped uint64         // events whose payload could not be projected
+	failed  error          // an Apply failed part-way: no checkpoint may cover it
 	r       rendered
 }
 

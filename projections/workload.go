@@ -73,7 +73,7 @@ func (g *gen) feedback(sess string) events.FeedbackEntry {
 	g.fbs++
 	e := events.FeedbackEntry{
 		SchemaVersion: 1, ID: fmt.Sprintf("fb_%d_%d", g.seed, g.fbs), SessionID: sess,
-		RunID: fmt.Sprintf("run_%d", g.rng.IntN(g.runs+1)),
+		RunID:   fmt.Sprintf("run_%d", g.rng.IntN(g.runs+1)),
 		Ratings: &events.Ratings{Overall: g.intp(100), Hook: g.intp(100), Pacing: g.intp(100), Sync: g.intp(100)},
 		Notes:   []string{"", "good pacing", "captions drift <late> & \"quoted\"", "ünïcödé ✓"}[g.rng.IntN(4)],
 	}

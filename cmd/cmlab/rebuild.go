@@ -55,15 +55,15 @@ are identical. Progress goes to stderr on long rebuilds.`,
 }
 
 type rebuildReport struct {
-	Mode       string `json:"mode"` // in-place | into | check
-	Events     int    `json:"events"`
-	LastSeq    uint64 `json:"lastSeq"`
-	Skipped    uint64 `json:"skipped"`
-	Into       string `json:"into,omitempty"`
-	Identical  *bool  `json:"identical,omitempty"`
-	DiffFile   string `json:"diffFile,omitempty"`
-	DiffOffset *int64 `json:"diffOffset,omitempty"`
-	DiffDetail string `json:"diffDetail,omitempty"`
+	Mode       string  `json:"mode"` // in-place | into | check
+	Events     int     `json:"events"`
+	LastSeq    uint64  `json:"lastSeq"`
+	Skipped    uint64  `json:"skipped"`
+	Into       string  `json:"into,omitempty"`
+	Identical  *bool   `json:"identical,omitempty"`
+	DiffFile   string  `json:"diffFile,omitempty"`
+	DiffOffset *int64  `json:"diffOffset,omitempty"`
+	DiffDetail string  `json:"diffDetail,omitempty"`
 	Seconds    float64 `json:"seconds"`
 }
 
