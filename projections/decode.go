@@ -29,12 +29,145 @@ var fastDecPool = sync.Pool{New: func() any {
 
 // decodePayload is ev.Decode with the fast path.
 func decodePayload(ev *events.Event) (events.Payload, error) {
-	if ev.Type == events.TypeFeedbackSubmitted && ev.V == 1 {
-		if p, ok := fastFeedbackSubmitted(ev.Data); ok {
-			return p, nil
+	if ev.V == 1 {
+		switch ev.Type {
+		case events.TypeFeedbackSubmitted:
+			if p, ok := fastFeedbackSubmitted(ev.Data); ok {
+				return p, nil
+			}
+		case events.TypeExperimentCreated, events.TypeExperimentUpdated:
+			if x, ok := fastExperimentPayload(ev.Data); ok {
+				if ev.Type == events.TypeExperimentCreated {
+					return &events.ExperimentCreated{Experiment: *x}, nil
+				}
+				return &events.ExperimentUpdated{Experiment: *x}, nil
+			}
 		}
 	}
 	return ev.Decode()
+}
+
+// fastExperimentPayload decodes {"experiment": LabExperiment}.
+func fastExperimentPayload(data []byte) (*events.LabExperiment, bool) {
+	fd := fastDecPool.Get().(*fastDecoder)
+	defer fastDecPool.Put(fd)
+	fd.r.Reset(data)
+	fd.d.Reset(&fd.r)
+	d := fd.d
+	n, err := d.DecodeMapLen()
+	if err != nil || n != 1 {
+		return nil, false
+	}
+	if k, err := d.DecodeString(); err != nil || k != "experiment" {
+		return nil, false
+	}
+	x := &events.LabExperiment{}
+	if !fastExperiment(d, x) || fd.r.Len() != 0 {
+		return nil, false
+	}
+	return x, true
+}
+
+func fastExperiment(d *msgpack.Decoder, x *events.LabExperiment) bool {
+	n, err := d.DecodeMapLen()
+	if err != nil || n < 0 {
+		return false
+	}
+	for i := 0; i < n; i++ {
+		k, err := d.DecodeString()
+		if err != nil {
+			return false
+		}
+		ok := true
+		switch k {
+		case "schemaVersion":
+			x.SchemaVersion, err = d.DecodeInt()
+		case "experimentId":
+			x.ExperimentID, err = d.DecodeString()
+		case "sessionId":
+			x.SessionID, err = d.DecodeString()
+		case "createdAt":
+			x.CreatedAt, err = d.DecodeString()
+		case "name":
+			x.Name, err = d.DecodeString()
+		case "hypothesis":
+			x.Hypothesis, err = d.DecodeString()
+		case "topic":
+			x.Topic, err = d.DecodeString()
+		case "baselineRunId":
+			x.BaselineRunID, err = d.DecodeString()
+		case "status":
+			x.Status, err = d.DecodeString()
+		case "updatedAt":
+			x.UpdatedAt, err = d.DecodeString()
+		case "variants":
+			var m [][3]string
+			if m, ok = fastTriples(d, "variantId", "label", "runId"); ok && m != nil {
+				x.Variants = make([]events.Variant, len(m))
+				for j, t := range m {
+					x.Variants[j] = events.Variant{VariantID: t[0], Label: t[1], RunID: t[2]}
+				}
+			}
+		case "questions":
+			var m [][3]string
+			if m, ok = fastTriples(d, "id", "prompt", "type"); ok && m != nil {
+				x.Questions = make([]events.Question, len(m))
+				for j, t := range m {
+					x.Questions[j] = events.Question{ID: t[0], Prompt: t[1], Type: t[2]}
+				}
+			}
+		default:
+			return false // winner, answers, unknown
+		}
+		if err != nil || !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// fastTriples decodes an array of maps with (a subset of) three string
+// fields; nil stays nil.
+func fastTriples(d *msgpack.Decoder, k0, k1, k2 string) ([][3]string, bool) {
+	c, err := d.PeekCode()
+	if err != nil {
+		return nil, false
+	}
+	if c == msgpcode.Nil {
+		return nil, d.DecodeNil() == nil
+	}
+	n, err := d.DecodeArrayLen()
+	if err != nil || n < 0 {
+		return nil, false
+	}
+	out := make([][3]string, n)
+	for i := range out {
+		m, err := d.DecodeMapLen()
+		if err != nil || m < 0 {
+			return nil, false
+		}
+		for j := 0; j < m; j++ {
+			k, err := d.DecodeString()
+			if err != nil {
+				return nil, false
+			}
+			var idx int
+			switch k {
+			case k0:
+				idx = 0
+			case k1:
+				idx = 1
+			case k2:
+				idx = 2
+			default:
+				return nil, false
+			}
+			if out[i][idx], err = d.DecodeString(); err != nil {
+				return nil, false
+			}
+		}
+	}
+	return out, true
 }
 
 func fastFeedbackSubmitted(data []byte) (*events.FeedbackSubmitted, bool) {

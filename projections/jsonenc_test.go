@@ -116,6 +116,14 @@ func TestFastDecodeMatchesReflective(t *testing.T) {
 	for ev := range Workload(WorkloadMixedLab, 17, 2000) {
 		check(ev)
 	}
+	for _, x := range []events.LabExperiment{
+		{},
+		{ExperimentID: "e", Variants: []events.Variant{}, Questions: []events.Question{{ID: "q"}}},
+		{ExperimentID: "w", Winner: &events.Winner{VariantID: "v"}, Answers: json.RawMessage(`{}`)},
+	} {
+		check(events.MustNew("lab_x", &events.ExperimentCreated{Experiment: x}))
+		check(events.MustNew("lab_x", &events.ExperimentUpdated{Experiment: x}))
+	}
 	zero, big := 0, 100
 	for _, e := range []events.FeedbackEntry{
 		{},
