@@ -30,6 +30,7 @@ type benchPtyResult struct {
 	SpoolMBps      float64 `json:"spool_mb_per_sec"`
 	OutsideSeconds float64 `json:"outside_seconds"`
 	Slowdown       float64 `json:"slowdown"`
+	PlainPtySecs   float64 `json:"plain_pty_seconds,omitempty"`
 	OutputEvents   int     `json:"output_events"`
 	Iterations     int     `json:"latency_iterations"`
 	MarkP50Ms      float64 `json:"mark_to_wait_for_p50_ms"`
@@ -67,7 +68,10 @@ func newBenchPtyCmd(g *globalOpts) *cobra.Command {
 			w := g.stdout
 			fmt.Fprintf(w, "block: %s\n", res.Command)
 			fmt.Fprintf(w, "  through cmlab  %.2f s   spool %.1f MB/s   %d pty.output events\n", res.BlockSeconds, res.SpoolMBps, res.OutputEvents)
-			fmt.Fprintf(w, "  outside cmlab  %.2f s   (×%.1f)\n", res.OutsideSeconds, res.Slowdown)
+			fmt.Fprintf(w, "  outside cmlab  %.2f s   (×%.1f) to /dev/null\n", res.OutsideSeconds, res.Slowdown)
+			if res.PlainPtySecs > 0 {
+				fmt.Fprintf(w, "  bare pty       %.2f s   (script -qc, no log)\n", res.PlainPtySecs)
+			}
 			fmt.Fprintf(w, "latency over %d blocks:\n", res.Iterations)
 			fmt.Fprintf(w, "  shell mark → wait_for      p50 %.2f ms  p99 %.2f ms\n", res.MarkP50Ms, res.MarkP99Ms)
 			fmt.Fprintf(w, "  prompt sentinel → wait_prompt  p50 %.2f ms  p99 %.2f ms (sentinel ts has ms resolution)\n", res.PromptP50Ms, res.PromptP99Ms)
@@ -132,6 +136,14 @@ func benchPty(ctx context.Context, o *benchPtyOpts) (*benchPtyResult, error) {
 	}
 	res.OutsideSeconds = time.Since(start).Seconds()
 	res.Slowdown = res.BlockSeconds / res.OutsideSeconds
+	// The same command through a bare pty (util-linux script), when
+	// installed: how much of the cost is the terminal itself.
+	if sp, err := exec.LookPath("script"); err == nil {
+		start = time.Now()
+		if err := exec.CommandContext(ctx, sp, "-qc", res.Command, "/dev/null").Run(); err == nil {
+			res.PlainPtySecs = time.Since(start).Seconds()
+		}
+	}
 
 	markRE := regexp.MustCompile(`M(\d+)[.,](\d{6})\n`)
 	var marks, prompts []float64
