@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cmlab/cmlab/events"
 	twal "github.com/tidwall/wal"
@@ -99,4 +100,41 @@ func entryOf(b *testing.B, ev *events.Event) []byte {
 		b.Fatal(err)
 	}
 	return e
+}
+
+// BenchmarkEvents measures sequential reading (what a rebuild does): the
+// reported events/s must stay well above 300k.
+func BenchmarkEvents(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "wal")
+	l, err := Open(Options{Dir: dir, NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	const n = 100_000
+	batch := make([]*events.Event, 0, 1000)
+	for i := 0; i < n; i++ {
+		batch = append(batch, testEvent(i))
+		if len(batch) == cap(batch) {
+			if _, err := l.Append(context.Background(), batch...); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		c := 0
+		for _, err := range l.Events(1) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			c++
+		}
+		if c != n {
+			b.Fatalf("%d events", c)
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "events/s")
 }

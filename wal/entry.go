@@ -56,9 +56,15 @@ func DecodeEntry(b []byte, wantSeq uint64) (*events.Event, error) {
 	if got, want := crc32.Checksum(env, castagnoli), binary.BigEndian.Uint32(b[1:5]); got != want {
 		return nil, fmt.Errorf("%w: crc32c mismatch (stored %08x, computed %08x)", ErrCorrupt, want, got)
 	}
-	ev, err := events.DecodeEnvelope(env)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	ev, ok := decodeEnvelopeFast(env)
+	if ok && (ev.Type == "" || ev.V < 1 || ev.ID == "") {
+		ok = false // let events.DecodeEnvelope word the error
+	}
+	if !ok {
+		var err error
+		if ev, err = events.DecodeEnvelope(env); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
 	}
 	if wantSeq != 0 && ev.Seq != wantSeq {
 		return nil, fmt.Errorf("%w: entry stores seq %d at index %d", ErrCorrupt, ev.Seq, wantSeq)
@@ -320,4 +326,165 @@ func msgpackValueLen(b []byte, depth int) (int, error) {
 		return 0, errShortValue
 	}
 	return off, nil
+}
+
+// decodeEnvelopeFast decodes the canonical envelope layout appendEnvelope
+// writes (keys in declaration order, seq and ts fixed-width, strings as
+// str, resp as bin) without reflection; ok is false for any other layout,
+// which the caller then hands to events.DecodeEnvelope. Where it succeeds
+// it yields exactly what events.DecodeEnvelope yields (FuzzEntry checks),
+// copying every byte so that no event pins a segment buffer.
+func decodeEnvelopeFast(b []byte) (ev *events.Event, ok bool) {
+	if !envelopeFast || len(b) < 1 || b[0]&0xf0 != 0x80 {
+		return nil, false
+	}
+	n := int(b[0] & 0x0f)
+	if n < 7 || n > 10 {
+		return nil, false
+	}
+	p := 1
+	key := func(k string) bool {
+		if p+1+len(k) > len(b) || b[p] != 0xa0|byte(len(k)) || string(b[p+1:p+1+len(k)]) != k {
+			return false
+		}
+		p += 1 + len(k)
+		return true
+	}
+	u64 := func(code byte) (uint64, bool) {
+		if p+9 > len(b) || b[p] != code {
+			return 0, false
+		}
+		v := binary.BigEndian.Uint64(b[p+1 : p+9])
+		p += 9
+		return v, true
+	}
+	str := func() (string, bool) {
+		if p >= len(b) {
+			return "", false
+		}
+		c, l, h := b[p], 0, 0
+		switch {
+		case c&0xe0 == 0xa0:
+			l, h = int(c&0x1f), 1
+		case c == 0xd9 && p+2 <= len(b):
+			l, h = int(b[p+1]), 2
+		case c == 0xda && p+3 <= len(b):
+			l, h = int(binary.BigEndian.Uint16(b[p+1:])), 3
+		case c == 0xdb && p+5 <= len(b):
+			l, h = int(binary.BigEndian.Uint32(b[p+1:])), 5
+		default:
+			return "", false
+		}
+		if l < 0 || p+h+l > len(b) {
+			return "", false
+		}
+		s := string(b[p+h : p+h+l])
+		p += h + l
+		return s, true
+	}
+	var e events.Event
+	var good bool
+	if !key("seq") {
+		return nil, false
+	}
+	if e.Seq, good = u64(0xcf); !good || !key("v") {
+		return nil, false
+	}
+	// v: msgpack's compact int, as appendMsgpackInt writes it.
+	if p >= len(b) {
+		return nil, false
+	}
+	switch c := b[p]; {
+	case c <= 0x7f:
+		e.V, p = int(c), p+1
+	case c == 0xcc && p+2 <= len(b):
+		e.V, p = int(b[p+1]), p+2
+	case c == 0xcd && p+3 <= len(b):
+		e.V, p = int(binary.BigEndian.Uint16(b[p+1:])), p+3
+	case c == 0xce && p+5 <= len(b):
+		e.V, p = int(binary.BigEndian.Uint32(b[p+1:])), p+5
+	default: // negative or huge versions are not valid anyway
+		return nil, false
+	}
+	if !key("id") {
+		return nil, false
+	}
+	if e.ID, good = str(); !good || !key("type") {
+		return nil, false
+	}
+	if e.Type, good = str(); !good || !key("ts") {
+		return nil, false
+	}
+	ts, good := u64(0xd3)
+	if !good || !key("stream") {
+		return nil, false
+	}
+	e.TS = int64(ts)
+	if e.Stream, good = str(); !good {
+		return nil, false
+	}
+	fields := 7
+	if key("req") {
+		if e.Req, good = str(); !good {
+			return nil, false
+		}
+		fields++
+	}
+	if key("rh") {
+		if e.ReqHash, good = str(); !good {
+			return nil, false
+		}
+		fields++
+	}
+	var resp []byte
+	if key("resp") {
+		if p >= len(b) {
+			return nil, false
+		}
+		c, l, h := b[p], 0, 0
+		switch {
+		case c == 0xc4 && p+2 <= len(b):
+			l, h = int(b[p+1]), 2
+		case c == 0xc5 && p+3 <= len(b):
+			l, h = int(binary.BigEndian.Uint16(b[p+1:])), 3
+		case c == 0xc6 && p+5 <= len(b):
+			l, h = int(binary.BigEndian.Uint32(b[p+1:])), 5
+		default:
+			return nil, false
+		}
+		if l < 0 || p+h+l > len(b) {
+			return nil, false
+		}
+		resp = b[p+h : p+h+l]
+		p += h + l
+		fields++
+	}
+	if fields != n || !key("data") || p >= len(b) {
+		return nil, false
+	}
+	var data []byte
+	if b[p] == 0xc0 {
+		p++ // nil
+	} else {
+		l, err := msgpackValueLen(b[p:], 0)
+		if err != nil {
+			return nil, false
+		}
+		data = b[p : p+l]
+		p += l
+	}
+	if p != len(b) {
+		return nil, false
+	}
+	// One allocation for both byte fields.
+	buf := make([]byte, len(resp)+len(data))
+	copy(buf, resp)
+	copy(buf[len(resp):], data)
+	if resp != nil {
+		e.Resp = buf[:len(resp):len(resp)]
+	}
+	if data != nil {
+		e.Data = buf[len(resp):]
+	}
+	return &e, true
 }

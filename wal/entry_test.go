@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -31,6 +32,14 @@ func TestFastEnvelopeMatchesLibraryEncoder(t *testing.T) {
 		}
 		if got := appendEnvelope(nil, ev); !bytes.Equal(got, want) {
 			t.Fatalf("event %+v:\nfast    % x\nlibrary % x", ev, got[:min(len(got), 80)], want[:min(len(want), 80)])
+		}
+		// And the fast decoder reads back what the library reads back.
+		lib, lerr := events.DecodeEnvelope(want)
+		fast, ok := decodeEnvelopeFast(want)
+		// (Versions outside 0…2³²-1 are left to the library.)
+		mustFast := ev.V >= 0 && ev.V <= math.MaxUint32
+		if lerr == nil && ((mustFast && !ok) || (ok && !reflect.DeepEqual(fast, lib))) {
+			t.Fatalf("fast decode ok=%v:\n%#v\nlibrary:\n%#v", ok, fast, lib)
 		}
 		n++
 	}
@@ -106,6 +115,33 @@ func FuzzCheckData(f *testing.F) {
 		libOK := len(b) > 0 && derr == nil && r.Len() == 0
 		if ourOK := checkData(b) == nil; ourOK != libOK {
 			t.Fatalf("% x: checkData ok=%v, decoder ok=%v (%v, %d left)", b, ourOK, libOK, derr, r.Len())
+		}
+	})
+}
+
+// FuzzDecodeEnvelopeFast: wherever the fast decoder accepts bytes, the
+// library decoder accepts them too and yields the identical event.
+func FuzzDecodeEnvelopeFast(f *testing.F) {
+	for i := 0; i < 4; i++ {
+		ev := testEvent(i)
+		ev.Seq, ev.TS = uint64(i), int64(i)*1000
+		if i%2 == 1 {
+			ev.WithRequest("r", "h", json.RawMessage(`{"a":1}`))
+		}
+		b, _ := events.EncodeEnvelope(ev)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fast, ok := decodeEnvelopeFast(b)
+		if !ok {
+			return
+		}
+		var lib events.Event
+		if err := events.Unmarshal(b, &lib); err != nil {
+			t.Fatalf("fast decoder accepted what the library refuses (%v): % x", err, b)
+		}
+		if !reflect.DeepEqual(*fast, lib) {
+			t.Fatalf("decoders differ:\nfast    %#v\nlibrary %#v", *fast, lib)
 		}
 	})
 }

@@ -485,11 +485,14 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 	close(l.done)
 	<-l.exited
-	// tidwall's Close fsyncs the tail. After a failure that fsync's result
-	// means nothing (nothing more is acknowledged), so it is ignored.
-	err := l.tw.Close()
-	if failed != nil {
-		err = nil
+	// tidwall's Close fsyncs the tail. After a failure that would be a
+	// retried fsync, which must never happen (its success would prove
+	// nothing: Linux may have dropped the dirty pages it failed to write),
+	// so a failed log's tidwall handle is abandoned instead; the runtime's
+	// finalizer closes its descriptor.
+	var err error
+	if failed == nil {
+		err = l.tw.Close()
 	}
 	if lerr := l.lock.release(); err == nil {
 		err = lerr
