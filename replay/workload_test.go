@@ -81,12 +81,12 @@ func cloneEvents(evs []*events.Event) []*events.Event {
 
 // liveHome appends evs to a new home through the engine, one append per
 // event, with an extra projector fed by the engine's observer hook, and
-// closes it.
+// closes it. Without fsync: what is under test is the bytes, not durability.
 func liveHome(t *testing.T, dir string, evs []*events.Event, extra ProjectorFactory) home.Home {
 	t.Helper()
 	ctx := context.Background()
 	h := home.Home{Dir: dir}
-	eng, err := engine.Open(ctx, engine.Options{Home: h})
+	eng, err := engine.Open(ctx, engine.Options{Home: h, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
