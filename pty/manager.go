@@ -330,10 +330,7 @@ func (m *Manager) begin(ctx context.Context, conv, cmd, cwd, mode string, req Re
 	if _, err := m.eng.Append(ctx, beginEv, inEv); err != nil {
 		return fmt.Errorf("pty: record block begin: %w", err)
 	}
-	if _, err := sh.master.Write([]byte(line)); err != nil {
-		// The shell is gone; its reader records the block's end.
-		m.logf("pty: %s: type command: %v", conv, err)
-	}
+	sh.type_([]byte(line))
 	return nil
 }
 
@@ -411,9 +408,7 @@ func (m *Manager) typeInput(ctx context.Context, conv string, data []byte, sourc
 	if _, err := m.eng.Append(ctx, ev); err != nil {
 		return fmt.Errorf("pty: record input: %w", err)
 	}
-	if _, err := sh.master.Write(data); err != nil {
-		m.logf("pty: %s: type input: %v", conv, err)
-	}
+	sh.type_(data)
 	return nil
 }
 
@@ -531,7 +526,7 @@ func (m *Manager) EndSession(ctx context.Context, conv string, grace time.Durati
 	if _, err := m.eng.Append(ctx, ev); err != nil {
 		return EndResult{}, fmt.Errorf("pty: record interrupt: %w", err)
 	}
-	sh.master.Write([]byte{3}) // the line discipline signals the foreground group
+	sh.type_([]byte{3}) // the line discipline signals the foreground group
 	if m.awaitEnd(ctx, conv, active, grace) {
 		res.Mode = ModeIdle
 		return res, nil

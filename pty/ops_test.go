@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cmlab/cmlab/events"
 )
@@ -202,5 +203,34 @@ func TestResetKeepsHistory(t *testing.T) {
 	}
 	if final := b.checkLifecycles(); len(final) != 3 {
 		t.Fatalf("%d blocks", len(final))
+	}
+}
+
+// TestSendToProgramThatDoesNotRead: input the program never reads (more
+// than the terminal's line buffer) neither blocks the request nor wedges
+// the conversation: end_session still ends it.
+func TestSendToProgramThatDoesNotRead(t *testing.T) {
+	b := newBridge(t)
+	b.post("exec_interactive", map[string]any{"cmd": "sleep 60"})
+	waitForeground(t, b, "sleep 60")
+	done := make(chan map[string]any, 1)
+	go func() {
+		_, r := b.call("POST", "/api/pty/conv1/send", "", map[string]any{"data": strings.Repeat("a", 200000)})
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		if r["ok"] != true {
+			t.Fatalf("send = %v", r)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("send blocked")
+	}
+	e := b.post("end_session", map[string]any{"grace_ms": 2000})
+	if e["ended"] != true || e["mode"] != "idle" {
+		t.Fatalf("end_session = %v", e)
+	}
+	if blk := b.execWait("echo still-usable"); blk["status"] != "completed" {
+		t.Fatalf("after = %v", blk)
 	}
 }

@@ -73,6 +73,34 @@ type shell struct {
 	teardown string // reason set by whoever kills the shell on purpose
 
 	interrupted bool // guarded by qmu: end_session sent Ctrl+C to the running block
+
+	// Input is written by one writer goroutine, in order: a program that
+	// does not read its terminal (a full canonical line buffer) blocks
+	// that goroutine, never a request holding the per-PTY lock.
+	inq chan []byte
+}
+
+// type_ queues data to be written to the terminal, after everything queued
+// before it. It returns at once unless 1024 writes are already pending.
+func (sh *shell) type_(data []byte) {
+	select {
+	case sh.inq <- data:
+	case <-sh.done:
+	}
+}
+
+func (sh *shell) writeLoop() {
+	defer sh.m.wg.Done()
+	for {
+		select {
+		case data := <-sh.inq:
+			if _, err := sh.master.Write(data); err != nil {
+				sh.m.logf("pty: %s: type input: %v", sh.conv, err)
+			}
+		case <-sh.done:
+			return
+		}
+	}
 }
 
 const maxQueued = 32 << 20 // reader back-pressure: the program blocks, not a reader
@@ -90,7 +118,7 @@ func (m *Manager) startShell(ctx context.Context, conv, shellID string) (*shell,
 		shellID = newID("sh_")
 	}
 	sh := &shell{m: m, conv: conv, id: shellID, nonce: newNonce(),
-		ready: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{})}
+		ready: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}), inq: make(chan []byte, 1024)}
 	sh.qcond = sync.NewCond(&sh.qmu)
 	dir, err := os.MkdirTemp("", "cmlab-pty-")
 	if err != nil {
@@ -133,8 +161,9 @@ func (m *Manager) startShell(ctx context.Context, conv, shellID string) (*shell,
 		return nil, ErrClosed
 	}
 	m.shells[conv] = sh
-	m.wg.Add(3)
+	m.wg.Add(4)
 	m.mu.Unlock()
+	go sh.writeLoop()
 	go sh.readLoop()
 	go sh.waitLoop()
 	go sh.appendLoop()
