@@ -157,6 +157,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 			e.proj.CloseNoCheckpoint()
 			return nil, err
 		}
+		e.Checkpoint() // best effort: covers lines catch-up adopted, now ingested
 	}
 	e.wg.Add(1)
 	go e.checkpointLoop()
@@ -188,6 +189,24 @@ func (e *Engine) catchUp(ctx context.Context) error {
 	batch := make([]*events.Event, 0, catchUpBatch)
 	n := 0
 	if from <= last {
+		// First pass: the foreign feedback lines the events ahead ingest,
+		// so verification of feedback.jsonl recognises them in place.
+		var expect []projections.ForeignLine
+		for ev, err := range e.log.Events(from) {
+			if err != nil {
+				return fmt.Errorf("engine: catch-up: %w", err)
+			}
+			if ev.Seq > last {
+				break
+			}
+			if ev.Type == events.TypeFeedbackIngested {
+				if in, err := events.DecodeAs[*events.FeedbackIngested](ev); err == nil && in.Offset >= 0 {
+					expect = append(expect, *in)
+				}
+			}
+		}
+		e.proj.ExpectIngested(expect)
+		defer e.proj.ExpectIngested(nil)
 		for ev, err := range e.log.Events(from) {
 			if err != nil {
 				return fmt.Errorf("engine: catch-up: %w", err)
@@ -213,7 +232,7 @@ func (e *Engine) catchUp(ctx context.Context) error {
 		n += len(batch)
 	}
 	e.caughtUp = true
-	if err := e.proj.Checkpoint(); err != nil {
+	if err := e.proj.Checkpoint(); err != nil && !errors.Is(err, projections.ErrIngestPending) {
 		return fmt.Errorf("engine: checkpoint after catch-up: %w", err)
 	}
 	e.firstUnCP = time.Time{}

@@ -188,3 +188,88 @@ func TestFeedbackSweepIngestsWithoutTraffic(t *testing.T) {
 		t.Fatalf("ingested %q", got)
 	}
 }
+
+// The crash case of doc.go's legacy rules: the daemon dies after making a
+// feedback event durable but before projecting it, and a legacy writer
+// appends a line meanwhile. The foreign line keeps its place (our line goes
+// after it), it is ingested, and a rebuild reproduces that layout.
+func TestForeignLineWhereUnprojectedOutputBelongs(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	ctx := context.Background()
+	e := openTest(t, h)
+	mustAppend(t, e, feedbackEvent("fb_1"))
+	if err := e.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	cp, _ := projections.ReadCheckpoint(h)
+	mustAppend(t, e, feedbackEvent("fb_2"))
+	// Crash before fb_2 was projected: its line never reached the file.
+	e.log.Close()
+	e.proj.CloseNoCheckpoint()
+	close(e.stop)
+	e.wg.Wait()
+	if err := os.WriteFile(viewPath(h, "state/checkpoint.json"), mustJSON(t, cp), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(viewPath(h, projections.FeedbackView), cp.Views[projections.FeedbackView]); err != nil {
+		t.Fatal(err)
+	}
+	appendBytes(t, h, projections.FeedbackView, "{\"id\":\"cm_1\"}\n")
+
+	e, err := Open(ctx, Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := string(readView(t, h, projections.FeedbackView))
+	i, j := strings.Index(fb, `{"id":"cm_1"}`), strings.Index(fb, `"id":"fb_2"`)
+	if i < 0 || j < 0 || j < i || strings.Count(fb, `"id":"fb_2"`) != 1 {
+		t.Fatalf("feedback after catch-up:\n%s", fb)
+	}
+	if got := ingested(t, h); len(got) != 1 || got[0] != `{"id":"cm_1"}` {
+		t.Fatalf("ingested %q", got)
+	}
+	rebuildAndCompare(t, h)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Reopen plainly, rebuild in place, and lose half of feedback.jsonl:
+	// each time the adopted line is recognised, never ingested twice.
+	for _, step := range []func(){
+		func() { e = openTest(t, h) },
+		func() {
+			var err error
+			if e, err = Open(ctx, Options{Home: h, RebuildViews: true}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		func() {
+			cut(t, h, projections.FeedbackView, 0.3)
+			e = openTest(t, h)
+		},
+	} {
+		step()
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := ingested(t, h); len(got) != 1 {
+			t.Fatalf("ingested %q", got)
+		}
+		rebuildAndCompare(t, h)
+	}
+	// A projector writing from empty (replay) lays the file out the same.
+	dst := home.Home{Dir: t.TempDir()}
+	p := projections.New(dst)
+	r, _ := wal.OpenReader(h.WALDir())
+	for ev, err := range r.Events(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Apply([]*events.Event{ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Close()
+	if d, err := projections.Compare(h, dst); err != nil || d != nil {
+		t.Fatalf("replay layout differs: %v %v", d, err)
+	}
+}

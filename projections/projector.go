@@ -24,6 +24,9 @@ var (
 	// another program has not finished where the projector must write: the
 	// partial line may be neither consumed nor moved, so the write waits.
 	ErrFeedbackPartial = errors.New("projections: feedback.jsonl ends with an unfinished foreign line")
+	// ErrIngestPending is returned by Checkpoint while foreign feedback
+	// lines adopted in place await their feedback.ingested events.
+	ErrIngestPending = errors.New("projections: adopted feedback lines await ingestion")
 	// ErrClosed is returned by a closed projector.
 	ErrClosed = errors.New("projections: projector closed")
 )
@@ -81,11 +84,12 @@ type Projector struct {
 	skipThrough uint64
 	intact      map[string]bool
 
-	foreign []ForeignLine  // complete foreign feedback lines adopted during Apply, to ingest
-	adopted map[int64]bool // offsets of adopted lines whose ingestion is not applied yet
-	skipped uint64         // events whose payload could not be projected
-	failed  error          // an Apply failed part-way: no checkpoint may cover it
-	r       rendered
+	foreign  []ForeignLine    // complete foreign feedback lines adopted during Apply, to ingest
+	adopted  map[int64]bool   // offsets of adopted lines whose ingestion is not applied yet
+	expected map[int64][]byte // catch-up: lines of feedback.ingested events ahead, by offset
+	skipped  uint64           // events whose payload could not be projected
+	failed   error            // an Apply failed part-way: no checkpoint may cover it
+	r        rendered
 }
 
 // New returns a projector writing the views of h from empty, without
@@ -270,14 +274,23 @@ func (p *Projector) applyRendered(ev *events.Event, r *rendered, renderErr error
 		if catchingUp && p.intact[w.view] {
 			continue
 		}
-		if w.view == FeedbackView && !p.opts.Exclusive {
+		if w.view == FeedbackView {
 			ingestAt := int64(-1)
 			if ev.Type == events.TypeFeedbackIngested {
 				if in, err := events.DecodeAs[*events.FeedbackIngested](ev); err == nil {
 					ingestAt = in.Offset
 				}
 			}
-			if err := p.writeFeedback(w.data, ingestAt); err != nil {
+			var err error
+			switch {
+			case !p.opts.Exclusive:
+				err = p.writeFeedback(w.data, ingestAt)
+			case ingestAt >= 0 && ingestAt < p.sizes[FeedbackView]:
+				err = p.insertFeedback(w.data, ingestAt)
+			default:
+				err = p.write(w.view, w.data)
+			}
+			if err != nil {
 				return fmt.Errorf("projections: seq %d: %w", ev.Seq, err)
 			}
 			continue
@@ -446,7 +459,13 @@ func (p *Projector) writeFeedback(line []byte, ingestAt int64) error {
 		delete(p.adopted, ingestAt)
 		return nil
 	}
-	if size > end {
+	if ingestAt >= 0 && ingestAt < end && size == end {
+		// The file is being written anew past what it held (a replay from
+		// empty, or a catch-up rebuilding a cut feedback.jsonl): place the
+		// line where the live projector adopted it, as Rebuild does.
+		return p.insertFeedback(line, ingestAt)
+	}
+	for size > end {
 		n := min(int64(len(line)), size-end)
 		got := make([]byte, n)
 		if _, err := vf.f.ReadAt(got, end); err != nil {
@@ -463,6 +482,21 @@ func (p *Projector) writeFeedback(line []byte, ingestAt int64) error {
 			p.sizes[FeedbackView] = end + int64(len(line))
 			p.unsync[FeedbackView] = true
 			return nil
+		}
+		if exp, ok := p.expected[end]; ok && end+int64(len(exp)) <= size {
+			// A foreign line the log ingests later (the live projector
+			// adopted it here): step over it; its event will be a no-op.
+			got := make([]byte, len(exp))
+			if _, err := vf.f.ReadAt(got, end); err != nil {
+				return err
+			}
+			if bytes.Equal(got, exp) {
+				delete(p.expected, end)
+				p.adopted[end] = true
+				end += int64(len(exp))
+				p.sizes[FeedbackView] = end
+				continue
+			}
 		}
 		// Foreign bytes where our line belongs. Complete lines are adopted
 		// (kept in place, reported for ingestion); an unfinished last line
@@ -485,6 +519,56 @@ func (p *Projector) writeFeedback(line []byte, ingestAt int64) error {
 		return err
 	}
 	p.sizes[FeedbackView] = end + int64(len(line))
+	p.unsync[FeedbackView] = true
+	return nil
+}
+
+// ExpectIngested tells a catch-up which feedback.ingested lines the events
+// it is about to re-apply contain (Raw without '\n', Offset): where one of
+// them sits in feedback.jsonl before output that comes earlier in the log
+// (a line adopted in place), verification steps over it instead of taking
+// it for a new foreign line. nil clears the set.
+func (p *Projector) ExpectIngested(lines []ForeignLine) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.expected = nil
+	for _, l := range lines {
+		if p.expected == nil {
+			p.expected = map[int64][]byte{}
+		}
+		p.expected[l.Offset] = append(bytes.Clone(l.Raw), '\n')
+	}
+}
+
+// insertFeedback places an ingested line at offset, before lines projected
+// earlier: a rebuild meeting a line that the live projector adopted in
+// place (doc.go, "Legacy writers") reproduces the live layout. It only
+// runs where those bytes are being written anew (a rebuild, a replay, a
+// catch-up of a cut file), never over bytes a reader has already seen.
+func (p *Projector) insertFeedback(line []byte, offset int64) error {
+	vf, err := p.file(FeedbackView)
+	if err != nil {
+		return err
+	}
+	if err := vf.w.Flush(); err != nil {
+		return err
+	}
+	end := p.sizes[FeedbackView]
+	tail := make([]byte, end-offset)
+	if _, err := vf.f.ReadAt(tail, offset); err != nil {
+		return err
+	}
+	if _, err := vf.f.WriteAt(line, offset); err != nil {
+		return err
+	}
+	if _, err := vf.f.WriteAt(tail, offset+int64(len(line))); err != nil {
+		return err
+	}
+	end += int64(len(line))
+	if _, err := vf.f.Seek(end, io.SeekStart); err != nil {
+		return err
+	}
+	p.sizes[FeedbackView] = end
 	p.unsync[FeedbackView] = true
 	return nil
 }
@@ -607,6 +691,13 @@ func (p *Projector) checkpoint() error {
 	if p.failed != nil {
 		return fmt.Errorf("projections: no checkpoint after a failed apply: %w", p.failed)
 	}
+	if len(p.adopted) > 0 {
+		// Foreign feedback lines sit inside the accounted bytes but their
+		// feedback.ingested events are not applied yet: a checkpoint now
+		// would, after a crash, hide them from catch-up and from the log.
+		// The next checkpoint, after the engine ingested them, covers them.
+		return ErrIngestPending
+	}
 	if err := p.flushAll(); err != nil {
 		return err
 	}
@@ -672,7 +763,9 @@ func (p *Projector) Close() error {
 	}
 	var err error
 	if p.failed == nil {
-		err = p.checkpoint()
+		if err = p.checkpoint(); errors.Is(err, ErrIngestPending) {
+			err = nil // the next open finds those lines again
+		}
 	}
 	for v, vf := range p.open {
 		if cerr := p.closeView(v, vf); err == nil {

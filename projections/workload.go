@@ -142,7 +142,7 @@ func (g *gen) anyEvent() *events.Event {
 		sess := g.session()
 		return events.MustNew(sess, &events.LabSessionStarted{SessionID: sess, Version: "test", Pid: 42})
 	case 1:
-		return events.MustNew("feedback", &events.FeedbackIngested{Raw: []byte(`{"id":"legacy","note":"from cm"}`), Offset: 0})
+		return events.MustNew("feedback", &events.FeedbackIngested{Raw: []byte(`{"id":"legacy","note":"from cm"}`), Offset: -1})
 	case 2:
 		return events.MustNew("lab_bad/../../x", &events.FeedbackSubmitted{Entry: g.feedback("lab_bad")})
 	case 3:
