@@ -9,7 +9,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"time"
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
@@ -25,6 +27,10 @@ type CheckOptions struct {
 	// From, when > 1, ignores bytes produced by events before it: each view
 	// is compared from the size it had right after event From-1.
 	From uint64
+	// LagWait bounds how long Check waits for live views that are a strict
+	// prefix of their shadow to catch up (a daemon appending meanwhile);
+	// default DefaultLagWait, negative: do not wait.
+	LagWait time.Duration
 	// Progress, when set, is called after each projected batch with the
 	// pass (1: compare, 2: find the events behind differences), the last
 	// projected sequence and the log's last sequence.
@@ -126,15 +132,18 @@ func Check(ctx context.Context, opts CheckOptions) (*CheckReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	grown := false
-	if now, err := log.LastSeq(ctx); err == nil && now > last {
-		grown = true
+	grown := func() bool {
+		now, err := log.LastSeq(ctx)
+		return err == nil && now > last
 	}
 	divs, nfiles, err := compareHomes(opts.Home, shadow, base, grown)
 	if err != nil {
 		return nil, err
 	}
 	rep.Files = nfiles
+	if divs, err = awaitLagging(ctx, opts, shadow, base, grown, divs); err != nil {
+		return nil, err
+	}
 	if len(divs) == 0 {
 		rep.Identical = true
 		return rep, nil
@@ -242,10 +251,65 @@ func project(ctx context.Context, log *Log, h home.Home, last uint64, newP Proje
 	return err
 }
 
+// lagging reports whether d may be a live view that has not caught up yet:
+// the live file matches the shadow up to its end and the shadow is longer.
+func lagging(d Divergence) bool { return d.Offset >= d.LiveSize && d.ShadowSize > d.Offset }
+
+// awaitLagging compares lagging files again until they match or LagWait
+// passes. A daemon writes an entry to the log before it projects it, so
+// the shadow can be a few events ahead of the live views it is compared with.
+func awaitLagging(ctx context.Context, opts CheckOptions, shadow home.Home, base map[string]int64, grown func() bool, divs []Divergence) ([]Divergence, error) {
+	wait := opts.LagWait
+	if wait == 0 {
+		wait = DefaultLagWait
+	}
+	if wait < 0 || !slices.ContainsFunc(divs, lagging) {
+		return divs, nil
+	}
+	deadline := time.Now().Add(wait)
+	tick := time.NewTicker(lagPoll)
+	defer tick.Stop()
+	for slices.ContainsFunc(divs, lagging) && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+		kept := divs[:0]
+		for _, d := range divs {
+			if lagging(d) {
+				nd, err := compareFile(opts.Home, shadow, d.File, base[d.File])
+				if err != nil {
+					return nil, err
+				}
+				if nd == nil || extends(*nd, grown) {
+					continue
+				}
+				d = *nd
+			}
+			kept = append(kept, d)
+		}
+		divs = kept
+	}
+	return divs, nil
+}
+
+// Waiting for lagging live views (see CheckOptions.LagWait).
+const (
+	DefaultLagWait = 2 * time.Second
+	lagPoll        = 20 * time.Millisecond
+)
+
+// extends reports whether d is a live file that only extends the shadow's
+// while the log has grown past what the shadow projected.
+func extends(d Divergence, grown func() bool) bool {
+	return d.ShadowSize >= 0 && d.Offset == d.ShadowSize && d.LiveSize > d.ShadowSize && grown()
+}
+
 // compareHomes compares the view files of live and shadow; base gives, per
-// file, the offset to compare from. With grown set, a live file that only
-// extends the shadow's is not a difference.
-func compareHomes(live, shadow home.Home, base map[string]int64, grown bool) ([]Divergence, int, error) {
+// file, the offset to compare from. A live file that only extends the
+// shadow's, while the log has grown, is not a difference.
+func compareHomes(live, shadow home.Home, base map[string]int64, grown func() bool) ([]Divergence, int, error) {
 	lf, err := ViewFiles(live)
 	if err != nil {
 		return nil, 0, err
@@ -272,7 +336,7 @@ func compareHomes(live, shadow home.Home, base map[string]int64, grown bool) ([]
 		if d == nil {
 			continue
 		}
-		if grown && d.ShadowSize >= 0 && d.Offset == d.ShadowSize && d.LiveSize > d.ShadowSize {
+		if extends(*d, grown) {
 			continue
 		}
 		divs = append(divs, *d)

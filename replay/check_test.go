@@ -8,8 +8,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/projections"
 )
 
@@ -123,7 +126,7 @@ func TestCheckForeignAndMissingBytes(t *testing.T) {
 	if err := os.Remove(spool); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Check(ctx, CheckOptions{Home: live, Projector: withLines})
+	rep, err := Check(ctx, CheckOptions{Home: live, Projector: withLines, LagWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,5 +224,106 @@ func TestCheckNamesEventOfDamagedProductionView(t *testing.T) {
 	}
 	if rep, err := Check(ctx, CheckOptions{Home: live, From: runSeqs[2]}); err != nil || rep.Identical || rep.First.Seq != runSeqs[2] {
 		t.Fatalf("--from %d: %v %+v", runSeqs[2], err, rep.First)
+	}
+}
+
+// TestCheckWhileDaemonAppends runs Check on a home whose owner keeps
+// appending: entries the shadow projected but the owner has not applied
+// yet, and views that grew past the shadow, are not differences.
+func TestCheckWhileDaemonAppends(t *testing.T) {
+	ctx := context.Background()
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "live")}
+	eng, err := engine.Open(ctx, engine.Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	evs := cloneEvents(slices.Collect(projections.Workload(projections.WorkloadMixedLab, 17, 20000)))
+	if _, err := eng.Append(ctx, evs[:500]...); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for _, ev := range evs[500:] {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if _, err := eng.Append(ctx, ev); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	overlapped := 0
+	for i := 0; i < 4; i++ {
+		rep, err := Check(ctx, CheckOptions{Home: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.Identical {
+			t.Fatalf("check %d at seq %d while appending: %+v", i, rep.LastSeq, rep.First)
+		}
+		if eng.Log().LastSeq() > rep.LastSeq {
+			overlapped++
+		}
+	}
+	if overlapped == 0 {
+		t.Fatal("the appender never ran during a check")
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAwaitLagging: a live view that is a strict prefix of its shadow is
+// compared again until it catches up; one that never does is reported once
+// LagWait has passed.
+func TestAwaitLagging(t *testing.T) {
+	ctx := context.Background()
+	live, shadow := home.Home{Dir: t.TempDir()}, home.Home{Dir: t.TempDir()}
+	full := "line one\nline two\n"
+	for _, f := range []string{"lab/runs.jsonl", "steps/steps.jsonl"} {
+		if err := appendFile(filepath.Join(shadow.Dir, f), []byte(full)); err != nil {
+			t.Fatal(err)
+		}
+		if err := appendFile(filepath.Join(live.Dir, f), []byte(full[:9])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	never := func() bool { return false }
+	divs, _, err := compareHomes(live, shadow, nil, never)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(divs) != 2 || !lagging(divs[0]) || !lagging(divs[1]) {
+		t.Fatalf("divergences %+v, want 2 lagging", divs)
+	}
+	// The owner catches up on runs.jsonl only.
+	caught := make(chan error, 1)
+	go func() { caught <- appendFile(filepath.Join(live.Dir, "lab", "runs.jsonl"), []byte(full[9:])) }()
+	if err := <-caught; err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	got, err := awaitLagging(ctx, CheckOptions{Home: live, LagWait: 300 * time.Millisecond}, shadow, nil, never, divs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].File != "steps/steps.jsonl" || got[0].Offset != 9 {
+		t.Fatalf("after waiting: %+v, want steps/steps.jsonl at 9", got)
+	}
+	if time.Since(start) < 300*time.Millisecond {
+		t.Fatal("gave up on the lagging file before LagWait")
+	}
+	// LagWait < 0: no waiting at all.
+	divs, _, _ = compareHomes(live, shadow, nil, never)
+	if got, err := awaitLagging(ctx, CheckOptions{Home: live, LagWait: -1}, shadow, nil, never, divs); err != nil || len(got) != 1 {
+		t.Fatalf("LagWait -1: %+v %v", got, err)
 	}
 }

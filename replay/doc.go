@@ -36,4 +36,10 @@
 // watching the sizes of the differing files to find that event. Bytes the
 // live file holds beyond everything the log produced are reported with seq
 // 0: no event accounts for them.
+//
+// A daemon may append while Check runs. Check projects the log as it stood
+// when it started; a live view that grew past its shadow while the log grew
+// is not a difference, and a live view that is a strict prefix of its shadow
+// (the daemon wrote an entry but has not projected it yet) is compared again
+// until it catches up or CheckOptions.LagWait passes.
 package replay
