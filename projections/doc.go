@@ -124,15 +124,29 @@
 // FeedbackWait, default 2 s) and the append fails with ErrFeedbackBusy if
 // it does not end in time. At open, after catch-up, the engine ingests the
 // complete lines appended while it was down; an unfinished last line stays
-// untouched until it is completed. A feedback.ingested line whose bytes are
-// already at E is adopted without writing, so a rebuild (which writes every
-// line) reproduces the file byte for byte.
+// untouched until it is completed (a daemon may also sweep on a timer).
 //
-// Known limit: a foreign line that lands between the engine's check and the
-// projector's write, or a foreign line written while the daemon was down
-// directly after bytes the crashed daemon never projected, is kept and
-// ingested but sits before (live) rather than after (rebuild) the lines
-// that were due first; `cmlab rebuild --check` then reports that offset.
+// Adopted lines (foreign bytes found where the projector's own line
+// belonged: a foreign write racing a commit, or one made while the daemon
+// was down right after events it had made durable but not yet projected)
+// stay where they are and precede the projector's line, although their
+// feedback.ingested events come later in the log. Every projection
+// reproduces that layout:
+//
+//   - A feedback.ingested line at an offset the projector adopted is a
+//     no-op (the bytes are already accounted for).
+//   - A feedback.ingested line whose Offset lies before the end while the
+//     file is being written anew (Rebuild, a replay from empty, a catch-up
+//     rewriting a cut file) is inserted at Offset, moving the lines written
+//     after it.
+//   - A catch-up first scans the events it will re-apply for
+//     feedback.ingested lines (ExpectIngested); verification steps over
+//     such a line found in place instead of taking it for a new foreign one,
+//     so nothing is ingested twice.
+//   - No checkpoint is written while adopted lines await their events
+//     (ErrIngestPending): a crash then finds them again at catch-up.
+//
+// A feedback.ingested event with a negative Offset (unknown) is appended.
 //
 // # Rebuild
 //
