@@ -686,7 +686,103 @@ func TestMCPStreamableHTTP(t *testing.T) {
 
 	cs := mcpHTTP(t, d)
 	mcpListTools(t, cs)
+	// A malformed POST is refused and kills nothing.
+	req, _ := http.NewRequest("POST", d.base+"/mcp", strings.NewReader(`{"jsonrpc":`))
+	req.Header.Set("X-CM-LAB-TOKEN", d.token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode < 400 || resp.StatusCode > 499 {
+		t.Fatalf("malformed POST /mcp: %d", resp.StatusCode)
+	}
 	mcpSeedFlow(t, cs, h, "conv-http")
 	mcpCancelledWait(t, cs, "conv-http", d)
 	mcpFeedbackPaging(t, cs, d)
+}
+
+// TestMCPStdioProtocolErrors: lines that are not JSON-RPC messages get
+// JSON-RPC errors from the spawned `cmlab mcp` and the session goes on.
+func TestMCPStdioProtocolErrors(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMCPChildProcess$")
+	cmd.Env = append(os.Environ(), mcpChildEnv+"=1", mcpChildArgs+"="+strings.Join([]string{"mcp", "--home", h.Dir}, "\x1f"))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	exited := false
+	defer func() {
+		if !exited {
+			cmd.Process.Kill()
+			<-done
+		}
+	}()
+	dec := json.NewDecoder(stdout)
+	next := func() map[string]any {
+		t.Helper()
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("reading cmlab mcp: %v\nstderr: %s", err, stderr.String())
+		}
+		return m
+	}
+	send := func(line string) {
+		t.Helper()
+		if _, err := stdin.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errCode := func(m map[string]any) int64 {
+		e, _ := m["error"].(map[string]any)
+		return n(e["code"])
+	}
+	send(`hello?`)
+	if m := next(); errCode(m) != -32700 {
+		t.Fatalf("garbage: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`)
+	if m := next(); n(m["id"]) != 1 || m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"pty_status"`) // cut short
+	if m := next(); errCode(m) != -32700 {
+		t.Fatalf("truncated: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"no_such_tool","arguments":{}}}`)
+	if m := next(); n(m["id"]) != 3 || (m["error"] == nil && m["result"].(map[string]any)["isError"] != true) {
+		t.Fatalf("unknown tool: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"pty_status","arguments":{"conversation_id":7}}}`)
+	if m := next(); n(m["id"]) != 4 || m["result"].(map[string]any)["isError"] != true {
+		t.Fatalf("bad arguments: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"lab_session","arguments":{}}}`)
+	m := next()
+	res, _ := m["result"].(map[string]any)
+	if n(m["id"]) != 5 || res == nil || res["isError"] == true {
+		t.Fatalf("lab_session after errors: %v", m)
+	}
+	stdin.Close()
+	select {
+	case err := <-done:
+		exited = true
+		if err != nil {
+			t.Fatalf("cmlab mcp exit: %v\nstderr: %s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("cmlab mcp did not exit when stdin closed")
+	}
 }
