@@ -463,7 +463,17 @@ func (sh *shell) alive() bool {
 // command line (empty when the shell itself is in the foreground).
 func (sh *shell) foreground() (pgid int, cmdline string) {
 	var pg int32
-	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, sh.master.Fd(), syscall.TIOCGPGRP, uintptrOf(&pg))
+	var errno syscall.Errno
+	// SyscallConn, not Fd: Fd would switch the file to blocking mode.
+	rc, err := sh.master.SyscallConn()
+	if err != nil {
+		return 0, ""
+	}
+	if err := rc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCGPGRP, uintptrOf(&pg))
+	}); err != nil {
+		return 0, ""
+	}
 	if errno != 0 || int(pg) == sh.pid || pg <= 0 {
 		return 0, ""
 	}
