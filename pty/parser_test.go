@@ -82,3 +82,54 @@ func TestMarkerParserSplits(t *testing.T) {
 		})
 	}
 }
+
+// TestMarkerParserRandomSplits: streams built from mark fragments, CRs and
+// text parse the same whatever the read boundaries.
+func TestMarkerParserRandomSplits(t *testing.T) {
+	pieces := []string{
+		"\x1b]6973;B;" + testNonce + "\a",
+		fmt.Sprintf("\x1b]6973;P;%s;%d;%d;%d;%s\a", testNonce, 0, 17, 4, "/a\nb"),
+		"\x1b]6973;", "\x1b", "\r", "\n", "\r\n", "abc", "\a", ";", testNonce, "P;", "B;", "\xe2\x82\xac",
+	}
+	rng := uint64(42)
+	next := func(n int) int {
+		rng ^= rng << 13
+		rng ^= rng >> 7
+		rng ^= rng << 17
+		return int(rng % uint64(n))
+	}
+	for iter := 0; iter < 2000; iter++ {
+		var in []byte
+		for k := next(30); k >= 0; k-- {
+			in = append(in, pieces[next(len(pieces))]...)
+		}
+		whole := NewMarkerParser(testNonce)
+		want := renderItems(append(whole.Feed(in), whole.Flush()...))
+		p := NewMarkerParser(testNonce)
+		var got []Item
+		for rest := in; len(rest) > 0; {
+			n := 1 + next(len(rest))
+			got = append(got, p.Feed(rest[:n])...)
+			rest = rest[n:]
+		}
+		got = append(got, p.Flush()...)
+		if g := renderItems(got); !reflect.DeepEqual(g, want) {
+			t.Fatalf("input %q:\n split %q\n whole %q", in, g, want)
+		}
+		// Output never holds a bare '\r'.
+		for _, it := range got {
+			if it.Kind == ItemOutput && bytesContains(it.Data, '\r') {
+				t.Fatalf("input %q: output keeps a CR: %q", in, it.Data)
+			}
+		}
+	}
+}
+
+func bytesContains(b []byte, c byte) bool {
+	for _, x := range b {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
