@@ -35,6 +35,14 @@ func decodePayload(ev *events.Event) (events.Payload, error) {
 			if p, ok := fastFeedbackSubmitted(ev.Data); ok {
 				return p, nil
 			}
+		case events.TypeExperimentSubmitted:
+			if p, ok := fastExperimentSubmitted(ev.Data); ok {
+				return p, nil
+			}
+		case events.TypeRunImported:
+			if p, ok := fastRunImported(ev.Data); ok {
+				return p, nil
+			}
 		case events.TypeExperimentCreated, events.TypeExperimentUpdated:
 			if x, ok := fastExperimentPayload(ev.Data); ok {
 				if ev.Type == events.TypeExperimentCreated {
@@ -116,8 +124,18 @@ func fastExperiment(d *msgpack.Decoder, x *events.LabExperiment) bool {
 					x.Questions[j] = events.Question{ID: t[0], Prompt: t[1], Type: t[2]}
 				}
 			}
+		case "winner":
+			var w [][3]string
+			if w, ok = fastTriplesOne(d, "variantId", "reason"); ok && w != nil {
+				x.Winner = &events.Winner{VariantID: w[0][0], Reason: w[0][1]}
+			}
+		case "answers":
+			var b []byte
+			if b, err = d.DecodeBytes(); err == nil && len(b) > 0 {
+				x.Answers = b
+			}
 		default:
-			return false // winner, answers, unknown
+			return false // unknown
 		}
 		if err != nil || !ok {
 			return false
@@ -300,4 +318,261 @@ func fastStrings(d *msgpack.Decoder) ([]string, bool) {
 		}
 	}
 	return out, true
+}
+
+// fastTriplesOne decodes one map of (a subset of) two string fields as a
+// one-element fastTriples result; nil stays nil.
+func fastTriplesOne(d *msgpack.Decoder, k0, k1 string) ([][3]string, bool) {
+	c, err := d.PeekCode()
+	if err != nil || c == msgpcode.Nil {
+		return nil, false
+	}
+	m, err := d.DecodeMapLen()
+	if err != nil || m < 0 {
+		return nil, false
+	}
+	out := make([][3]string, 1)
+	for j := 0; j < m; j++ {
+		k, err := d.DecodeString()
+		if err != nil {
+			return nil, false
+		}
+		var idx int
+		switch k {
+		case k0:
+			idx = 0
+		case k1:
+			idx = 1
+		default:
+			return nil, false
+		}
+		if out[0][idx], err = d.DecodeString(); err != nil {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// fastExperimentSubmitted decodes {"experiment": …, "feedback": […]}.
+func fastExperimentSubmitted(data []byte) (*events.ExperimentSubmitted, bool) {
+	fd := fastDecPool.Get().(*fastDecoder)
+	defer fastDecPool.Put(fd)
+	fd.r.Reset(data)
+	fd.d.Reset(&fd.r)
+	d := fd.d
+	n, err := d.DecodeMapLen()
+	if err != nil || n < 0 {
+		return nil, false
+	}
+	p := &events.ExperimentSubmitted{}
+	for i := 0; i < n; i++ {
+		k, err := d.DecodeString()
+		if err != nil {
+			return nil, false
+		}
+		switch k {
+		case "experiment":
+			if !fastExperiment(d, &p.Experiment) {
+				return nil, false
+			}
+		case "feedback":
+			c, err := d.PeekCode()
+			if err != nil || c == msgpcode.Nil {
+				return nil, false
+			}
+			m, err := d.DecodeArrayLen()
+			if err != nil || m < 0 {
+				return nil, false
+			}
+			p.Feedback = make([]events.FeedbackEntry, m)
+			for j := range p.Feedback {
+				if !fastFeedbackEntry(d, &p.Feedback[j]) {
+					return nil, false
+				}
+			}
+		default:
+			return nil, false
+		}
+	}
+	if fd.r.Len() != 0 {
+		return nil, false
+	}
+	return p, true
+}
+
+// fastRunImported decodes {"run": LabRun} when its nested values are the
+// common ones (fingerprint, integer metrics); anything else falls back.
+func fastRunImported(data []byte) (*events.RunImported, bool) {
+	fd := fastDecPool.Get().(*fastDecoder)
+	defer fastDecPool.Put(fd)
+	fd.r.Reset(data)
+	fd.d.Reset(&fd.r)
+	d := fd.d
+	n, err := d.DecodeMapLen()
+	if err != nil || n != 1 {
+		return nil, false
+	}
+	if k, err := d.DecodeString(); err != nil || k != "run" {
+		return nil, false
+	}
+	p := &events.RunImported{}
+	r := &p.Run
+	if n, err = d.DecodeMapLen(); err != nil || n < 0 {
+		return nil, false
+	}
+	for i := 0; i < n; i++ {
+		k, err := d.DecodeString()
+		if err != nil {
+			return nil, false
+		}
+		ok := true
+		switch k {
+		case "schemaVersion":
+			r.SchemaVersion, err = d.DecodeInt()
+		case "runId":
+			r.RunID, err = d.DecodeString()
+		case "sessionId":
+			r.SessionID, err = d.DecodeString()
+		case "createdAt":
+			r.CreatedAt, err = d.DecodeString()
+		case "topic":
+			r.Topic, err = d.DecodeString()
+		case "artifactsDir":
+			r.ArtifactsDir, err = d.DecodeString()
+		case "artifactsDirRealpath":
+			r.ArtifactsDirRealpath, err = d.DecodeString()
+		case "supersedesRunId":
+			r.SupersedesRunID, err = d.DecodeString()
+		case "videoPath":
+			r.VideoPath, err = d.DecodeString()
+		case "fingerprint":
+			r.Fingerprint, ok = fastFingerprint(d)
+		case "autoMetricsSummary":
+			r.AutoMetricsSummary, ok = fastMetricsSummary(d)
+		default:
+			return nil, false // reports, unknown
+		}
+		if err != nil || !ok {
+			return nil, false
+		}
+	}
+	if fd.r.Len() != 0 {
+		return nil, false
+	}
+	return p, true
+}
+
+func fastFingerprint(d *msgpack.Decoder) (*events.RunFingerprint, bool) {
+	if c, err := d.PeekCode(); err != nil || c == msgpcode.Nil {
+		return nil, false
+	}
+	n, err := d.DecodeMapLen()
+	if err != nil || n < 0 {
+		return nil, false
+	}
+	fp := &events.RunFingerprint{}
+	for i := 0; i < n; i++ {
+		k, err := d.DecodeString()
+		if err != nil {
+			return nil, false
+		}
+		fs, ok := fastFileStat(d)
+		if !ok {
+			return nil, false
+		}
+		switch k {
+		case "video":
+			fp.Video = fs
+		case "script":
+			fp.Script = fs
+		default:
+			return nil, false
+		}
+	}
+	return fp, true
+}
+
+func fastFileStat(d *msgpack.Decoder) (*events.FileStat, bool) {
+	if c, err := d.PeekCode(); err != nil || c == msgpcode.Nil {
+		return nil, false
+	}
+	n, err := d.DecodeMapLen()
+	if err != nil || n < 0 {
+		return nil, false
+	}
+	f := &events.FileStat{}
+	for i := 0; i < n; i++ {
+		k, err := d.DecodeString()
+		if err != nil {
+			return nil, false
+		}
+		switch k {
+		case "path":
+			f.Path, err = d.DecodeString()
+		case "sizeBytes":
+			f.SizeBytes, err = d.DecodeInt64()
+		case "mtimeMs":
+			f.MtimeMs, err = d.DecodeInt64()
+		default:
+			return nil, false
+		}
+		if err != nil {
+			return nil, false
+		}
+	}
+	return f, true
+}
+
+// fastMetricsSummary handles the integer metrics and the label; a float
+// metric falls back.
+func fastMetricsSummary(d *msgpack.Decoder) (*events.AutoMetricsSummary, bool) {
+	if c, err := d.PeekCode(); err != nil || c == msgpcode.Nil {
+		return nil, false
+	}
+	n, err := d.DecodeMapLen()
+	if err != nil || n < 0 {
+		return nil, false
+	}
+	m := &events.AutoMetricsSummary{}
+	for i := 0; i < n; i++ {
+		k, err := d.DecodeString()
+		if err != nil {
+			return nil, false
+		}
+		var dst **int
+		switch k {
+		case "syncRating":
+			dst = &m.SyncRating
+		case "captionOverall":
+			dst = &m.CaptionOverall
+		case "proxyScoreOverall":
+			dst = &m.ProxyScoreOverall
+		case "syncLabel":
+			if m.SyncLabel, err = d.DecodeString(); err != nil {
+				return nil, false
+			}
+			continue
+		default:
+			return nil, false
+		}
+		c, err := d.PeekCode()
+		if err != nil {
+			return nil, false
+		}
+		if c == msgpcode.Nil {
+			if d.DecodeNil() != nil {
+				return nil, false
+			}
+			continue
+		}
+		if !(msgpcode.IsFixedNum(c) || (c >= msgpcode.Uint8 && c <= msgpcode.Int64)) {
+			return nil, false
+		}
+		v, err := d.DecodeInt()
+		if err != nil {
+			return nil, false
+		}
+		*dst = &v
+	}
+	return m, true
 }

@@ -123,6 +123,17 @@ func TestFastDecodeMatchesReflective(t *testing.T) {
 	} {
 		check(events.MustNew("lab_x", &events.ExperimentCreated{Experiment: x}))
 		check(events.MustNew("lab_x", &events.ExperimentUpdated{Experiment: x}))
+		check(events.MustNew("lab_x", &events.ExperimentSubmitted{Experiment: x}))
+		check(events.MustNew("lab_x", &events.ExperimentSubmitted{Experiment: x, Feedback: []events.FeedbackEntry{{ID: "f"}, {}}}))
+	}
+	one, half := 1, 0.5
+	for _, r := range []events.LabRun{
+		{},
+		{RunID: "r", Fingerprint: &events.RunFingerprint{}, AutoMetricsSummary: &events.AutoMetricsSummary{}},
+		{RunID: "r", Fingerprint: &events.RunFingerprint{Script: &events.FileStat{SizeBytes: -1, MtimeMs: 1 << 40}}, AutoMetricsSummary: &events.AutoMetricsSummary{CaptionOverall: &one, SyncLabel: "ok"}},
+		{RunID: "f", AutoMetricsSummary: &events.AutoMetricsSummary{MeanDriftMs: &half}, Reports: &events.RunReports{Sync: "s"}},
+	} {
+		check(events.MustNew("lab_x", &events.RunImported{Run: r}))
 	}
 	zero, big := 0, 100
 	for _, e := range []events.FeedbackEntry{
