@@ -406,6 +406,14 @@ func TestStdioSurvivesGarbage(t *testing.T) {
 	if m := next(); errCode(m) != codeInvalidRequest || m["id"] != float64(7) {
 		t.Fatalf("not a message: %v", m)
 	}
+	// A line over MaxLine is refused without buffering it all, then skipped.
+	go func() {
+		big := strings.Repeat("x", MaxLine+1000)
+		io.WriteString(inW, `{"jsonrpc":"2.0","id":9,"method":"ping","params":{"pad":"`+big+`"}}`+"\n")
+	}()
+	if m := next(); errCode(m) != codeInvalidRequest {
+		t.Fatalf("huge line: %v", m)
+	}
 	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`)
 	if m := next(); m["id"] != float64(1) || m["result"] == nil {
 		t.Fatalf("initialize: %v", m)

@@ -47,7 +47,9 @@ func ServeStdio(ctx context.Context, s *sdk.Server, r io.Reader, w io.Writer) er
 		err := filterLines(r, pw, out)
 		pw.CloseWithError(err) // nil → EOF for the SDK
 	}()
-	err := s.Run(ctx, &sdk.IOTransport{Reader: pr, Writer: nopWriteCloser{out}})
+	// The line guard enforces MaxLine; the SDK's own cap, which counts
+	// bytes its decoder reads ahead, could end the session instead.
+	err := s.Run(ctx, &sdk.IOTransport{Reader: pr, Writer: nopWriteCloser{out}, MaxLineLength: -1})
 	pr.Close() // unblocks the filter if it is writing
 	if errors.Is(err, io.EOF) {
 		err = nil
@@ -97,6 +99,7 @@ func filterLines(r io.Reader, dst io.Writer, out io.Writer) error {
 		}
 		if !tooLong {
 			line = append(line, chunk...)
+			tooLong = len(line) > MaxLine
 		}
 		if tooLong {
 			writeRPCError(out, nil, codeInvalidRequest, "message is longer than the 16 MiB limit; it was skipped")
