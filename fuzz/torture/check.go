@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 )
 
@@ -45,6 +46,8 @@ func (h *harness) checkAfterRestart(ctx context.Context, round int) (resent, rep
 	lap("cursors")
 	h.checkRebuild(ctx, round, true)
 	lap("rebuild")
+	h.checkStepsClassified(ctx, c, round)
+	lap("steps")
 	fmt.Fprintf(h.opts.Out, "round %d: checks: %s\n", round, strings.Join(steps, ", "))
 	return resent, replayed
 }
@@ -360,6 +363,7 @@ func (h *harness) checkRebuild(ctx context.Context, round int, live bool) {
 		sample[k] = v
 	}
 	h.l.mu.Unlock()
+	h.checkBlocks(eng, round)
 	for seq, id := range sample {
 		ev, err := eng.Log().Read(seq)
 		if err != nil || ev.ID != id {
@@ -460,4 +464,45 @@ func (h *harness) checkOffline(ctx context.Context) {
 		}
 	}
 	h.checkRebuild(ctx, 0, false)
+}
+
+// checkBlocks reads the whole (copied) log: every terminal block has
+// exactly one pty.block.begin and, once the daemon restarted, exactly one
+// pty.block.end; every acknowledged block is in the log.
+func (h *harness) checkBlocks(eng *engine.Engine, round int) {
+	begins, ends := map[string]int{}, map[string]int{}
+	for ev, err := range eng.Log().Events(1) {
+		if err != nil {
+			h.l.violate("round %d: reading the copied log: %v", round, err)
+			return
+		}
+		switch ev.Type {
+		case events.TypePtyBlockBegin:
+			if p, err := events.DecodeAs[*events.PtyBlockBegin](ev); err == nil {
+				begins[p.Block.BlockID]++
+			}
+		case events.TypePtyBlockEnd:
+			if p, err := events.DecodeAs[*events.PtyBlockEnd](ev); err == nil {
+				ends[p.Block.BlockID]++
+			}
+		}
+	}
+	h.l.mu.Lock()
+	defer h.l.mu.Unlock()
+	for id, n := range begins {
+		if n != 1 || ends[id] != 1 {
+			h.l.violations = append(h.l.violations, fmt.Sprintf("round %d: block %s has %d BEGIN and %d END events", round, id, n, ends[id]))
+		}
+	}
+	for id, n := range ends {
+		if begins[id] == 0 {
+			h.l.violations = append(h.l.violations, fmt.Sprintf("round %d: block %s has %d END events and no BEGIN", round, id, n))
+		}
+	}
+	for id := range h.l.blocks {
+		if begins[id] == 0 {
+			h.l.violations = append(h.l.violations, fmt.Sprintf("round %d: acknowledged block %s is not in the log", round, id))
+		}
+	}
+	h.l.blockEnds = len(ends)
 }

@@ -33,13 +33,18 @@ type ledger struct {
 	exps    []expRec            // acknowledged experiments
 	submits map[string][]string // experimentId → feedbackIds of its acknowledged submit
 
-	chain   []string    // feedback ids collected by the cursor chain, in order
-	cursors []cursorRec // cursors handed out, with how many chain ids lie before them
-	lastCur string      // the chain's current cursor
-	sse     sseState    // event-stream reader state
-	ops     map[string]int
-	unknown int // requests whose outcome was hidden by a crash
-	retries int // immediate retries of a request id
+	chain     []string    // feedback ids collected by the cursor chain, in order
+	cursors   []cursorRec // cursors handed out, with how many chain ids lie before them
+	lastCur   string      // the chain's current cursor
+	sse       sseState    // event-stream reader state
+	ops       map[string]int
+	blocks    map[string]bool // acknowledged terminal blocks
+	blockEnds int             // blocks with an END in the log at the last check
+	// noTerminal / noSteps: the daemon has no terminal or step routes
+	// (404); that part of the load is skipped.
+	noTerminal, noSteps bool
+	unknown             int // requests whose outcome was hidden by a crash
+	retries             int // immediate retries of a request id
 
 	violations []string
 }
@@ -81,7 +86,7 @@ func newLedger() *ledger {
 	return &ledger{
 		fbAcked: map[string]string{}, fbMaybe: map[string]bool{}, markers: map[string]bool{},
 		reqs: map[string]*reqRec{}, runs: map[string]string{}, dirRun: map[string]string{},
-		submits: map[string][]string{}, ops: map[string]int{}, lastCur: "0",
+		submits: map[string][]string{}, ops: map[string]int{}, lastCur: "0", blocks: map[string]bool{},
 		sse: sseState{ids: map[uint64]string{}},
 	}
 }
@@ -136,8 +141,15 @@ func (w *worker) run(ctx context.Context) {
 			w.importRun(ctx, "")
 		case p < 72:
 			w.reimport(ctx)
-		case p < 82:
+		case p < 80:
 			w.experiment(ctx)
+		case p < 86:
+			w.l.mu.Lock()
+			skip := w.l.noSteps
+			w.l.mu.Unlock()
+			if !skip {
+				w.steps(ctx)
+			}
 		default:
 			w.poll(ctx)
 		}

@@ -53,6 +53,8 @@ type RoundStat struct {
 	Imports   int
 	Submits   int
 	Polls     int
+	Blocks    int // terminal blocks started
+	Steps     int // step transitions acknowledged
 	Unknown   int // requests whose answer the kill swallowed
 	Resent    int // unknown-outcome request ids sent again after restart
 	Replayed  int // acknowledged request ids sent again (must not act)
@@ -201,6 +203,14 @@ func (h *harness) round(ctx context.Context, round int) (RoundStat, error) {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); readSSE(loadCtx, c, h.l, round) }()
+	h.l.mu.Lock()
+	noTerm := h.l.noTerminal
+	h.l.mu.Unlock()
+	if !noTerm {
+		tw := &worker{id: 99, round: round, rng: rand.New(rand.NewPCG(h.opts.Seed, uint64(round*1000+99))), c: c, l: h.l, env: h.env}
+		wg.Add(1)
+		go func() { defer wg.Done(); tw.terminal(loadCtx) }()
+	}
 
 	span := h.opts.MaxLoad - h.opts.MinLoad
 	st.Load = h.opts.MinLoad + time.Duration(h.rng.Int64N(int64(span)+1))
@@ -230,6 +240,9 @@ func (h *harness) round(ctx context.Context, round int) (RoundStat, error) {
 	st.Imports = after["import"] - before["import"]
 	st.Submits = after["submit"] - before["submit"]
 	st.Polls = after["poll"] - before["poll"]
+	st.Blocks = after["block"] - before["block"]
+	st.Steps = after["step.plan"] + after["step.executing"] + after["step.completed"] + after["step.failed"] -
+		(before["step.plan"] + before["step.executing"] + before["step.completed"] + before["step.failed"])
 	h.l.mu.Lock()
 	st.Unknown = h.l.unknown - unknown0
 	st.Events = h.l.sse.events - events0
@@ -252,24 +265,26 @@ func (h *harness) snapshotOps() map[string]int {
 
 func printSummary(out io.Writer, sum *Summary) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "round\tload\tfeedback\timports\tsubmits\tpolls\tunknown\tresent\treplayed\tsse\twalIndex\trestart\tcheck\tviolations\t")
+	fmt.Fprintln(tw, "round\tload\tfeedback\timports\tsubmits\tblocks\tsteps\tpolls\tunknown\tresent\treplayed\tsse\twalIndex\trestart\tcheck\tviolations\t")
 	var tot RoundStat
 	for _, r := range sum.Rounds {
-		fmt.Fprintf(tw, "%d\t%v\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t%v\t%d\t\n", r.Round, r.Load.Round(time.Millisecond),
-			r.Feedback, r.Imports, r.Submits, r.Polls, r.Unknown, r.Resent, r.Replayed, r.Events, r.WalIndex,
+		fmt.Fprintf(tw, "%d\t%v\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t%v\t%d\t\n", r.Round, r.Load.Round(time.Millisecond),
+			r.Feedback, r.Imports, r.Submits, r.Blocks, r.Steps, r.Polls, r.Unknown, r.Resent, r.Replayed, r.Events, r.WalIndex,
 			r.Restart.Round(time.Millisecond), r.Check.Round(time.Millisecond), r.Violation)
 		tot.Feedback += r.Feedback
 		tot.Imports += r.Imports
 		tot.Submits += r.Submits
 		tot.Polls += r.Polls
+		tot.Blocks += r.Blocks
+		tot.Steps += r.Steps
 		tot.Unknown += r.Unknown
 		tot.Resent += r.Resent
 		tot.Replayed += r.Replayed
 		tot.Events += r.Events
 		tot.Load += r.Load
 	}
-	fmt.Fprintf(tw, "total\t%v\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\t\t%d\t\n", tot.Load.Round(time.Millisecond), tot.Feedback, tot.Imports,
-		tot.Submits, tot.Polls, tot.Unknown, tot.Resent, tot.Replayed, tot.Events, len(sum.Violations))
+	fmt.Fprintf(tw, "total\t%v\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\t\t%d\t\n", tot.Load.Round(time.Millisecond), tot.Feedback, tot.Imports,
+		tot.Submits, tot.Blocks, tot.Steps, tot.Polls, tot.Unknown, tot.Resent, tot.Replayed, tot.Events, len(sum.Violations))
 	tw.Flush()
 	for i, v := range sum.Violations {
 		if i == 50 {
