@@ -46,6 +46,10 @@ type ToResult struct {
 // batchSize is how many events are handed to the projector at once.
 const batchSize = 256
 
+// copyBatch is how many entries of the log copy are appended (and fsynced)
+// at once: below wal's default group size of 4096.
+const copyBatch = 4096
+
 // To builds, in opts.Into, a home whose views are exactly what they were
 // right after the bound event: the events up to it are projected in order
 // into empty views, and their log entries copied into Into/wal so the
@@ -103,25 +107,40 @@ func To(ctx context.Context, opts ToOptions) (*ToResult, error) {
 		return nil, err
 	}
 	res := &ToResult{}
-	var batch []*events.Event
-	flush := func() error {
+	var batch, copies []*events.Event
+	copyOut := func() error {
+		if len(copies) == 0 {
+			return nil
+		}
+		seqs, err := dst.Append(ctx, copies...)
+		if err != nil {
+			return fmt.Errorf("replay: copy log: %w", err)
+		}
+		if seqs[0] != copies[0].Seq {
+			return fmt.Errorf("replay: log copy starts at seq %d, source at %d", seqs[0], copies[0].Seq)
+		}
+		copies = copies[:0]
+		return nil
+	}
+	flush := func(final bool) error {
 		if len(batch) == 0 {
+			if final && dst != nil {
+				return copyOut()
+			}
 			return nil
 		}
 		if dst != nil {
 			// Seq and TS are already set; the copy keeps both, so its entries
-			// are byte-identical to the source's.
-			copies := make([]*events.Event, len(batch))
-			for i, ev := range batch {
+			// are byte-identical to the source's. Copies go out in groups of
+			// copyBatch: one fsync each.
+			for _, ev := range batch {
 				c := *ev
-				copies[i] = &c
+				copies = append(copies, &c)
 			}
-			seqs, err := dst.Append(ctx, copies...)
-			if err != nil {
-				return fmt.Errorf("replay: copy log: %w", err)
-			}
-			if seqs[0] != batch[0].Seq {
-				return fmt.Errorf("replay: log copy starts at seq %d, source at %d", seqs[0], batch[0].Seq)
+			if len(copies) >= copyBatch || final {
+				if err := copyOut(); err != nil {
+					return err
+				}
 			}
 		}
 		if err := p.Apply(batch); err != nil {
@@ -149,13 +168,13 @@ func To(ctx context.Context, opts ToOptions) (*ToResult, error) {
 		res.Events++
 		batch = append(batch, ev)
 		if len(batch) == batchSize {
-			if runErr = flush(); runErr != nil {
+			if runErr = flush(false); runErr != nil {
 				break
 			}
 		}
 	}
 	if runErr == nil {
-		runErr = flush()
+		runErr = flush(true)
 	}
 	if err := p.Close(); runErr == nil {
 		runErr = err
