@@ -75,7 +75,7 @@ func mcpGuess(t *testing.T) string {
 }
 
 // mcpStdio spawns `cmlab mcp --home h` and connects the SDK's client to it.
-func mcpStdio(t *testing.T, h home.Home) (*sdk.ClientSession, *lockedBuffer) {
+func mcpStdio(t testing.TB, h home.Home) (*sdk.ClientSession, *lockedBuffer) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestMCPChildProcess$")
 	cmd.Env = append(os.Environ(), mcpChildEnv+"=1", mcpChildArgs+"="+strings.Join([]string{"mcp", "--home", h.Dir}, "\x1f"))
@@ -156,7 +156,7 @@ func (l *requestLog) finishedWaits() int {
 	return l.waits
 }
 
-func mcpStartDaemon(t *testing.T, h home.Home) *mcpDaemon {
+func mcpStartDaemon(t testing.TB, h home.Home) *mcpDaemon {
 	t.Helper()
 	ctx := context.Background()
 	eng, err := engine.Open(ctx, engine.Options{Home: h})
@@ -217,7 +217,7 @@ func (tt tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // mcpHTTP connects the SDK's streamable HTTP client to d's /mcp.
-func mcpHTTP(t *testing.T, d *mcpDaemon) *sdk.ClientSession {
+func mcpHTTP(t testing.TB, d *mcpDaemon) *sdk.ClientSession {
 	t.Helper()
 	c := sdk.NewClient(&sdk.Implementation{Name: "cmlab-test", Version: "v0"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -233,7 +233,7 @@ func mcpHTTP(t *testing.T, d *mcpDaemon) *sdk.ClientSession {
 
 // tool calls name and returns its structured answer; a tool error fails
 // the test.
-func tool(t *testing.T, cs *sdk.ClientSession, name string, args map[string]any) map[string]any {
+func tool(t testing.TB, cs *sdk.ClientSession, name string, args map[string]any) map[string]any {
 	t.Helper()
 	res := toolRes(t, cs, name, args)
 	if res.IsError {
@@ -257,7 +257,7 @@ func tool(t *testing.T, cs *sdk.ClientSession, name string, args map[string]any)
 	return m
 }
 
-func toolRes(t *testing.T, cs *sdk.ClientSession, name string, args map[string]any) *sdk.CallToolResult {
+func toolRes(t testing.TB, cs *sdk.ClientSession, name string, args map[string]any) *sdk.CallToolResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -784,5 +784,31 @@ func TestMCPStdioProtocolErrors(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("cmlab mcp did not exit when stdin closed")
+	}
+}
+
+// BenchmarkMCPToolCall is the round trip of one read tool (lab_session)
+// and one terminal read (pty_status) through `cmlab mcp` on stdio to a
+// daemon, and through /mcp on the daemon.
+func BenchmarkMCPToolCall(b *testing.B) {
+	h := home.Home{Dir: b.TempDir()}
+	d := mcpStartDaemon(b, h)
+	stdio, _ := mcpStdio(b, h)
+	httpCS := mcpHTTP(b, d)
+	tool(b, stdio, "pty_status", map[string]any{"conversation_id": "bench"}) // start the shell
+	for _, c := range []struct {
+		name string
+		cs   *sdk.ClientSession
+	}{{"stdio", stdio}, {"http", httpCS}} {
+		for _, tl := range []struct {
+			name string
+			args map[string]any
+		}{{"lab_session", nil}, {"pty_status", map[string]any{"conversation_id": "bench"}}} {
+			b.Run(c.name+"/"+tl.name, func(b *testing.B) {
+				for b.Loop() {
+					tool(b, c.cs, tl.name, tl.args)
+				}
+			})
+		}
 	}
 }
