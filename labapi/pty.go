@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/pty"
+	"github.com/cmlab/cmlab/wal"
 )
 
 // registerPtyRoutes registers the terminal bridge of SPEC §6 (seed 001):
 // JSON in, JSON out, the seed's field names. Every route needs the token,
-// GET included. exec_block, exec_interactive, send and expect_send honour
+// GET included. wait_for, wait_prompt and read_spool are POSTs that only
+// read: they are served while the log is degraded. exec_block, exec_interactive, send and expect_send honour
 // request ids: the event that records the act carries the response
 // snapshot, so a retry returns it and nothing is run or typed again.
 func (s *Server) registerPtyRoutes() {
@@ -20,10 +22,10 @@ func (s *Server) registerPtyRoutes() {
 	s.route("POST "+p+"exec_block", authAlways, s.ptyExecBlock)
 	s.route("POST "+p+"exec_interactive", authAlways, s.ptyExecInteractive)
 	s.route("POST "+p+"send", authAlways, s.ptySend)
-	s.route("POST "+p+"wait_for", authAlways, s.ptyWaitFor)
-	s.route("POST "+p+"wait_prompt", authAlways, s.ptyWaitPrompt)
+	s.route("POST "+p+"wait_for", authAlwaysRead, s.ptyWaitFor)
+	s.route("POST "+p+"wait_prompt", authAlwaysRead, s.ptyWaitPrompt)
 	s.route("POST "+p+"expect_send", authAlways, s.ptyExpectSend)
-	s.route("POST "+p+"read_spool", authAlways, s.ptyReadSpool)
+	s.route("POST "+p+"read_spool", authAlwaysRead, s.ptyReadSpool)
 	s.route("POST "+p+"end_session", authAlways, s.ptyEndSession)
 	s.route("POST "+p+"reset", authAlways, s.ptyReset)
 	s.route("GET "+p+"status", authAlways, s.ptyStatus)
@@ -76,7 +78,9 @@ func ptyError(err error) error {
 		return NewError(CodeInvalidArgument, err.Error(), "Fix the request field named in the message.")
 	case errors.Is(err, pty.ErrNotFound):
 		return NewError(CodeNotFound, err.Error(), "List the blocks with GET /api/pty/{conversationId}/blocks.")
-	case errors.Is(err, pty.ErrClosed):
+	case errors.Is(err, wal.ErrFailed):
+		return degradedError(err)
+	case errors.Is(err, wal.ErrClosed), errors.Is(err, pty.ErrClosed):
 		return NewError(CodeDegraded, err.Error(), "The daemon is shutting down; retry against the next one.")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return NewError(CodeBusy, "the request was cancelled: "+err.Error(), "Retry with the same request id.")

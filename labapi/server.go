@@ -101,6 +101,10 @@ const (
 	authNone                     // /api/config, /api/health
 )
 
+// authAlwaysRead: token on every method, and a POST that only reads (the
+// terminal's wait_for, wait_prompt, read_spool): served while degraded.
+const authAlwaysRead authMode = authNone + 1
+
 // handlerFunc is a route body; a returned error is written as the envelope.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
@@ -208,8 +212,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // server and, while the log is failed, answered 503 DEGRADED.
 func (s *Server) route(pattern string, auth authMode, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		write := r.Method != http.MethodGet && r.Method != http.MethodHead
-		if auth == authAlways || (auth == authPostOnly && write) {
+		write := r.Method != http.MethodGet && r.Method != http.MethodHead && auth != authAlwaysRead
+		if auth == authAlways || auth == authAlwaysRead || (auth == authPostOnly && write) {
 			if !s.tokenOK(r) {
 				writeError(w, NewError(CodeUnauthorized, "Missing or invalid X-CM-LAB-TOKEN", "Fetch /api/config and send its token in the X-CM-LAB-TOKEN header."))
 				return
