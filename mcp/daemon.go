@@ -11,6 +11,8 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
+	"syscall"
 )
 
 // ErrUnreachable is wrapped by calls that never got an HTTP answer from
@@ -27,10 +29,17 @@ const maxResponse = 64 << 20
 // and appends, so a tool can never do what the HTTP API would refuse.
 type Daemon struct {
 	handler http.Handler // in-process when non-nil
-	base    string       // "http://host:port" when remote
-	token   string
 	hc      *http.Client
+	resolve Resolver // remote: finds the daemon again after a failed dial
+
+	mu    sync.Mutex
+	base  string // "http://host:port" when remote
+	token string
 }
+
+// Resolver names the running daemon: its listen address ("host:port" or a
+// URL) and token.
+type Resolver func() (baseURL, token string, err error)
 
 // InProcess returns a backend that calls h directly with token.
 func InProcess(h http.Handler, token string) *Daemon {
@@ -40,11 +49,54 @@ func InProcess(h http.Handler, token string) *Daemon {
 // Remote returns a backend for the daemon listening at baseURL ("host:port"
 // or "http://host:port") that authenticates with token.
 func Remote(baseURL, token string) *Daemon {
-	base := baseURL
-	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-		base = "http://" + base
+	return &Daemon{base: normalizeBase(baseURL), token: token, hc: &http.Client{}}
+}
+
+// Resolving returns a backend for the daemon resolve names now. When a
+// request cannot even connect (the daemon restarted on another port, or
+// with a new token file), it asks resolve again and, if the answer
+// changed, sends the request once more: a refused connection carried
+// nothing, so even a mutation cannot act twice.
+func Resolving(resolve Resolver) (*Daemon, error) {
+	base, tok, err := resolve()
+	if err != nil {
+		return nil, err
 	}
-	return &Daemon{base: strings.TrimRight(base, "/"), token: token, hc: &http.Client{}}
+	d := Remote(base, tok)
+	d.resolve = resolve
+	return d, nil
+}
+
+func normalizeBase(b string) string {
+	if !strings.HasPrefix(b, "http://") && !strings.HasPrefix(b, "https://") {
+		b = "http://" + b
+	}
+	return strings.TrimRight(b, "/")
+}
+
+func (d *Daemon) target() (base, token string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.base, d.token
+}
+
+// reresolve asks the resolver again; it reports whether the target changed.
+func (d *Daemon) reresolve() bool {
+	if d.resolve == nil {
+		return false
+	}
+	base, tok, err := d.resolve()
+	if err != nil {
+		return false
+	}
+	base = normalizeBase(base)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if base == d.base && tok == d.token {
+		return false
+	}
+	d.base, d.token = base, tok
+	return true
 }
 
 // CallError is an error answer of the daemon: its envelope
@@ -77,7 +129,19 @@ type request struct {
 // Cancelling ctx cancels the HTTP request, which ends a long wait_for on
 // the daemon's side.
 func (d *Daemon) call(ctx context.Context, r request) (json.RawMessage, error) {
-	u := d.base + r.path
+	b, err := d.callOnce(ctx, r)
+	if errors.Is(err, errNotConnected) && d.reresolve() {
+		b, err = d.callOnce(ctx, r)
+	}
+	return b, err
+}
+
+// errNotConnected marks a remote request that never reached the daemon.
+var errNotConnected = errors.New("connection refused")
+
+func (d *Daemon) callOnce(ctx context.Context, r request) (json.RawMessage, error) {
+	base, token := d.target()
+	u := base + r.path
 	if len(r.query) > 0 {
 		u += "?" + r.query.Encode()
 	}
@@ -96,8 +160,8 @@ func (d *Daemon) call(ctx context.Context, r request) (json.RawMessage, error) {
 	if r.body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if d.token != "" {
-		req.Header.Set("X-CM-LAB-TOKEN", d.token)
+	if token != "" {
+		req.Header.Set("X-CM-LAB-TOKEN", token)
 	}
 	if r.reqID != "" {
 		req.Header.Set("X-CM-LAB-REQUEST-ID", r.reqID)
@@ -136,7 +200,10 @@ func (d *Daemon) roundTrip(req *http.Request) (int, []byte, error) {
 		if ctxErr := req.Context().Err(); ctxErr != nil {
 			return 0, nil, ctxErr
 		}
-		return 0, nil, fmt.Errorf("%w at %s: %v", ErrUnreachable, d.base, err)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			err = fmt.Errorf("%w: %w", errNotConnected, err)
+		}
+		return 0, nil, fmt.Errorf("%w at %s: %w", ErrUnreachable, req.URL.Host, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
@@ -144,7 +211,7 @@ func (d *Daemon) roundTrip(req *http.Request) (int, []byte, error) {
 		if ctxErr := req.Context().Err(); ctxErr != nil {
 			return 0, nil, ctxErr
 		}
-		return 0, nil, fmt.Errorf("%w at %s: reading response: %v", ErrUnreachable, d.base, err)
+		return 0, nil, fmt.Errorf("%w at %s: reading response: %v", ErrUnreachable, req.URL.Host, err)
 	}
 	return resp.StatusCode, b, nil
 }

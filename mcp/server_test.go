@@ -439,3 +439,46 @@ func TestStdioSurvivesGarbage(t *testing.T) {
 		t.Fatal("ServeStdio did not end at EOF")
 	}
 }
+
+// TestResolvingBackend: after the daemon moved (restart on another port),
+// a refused connection re-resolves and the call goes to the new one, once.
+func TestResolvingBackend(t *testing.T) {
+	a, b := &fakeDaemon{}, &fakeDaemon{}
+	tsA, tsB := httptest.NewServer(a), httptest.NewServer(b)
+	defer tsB.Close()
+	var mu sync.Mutex
+	cur, tok := tsA.URL, "tok-a"
+	resolves := 0
+	d, err := Resolving(func() (string, string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		resolves++
+		return cur, tok, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connect(t, d)
+	if res := call(t, cs, "pty_send", map[string]any{"conversation_id": "c", "data": "1", "request_id": "r1"}); res.IsError {
+		t.Fatal(res.Content)
+	}
+	tsA.Close()
+	// Still at A: no change, so one refused attempt and a clear error.
+	res := call(t, cs, "pty_send", map[string]any{"conversation_id": "c", "data": "2", "request_id": "r2"})
+	if code, _, _, _ := ErrorOf(res); code != "INTERNAL" {
+		t.Fatalf("daemon gone: %q", code)
+	}
+	mu.Lock()
+	cur, tok = tsB.URL, "tok-b"
+	mu.Unlock()
+	res = call(t, cs, "pty_send", map[string]any{"conversation_id": "c", "data": "3", "request_id": "r3"})
+	if res.IsError {
+		t.Fatalf("after the move: %v", res.Content)
+	}
+	if got := b.last(t); got.token != "tok-b" || got.reqID != "r3" || got.body != `{"data":"3"}` || b.count() != 1 {
+		t.Fatalf("new daemon saw %+v (%d requests)", got, b.count())
+	}
+	if a.count() != 1 {
+		t.Fatalf("old daemon saw %d requests", a.count())
+	}
+}
