@@ -14,15 +14,17 @@ import (
 )
 
 type tortureOpts struct {
-	rounds   int
-	duration time.Duration
-	seed     uint64
-	keep     bool
-	workers  int
-	minLoad  time.Duration
-	maxLoad  time.Duration
-	dir      string
-	verbose  bool
+	rounds     int
+	duration   time.Duration
+	seed       uint64
+	keep       bool
+	workers    int
+	minLoad    time.Duration
+	maxLoad    time.Duration
+	dir        string
+	verbose    bool
+	corruption bool
+	sample     int
 }
 
 // newTortureCmd builds 'cmlab torture': the crash loop of package
@@ -41,10 +43,15 @@ act at most once, views identical to a rebuild, old cursors still valid,
 the event stream without duplicates, health ok.
 
 Prints a summary table. On any violation it exits 1, keeps the home and
-prints the seed to reproduce the run's choices with --seed.`,
+prints the seed to reproduce the run's choices with --seed.
+
+--corruption runs the corruption campaign instead (no daemon): wal verify
+must place every flipped byte and truncation, open must repair the tail and
+refuse mid-log damage, salvage must keep every intact event.`,
 		Example: `  cmlab torture --rounds 5
   cmlab torture --duration 10m --rounds 100000
-  cmlab torture --seed 1234 --rounds 20 --keep`,
+  cmlab torture --seed 1234 --rounds 20 --keep
+  cmlab torture --corruption --sample 200`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bin, err := os.Executable()
@@ -59,6 +66,13 @@ prints the seed to reproduce the run's choices with --seed.`,
 			opts := torture.Options{
 				Binary: bin, Rounds: o.rounds, Duration: o.duration, Seed: o.seed, Keep: o.keep,
 				Workers: o.workers, MinLoad: o.minLoad, MaxLoad: o.maxLoad, Dir: o.dir, Out: g.stdout,
+			}
+			if o.corruption {
+				_, err := torture.RunCorruption(ctx, torture.CorruptionOptions{Dir: o.dir, Sample: o.sample, Seed: o.seed, Out: g.stdout})
+				if errors.Is(err, torture.ErrViolations) {
+					return withCode(exitError, err)
+				}
+				return err
 			}
 			if o.verbose {
 				opts.DaemonLog = g.stderr
@@ -83,5 +97,7 @@ prints the seed to reproduce the run's choices with --seed.`,
 	f.DurationVar(&o.maxLoad, "max-load", 1500*time.Millisecond, "longest load before a kill")
 	f.StringVar(&o.dir, "dir", "", "where to make the temporary home (default the system temp dir)")
 	f.BoolVar(&o.verbose, "verbose", false, "copy the daemons' output to stderr")
+	f.BoolVar(&o.corruption, "corruption", false, "run the corruption campaign instead: every byte flip and truncation point of the last two segments of a generated log")
+	f.IntVar(&o.sample, "sample", 0, "with --corruption: try this many random cases of each kind (0: all)")
 	return c
 }
