@@ -2,11 +2,8 @@ package projections
 
 import (
 	"bytes"
-	"sync"
 
 	"github.com/cmlab/cmlab/events"
-	"github.com/vmihailenco/msgpack/v5"
-	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // A fast path for the most common payload of a Lab log, feedback.submitted:
@@ -16,563 +13,552 @@ import (
 // give up, and the event goes through events.Event.Decode as every other;
 // TestFastDecodeMatchesReflective holds the two to the same result.
 
-type fastDecoder struct {
-	r bytes.Reader
-	d *msgpack.Decoder
+// mp reads msgpack straight from the payload bytes: no reader, no
+// intermediate buffer, strings copied once. Any code it does not expect
+// sets bad, and the caller falls back to the reflective decoder.
+type mp struct {
+	b   []byte
+	i   int
+	bad bool
 }
 
-var fastDecPool = sync.Pool{New: func() any {
-	fd := &fastDecoder{}
-	fd.d = msgpack.NewDecoder(&fd.r)
-	return fd
-}}
+func (m *mp) byte1() byte {
+	if m.i >= len(m.b) {
+		m.bad = true
+		return 0
+	}
+	c := m.b[m.i]
+	m.i++
+	return c
+}
+
+func (m *mp) uint(n int) uint64 {
+	if m.i+n > len(m.b) {
+		m.bad = true
+		return 0
+	}
+	var v uint64
+	for _, c := range m.b[m.i : m.i+n] {
+		v = v<<8 | uint64(c)
+	}
+	m.i += n
+	return v
+}
+
+func (m *mp) peekNil() bool { return m.i < len(m.b) && m.b[m.i] == 0xc0 }
+
+// mapLen reads a map header.
+func (m *mp) mapLen() int {
+	c := m.byte1()
+	switch {
+	case c >= 0x80 && c <= 0x8f:
+		return int(c & 0x0f)
+	case c == 0xde:
+		return int(m.uint(2))
+	case c == 0xdf:
+		return int(m.uint(4))
+	}
+	m.bad = true
+	return 0
+}
+
+// arrayLen reads an array header.
+func (m *mp) arrayLen() int {
+	c := m.byte1()
+	switch {
+	case c >= 0x90 && c <= 0x9f:
+		return int(c & 0x0f)
+	case c == 0xdc:
+		return int(m.uint(2))
+	case c == 0xdd:
+		return int(m.uint(4))
+	}
+	m.bad = true
+	return 0
+}
+
+// strBytes reads a str value and returns its bytes (not copied).
+func (m *mp) strBytes() []byte {
+	c := m.byte1()
+	var n int
+	switch {
+	case c >= 0xa0 && c <= 0xbf:
+		n = int(c & 0x1f)
+	case c == 0xd9:
+		n = int(m.uint(1))
+	case c == 0xda:
+		n = int(m.uint(2))
+	case c == 0xdb:
+		n = int(m.uint(4))
+	default:
+		m.bad = true
+		return nil
+	}
+	if m.bad || n < 0 || m.i+n > len(m.b) {
+		m.bad = true
+		return nil
+	}
+	b := m.b[m.i : m.i+n]
+	m.i += n
+	return b
+}
+
+func (m *mp) str() string { return string(m.strBytes()) }
+
+// binBytes reads a bin value (copied).
+func (m *mp) binBytes() []byte {
+	c := m.byte1()
+	var n int
+	switch c {
+	case 0xc4:
+		n = int(m.uint(1))
+	case 0xc5:
+		n = int(m.uint(2))
+	case 0xc6:
+		n = int(m.uint(4))
+	default:
+		m.bad = true
+		return nil
+	}
+	if m.bad || n < 0 || m.i+n > len(m.b) {
+		m.bad = true
+		return nil
+	}
+	b := bytes.Clone(m.b[m.i : m.i+n])
+	m.i += n
+	return b
+}
+
+// int64 reads an integer of any msgpack integer encoding.
+func (m *mp) int64() int64 {
+	c := m.byte1()
+	switch {
+	case c <= 0x7f:
+		return int64(c)
+	case c >= 0xe0:
+		return int64(int8(c))
+	case c == 0xcc:
+		return int64(m.uint(1))
+	case c == 0xcd:
+		return int64(m.uint(2))
+	case c == 0xce:
+		return int64(m.uint(4))
+	case c == 0xcf:
+		v := m.uint(8)
+		if v > 1<<63-1 {
+			m.bad = true
+		}
+		return int64(v)
+	case c == 0xd0:
+		return int64(int8(m.uint(1)))
+	case c == 0xd1:
+		return int64(int16(m.uint(2)))
+	case c == 0xd2:
+		return int64(int32(m.uint(4)))
+	case c == 0xd3:
+		return int64(m.uint(8))
+	}
+	m.bad = true
+	return 0
+}
+
+func (m *mp) int() int { return int(m.int64()) }
+
+func (m *mp) done() bool { return !m.bad && m.i == len(m.b) }
 
 // decodePayload is ev.Decode with the fast path.
 func decodePayload(ev *events.Event) (events.Payload, error) {
 	if ev.V == 1 {
+		var p events.Payload
+		m := &mp{b: ev.Data}
+		// (Each branch assigns only a non-nil pointer: a typed nil in p
+		// would not compare equal to nil.)
 		switch ev.Type {
 		case events.TypeFeedbackSubmitted:
-			if p, ok := fastFeedbackSubmitted(ev.Data); ok {
-				return p, nil
+			if x := fastFeedbackSubmitted(m); x != nil {
+				p = x
 			}
 		case events.TypeExperimentSubmitted:
-			if p, ok := fastExperimentSubmitted(ev.Data); ok {
-				return p, nil
+			if x := fastExperimentSubmitted(m); x != nil {
+				p = x
 			}
 		case events.TypeRunImported:
-			if p, ok := fastRunImported(ev.Data); ok {
-				return p, nil
+			if x := fastRunImported(m); x != nil {
+				p = x
 			}
-		case events.TypeExperimentCreated, events.TypeExperimentUpdated:
-			if x, ok := fastExperimentPayload(ev.Data); ok {
-				if ev.Type == events.TypeExperimentCreated {
-					return &events.ExperimentCreated{Experiment: *x}, nil
-				}
-				return &events.ExperimentUpdated{Experiment: *x}, nil
+		case events.TypeExperimentCreated:
+			if x := fastExperimentPayload(m); x != nil {
+				p = &events.ExperimentCreated{Experiment: *x}
 			}
+		case events.TypeExperimentUpdated:
+			if x := fastExperimentPayload(m); x != nil {
+				p = &events.ExperimentUpdated{Experiment: *x}
+			}
+		}
+		if p != nil && m.done() {
+			return p, nil
 		}
 	}
 	return ev.Decode()
 }
 
-// fastExperimentPayload decodes {"experiment": LabExperiment}.
-func fastExperimentPayload(data []byte) (*events.LabExperiment, bool) {
-	fd := fastDecPool.Get().(*fastDecoder)
-	defer fastDecPool.Put(fd)
-	fd.r.Reset(data)
-	fd.d.Reset(&fd.r)
-	d := fd.d
-	n, err := d.DecodeMapLen()
-	if err != nil || n != 1 {
-		return nil, false
-	}
-	if k, err := d.DecodeString(); err != nil || k != "experiment" {
-		return nil, false
-	}
-	x := &events.LabExperiment{}
-	if !fastExperiment(d, x) || fd.r.Len() != 0 {
-		return nil, false
-	}
-	return x, true
-}
+// key reads a map key and reports whether it is want.
+func (m *mp) key1(want string) bool { return string(m.strBytes()) == want && !m.bad }
 
-func fastExperiment(d *msgpack.Decoder, x *events.LabExperiment) bool {
-	n, err := d.DecodeMapLen()
-	if err != nil || n < 0 {
-		return false
-	}
-	for i := 0; i < n; i++ {
-		k, err := d.DecodeString()
-		if err != nil {
-			return false
-		}
-		ok := true
-		switch k {
-		case "schemaVersion":
-			x.SchemaVersion, err = d.DecodeInt()
-		case "experimentId":
-			x.ExperimentID, err = d.DecodeString()
-		case "sessionId":
-			x.SessionID, err = d.DecodeString()
-		case "createdAt":
-			x.CreatedAt, err = d.DecodeString()
-		case "name":
-			x.Name, err = d.DecodeString()
-		case "hypothesis":
-			x.Hypothesis, err = d.DecodeString()
-		case "topic":
-			x.Topic, err = d.DecodeString()
-		case "baselineRunId":
-			x.BaselineRunID, err = d.DecodeString()
-		case "status":
-			x.Status, err = d.DecodeString()
-		case "updatedAt":
-			x.UpdatedAt, err = d.DecodeString()
-		case "variants":
-			var m [][3]string
-			if m, ok = fastTriples(d, "variantId", "label", "runId"); ok && m != nil {
-				x.Variants = make([]events.Variant, len(m))
-				for j, t := range m {
-					x.Variants[j] = events.Variant{VariantID: t[0], Label: t[1], RunID: t[2]}
-				}
-			}
-		case "questions":
-			var m [][3]string
-			if m, ok = fastTriples(d, "id", "prompt", "type"); ok && m != nil {
-				x.Questions = make([]events.Question, len(m))
-				for j, t := range m {
-					x.Questions[j] = events.Question{ID: t[0], Prompt: t[1], Type: t[2]}
-				}
-			}
-		case "winner":
-			var w [][3]string
-			if w, ok = fastTriplesOne(d, "variantId", "reason"); ok && w != nil {
-				x.Winner = &events.Winner{VariantID: w[0][0], Reason: w[0][1]}
-			}
-		case "answers":
-			var b []byte
-			if b, err = d.DecodeBytes(); err == nil && len(b) > 0 {
-				x.Answers = b
-			}
-		default:
-			return false // unknown
-		}
-		if err != nil || !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// fastTriples decodes an array of maps with (a subset of) three string
-// fields; nil stays nil.
-func fastTriples(d *msgpack.Decoder, k0, k1, k2 string) ([][3]string, bool) {
-	c, err := d.PeekCode()
-	if err != nil {
-		return nil, false
-	}
-	if c == msgpcode.Nil {
-		return nil, d.DecodeNil() == nil
-	}
-	n, err := d.DecodeArrayLen()
-	if err != nil || n < 0 {
-		return nil, false
-	}
-	out := make([][3]string, n)
-	for i := range out {
-		m, err := d.DecodeMapLen()
-		if err != nil || m < 0 {
-			return nil, false
-		}
-		for j := 0; j < m; j++ {
-			k, err := d.DecodeString()
-			if err != nil {
-				return nil, false
-			}
-			var idx int
-			switch k {
-			case k0:
-				idx = 0
-			case k1:
-				idx = 1
-			case k2:
-				idx = 2
-			default:
-				return nil, false
-			}
-			if out[i][idx], err = d.DecodeString(); err != nil {
-				return nil, false
-			}
-		}
-	}
-	return out, true
-}
-
-func fastFeedbackSubmitted(data []byte) (*events.FeedbackSubmitted, bool) {
-	fd := fastDecPool.Get().(*fastDecoder)
-	defer fastDecPool.Put(fd)
-	fd.r.Reset(data)
-	fd.d.Reset(&fd.r)
-	d := fd.d
-	n, err := d.DecodeMapLen()
-	if err != nil || n != 1 {
-		return nil, false
-	}
-	if k, err := d.DecodeString(); err != nil || k != "entry" {
-		return nil, false
+func fastFeedbackSubmitted(m *mp) *events.FeedbackSubmitted {
+	if m.mapLen() != 1 || !m.key1("entry") {
+		return nil
 	}
 	p := &events.FeedbackSubmitted{}
-	if !fastFeedbackEntry(d, &p.Entry) || fd.r.Len() != 0 {
-		return nil, false
+	if !fastFeedbackEntry(m, &p.Entry) {
+		return nil
 	}
-	return p, true
+	return p
 }
 
-func fastFeedbackEntry(d *msgpack.Decoder, e *events.FeedbackEntry) bool {
-	n, err := d.DecodeMapLen()
-	if err != nil || n < 0 {
-		return false
-	}
-	for i := 0; i < n; i++ {
-		k, err := d.DecodeString()
-		if err != nil {
-			return false
-		}
-		ok := true
-		switch k {
+func fastFeedbackEntry(m *mp, e *events.FeedbackEntry) bool {
+	n := m.mapLen()
+	for i := 0; i < n && !m.bad; i++ {
+		switch string(m.strBytes()) {
 		case "schemaVersion":
-			e.SchemaVersion, err = d.DecodeInt()
+			e.SchemaVersion = m.int()
 		case "id":
-			e.ID, err = d.DecodeString()
+			e.ID = m.str()
 		case "createdAt":
-			e.CreatedAt, err = d.DecodeString()
+			e.CreatedAt = m.str()
 		case "sessionId":
-			e.SessionID, err = d.DecodeString()
+			e.SessionID = m.str()
 		case "runId":
-			e.RunID, err = d.DecodeString()
+			e.RunID = m.str()
 		case "experimentId":
-			e.ExperimentID, err = d.DecodeString()
+			e.ExperimentID = m.str()
 		case "variantId":
-			e.VariantID, err = d.DecodeString()
+			e.VariantID = m.str()
 		case "topic":
-			e.Topic, err = d.DecodeString()
+			e.Topic = m.str()
 		case "videoPath":
-			e.VideoPath, err = d.DecodeString()
+			e.VideoPath = m.str()
 		case "artifactsDir":
-			e.ArtifactsDir, err = d.DecodeString()
+			e.ArtifactsDir = m.str()
 		case "notes":
-			e.Notes, err = d.DecodeString()
+			e.Notes = m.str()
 		case "ratings":
-			e.Ratings, ok = fastRatings(d)
+			e.Ratings = fastRatings(m)
 		case "tags":
-			e.Tags, ok = fastStrings(d)
+			e.Tags = fastStrings(m)
 		default:
 			return false // autoMetricsSnapshot, answers, reports, extra, unknown
 		}
-		if err != nil || !ok {
-			return false
-		}
 	}
-	return true
+	return !m.bad
 }
 
-func fastRatings(d *msgpack.Decoder) (*events.Ratings, bool) {
-	if c, err := d.PeekCode(); err != nil || c == msgpcode.Nil {
-		return nil, false
+// intPtr reads an integer into a new *int; nil is refused (the fields read
+// with it omit nil) unless nilOK.
+func (m *mp) intPtr(nilOK bool) *int {
+	if m.peekNil() {
+		m.i++
+		if !nilOK {
+			m.bad = true
+		}
+		return nil
 	}
-	n, err := d.DecodeMapLen()
-	if err != nil || n < 0 {
-		return nil, false
+	v := m.int()
+	return &v
+}
+
+func fastRatings(m *mp) *events.Ratings {
+	if m.peekNil() {
+		m.bad = true
+		return nil
 	}
+	n := m.mapLen()
 	r := &events.Ratings{}
-	for i := 0; i < n; i++ {
-		k, err := d.DecodeString()
-		if err != nil {
-			return nil, false
-		}
-		var dst **int
-		switch k {
+	for i := 0; i < n && !m.bad; i++ {
+		switch string(m.strBytes()) {
 		case "overall":
-			dst = &r.Overall
+			r.Overall = m.intPtr(false)
 		case "hook":
-			dst = &r.Hook
+			r.Hook = m.intPtr(false)
 		case "pacing":
-			dst = &r.Pacing
+			r.Pacing = m.intPtr(false)
 		case "script":
-			dst = &r.Script
+			r.Script = m.intPtr(false)
 		case "visuals":
-			dst = &r.Visuals
+			r.Visuals = m.intPtr(false)
 		case "motion":
-			dst = &r.Motion
+			r.Motion = m.intPtr(false)
 		case "captions":
-			dst = &r.Captions
+			r.Captions = m.intPtr(false)
 		case "sync":
-			dst = &r.Sync
+			r.Sync = m.intPtr(false)
 		default:
-			return nil, false
+			m.bad = true
 		}
-		if c, err := d.PeekCode(); err != nil || c == msgpcode.Nil || !(msgpcode.IsFixedNum(c) || (c >= msgpcode.Uint8 && c <= msgpcode.Int64)) {
-			return nil, false
-		}
-		v, err := d.DecodeInt()
-		if err != nil {
-			return nil, false
-		}
-		*dst = &v
 	}
-	return r, true
+	return r
 }
 
-func fastStrings(d *msgpack.Decoder) ([]string, bool) {
-	if c, err := d.PeekCode(); err != nil || c == msgpcode.Nil {
-		return nil, false
+func fastStrings(m *mp) []string {
+	if m.peekNil() {
+		m.bad = true
+		return nil
 	}
-	n, err := d.DecodeArrayLen()
-	if err != nil || n < 0 {
-		return nil, false
+	n := m.arrayLen()
+	if m.bad || n > len(m.b) {
+		m.bad = true
+		return nil
 	}
 	out := make([]string, n)
 	for i := range out {
-		if out[i], err = d.DecodeString(); err != nil {
-			return nil, false
-		}
+		out[i] = m.str()
 	}
-	return out, true
+	return out
 }
 
-// fastTriplesOne decodes one map of (a subset of) two string fields as a
-// one-element fastTriples result; nil stays nil.
-func fastTriplesOne(d *msgpack.Decoder, k0, k1 string) ([][3]string, bool) {
-	c, err := d.PeekCode()
-	if err != nil || c == msgpcode.Nil {
-		return nil, false
+func fastExperimentPayload(m *mp) *events.LabExperiment {
+	if m.mapLen() != 1 || !m.key1("experiment") {
+		return nil
 	}
-	m, err := d.DecodeMapLen()
-	if err != nil || m < 0 {
-		return nil, false
+	x := &events.LabExperiment{}
+	if !fastExperiment(m, x) {
+		return nil
 	}
-	out := make([][3]string, 1)
-	for j := 0; j < m; j++ {
-		k, err := d.DecodeString()
-		if err != nil {
-			return nil, false
-		}
-		var idx int
-		switch k {
-		case k0:
-			idx = 0
-		case k1:
-			idx = 1
+	return x
+}
+
+func fastExperiment(m *mp, x *events.LabExperiment) bool {
+	n := m.mapLen()
+	for i := 0; i < n && !m.bad; i++ {
+		switch string(m.strBytes()) {
+		case "schemaVersion":
+			x.SchemaVersion = m.int()
+		case "experimentId":
+			x.ExperimentID = m.str()
+		case "sessionId":
+			x.SessionID = m.str()
+		case "createdAt":
+			x.CreatedAt = m.str()
+		case "name":
+			x.Name = m.str()
+		case "hypothesis":
+			x.Hypothesis = m.str()
+		case "topic":
+			x.Topic = m.str()
+		case "baselineRunId":
+			x.BaselineRunID = m.str()
+		case "status":
+			x.Status = m.str()
+		case "updatedAt":
+			x.UpdatedAt = m.str()
+		case "variants":
+			if t, isNil := fastTriples(m, "variantId", "label", "runId"); !isNil {
+				x.Variants = make([]events.Variant, len(t))
+				for j, v := range t {
+					x.Variants[j] = events.Variant{VariantID: v[0], Label: v[1], RunID: v[2]}
+				}
+			}
+		case "questions":
+			if t, isNil := fastTriples(m, "id", "prompt", "type"); !isNil {
+				x.Questions = make([]events.Question, len(t))
+				for j, v := range t {
+					x.Questions[j] = events.Question{ID: v[0], Prompt: v[1], Type: v[2]}
+				}
+			}
+		case "winner":
+			if m.peekNil() {
+				m.bad = true
+				break
+			}
+			w := fastFields(m, "variantId", "reason", "")
+			x.Winner = &events.Winner{VariantID: w[0], Reason: w[1]}
+		case "answers":
+			if b := m.binBytes(); len(b) > 0 {
+				x.Answers = b
+			}
 		default:
-			return nil, false
-		}
-		if out[0][idx], err = d.DecodeString(); err != nil {
-			return nil, false
+			return false
 		}
 	}
-	return out, true
+	return !m.bad
 }
 
-// fastExperimentSubmitted decodes {"experiment": …, "feedback": […]}.
-func fastExperimentSubmitted(data []byte) (*events.ExperimentSubmitted, bool) {
-	fd := fastDecPool.Get().(*fastDecoder)
-	defer fastDecPool.Put(fd)
-	fd.r.Reset(data)
-	fd.d.Reset(&fd.r)
-	d := fd.d
-	n, err := d.DecodeMapLen()
-	if err != nil || n < 0 {
+// fastFields reads one map of up to three string fields named k0, k1, k2.
+func fastFields(m *mp, k0, k1, k2 string) (out [3]string) {
+	n := m.mapLen()
+	for j := 0; j < n && !m.bad; j++ {
+		switch k := string(m.strBytes()); {
+		case k == k0:
+			out[0] = m.str()
+		case k == k1:
+			out[1] = m.str()
+		case k == k2 && k2 != "":
+			out[2] = m.str()
+		default:
+			m.bad = true
+		}
+	}
+	return out
+}
+
+// fastTriples reads an array of fastFields maps; a nil array reports isNil.
+func fastTriples(m *mp, k0, k1, k2 string) (out [][3]string, isNil bool) {
+	if m.peekNil() {
+		m.i++
+		return nil, true
+	}
+	n := m.arrayLen()
+	if m.bad || n > len(m.b) {
+		m.bad = true
 		return nil, false
 	}
+	out = make([][3]string, n)
+	for i := range out {
+		out[i] = fastFields(m, k0, k1, k2)
+	}
+	return out, false
+}
+
+func fastExperimentSubmitted(m *mp) *events.ExperimentSubmitted {
+	n := m.mapLen()
 	p := &events.ExperimentSubmitted{}
-	for i := 0; i < n; i++ {
-		k, err := d.DecodeString()
-		if err != nil {
-			return nil, false
-		}
-		switch k {
+	for i := 0; i < n && !m.bad; i++ {
+		switch string(m.strBytes()) {
 		case "experiment":
-			if !fastExperiment(d, &p.Experiment) {
-				return nil, false
+			if !fastExperiment(m, &p.Experiment) {
+				return nil
 			}
 		case "feedback":
-			c, err := d.PeekCode()
-			if err != nil || c == msgpcode.Nil {
-				return nil, false
+			if m.peekNil() {
+				return nil
 			}
-			m, err := d.DecodeArrayLen()
-			if err != nil || m < 0 {
-				return nil, false
+			k := m.arrayLen()
+			if m.bad || k > len(m.b) {
+				return nil
 			}
-			p.Feedback = make([]events.FeedbackEntry, m)
+			p.Feedback = make([]events.FeedbackEntry, k)
 			for j := range p.Feedback {
-				if !fastFeedbackEntry(d, &p.Feedback[j]) {
-					return nil, false
+				if !fastFeedbackEntry(m, &p.Feedback[j]) {
+					return nil
 				}
 			}
 		default:
-			return nil, false
+			return nil
 		}
 	}
-	if fd.r.Len() != 0 {
-		return nil, false
+	if m.bad {
+		return nil
 	}
-	return p, true
+	return p
 }
 
-// fastRunImported decodes {"run": LabRun} when its nested values are the
+// fastRunImported reads {"run": LabRun} when its nested values are the
 // common ones (fingerprint, integer metrics); anything else falls back.
-func fastRunImported(data []byte) (*events.RunImported, bool) {
-	fd := fastDecPool.Get().(*fastDecoder)
-	defer fastDecPool.Put(fd)
-	fd.r.Reset(data)
-	fd.d.Reset(&fd.r)
-	d := fd.d
-	n, err := d.DecodeMapLen()
-	if err != nil || n != 1 {
-		return nil, false
-	}
-	if k, err := d.DecodeString(); err != nil || k != "run" {
-		return nil, false
+func fastRunImported(m *mp) *events.RunImported {
+	if m.mapLen() != 1 || !m.key1("run") {
+		return nil
 	}
 	p := &events.RunImported{}
 	r := &p.Run
-	if n, err = d.DecodeMapLen(); err != nil || n < 0 {
-		return nil, false
-	}
-	for i := 0; i < n; i++ {
-		k, err := d.DecodeString()
-		if err != nil {
-			return nil, false
-		}
-		ok := true
-		switch k {
+	n := m.mapLen()
+	for i := 0; i < n && !m.bad; i++ {
+		switch string(m.strBytes()) {
 		case "schemaVersion":
-			r.SchemaVersion, err = d.DecodeInt()
+			r.SchemaVersion = m.int()
 		case "runId":
-			r.RunID, err = d.DecodeString()
+			r.RunID = m.str()
 		case "sessionId":
-			r.SessionID, err = d.DecodeString()
+			r.SessionID = m.str()
 		case "createdAt":
-			r.CreatedAt, err = d.DecodeString()
+			r.CreatedAt = m.str()
 		case "topic":
-			r.Topic, err = d.DecodeString()
+			r.Topic = m.str()
 		case "artifactsDir":
-			r.ArtifactsDir, err = d.DecodeString()
+			r.ArtifactsDir = m.str()
 		case "artifactsDirRealpath":
-			r.ArtifactsDirRealpath, err = d.DecodeString()
+			r.ArtifactsDirRealpath = m.str()
 		case "supersedesRunId":
-			r.SupersedesRunID, err = d.DecodeString()
+			r.SupersedesRunID = m.str()
 		case "videoPath":
-			r.VideoPath, err = d.DecodeString()
+			r.VideoPath = m.str()
 		case "fingerprint":
-			r.Fingerprint, ok = fastFingerprint(d)
+			r.Fingerprint = fastFingerprint(m)
 		case "autoMetricsSummary":
-			r.AutoMetricsSummary, ok = fastMetricsSummary(d)
+			r.AutoMetricsSummary = fastMetricsSummary(m)
 		default:
-			return nil, false // reports, unknown
-		}
-		if err != nil || !ok {
-			return nil, false
+			return nil // reports, unknown
 		}
 	}
-	if fd.r.Len() != 0 {
-		return nil, false
+	if m.bad {
+		return nil
 	}
-	return p, true
+	return p
 }
 
-func fastFingerprint(d *msgpack.Decoder) (*events.RunFingerprint, bool) {
-	if c, err := d.PeekCode(); err != nil || c == msgpcode.Nil {
-		return nil, false
+func fastFingerprint(m *mp) *events.RunFingerprint {
+	if m.peekNil() {
+		m.bad = true
+		return nil
 	}
-	n, err := d.DecodeMapLen()
-	if err != nil || n < 0 {
-		return nil, false
-	}
+	n := m.mapLen()
 	fp := &events.RunFingerprint{}
-	for i := 0; i < n; i++ {
-		k, err := d.DecodeString()
-		if err != nil {
-			return nil, false
-		}
-		fs, ok := fastFileStat(d)
-		if !ok {
-			return nil, false
-		}
-		switch k {
+	for i := 0; i < n && !m.bad; i++ {
+		switch string(m.strBytes()) {
 		case "video":
-			fp.Video = fs
+			fp.Video = fastFileStat(m)
 		case "script":
-			fp.Script = fs
+			fp.Script = fastFileStat(m)
 		default:
-			return nil, false
+			m.bad = true
 		}
 	}
-	return fp, true
+	return fp
 }
 
-func fastFileStat(d *msgpack.Decoder) (*events.FileStat, bool) {
-	if c, err := d.PeekCode(); err != nil || c == msgpcode.Nil {
-		return nil, false
+func fastFileStat(m *mp) *events.FileStat {
+	if m.peekNil() {
+		m.bad = true
+		return nil
 	}
-	n, err := d.DecodeMapLen()
-	if err != nil || n < 0 {
-		return nil, false
-	}
+	n := m.mapLen()
 	f := &events.FileStat{}
-	for i := 0; i < n; i++ {
-		k, err := d.DecodeString()
-		if err != nil {
-			return nil, false
-		}
-		switch k {
+	for i := 0; i < n && !m.bad; i++ {
+		switch string(m.strBytes()) {
 		case "path":
-			f.Path, err = d.DecodeString()
+			f.Path = m.str()
 		case "sizeBytes":
-			f.SizeBytes, err = d.DecodeInt64()
+			f.SizeBytes = m.int64()
 		case "mtimeMs":
-			f.MtimeMs, err = d.DecodeInt64()
+			f.MtimeMs = m.int64()
 		default:
-			return nil, false
-		}
-		if err != nil {
-			return nil, false
+			m.bad = true
 		}
 	}
-	return f, true
+	return f
 }
 
-// fastMetricsSummary handles the integer metrics and the label; a float
+// fastMetricsSummary reads the integer metrics and the label; a float
 // metric falls back.
-func fastMetricsSummary(d *msgpack.Decoder) (*events.AutoMetricsSummary, bool) {
-	if c, err := d.PeekCode(); err != nil || c == msgpcode.Nil {
-		return nil, false
+func fastMetricsSummary(m *mp) *events.AutoMetricsSummary {
+	if m.peekNil() {
+		m.bad = true
+		return nil
 	}
-	n, err := d.DecodeMapLen()
-	if err != nil || n < 0 {
-		return nil, false
-	}
-	m := &events.AutoMetricsSummary{}
-	for i := 0; i < n; i++ {
-		k, err := d.DecodeString()
-		if err != nil {
-			return nil, false
-		}
-		var dst **int
-		switch k {
+	n := m.mapLen()
+	s := &events.AutoMetricsSummary{}
+	for i := 0; i < n && !m.bad; i++ {
+		switch string(m.strBytes()) {
 		case "syncRating":
-			dst = &m.SyncRating
+			s.SyncRating = m.intPtr(true)
 		case "captionOverall":
-			dst = &m.CaptionOverall
+			s.CaptionOverall = m.intPtr(true)
 		case "proxyScoreOverall":
-			dst = &m.ProxyScoreOverall
+			s.ProxyScoreOverall = m.intPtr(true)
 		case "syncLabel":
-			if m.SyncLabel, err = d.DecodeString(); err != nil {
-				return nil, false
-			}
-			continue
+			s.SyncLabel = m.str()
 		default:
-			return nil, false
+			m.bad = true
 		}
-		c, err := d.PeekCode()
-		if err != nil {
-			return nil, false
-		}
-		if c == msgpcode.Nil {
-			if d.DecodeNil() != nil {
-				return nil, false
-			}
-			continue
-		}
-		if !(msgpcode.IsFixedNum(c) || (c >= msgpcode.Uint8 && c <= msgpcode.Int64)) {
-			return nil, false
-		}
-		v, err := d.DecodeInt()
-		if err != nil {
-			return nil, false
-		}
-		*dst = &v
 	}
-	return m, true
+	return s
 }
