@@ -117,7 +117,9 @@ func (s *Server) ptyExec(w http.ResponseWriter, r *http.Request, route string, i
 	}
 	conv := r.PathValue("conversationId")
 	sw := &conflictWriter{ResponseWriter: w}
-	return s.idempotent(sw, r, route, body, func(req, hash string) (any, error) {
+	// The conversation is part of the request: one id reused on another
+	// conversation is IDEMPOTENCY_KEY_REUSED, not a replay.
+	return s.idempotent(sw, r, route+" "+conv, body, func(req, hash string) (any, error) {
 		var in ptyExecReq
 		if err := decodeJSON(body, &in); err != nil {
 			return nil, err
@@ -161,7 +163,7 @@ func (s *Server) ptySend(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	conv := r.PathValue("conversationId")
-	return s.idempotent(w, r, "pty.send", body, func(req, hash string) (any, error) {
+	return s.idempotent(w, r, "pty.send "+conv, body, func(req, hash string) (any, error) {
 		var in ptySendReq
 		if err := decodeJSON(body, &in); err != nil {
 			return nil, err
@@ -239,7 +241,7 @@ func (s *Server) ptyExpectSend(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	conv := r.PathValue("conversationId")
-	return s.idempotent(w, r, "pty.expect_send", body, func(req, hash string) (any, error) {
+	return s.idempotent(w, r, "pty.expect_send "+conv, body, func(req, hash string) (any, error) {
 		var in ptyExpectSendReq
 		if err := decodeJSON(body, &in); err != nil {
 			return nil, err

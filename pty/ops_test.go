@@ -234,3 +234,17 @@ func TestSendToProgramThatDoesNotRead(t *testing.T) {
 		t.Fatalf("after = %v", blk)
 	}
 }
+
+// TestRequestIDOtherConversation: one request id on another conversation
+// is a reused key, not a replay of the first conversation's answer.
+func TestRequestIDOtherConversation(t *testing.T) {
+	b := newBridge(t)
+	body := map[string]any{"cmd": "echo X"}
+	if code, r := b.call("POST", "/api/pty/conv1/exec_block", "req-x", body); code != 200 {
+		t.Fatalf("%d %v", code, r)
+	}
+	code, r := b.call("POST", "/api/pty/conv2/exec_block", "req-x", body)
+	if code != 409 || r["error"].(map[string]any)["code"] != "IDEMPOTENCY_KEY_REUSED" {
+		t.Fatalf("other conversation = %d %v", code, r)
+	}
+}
