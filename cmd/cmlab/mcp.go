@@ -34,7 +34,8 @@ pty_end_session, pty_reset, blocks_since, blocks_get, blocks_read,
 blocks_search, lab_feedback_poll and lab_session.
 
 When a daemon ('cmlab serve') runs for the home, every tool is a request to
-its HTTP API: the daemon stays the single writer. When none runs, cmlab mcp
+its HTTP API: the daemon stays the single writer (if it restarts on another
+address, cmlab mcp finds it again in state/daemon.json). When none runs, cmlab mcp
 opens the home itself (log repair, start-up recovery, terminal manager) and
 says so on stderr; the home is then locked until it exits.
 
@@ -75,16 +76,14 @@ The same tools are served over streamable HTTP at /mcp by 'cmlab serve'
 // same start-up as 'cmlab serve' (recovery, terminal manager, Lab session).
 func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog.Logger) (*mcp.Daemon, func() error, error) {
 	if info, err := labapi.ReadDaemonInfo(h); err == nil {
-		tf := info.TokenFile
-		if tf == "" {
-			tf = h.TokenFile()
-		}
-		b, err := os.ReadFile(tf)
+		// The daemon is found again from state/daemon.json should it
+		// restart on another address while this server runs.
+		d, err := mcp.Resolving(func() (string, string, error) { return mcpDaemonTarget(h) })
 		if err != nil {
-			return nil, nil, fmt.Errorf("daemon pid %d runs but its token is unreadable: %w", info.Pid, err)
+			return nil, nil, err
 		}
 		fmt.Fprintf(stderr, "cmlab mcp: using the daemon at http://%s (pid %d)\n", info.Listen, info.Pid)
-		return mcp.Remote(info.Listen, strings.TrimSpace(string(b))), func() error { return nil }, nil
+		return d, func() error { return nil }, nil
 	} else if !errors.Is(err, labapi.ErrNoDaemon) {
 		return nil, nil, err
 	}
@@ -136,4 +135,21 @@ func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog
 		return err
 	}
 	return mcp.InProcess(srv.Handler(), tok), closeFn, nil
+}
+
+// mcpDaemonTarget is the running daemon's address and token.
+func mcpDaemonTarget(h home.Home) (string, string, error) {
+	info, err := labapi.ReadDaemonInfo(h)
+	if err != nil {
+		return "", "", err
+	}
+	tf := info.TokenFile
+	if tf == "" {
+		tf = h.TokenFile()
+	}
+	b, err := os.ReadFile(tf)
+	if err != nil {
+		return "", "", fmt.Errorf("daemon pid %d runs but its token is unreadable: %w", info.Pid, err)
+	}
+	return info.Listen, strings.TrimSpace(string(b)), nil
 }

@@ -122,6 +122,7 @@ type mcpDaemon struct {
 	base  string
 	token string
 	log   *requestLog
+	stop  func() // idempotent; also run at cleanup
 }
 
 // requestLog counts the daemon's finished wait_for requests from its
@@ -177,7 +178,7 @@ func mcpStartDaemon(t testing.TB, h home.Home) *mcpDaemon {
 		t.Fatal(err)
 	}
 	rl := &requestLog{}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), Token: tok, SessionID: "lab_mcptest", Pty: mgr, Logger: slog.New(rl)})
+	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), Token: tok, SessionID: "lab_mcptest_" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), Pty: mgr, Logger: slog.New(rl)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,20 +192,24 @@ func mcpStartDaemon(t testing.TB, h home.Home) *mcpDaemon {
 	if err := labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: ln.Addr().String(), TokenFile: h.TokenFile()}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		labapi.RemoveDaemonInfo(h, os.Getpid())
-		srv.Close()
-		hs.Close()
-		cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := mgr.Close(cctx); err != nil {
-			t.Errorf("terminal manager close: %v", err)
-		}
-		if err := eng.Close(); err != nil {
-			t.Errorf("engine close: %v", err)
-		}
-	})
-	return &mcpDaemon{base: hs.URL, token: tok, log: rl}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			labapi.RemoveDaemonInfo(h, os.Getpid())
+			srv.Close()
+			hs.Close()
+			cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := mgr.Close(cctx); err != nil {
+				t.Errorf("terminal manager close: %v", err)
+			}
+			if err := eng.Close(); err != nil {
+				t.Errorf("engine close: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return &mcpDaemon{base: hs.URL, token: tok, log: rl, stop: stop}
 }
 
 // tokenTransport adds the daemon's token to every request.
@@ -577,6 +582,20 @@ func TestMCPStdioThroughDaemon(t *testing.T) {
 
 	mcpCancelledWait(t, cs, "conv-cancel", d)
 	mcpFeedbackPaging(t, cs, d)
+
+	// The daemon restarts on another port: the running `cmlab mcp` finds it
+	// again through state/daemon.json.
+	d.stop()
+	d2 := mcpStartDaemon(t, h)
+	if d2.base == d.base {
+		t.Fatalf("the new daemon reuses %s", d.base)
+	}
+	if s := tool(t, cs, "lab_session", nil); s["sessionId"] != "lab_mcptest_"+d2.base[strings.LastIndex(d2.base, ":")+1:] {
+		t.Fatalf("after the restart lab_session = %v (daemon %s)", s, d2.base)
+	}
+	if st := tool(t, cs, "pty_status", map[string]any{"conversation_id": conv}); n(st["blocks"]) != 1 {
+		t.Fatalf("after the restart status = %v", st)
+	}
 }
 
 // mcpPostFeedback submits one feedback entry over HTTP and returns its id.
