@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -15,6 +16,19 @@ type client struct {
 	base  string
 	token string
 	hc    *http.Client
+
+	mu       sync.Mutex
+	errs     int    // transport errors
+	firstErr string // the first one, for the round's report
+}
+
+func (c *client) noteErr(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.errs++
+	if c.firstErr == "" {
+		c.firstErr = err.Error()
+	}
 }
 
 func newClient(d *daemon) *client {
@@ -70,6 +84,9 @@ func (c *client) do(ctx context.Context, method, path, reqID string, body []byte
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		if ctx.Err() == nil {
+			c.noteErr(err)
+		}
 		return reply{err: err}
 	}
 	defer resp.Body.Close()

@@ -218,10 +218,18 @@ func (h *harness) round(ctx context.Context, round int) (RoundStat, error) {
 	case <-time.After(st.Load):
 	case <-ctx.Done():
 	}
+	if !h.d.alive() {
+		h.l.violate("round %d: the daemon died on its own during the load (%v); its output:\n%s", round, h.d.err, tail(h.d.log.String(), 3000))
+	}
 	h.d.kill() // SIGKILL mid-load
 	h.d = nil
 	stopLoad()
 	wg.Wait()
+	c.mu.Lock()
+	if c.errs > 0 {
+		fmt.Fprintf(h.opts.Out, "round %d: %d transport errors, first: %s\n", round, c.errs, c.firstErr)
+	}
+	c.mu.Unlock()
 
 	t0 := time.Now()
 	if err := h.start(ctx); err != nil {
