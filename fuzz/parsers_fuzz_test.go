@@ -183,4 +183,3 @@ func FuzzMandate(f *testing.F) {
 		}
 	})
 }
-
