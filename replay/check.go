@@ -101,7 +101,13 @@ func Check(ctx context.Context, opts CheckOptions) (*CheckReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.From > last {
+		return nil, fmt.Errorf("replay: --from %d is past the end of the log (seq %d)", opts.From, last)
+	}
 	shadow := home.Home{Dir: filepath.Join(shadowRoot, "shadow")}
+	if err := os.RemoveAll(shadow.Dir); err != nil {
+		return nil, err
+	}
 	defer os.RemoveAll(shadow.Dir)
 	rep := &CheckReport{LastSeq: last}
 	base := map[string]int64{}
@@ -151,6 +157,9 @@ func Check(ctx context.Context, opts CheckOptions) (*CheckReport, error) {
 	// Second pass: find, per diverging file, the event whose output covers
 	// the diverging offset.
 	shadow2 := home.Home{Dir: filepath.Join(shadowRoot, "trace")}
+	if err := os.RemoveAll(shadow2.Dir); err != nil {
+		return nil, err
+	}
 	defer os.RemoveAll(shadow2.Dir)
 	pending := map[int]bool{}
 	for i, d := range divs {

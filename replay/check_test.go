@@ -105,6 +105,9 @@ func TestCheckNamesWrongProjectorSeqFileOffset(t *testing.T) {
 	if rep.Identical || rep.First.Seq != bugSeq {
 		t.Fatalf("--from %d: %+v", bugSeq, rep.First)
 	}
+	if _, err := Check(ctx, CheckOptions{Home: live, From: 91}); err == nil {
+		t.Fatal("--from past the end of the log succeeded")
+	}
 }
 
 // TestCheckForeignAndMissingBytes: bytes in a live view that no event
