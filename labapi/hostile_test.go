@@ -61,6 +61,8 @@ func TestHostileRequests(t *testing.T) {
 		fb("answers string", `{"notes":"n","answers":"yes"}`, 400, CodeInvalidArgument),
 		{"reused key", "POST", "/api/feedback", `{"notes":"different"}`, []string{"X-CM-LAB-REQUEST-ID", "used-key"}, 409, CodeIdempotencyKeyReused},
 		fb("huge body", huge, 413, CodePayloadTooLarge),
+		{"huge request id", "POST", "/api/feedback", `{"notes":"n"}`, []string{"X-CM-LAB-REQUEST-ID", strings.Repeat("r", 300)}, 400, CodeInvalidArgument},
+		fb("huge body request id", `{"notes":"n","requestId":"`+strings.Repeat("r", 300)+`"}`, 400, CodeInvalidArgument),
 		{"huge body no token", "POST", "/api/feedback", huge, noTok, 401, CodeUnauthorized},
 		{"missing token", "POST", "/api/feedback", `{"notes":"n"}`, noTok, 401, CodeUnauthorized},
 		{"wrong token", "POST", "/api/feedback", `{"notes":"n"}`, badTok, 401, CodeUnauthorized},

@@ -122,6 +122,9 @@ func bodyHash(route string, body []byte) string {
 	return "sha256-" + hex.EncodeToString(h.Sum(nil))
 }
 
+// MaxRequestID is the longest request id accepted (it is stored in the log).
+const MaxRequestID = 256
+
 // mutation is the body of a mutating route once its request id is known.
 // It must validate, append exactly one event carrying req, reqHash and the
 // response snapshot (events.Event.WithRequest) when req is non-empty, and
@@ -141,6 +144,9 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, route string
 		}
 		writeJSON(w, http.StatusOK, resp)
 		return nil
+	}
+	if len(req) > MaxRequestID {
+		return NewError(CodeInvalidArgument, "request id is longer than 256 bytes", "Send a UUID in X-CM-LAB-REQUEST-ID.")
 	}
 	hash := bodyHash(route, body)
 	unlock := s.idem.lock(req)
