@@ -282,7 +282,8 @@ func (s *Server) handleFeedbackAdd(w http.ResponseWriter, r *http.Request) error
 			}
 			e.RunID = run.RunID
 			runSnapshot(&e, run)
-		} else {
+		}
+		if e.Topic == "" {
 			e.Topic = strings.TrimSpace(b.Topic)
 		}
 		if b.ExperimentID = strings.TrimSpace(b.ExperimentID); b.ExperimentID != "" {
