@@ -66,11 +66,12 @@ func (p *MarkerParser) Feed(chunk []byte) []Item {
 		p.pending = nil
 	}
 	var items []Item
-	var out []byte
+	// Output never grows past the input (+1 for a held '\r').
+	out := make([]byte, 0, len(buf)+1)
 	flushOut := func() {
 		if len(out) > 0 {
-			items = append(items, Item{Kind: ItemOutput, Data: out})
-			out = nil
+			items = append(items, Item{Kind: ItemOutput, Data: out[:len(out):len(out)]})
+			out = out[len(out):]
 		}
 	}
 	for i := 0; i < len(buf); {

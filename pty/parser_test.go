@@ -133,3 +133,21 @@ func bytesContains(b []byte, c byte) bool {
 	}
 	return false
 }
+
+// BenchmarkMarkerParser: throughput of the parser over terminal-like
+// output (lines ending in CRLF, a mark pair every 64 KiB).
+func BenchmarkMarkerParser(b *testing.B) {
+	var chunk []byte
+	for len(chunk) < 64<<10 {
+		chunk = append(chunk, "some program output line of about sixty bytes ..........\r\n"...)
+	}
+	chunk = append(chunk, "\x1b]6973;B;"+testNonce+"\a"...)
+	chunk = append(chunk, fmt.Sprintf("\x1b]6973;P;%s;0;1;4;/tmp\a", testNonce)...)
+	p := NewMarkerParser(testNonce)
+	b.SetBytes(int64(len(chunk)))
+	for b.Loop() {
+		for off := 0; off < len(chunk); off += 4096 {
+			p.Feed(chunk[off:min(off+4096, len(chunk))])
+		}
+	}
+}
