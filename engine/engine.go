@@ -129,6 +129,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		NoSync:        opts.NoSync,
 		Now:           opts.Now,
 		Apply:         e.apply,
+		Faults:        opts.Faults,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
