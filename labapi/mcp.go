@@ -19,7 +19,7 @@ func (s *Server) registerMCPRoutes() {
 	h := mcp.HTTPHandler(mcp.InProcess(s.Handler(), s.opts.Token), mcp.HTTPOptions{
 		Options: mcp.Options{Version: s.opts.Version, Logger: s.log},
 	})
-	s.route("/mcp", authNone, func(w http.ResponseWriter, r *http.Request) error {
+	serve := func(w http.ResponseWriter, r *http.Request) error {
 		if !s.tokenOK(r) {
 			return NewError(CodeUnauthorized, "Missing or invalid X-CM-LAB-TOKEN", "Send the daemon's token (state/token) in X-CM-LAB-TOKEN or Authorization: Bearer on every /mcp request.")
 		}
@@ -34,5 +34,10 @@ func (s *Server) registerMCPRoutes() {
 		}()
 		h.ServeHTTP(w, r.WithContext(ctx))
 		return nil
-	})
+	}
+	// One pattern per method of the streamable transport, so that /mcp
+	// coexists with the UI's "GET /{asset}".
+	for _, m := range []string{"POST", "GET", "DELETE"} {
+		s.route(m+" /mcp", authNone, serve)
+	}
 }
