@@ -866,40 +866,55 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var b exportBody
-	if err := decodeJSON(body, &b); err != nil {
-		return err
-	}
-	sid := strings.TrimSpace(b.SessionID)
-	if sid == "" {
-		return NewError(CodeInvalidArgument, "Missing sessionId", `Send { "sessionId": "lab_..." }`)
-	}
-	if err := checkID("sessionId", sid); err != nil {
-		return err
-	}
-	h := s.opts.Engine.Home()
-	root := h.ExportsDir()
-	if err := os.MkdirAll(root, home.DirPerm); err != nil {
-		return err
-	}
-	target := filepath.Join(root, "export-"+sid+"-"+strconv.FormatInt(time.Now().UnixMilli(), 10)+".json")
-	if p := strings.TrimSpace(b.Path); p != "" {
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(root, p)
+	// With a request id, a retry returns the first export's answer instead
+	// of writing another file; the id is recorded by an idempotency.recorded
+	// event (the export itself is a file, not a log mutation).
+	return s.idempotent(w, r, "POST /api/export", body, func(req, rh string) (any, error) {
+		var b exportBody
+		if err := decodeJSON(body, &b); err != nil {
+			return nil, err
 		}
-		if target, err = exportTarget(root, filepath.Clean(p)); err != nil {
-			return err
+		sid := strings.TrimSpace(b.SessionID)
+		if sid == "" {
+			return nil, NewError(CodeInvalidArgument, "Missing sessionId", `Send { "sessionId": "lab_..." }`)
 		}
-	}
-	out, count, err := s.buildExport(sid)
-	if err != nil {
-		return err
-	}
-	if err := home.WriteFileAtomic(target, out); err != nil {
-		return NewError(CodeInternal, "Writing export failed: "+err.Error(), "Check free space under lab/exports/.")
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"path": target, "count": count})
-	return nil
+		if err := checkID("sessionId", sid); err != nil {
+			return nil, err
+		}
+		root := s.opts.Engine.Home().ExportsDir()
+		if err := os.MkdirAll(root, home.DirPerm); err != nil {
+			return nil, err
+		}
+		target := filepath.Join(root, "export-"+sid+"-"+strconv.FormatInt(time.Now().UnixMilli(), 10)+".json")
+		if p := strings.TrimSpace(b.Path); p != "" {
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(root, p)
+			}
+			var err error
+			if target, err = exportTarget(root, filepath.Clean(p)); err != nil {
+				return nil, err
+			}
+		}
+		out, count, err := s.buildExport(sid)
+		if err != nil {
+			return nil, err
+		}
+		if err := home.WriteFileAtomic(target, out); err != nil {
+			return nil, NewError(CodeInternal, "Writing export failed: "+err.Error(), "Check free space under lab/exports/.")
+		}
+		resp := map[string]any{"path": target, "count": count}
+		if req != "" {
+			snap, _ := json.Marshal(resp)
+			ev, err := events.New(s.opts.SessionID, &events.IdempotencyRecorded{Kind: "export", EntityID: filepath.Base(target)})
+			if err != nil {
+				return nil, err
+			}
+			if _, err := s.appendEvent(r.Context(), ev.WithRequest(req, rh, snap)); err != nil {
+				return nil, err
+			}
+		}
+		return resp, nil
+	})
 }
 
 // exportTarget confines p to the exports directory, by real path.

@@ -451,3 +451,18 @@ func TestUIAssets(t *testing.T) {
 		}
 	}
 }
+
+func TestExportRequestID(t *testing.T) {
+	tl := newTestLab(t)
+	tl.do("POST", "/api/feedback", `{"notes":"x"}`)
+	r1 := tl.do("POST", "/api/export", `{"sessionId":"lab_test"}`, "X-CM-LAB-REQUEST-ID", "ex1")
+	seq := tl.lastSeq()
+	r2 := tl.do("POST", "/api/export", `{"sessionId":"lab_test"}`, "X-CM-LAB-REQUEST-ID", "ex1")
+	if r1.status != 200 || string(r1.body) != string(r2.body) || tl.lastSeq() != seq {
+		t.Fatalf("export retry: %s / %s, seq %d → %d", r1.body, r2.body, seq, tl.lastSeq())
+	}
+	ents, _ := os.ReadDir(tl.home.ExportsDir())
+	if len(ents) != 1 {
+		t.Fatalf("%d export files, want 1", len(ents))
+	}
+}
