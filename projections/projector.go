@@ -90,6 +90,7 @@ type Projector struct {
 	skipped  uint64           // events whose payload could not be projected
 	failed   error            // an Apply failed part-way: no checkpoint may cover it
 	r        rendered
+	lines    arena // holds p.r's lines while one event is applied
 }
 
 // New returns a projector writing the views of h from empty, without
@@ -257,6 +258,8 @@ func (p *Projector) Apply(evs []*events.Event) error {
 }
 
 func (p *Projector) applyOne(ev *events.Event) error {
+	p.lines.reset()
+	p.r.a = &p.lines
 	err := render(ev, &p.r)
 	return p.applyRendered(ev, &p.r, err)
 }

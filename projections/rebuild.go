@@ -75,11 +75,15 @@ func Rebuild(ctx context.Context, src iter.Seq2[*events.Event, error], dst home.
 
 // renderBatch is a run of consecutive events and their renderings.
 type renderBatch struct {
-	evs  []*events.Event
-	rs   []rendered
-	errs []error
-	done chan struct{}
+	arena *arena // holds the lines of rs; recycled once the batch is applied
+	evs   []*events.Event
+	rs    []rendered
+	errs  []error
+	done  chan struct{}
 }
+
+// arenas recycles the line arenas of rendered batches.
+var arenas = sync.Pool{New: func() any { return new(arena) }}
 
 // pipeline reads src on the calling goroutine, renders batches on
 // GOMAXPROCS workers (render is a pure function of the event) and hands
@@ -95,6 +99,7 @@ func pipeline(ctx context.Context, src iter.Seq2[*events.Event, error], upTo uin
 			defer wg.Done()
 			for b := range jobs {
 				for i, ev := range b.evs {
+					b.rs[i].a = b.arena
 					b.errs[i] = render(ev, &b.rs[i])
 				}
 				close(b.done)
@@ -109,6 +114,8 @@ func pipeline(ctx context.Context, src iter.Seq2[*events.Event, error], upTo uin
 			if err == nil {
 				err = apply(b)
 			}
+			b.arena.reset()
+			arenas.Put(b.arena)
 		}
 		applyErr <- err
 	}()
@@ -117,6 +124,7 @@ func pipeline(ctx context.Context, src iter.Seq2[*events.Event, error], upTo uin
 		return &renderBatch{evs: make([]*events.Event, 0, rebuildBatch), done: make(chan struct{})}
 	}
 	send := func(b *renderBatch) {
+		b.arena = arenas.Get().(*arena)
 		b.rs = make([]rendered, len(b.evs))
 		b.errs = make([]error, len(b.evs))
 		ordered <- b

@@ -52,6 +52,61 @@ type write struct {
 // rendered is what one event produces: the appends, in order.
 type rendered struct {
 	writes []write
+	a      *arena // where the lines live; nil: each line its own allocation
+}
+
+// arenaChunk is the size of the blocks an arena carves lines from.
+const arenaChunk = 64 << 10
+
+// arena holds the rendered lines of a batch of events in a few reused
+// blocks instead of one allocation per line (Rebuild renders millions of
+// them). It is used by one goroutine at a time and reset once the batch is
+// written.
+type arena struct {
+	chunks  [][]byte
+	n       int    // chunks in use
+	cur     []byte // the chunk being filled
+	scratch []byte // encoder output before it is copied in
+}
+
+func (a *arena) copy(b []byte) []byte {
+	if cap(a.cur)-len(a.cur) < len(b) {
+		if a.n < len(a.chunks) && cap(a.chunks[a.n]) >= len(b) {
+			a.cur = a.chunks[a.n][:0]
+		} else {
+			c := make([]byte, 0, max(arenaChunk, len(b)))
+			if a.n < len(a.chunks) {
+				a.chunks[a.n] = c
+			} else {
+				a.chunks = append(a.chunks, c)
+			}
+			a.cur = c
+		}
+		a.n++
+	}
+	start := len(a.cur)
+	a.cur = append(a.cur, b...)
+	return a.cur[start:len(a.cur):len(a.cur)]
+}
+
+func (a *arena) reset() { a.n, a.cur = 0, nil }
+
+// buf returns an empty buffer to encode one line into; keep then moves the
+// line to its lasting place.
+func (r *rendered) buf() []byte {
+	if r.a == nil {
+		return make([]byte, 0, 512)
+	}
+	return r.a.scratch[:0]
+}
+
+// keep returns b where it lasts until the batch is written.
+func (r *rendered) keep(b []byte) []byte {
+	if r.a == nil {
+		return b
+	}
+	r.a.scratch = b[:0]
+	return r.a.copy(b)
 }
 
 func (r *rendered) add(view string, data []byte) {
@@ -224,55 +279,55 @@ func renderLab(ev *events.Event, r *rendered) error {
 		if e.CreatedAt == "" {
 			e.CreatedAt = ts
 		}
-		line, err := appendFeedbackEntry(make([]byte, 0, 512), &e)
+		line, err := appendFeedbackEntry(r.buf(), &e)
 		if err != nil {
 			return err
 		}
+		line = r.keep(line)
 		r.add(FeedbackView, line)
 		entity = e.ID
-		data = wrap1("entry", line)
+		data = r.keep(wrap1(r.buf(), "entry", line))
 	case *events.FeedbackIngested:
-		line := make([]byte, len(p.Raw)+1)
-		copy(line, p.Raw)
-		line[len(p.Raw)] = '\n'
-		r.add(FeedbackView, line)
+		line := append(append(r.buf(), p.Raw...), '\n')
+		r.add(FeedbackView, r.keep(line))
 	case *events.RunImported:
 		run := p.Run
 		if run.CreatedAt == "" {
 			run.CreatedAt = ts
 		}
-		line, err := appendLabRun(make([]byte, 0, 512), &run)
+		line, err := appendLabRun(r.buf(), &run)
 		if err != nil {
 			return err
 		}
+		line = r.keep(line)
 		r.add(RunsView, line)
 		entity = run.RunID
-		data = wrap1("run", line)
+		data = r.keep(wrap1(r.buf(), "run", line))
 	case *events.ExperimentCreated:
 		x := p.Experiment
 		if x.CreatedAt == "" {
 			x.CreatedAt = ts
 		}
-		line, err := appendLabExperiment(make([]byte, 0, 512), &x)
+		line, err := appendLabExperiment(r.buf(), &x)
 		if err != nil {
 			return err
 		}
+		line = r.keep(line)
 		r.add(ExperimentsView, line)
 		entity = x.ExperimentID
-		data = wrap1("experiment", line)
+		data = r.keep(wrap1(r.buf(), "experiment", line))
 	case *events.ExperimentSubmitted:
-		fb := make([][]byte, len(p.Feedback))
+		first := len(r.writes)
 		for i := range p.Feedback {
 			e := p.Feedback[i]
 			if e.CreatedAt == "" {
 				e.CreatedAt = ts
 			}
-			line, err := appendFeedbackEntry(make([]byte, 0, 512), &e)
+			line, err := appendFeedbackEntry(r.buf(), &e)
 			if err != nil {
 				return err
 			}
-			fb[i] = line
-			r.add(FeedbackView, line)
+			r.add(FeedbackView, r.keep(line))
 		}
 		x := p.Experiment
 		if x.CreatedAt == "" {
@@ -281,21 +336,22 @@ func renderLab(ev *events.Event, r *rendered) error {
 		if x.UpdatedAt == "" {
 			x.UpdatedAt = ts
 		}
-		line, err := appendLabExperiment(make([]byte, 0, 512), &x)
+		line, err := appendLabExperiment(r.buf(), &x)
 		if err != nil {
 			return err
 		}
+		line = r.keep(line)
 		r.add(ExperimentsView, line)
 		entity = x.ExperimentID
-		data = wrap1("experiment", line)
-		data = append(data[:len(data)-1], `,"feedback":[`...)
-		for i, l := range fb {
+		d := wrap1(r.buf(), "experiment", line)
+		d = append(d[:len(d)-1], `,"feedback":[`...)
+		for i, w := range r.writes[first : first+len(p.Feedback)] {
 			if i > 0 {
-				data = append(data, ',')
+				d = append(d, ',')
 			}
-			data = append(data, l[:len(l)-1]...)
+			d = append(d, w.data[:len(w.data)-1]...)
 		}
-		data = append(data, "]}"...)
+		data = r.keep(append(d, "]}"...))
 	case *events.ExperimentUpdated:
 		x := p.Experiment
 		if x.CreatedAt == "" {
@@ -304,13 +360,14 @@ func renderLab(ev *events.Event, r *rendered) error {
 		if x.UpdatedAt == "" {
 			x.UpdatedAt = ts
 		}
-		line, err := appendLabExperiment(make([]byte, 0, 512), &x)
+		line, err := appendLabExperiment(r.buf(), &x)
 		if err != nil {
 			return err
 		}
+		line = r.keep(line)
 		r.add(ExperimentsView, line)
 		entity = x.ExperimentID
-		data = wrap1("experiment", line)
+		data = r.keep(wrap1(r.buf(), "experiment", line))
 	case *events.IdempotencyRecorded:
 		entity, kind = p.EntityID, p.Kind
 	}
@@ -322,20 +379,19 @@ func renderLab(ev *events.Event, r *rendered) error {
 			}
 			data = line[:len(line)-1]
 		}
-		r.add(SessionEventsView(ev.Stream), appendSessionEventLine(make([]byte, 0, len(data)+160),
-			&SessionEventLine{Seq: ev.Seq, ID: ev.ID, Type: ev.Type, CreatedAt: ts, RequestID: ev.Req, Data: data}))
+		r.add(SessionEventsView(ev.Stream), r.keep(appendSessionEventLine(r.buf(),
+			&SessionEventLine{Seq: ev.Seq, ID: ev.ID, Type: ev.Type, CreatedAt: ts, RequestID: ev.Req, Data: data})))
 	}
 	return renderIdempotency(ev, entity, kind, ts, r)
 }
 
-// wrap1 returns {"key":line} for a rendered line (its '\n' dropped).
-func wrap1(key string, line []byte) []byte {
-	b := make([]byte, 0, len(line)+len(key)+8)
-	b = append(b, '{', '"')
-	b = append(b, key...)
-	b = append(b, '"', ':')
-	b = append(b, line[:len(line)-1]...)
-	return append(b, '}')
+// wrap1 appends {"key":line} to dst for a rendered line (its '\n' dropped).
+func wrap1(dst []byte, key string, line []byte) []byte {
+	dst = append(dst, '{', '"')
+	dst = append(dst, key...)
+	dst = append(dst, '"', ':')
+	dst = append(dst, line[:len(line)-1]...)
+	return append(dst, '}')
 }
 
 // idempotencyType names the kind of request an event answers, as the
@@ -371,15 +427,15 @@ func renderIdempotency(ev *events.Event, entity, kind, ts string, r *rendered) e
 		ts = ev.ISOTime()
 	}
 	l := IdempotencyLine{RequestID: ev.Req, Type: typ, EntityID: entity, CreatedAt: ts, Response: ev.Resp}
-	line, err := appendIdempotencyLine(make([]byte, 0, 256+len(ev.Resp)), &l)
+	line, err := appendIdempotencyLine(r.buf(), &l)
 	if err != nil {
 		// A response snapshot that is not JSON is left out of the record.
 		l.Response = nil
-		if line, err = appendIdempotencyLine(make([]byte, 0, 256), &l); err != nil {
+		if line, err = appendIdempotencyLine(r.buf(), &l); err != nil {
 			return err
 		}
 	}
-	r.add(SessionIdempotencyView(ev.Stream), line)
+	r.add(SessionIdempotencyView(ev.Stream), r.keep(line))
 	return nil
 }
 
