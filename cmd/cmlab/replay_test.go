@@ -104,4 +104,42 @@ func TestReplayCommandsOnDemoHome(t *testing.T) {
 	if code != 1 || !strings.Contains(out, fmt.Sprintf("first lab/runs.jsonl at byte %d", fi.Size())) || !strings.Contains(errs, "views diverge") {
 		t.Fatalf("check after a forged line: %d\n%s\n%s", code, out, errs)
 	}
+
+	// A byte changed inside the second run's line: --json names the import.
+	b, err := os.ReadFile(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = b[:fi.Size()] // drop the forged line
+	second := bytes.IndexByte(b, '\n') + 1
+	b[second+2] ^= 0x01
+	if err := os.WriteFile(runs, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = replayCLI(t, "replay", "--check", "--json", "--home", d)
+	var rep struct {
+		Check struct {
+			Identical bool `json:"identical"`
+			First     struct {
+				File   string `json:"file"`
+				Offset int64  `json:"offset"`
+				Seq    uint64 `json:"seq"`
+				Event  struct {
+					Type string `json:"type"`
+					Req  string `json:"req"`
+				} `json:"event"`
+			} `json:"first"`
+		} `json:"check"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 1 {
+		t.Fatalf("check --json: %d %v\n%s", code, err, out)
+	}
+	f0 := rep.Check.First
+	if rep.Check.Identical || f0.File != "lab/runs.jsonl" || f0.Offset != int64(second+2) || f0.Seq != 3 || f0.Event.Type != "run.imported" || f0.Event.Req != "demo-import-2" {
+		t.Fatalf("check --json first divergence %+v", f0)
+	}
+	// --from past that import ignores it.
+	if code, out, _ = replayCLI(t, "replay", "--check", "--from", "4", "--home", d); code != 0 || !strings.Contains(out, "identical") {
+		t.Fatalf("check --from 4: %d\n%s", code, out)
+	}
 }
