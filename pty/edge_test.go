@@ -387,3 +387,32 @@ func TestCloseCrashedAfterCleanShutdown(t *testing.T) {
 		t.Fatalf("CloseCrashed = %v, %v; log grew %d → %d", ids, err, last, eng.Log().LastSeq())
 	}
 }
+
+// TestExecRightAfterShellExit: a block begun while the shell is dying
+// still gets exactly one END, and the next exec gets a new shell.
+func TestExecRightAfterShellExit(t *testing.T) {
+	b := newBridge(t)
+	for i := 0; i < 6; i++ {
+		b.post("exec_block", map[string]any{"cmd": "exit 3"})
+		deadline := time.Now().Add(20 * time.Second)
+		var id string
+		for id == "" {
+			code, r := b.call("POST", "/api/pty/conv1/exec_block", "", map[string]any{"cmd": fmt.Sprintf("echo next-%d", i)})
+			switch {
+			case code == 200:
+				id = r["block_id"].(string)
+			case code == 409 && time.Now().Before(deadline):
+			default:
+				t.Fatalf("exec after exit: %d %v", code, r)
+			}
+		}
+		blk := waitBlockEnd(t, b, id)
+		if s := blk["status"]; s != "completed" && !(s == "failed" && blk["reason"] == "shell_exited") {
+			t.Fatalf("block after exit: %v", blk)
+		}
+	}
+	final := b.checkLifecycles()
+	if len(final) != 12 {
+		t.Fatalf("%d blocks, want 12", len(final))
+	}
+}

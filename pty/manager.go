@@ -331,6 +331,7 @@ func (m *Manager) begin(ctx context.Context, conv, cmd, cwd, mode string, req Re
 		return fmt.Errorf("pty: record block begin: %w", err)
 	}
 	sh.type_([]byte(line))
+	sh.closeIfDead(ctx, b.BlockID)
 	return nil
 }
 

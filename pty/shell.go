@@ -73,6 +73,12 @@ type shell struct {
 	teardown string // reason set by whoever kills the shell on purpose
 
 	interrupted bool // guarded by qmu: end_session sent Ctrl+C to the running block
+	dead        bool // guarded by qmu: the reader saw EOF; no prompt will come
+
+	// endMu makes "is the block still open? then append its END" atomic
+	// between the appender's last batch and a block begun on a shell that
+	// was dying (closeIfDead), so each block gets exactly one END.
+	endMu sync.Mutex
 
 	// Input is written by one writer goroutine, in order: a program that
 	// does not read its terminal (a full canonical line buffer) blocks
@@ -270,8 +276,14 @@ func (sh *shell) appendLoop() {
 		items, eof, eofErr := sh.queue, sh.eof, sh.eofErr
 		sh.queue, sh.queued = nil, 0
 		interrupted := sh.interrupted
+		if eof {
+			sh.dead = true
+		}
 		sh.qcond.Broadcast()
 		sh.qmu.Unlock()
+		if eof {
+			sh.endMu.Lock()
+		}
 
 		m.stateMu.Lock()
 		c := m.conv(sh.conv)
@@ -369,10 +381,45 @@ func (sh *shell) appendLoop() {
 			})
 		}
 		if eof {
+			sh.endMu.Unlock()
 			os.RemoveAll(sh.rcDir)
 			sh.master.Close()
 			return
 		}
+	}
+}
+
+// closeIfDead ends block id when the shell died before the block could
+// run: its BEGIN committed after the appender's last look at the state.
+func (sh *shell) closeIfDead(ctx context.Context, id string) {
+	sh.qmu.Lock()
+	dead := sh.dead
+	sh.qmu.Unlock()
+	if !dead {
+		return
+	}
+	sh.endMu.Lock()
+	defer sh.endMu.Unlock()
+	var b events.Block
+	var open bool
+	var off int64
+	sh.m.snapshot(sh.conv, func(c *convState) {
+		if c.active == id {
+			b, open, off = *c.byID[id], true, c.size()
+		}
+	})
+	if !open {
+		return
+	}
+	sh.qmu.Lock()
+	code, reason := sh.exitCode, sh.teardown
+	sh.qmu.Unlock()
+	b.Status, b.Reason, b.ExitCode, b.TsEnd, b.SpoolEnd = events.BlockFailed, "shell_exited", code, time.Now().UnixMilli(), off
+	if reason != "" {
+		b.Status, b.Reason = events.BlockCancelled, reason
+	}
+	if _, err := sh.m.eng.Append(ctx, events.MustNew(sh.conv, &events.PtyBlockEnd{Block: b})); err != nil {
+		sh.m.logf("pty: %s: close block of a dead shell: %v", sh.conv, err)
 	}
 }
 
