@@ -178,7 +178,12 @@ func mcpStartDaemon(t testing.TB, h home.Home) *mcpDaemon {
 		t.Fatal(err)
 	}
 	rl := &requestLog{}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), Token: tok, SessionID: "lab_mcptest_" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), Pty: mgr, Logger: slog.New(rl)})
+	ui := t.TempDir() // with the Lab UI served at / too, as `cmlab serve --ui`
+	if err := os.WriteFile(filepath.Join(ui, "index.html"), []byte("<html></html>"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), Token: tok, SessionID: "lab_mcptest_" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port),
+		Pty: mgr, Logger: slog.New(rl), UIDir: ui})
 	if err != nil {
 		t.Fatal(err)
 	}
