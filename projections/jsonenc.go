@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/cmlab/cmlab/events"
@@ -356,4 +357,39 @@ func appendSessionEventLine(dst []byte, l *SessionEventLine) []byte {
 	o.b = append(o.b, l.Data...)
 	b, _ := o.end(true)
 	return b
+}
+
+// isoTime is events.FormatISO without time.Format's layout parsing (it
+// runs for every event of a rebuild); TestISOTimeMatchesEvents holds the
+// two together.
+func isoTime(ms int64) string {
+	t := time.UnixMilli(ms).UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return events.FormatISO(ms)
+	}
+	hour, minute, sec := t.Clock()
+	milli := t.Nanosecond() / 1e6
+	var b [24]byte
+	put := func(i, v, n int) {
+		for j := i + n - 1; j >= i; j-- {
+			b[j] = byte('0' + v%10)
+			v /= 10
+		}
+	}
+	put(0, year, 4)
+	b[4] = '-'
+	put(5, int(month), 2)
+	b[7] = '-'
+	put(8, day, 2)
+	b[10] = 'T'
+	put(11, hour, 2)
+	b[13] = ':'
+	put(14, minute, 2)
+	b[16] = ':'
+	put(17, sec, 2)
+	b[19] = '.'
+	put(20, milli, 3)
+	b[23] = 'Z'
+	return string(b[:])
 }

@@ -173,3 +173,16 @@ func FuzzFastDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestISOTimeMatchesEvents(t *testing.T) {
+	for _, ms := range []int64{0, 1, 999, 1000, -1, -1001, 1770379200123, 253402300799999, 253402300800000, -62135596800000, -62135596800001, 1 << 50, -(1 << 50)} {
+		if got, want := isoTime(ms), events.FormatISO(ms); got != want {
+			t.Errorf("isoTime(%d) = %s, want %s", ms, got, want)
+		}
+	}
+	for ms := int64(1770379200000); ms < 1770379200000+86400000*400; ms += 7777777 {
+		if got, want := isoTime(ms), events.FormatISO(ms); got != want {
+			t.Fatalf("isoTime(%d) = %s, want %s", ms, got, want)
+		}
+	}
+}

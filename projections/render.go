@@ -268,7 +268,7 @@ func renderLab(ev *events.Event, r *rendered) error {
 	if err != nil {
 		return err
 	}
-	ts := ev.ISOTime()
+	ts := isoTime(ev.TS)
 	entity, kind := "", ""
 	// data is the payload as the session's events.jsonl shows it: the
 	// records as projected (createdAt/updatedAt filled in).
@@ -424,7 +424,7 @@ func renderIdempotency(ev *events.Event, entity, kind, ts string, r *rendered) e
 		typ = idempotencyType(ev)
 	}
 	if ts == "" {
-		ts = ev.ISOTime()
+		ts = isoTime(ev.TS)
 	}
 	l := IdempotencyLine{RequestID: ev.Req, Type: typ, EntityID: entity, CreatedAt: ts, Response: ev.Resp}
 	line, err := appendIdempotencyLine(r.buf(), &l)
@@ -444,7 +444,7 @@ func renderStep(ev *events.Event, r *rendered) error {
 	if err != nil {
 		return err
 	}
-	at := ev.ISOTime()
+	at := isoTime(ev.TS)
 	base := StepRecord{Seq: ev.Seq, At: at, Event: ev.Type}
 	var recs []StepRecord
 	switch p := p.(type) {
