@@ -466,3 +466,52 @@ func TestExportRequestID(t *testing.T) {
 		t.Fatalf("%d export files, want 1", len(ents))
 	}
 }
+
+// TestPollSessionFilterAndLimitOverHTTP: entries of two sessions; polling
+// one session with limit=1 twice returns its two entries, one per poll,
+// and the cursor then reaches the end.
+func TestPollSessionFilterAndLimitOverHTTP(t *testing.T) {
+	tl := newTestLab(t)
+	opts := tl.srv.opts
+	opts.SessionID = "lab_other"
+	other, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc := NewLocalClient(other.Handler(), tl.token)
+	ctx := t.Context()
+	var mine []string
+	for i, sess := range []string{"mine", "other", "mine", "other"} {
+		body := fmt.Sprintf(`{"notes":"n%d"}`, i)
+		if sess == "other" {
+			if err := oc.Do(ctx, "POST", "/api/feedback", "", json.RawMessage(body), nil); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		r := tl.do("POST", "/api/feedback", body)
+		mine = append(mine, r.json(t)["feedbackId"].(string))
+	}
+	var got []string
+	cur := "0"
+	for range 2 {
+		var page FeedbackPage
+		json.Unmarshal(tl.do("GET", "/api/feedback?sessionId=lab_test&limit=1&since="+cur, "").body, &page)
+		if len(page.Items) != 1 {
+			t.Fatalf("page from %s: %d items", cur, len(page.Items))
+		}
+		var e struct{ ID string }
+		json.Unmarshal(page.Items[0], &e)
+		got = append(got, e.ID)
+		cur = page.NextCursor
+	}
+	if strings.Join(got, ",") != strings.Join(mine, ",") {
+		t.Fatalf("got %v, want %v", got, mine)
+	}
+	var last FeedbackPage
+	json.Unmarshal(tl.do("GET", "/api/feedback?sessionId=lab_test&limit=1&since="+cur, "").body, &last)
+	fi, _ := os.Stat(tl.home.FeedbackFile())
+	if len(last.Items) != 0 || last.NextCursor != fmt.Sprint(fi.Size()) {
+		t.Fatalf("third poll: %+v, file %d bytes", last, fi.Size())
+	}
+}
