@@ -323,8 +323,11 @@ type StatReport struct {
 	Last     uint64            `json:"last_seq"`
 	Events   uint64            `json:"events"`
 	ByType   map[string]uint64 `json:"by_type"`
-	Damaged  int               `json:"damaged"` // damaged stretches (see Verify)
-	LockPID  int               `json:"lock_pid,omitempty"`
+	Damaged  int               `json:"damaged"` // damaged stretches of acknowledged entries (see Verify)
+	// TornTail: the last segment ends in bad bytes (a write in progress,
+	// or a torn tail the next Open repairs).
+	TornTail bool `json:"torn_tail,omitempty"`
+	LockPID  int  `json:"lock_pid,omitempty"`
 }
 
 // Stat reads the log in dir without its lock and summarises it: segments,
@@ -347,7 +350,14 @@ func Stat(dir string) (StatReport, error) {
 		}
 		return st, fmt.Errorf("wal: stat %s: %w", dir, err)
 	}
-	st.First, st.Last, st.Damaged = ds.First, ds.Last, len(ds.Bad)
+	st.First, st.Last = ds.First, ds.Last
+	for _, b := range ds.Bad {
+		if b.TornTail {
+			st.TornTail = true
+		} else {
+			st.Damaged++
+		}
+	}
 	for _, sc := range ds.Segments {
 		st.Segments = append(st.Segments, SegmentStat{Name: sc.Segment.Name, Size: sc.Size, First: sc.Segment.First, Last: sc.Next - 1, Entries: sc.Count})
 		st.Bytes += sc.Size

@@ -236,6 +236,9 @@ func printStat(w io.Writer, st wal.StatReport) {
 	if st.Damaged > 0 {
 		fmt.Fprintf(w, ", %d damaged stretch(es): run 'cmlab wal verify'", st.Damaged)
 	}
+	if st.TornTail {
+		fmt.Fprint(w, ", bad bytes at the tail (a write in progress, or a torn tail the next open repairs)")
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEGMENT\tBYTES\tFIRST\tLAST\tENTRIES")
