@@ -202,6 +202,26 @@ func (w *worker) feedback(ctx context.Context, withID bool) {
 		w.l.reqs[req] = &reqRec{path: "/api/feedback", body: body, kind: "feedback", marker: m}
 	}
 	w.l.mu.Unlock()
+	if req != "" && w.rng.IntN(4) == 0 {
+		// Two concurrent requests with one id: they must act once and
+		// both get the one answer.
+		var r2 reply
+		done := make(chan struct{})
+		go func() { r2 = w.c.do(ctx, "POST", "/api/feedback", req, body); close(done) }()
+		r := w.c.do(ctx, "POST", "/api/feedback", req, body)
+		<-done
+		w.l.mu.Lock()
+		w.l.retries++
+		w.l.mu.Unlock()
+		if r.ok() && r2.ok() && !sameJSON(r.body, r2.body) {
+			w.l.violate("round %d: concurrent duplicates of %s answered %s and %s", w.round, req, r, r2)
+		}
+		if !r.ok() && r2.ok() {
+			r = r2
+		}
+		w.settleFeedback(r, req, m)
+		return
+	}
 	r := w.c.do(ctx, "POST", "/api/feedback", req, body)
 	w.settleFeedback(r, req, m)
 	if req != "" && r.ok() && w.rng.IntN(2) == 0 {
