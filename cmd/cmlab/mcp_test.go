@@ -700,6 +700,16 @@ func TestMCPStreamableHTTP(t *testing.T) {
 			t.Fatalf("/mcp with %v: %d %q", hdr, resp.StatusCode, env.Error.Code)
 		}
 	}
+	// Authorization: Bearer is accepted like X-CM-LAB-TOKEN.
+	req, _ := http.NewRequest("POST", d.base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+d.token)
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusOK {
+		t.Fatalf("initialize with a bearer token: %d", resp.StatusCode)
+	}
 	c := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "v0"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -711,7 +721,7 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	cs := mcpHTTP(t, d)
 	mcpListTools(t, cs)
 	// A malformed POST is refused and kills nothing.
-	req, _ := http.NewRequest("POST", d.base+"/mcp", strings.NewReader(`{"jsonrpc":`))
+	req, _ = http.NewRequest("POST", d.base+"/mcp", strings.NewReader(`{"jsonrpc":`))
 	req.Header.Set("X-CM-LAB-TOKEN", d.token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
