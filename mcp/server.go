@@ -109,6 +109,9 @@ func add[In any](s *sdk.Server, d *Daemon, log *slog.Logger, sp spec, build func
 			}
 			return toolError(err), nil, nil
 		}
+		if body[0] != '{' { // structured content is an object; a route answering otherwise is wrapped
+			return nil, map[string]json.RawMessage{"result": body}, nil
+		}
 		return nil, body, nil
 	})
 }

@@ -223,7 +223,8 @@ func TestToolErrors(t *testing.T) {
 			w.WriteHeader(http.StatusBadGateway)
 			w.Write([]byte("upstream exploded"))
 		},
-		"GET /api/session": func(w http.ResponseWriter, r *http.Request) { panic("boom") },
+		"GET /api/session":       func(w http.ResponseWriter, r *http.Request) { panic("boom") },
+		"GET /api/pty/c3/blocks": func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(` [1,2]`)) },
 		"POST /api/pty/c2/exec_block": func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusConflict)
 			w.Write([]byte(`{"ok":false,"error":"interactive mode","message":"an interactive session is running"}`))
@@ -263,6 +264,12 @@ func TestToolErrors(t *testing.T) {
 	res = call(t, cs, "lab_session", nil)
 	if code, msg, _, _ := ErrorOf(res); code != "INTERNAL" || !strings.Contains(msg, "boom") {
 		t.Fatalf("panic: %q %q", code, msg)
+	}
+
+	// A route answering something other than an object still gives an object.
+	res = call(t, cs, "blocks_since", map[string]any{"conversation_id": "c3"})
+	if s := structured(t, res); res.IsError || s != `{"result":[1,2]}` {
+		t.Fatalf("array answer: %v %s", res.IsError, s)
 	}
 
 	before := fd.count()
