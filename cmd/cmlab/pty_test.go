@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/cmlab/cmlab/home"
+)
+
+// TestPtyCLI drives 'cmlab pty …' against a daemon registered in
+// state/daemon.json.
+func TestPtyCLI(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	cli := func(args ...string) (int, string, string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		code := run(&globalOpts{stdout: &out, stderr: &errb}, append(append([]string{"pty"}, args...), "--home", h.Dir, "-c", "cli1"))
+		return code, out.String(), errb.String()
+	}
+	// Without a daemon the terminal is refused with a clear message.
+	if code, _, errs := cli("status"); code == 0 || !strings.Contains(errs, "cmlab serve") {
+		t.Fatalf("status without daemon = %d %q", code, errs)
+	}
+	mcpStartDaemon(t, h)
+
+	if code, out, errs := cli("exec", "echo hi; echo there"); code != 0 || out != "hi\nthere\n" {
+		t.Fatalf("exec = %d %q %q", code, out, errs)
+	}
+	if code, _, errs := cli("exec", "exit_code_three() { return 3; }; exit_code_three"); code != 1 || !strings.Contains(errs, "exit code 3") {
+		t.Fatalf("failing exec = %d %q", code, errs)
+	}
+	code, out, _ := cli("status", "--json")
+	var st map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st["mode"] != "idle" || st["blocks"] != float64(2) {
+		t.Fatalf("status = %d %q", code, out)
+	}
+	if code, out, _ := cli("blocks"); code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, "completed") || !strings.Contains(out, "exit 3") {
+		t.Fatalf("blocks = %d %q", code, out)
+	}
+	if code, out, _ := cli("search", "there"); code != 0 || !strings.Contains(out, "\tthere\n") {
+		t.Fatalf("search = %d %q", code, out)
+	}
+	if code, out, _ := cli("interactive", "cat"); code != 0 || !strings.HasPrefix(out, "session ses_") {
+		t.Fatalf("interactive = %d %q", code, out)
+	}
+	if code, _, errs := cli("exec", "echo no"); code == 0 || !strings.Contains(errs, "busy") {
+		t.Fatalf("exec during session = %d %q", code, errs)
+	}
+	if code, _, errs := cli("send", `hello\n`); code != 0 {
+		t.Fatalf("send = %d %q", code, errs)
+	}
+	if code, out, _ := cli("wait", "hello", "--timeout-ms", "20000"); code != 0 || !strings.HasPrefix(out, `matched "hello"`) {
+		t.Fatalf("wait = %d %q", code, out)
+	}
+	if code, out, _ := cli("end"); code != 0 || !strings.Contains(out, "mode idle ended=true") {
+		t.Fatalf("end = %d %q", code, out)
+	}
+	if code, out, _ := cli("read", "--from", "0"); code != 0 || !strings.Contains(out, "hi\nthere\n__FWS_PROMPT__ ") || !strings.Contains(out, "hello\n") {
+		t.Fatalf("read = %d %q", code, out)
+	}
+	if code, out, _ := cli("wait", "never-there", "--timeout-ms", "100"); code != 1 || !strings.HasPrefix(out, "timeout") {
+		t.Fatalf("wait timeout = %d %q", code, out)
+	}
+	if code, out, _ := cli("reset"); code != 0 || !strings.HasPrefix(out, "new shell sh_") {
+		t.Fatalf("reset = %d %q", code, out)
+	}
+	if code, out, _ := cli("exec", "echo after-reset"); code != 0 || out != "after-reset\n" {
+		t.Fatalf("exec after reset = %d %q", code, out)
+	}
+}
