@@ -515,3 +515,23 @@ func TestPollSessionFilterAndLimitOverHTTP(t *testing.T) {
 		t.Fatalf("third poll: %+v, file %d bytes", last, fi.Size())
 	}
 }
+
+// TestSameOriginAndBearer: the Lab page's own origin, localhost and a
+// Bearer token are accepted.
+func TestSameOriginAndBearer(t *testing.T) {
+	tl := newTestLab(t)
+	port := tl.hs.URL[strings.LastIndex(tl.hs.URL, ":")+1:]
+	for _, hdr := range [][]string{
+		{"Origin", tl.hs.URL},
+		{"Origin", "http://localhost:" + port},
+		{"X-CM-LAB-TOKEN", "", "Authorization", "Bearer " + tl.token},
+		{"Host", "localhost:" + port},
+	} {
+		if r := tl.do("POST", "/api/feedback", `{"notes":"ok"}`, hdr...); r.status != 200 {
+			t.Fatalf("%v: %d %s", hdr, r.status, r.body)
+		}
+	}
+	if got := tl.lastSeq(); got != 4 {
+		t.Fatalf("seq %d, want 4", got)
+	}
+}
