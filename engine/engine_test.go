@@ -329,3 +329,26 @@ func TestViewDeletedWhileRunning(t *testing.T) {
 	e.Close()
 	rebuildAndCompare(t, h)
 }
+
+// A read-only engine brings the views up to the log but refuses appends.
+func TestReadOnlyCatchesUpAndRefusesAppends(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	e := openTest(t, h)
+	appendWorkload(t, e, projections.WorkloadMixedLab, 2, 200)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rm(t, h, projections.ExperimentsView)
+	ro, err := Open(context.Background(), Options{Home: h, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	rebuildAndCompare(t, h)
+	if _, err := ro.Append(context.Background(), feedbackEvent("fb_x")); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("append on a read-only engine: %v", err)
+	}
+	if err := ro.IngestFeedback(context.Background()); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("ingest on a read-only engine: %v", err)
+	}
+}
