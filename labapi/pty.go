@@ -78,6 +78,8 @@ func ptyError(err error) error {
 		return NewError(CodeInvalidArgument, err.Error(), "Fix the request field named in the message.")
 	case errors.Is(err, pty.ErrNotFound):
 		return NewError(CodeNotFound, err.Error(), "List the blocks with GET /api/pty/{conversationId}/blocks.")
+	case errors.Is(err, pty.ErrTooManyShells):
+		return NewError(CodeBusy, err.Error(), "Reset a conversation you no longer use (POST /api/pty/{conversationId}/reset ends its shell), or raise the limit.")
 	case errors.Is(err, wal.ErrFailed):
 		return degradedError(err)
 	case errors.Is(err, wal.ErrClosed), errors.Is(err, pty.ErrClosed):

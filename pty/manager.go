@@ -33,6 +33,8 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrClosed: the manager is closed.
 	ErrClosed = errors.New("pty: manager closed")
+	// ErrTooManyShells: Options.MaxShells shells already run.
+	ErrTooManyShells = errors.New("too many shells")
 )
 
 // Options configure a Manager. Zero values take the documented defaults.
@@ -50,6 +52,9 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// Logger receives failures of the background appender; default discard.
 	Logger *slog.Logger
+	// MaxShells bounds the shells running at once (one per conversation);
+	// default 64. A conversation past it is refused until one ends.
+	MaxShells int
 }
 
 // Request is the idempotency information of a client request: its id and
@@ -111,6 +116,9 @@ func NewManager(eng *engine.Engine, opts Options) (*Manager, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxShells <= 0 {
+		opts.MaxShells = 64
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{eng: eng, opts: opts, ctx: ctx, cancel: cancel,

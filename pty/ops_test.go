@@ -1,13 +1,18 @@
 package pty_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/pty"
 )
 
 // TestExpectSend: the wait and the send are one step; a retry with the
@@ -246,5 +251,26 @@ func TestRequestIDOtherConversation(t *testing.T) {
 	code, r := b.call("POST", "/api/pty/conv2/exec_block", "req-x", body)
 	if code != 409 || r["error"].(map[string]any)["code"] != "IDEMPOTENCY_KEY_REUSED" {
 		t.Fatalf("other conversation = %d %v", code, r)
+	}
+}
+
+// TestMaxShells: a conversation past Options.MaxShells is refused BUSY.
+func TestMaxShells(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := pty.NewManager(eng, pty.Options{Dir: h.Dir, MaxShells: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	defer mgr.Close(context.Background())
+	for i, conv := range []string{"a", "b", "c"} {
+		_, err := mgr.ExecBlock(context.Background(), conv, "true", "", pty.Request{})
+		if i < 2 && err != nil || i == 2 && !errors.Is(err, pty.ErrTooManyShells) {
+			t.Fatalf("conversation %s: %v", conv, err)
+		}
 	}
 }

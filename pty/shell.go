@@ -123,6 +123,17 @@ func (m *Manager) startShell(ctx context.Context, conv, shellID string) (*shell,
 	if shellID == "" {
 		shellID = newID("sh_")
 	}
+	m.mu.Lock()
+	running := 0
+	for c, other := range m.shells {
+		if c != conv && other.alive() {
+			running++
+		}
+	}
+	m.mu.Unlock()
+	if running >= m.opts.MaxShells {
+		return nil, fmt.Errorf("%w: %d conversations have a running shell (Options.MaxShells); reset or end one", ErrTooManyShells, running)
+	}
 	sh := &shell{m: m, conv: conv, id: shellID, nonce: newNonce(),
 		ready: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}), inq: make(chan []byte, 1024)}
 	sh.qcond = sync.NewCond(&sh.qmu)
