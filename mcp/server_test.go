@@ -489,3 +489,52 @@ func TestResolvingBackend(t *testing.T) {
 		t.Fatalf("old daemon saw %d requests", a.count())
 	}
 }
+
+// TestStdioScriptThenEOF: a client that writes its requests and closes
+// stdin at once still gets every answer before the server ends.
+func TestStdioScriptThenEOF(t *testing.T) {
+	fd := &fakeDaemon{replies: map[string]func(http.ResponseWriter, *http.Request){
+		"POST /api/pty/c1/wait_for": func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(300 * time.Millisecond)
+			w.Write([]byte(`{"ok":true,"matched":true,"resume_cursor":9}`))
+		},
+	}}
+	script := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":"w","method":"tools/call","params":{"name":"pty_wait_for","arguments":{"conversation_id":"c1","match":"x","from_cursor":0}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"pty_status","arguments":{"conversation_id":"c1"}}}`,
+	}, "\n") + "\n"
+	var out strings.Builder
+	srv := NewServer(InProcess(fd, "tok"), Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := ServeStdio(ctx, srv, strings.NewReader(script), &syncBuilder{b: &out}); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil || m.Result == nil {
+			t.Fatalf("answer %q: %v", line, err)
+		}
+		ids[string(m.ID)] = true
+	}
+	if len(ids) != 3 || !ids[`1`] || !ids[`"w"`] || !ids[`3`] {
+		t.Fatalf("answers for %v, want 1, \"w\", 3:\n%s", ids, out.String())
+	}
+}
+
+type syncBuilder struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
