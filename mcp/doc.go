@@ -6,10 +6,15 @@
 // a tool call to one request against the daemon's HTTP API through a
 // Daemon backend — an http.Handler in this process (the /mcp route of
 // `cmlab serve`, or `cmlab mcp` with an engine of its own) or a running
-// daemon over loopback (`cmlab mcp` while `cmlab serve` runs) — so the
+// daemon over loopback (`cmlab mcp` while `cmlab serve` runs; Resolving
+// finds a restarted daemon again after a refused connection) — so the
 // daemon stays the single writer and a tool validates, dedupes and fails
 // exactly like the route it calls. This package must not import labapi
 // (labapi imports it to serve /mcp).
+//
+// Files: daemon.go (the backend and the error envelope), tools.go (tool
+// inputs), server.go (tool definitions, results and errors), transport.go
+// (stdio with its line guard, streamable HTTP).
 //
 // Contract:
 //   - Tool names use underscores (pty_exec, pty_wait_for, blocks_since,
@@ -26,6 +31,8 @@
 //   - Cancelling a call cancels its HTTP request: a long pty_wait_for ends
 //     promptly and leaves the terminal usable.
 //   - Nothing a client sends kills the server: a panicking tool is a tool
-//     error, and on stdio a line that is not a JSON-RPC message is answered
-//     with a JSON-RPC error and skipped (ServeStdio).
+//     error, and on stdio a line that is not a JSON-RPC message (or is over
+//     MaxLine) is answered with a JSON-RPC error and skipped (ServeStdio).
+//   - At the end of stdin every request already read is answered before
+//     the server ends.
 package mcp
