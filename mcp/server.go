@@ -31,7 +31,7 @@ Terminal: each conversation_id owns one bash. pty_exec runs a command as a block
 
 Lab: lab_session names the current Lab session; lab_feedback_poll pages through human feedback with a byte cursor: since="0" first, then the nextCursor of the previous poll, which never repeats or skips an entry.
 
-Mutating tools take an optional request_id: a retry with the same request_id returns the first answer and does nothing again. Errors carry the HTTP API's code and a fix.`
+Mutating tools take an optional request_id: a retry with the same request_id returns the first answer and does nothing again (pty_end_session and pty_reset are not deduplicated by the daemon). Errors carry the HTTP API's code and a fix.`
 
 // NewServer returns an MCP server whose tools call d.
 func NewServer(d *Daemon, opts Options) *sdk.Server {

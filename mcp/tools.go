@@ -67,13 +67,13 @@ type blocksSinceIn struct {
 type endSessionIn struct {
 	ConversationID string `json:"conversation_id" jsonschema:"the conversation whose terminal to use"`
 	GraceMs        *int64 `json:"grace_ms,omitempty" jsonschema:"how long to wait after Ctrl+C before forcing (the daemon's default when omitted)"`
-	RequestID      string `json:"request_id,omitempty" jsonschema:"optional idempotency key: a retry with the same request_id returns the first response and does not act again"`
+	RequestID      string `json:"request_id,omitempty" jsonschema:"optional request id, sent as X-CM-LAB-REQUEST-ID; the daemon logs it but does not dedupe this route, and a repeated end is harmless (it finds nothing running)"`
 }
 
 type resetIn struct {
 	ConversationID string `json:"conversation_id" jsonschema:"the conversation whose shell to restart"`
 	Reason         string `json:"reason,omitempty" jsonschema:"why, recorded in the transcript's pty.session.reset event"`
-	RequestID      string `json:"request_id,omitempty" jsonschema:"optional idempotency key: a retry with the same request_id returns the first response and does not act again"`
+	RequestID      string `json:"request_id,omitempty" jsonschema:"optional request id, sent as X-CM-LAB-REQUEST-ID; the daemon does not dedupe this route, so a repeated reset restarts the shell again: check pty_status first"`
 }
 
 type blockIn struct {
