@@ -313,7 +313,11 @@ func newPtyBlocksCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 					if b["exit_code"] != nil {
 						code = strconv.FormatInt(ptyNum(b["exit_code"]), 10)
 					}
-					fmt.Fprintf(g.stdout, "%4d  %-38v %-11v exit %-4s %v\n", ptyNum(b["seq"]), b["block_id"], b["status"], code, b["cmd"])
+					status, _ := b["status"].(string)
+					if r, _ := b["reason"].(string); r != "" {
+						status += " (" + r + ")"
+					}
+					fmt.Fprintf(g.stdout, "%4d  %-38v %-11s exit %-4s %v\n", ptyNum(b["seq"]), b["block_id"], status, code, b["cmd"])
 				}
 			})
 		},
