@@ -118,3 +118,69 @@ func equalSeqs(a, b []uint64) bool {
 	}
 	return true
 }
+
+func TestSalvageFirstEntryAndLastSegmentWithTornTail(t *testing.T) {
+	home := t.TempDir()
+	evs := buildLog(t, home, 8, 700) // segments 1-3, 4-6, 7-8
+	dir := filepath.Join(home, "wal")
+	fr := frames(t, dir)
+	// Damage seq 1 (no previous neighbour) and seq 7 (last segment, with
+	// seq 8 good after it), then add a torn tail.
+	for _, seq := range []uint64{1, 7} {
+		f := fr[seq-1]
+		writeAt(t, filepath.Join(dir, f.seg), int64(f.off+f.len/2), []byte{0xAA, 0xBB, 0xCC})
+	}
+	torn := []byte{0xd0, 0x01, 0xC1, 0x12}
+	if err := appendToTail(dir, torn); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Salvage(dir, filepath.Join(home, "quarantine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Lost) != 2 || rep.Lost[0].Seq != 1 || rep.Lost[0].Prev != nil || rep.Lost[0].Next == nil || rep.Lost[0].Next.Seq != 2 ||
+		rep.Lost[1].Seq != 7 || rep.Lost[1].Next == nil || rep.Lost[1].Next.Seq != 8 {
+		t.Fatalf("report %+v", rep)
+	}
+	// The torn tail is left for Open, which repairs and records it.
+	l, err := Open(Options{Dir: dir, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if r := l.Repaired(); r == nil || r.Length != int64(len(torn)) || r.FirstSeq != 9 {
+		t.Fatalf("repair %+v", r)
+	}
+	n := 0
+	for ev, err := range l.Events(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ev.Seq {
+		case 1, 7:
+			if ev.Type != events.TypeWalSalvaged || ev.Stream != "wal" {
+				t.Fatalf("seq %d is %s", ev.Seq, ev.Type)
+			}
+		case 9:
+			if ev.Type != events.TypeWalRepaired {
+				t.Fatalf("seq 9 is %s", ev.Type)
+			}
+		default:
+			if !bytes.Equal(entryBytes(t, ev), entryBytes(t, evs[ev.Seq-1])) {
+				t.Fatalf("seq %d changed", ev.Seq)
+			}
+		}
+		n++
+	}
+	if n != 9 {
+		t.Fatalf("%d events", n)
+	}
+}
+
+func TestSalvageRefusesWhileLocked(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wal")
+	openT(t, Options{Dir: dir})
+	if _, err := Salvage(dir, t.TempDir()); !errors.Is(err, ErrLocked) {
+		t.Fatalf("Salvage of a held log: %v", err)
+	}
+}
