@@ -92,6 +92,7 @@ type Engine struct {
 	cpErr     error
 
 	fbMu sync.Mutex // serialises appends that write feedback.jsonl
+	fbCh chan *feedbackAppend
 
 	obsMu     sync.Mutex
 	observers []Observer
@@ -119,7 +120,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if opts.FeedbackWait <= 0 {
 		opts.FeedbackWait = DefaultFeedbackWait
 	}
-	e := &Engine{opts: opts, stop: make(chan struct{})}
+	e := &Engine{opts: opts, stop: make(chan struct{}), fbCh: make(chan *feedbackAppend)}
 	// The log first: its lock says this process owns the home, and only
 	// the owner may touch the views.
 	l, err := wal.Open(wal.Options{
@@ -162,6 +163,10 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e.wg.Add(1)
 	go e.checkpointLoop()
+	if !opts.ReadOnly {
+		e.wg.Add(1)
+		go e.feedbackLoop()
+	}
 	if opts.FeedbackSweep > 0 && !opts.ReadOnly {
 		e.wg.Add(1)
 		go e.sweepLoop()
@@ -377,18 +382,115 @@ func (e *Engine) Append(ctx context.Context, evs ...*events.Event) ([]uint64, er
 	if !touchesFeedback(evs) {
 		return e.log.Append(ctx, evs...)
 	}
+	r := &feedbackAppend{ctx: ctx, evs: evs, done: make(chan feedbackResult, 1)}
+	select {
+	case e.fbCh <- r:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-e.stop:
+		return nil, wal.ErrClosed
+	}
+	res := <-r.done
+	return res.seqs, res.err
+}
+
+// feedbackAppend is one Append that writes feedback.jsonl, waiting for
+// the feedback combiner.
+type feedbackAppend struct {
+	ctx  context.Context
+	evs  []*events.Event
+	done chan feedbackResult
+}
+
+type feedbackResult struct {
+	seqs []uint64
+	err  error
+}
+
+// maxFeedbackGroup caps the events one combined feedback append carries.
+const maxFeedbackGroup = 4096
+
+// feedbackLoop combines concurrent appends that write feedback.jsonl into
+// one log append: the foreign lines must be ingested ahead of our next
+// write there, so such appends cannot race each other into the log's
+// committer; instead of serialising them one fsync each, this goroutine
+// takes every one that is waiting, ingests once, and appends them all in
+// one group commit.
+func (e *Engine) feedbackLoop() {
+	defer e.wg.Done()
+	for {
+		var group []*feedbackAppend
+		select {
+		case r := <-e.fbCh:
+			group = append(group, r)
+		case <-e.stop:
+			return
+		}
+		n := len(group[0].evs)
+	collect:
+		for n < maxFeedbackGroup {
+			select {
+			case r := <-e.fbCh:
+				group = append(group, r)
+				n += len(r.evs)
+			default:
+				break collect
+			}
+		}
+		e.appendFeedbackGroup(group)
+	}
+}
+
+func (e *Engine) appendFeedbackGroup(group []*feedbackAppend) {
+	live := group[:0]
+	for _, r := range group {
+		if err := r.ctx.Err(); err != nil {
+			r.done <- feedbackResult{err: err} // never queued to the log
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	fail := func(err error) {
+		for _, r := range live {
+			r.done <- feedbackResult{err: err}
+		}
+	}
 	e.fbMu.Lock()
 	defer e.fbMu.Unlock()
+	// The wait for an unfinished foreign line is bounded by FeedbackWait
+	// and by the engine's life, not by one caller's context.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-e.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	pre, err := e.foreignEvents(ctx, true)
 	if err != nil {
-		return nil, err
+		fail(err)
+		return
 	}
-	seqs, err := e.log.Append(ctx, append(pre, evs...)...)
+	all := pre
+	for _, r := range live {
+		all = append(all, r.evs...)
+	}
+	seqs, err := e.log.Append(ctx, all...)
 	if err != nil {
-		return nil, err
+		fail(err)
+		return
+	}
+	seqs = seqs[len(pre):]
+	for _, r := range live {
+		r.done <- feedbackResult{seqs: seqs[:len(r.evs):len(r.evs)]}
+		seqs = seqs[len(r.evs):]
 	}
 	e.ingestAdopted(ctx)
-	return seqs[len(pre):], nil
 }
 
 // IngestFeedback appends a feedback.ingested event for every complete line
