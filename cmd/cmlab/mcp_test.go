@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,11 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/mcp"
-	"github.com/cmlab/cmlab/pty"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -115,12 +111,13 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// mcpDaemon is a daemon in this process (engine, terminal manager, HTTP
-// API on 127.0.0.1) registered in state/daemon.json, as `cmlab serve`
-// would be.
+// mcpDaemon is `cmlab serve` (labapi.RunDaemon: recovery, terminal
+// manager, Lab UI, state/daemon.json) running in this process on
+// 127.0.0.1.
 type mcpDaemon struct {
 	base  string
 	token string
+	info  labapi.DaemonInfo
 	log   *requestLog
 	stop  func() // idempotent; also run at cleanup
 }
@@ -159,62 +156,48 @@ func (l *requestLog) finishedWaits() int {
 
 func mcpStartDaemon(t testing.TB, h home.Home) *mcpDaemon {
 	t.Helper()
-	ctx := context.Background()
-	eng, err := engine.Open(ctx, engine.Options{Home: h})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := pty.NewManager(eng, pty.Options{Dir: t.TempDir()})
-	if err != nil {
-		eng.Close()
-		t.Fatal(err)
-	}
-	tok, err := h.Token()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rl := &requestLog{}
-	ui := t.TempDir() // with the Lab UI served at / too, as `cmlab serve --ui`
+	ui := t.TempDir() // the Lab UI is served at / too, as `cmlab serve --ui`
 	if err := os.WriteFile(filepath.Join(ui, "index.html"), []byte("<html></html>"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), Token: tok, SessionID: "lab_mcptest_" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port),
-		Pty: mgr, Logger: slog.New(rl), UIDir: ui})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(ctx, os.Getpid(), ln.Addr().String()); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewUnstartedServer(srv.Handler())
-	hs.Listener.Close()
-	hs.Listener = ln
-	hs.Start()
-	if err := labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: ln.Addr().String(), TokenFile: h.TokenFile()}); err != nil {
-		t.Fatal(err)
+	rl := &requestLog{}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan labapi.DaemonInfo, 1)
+	exited := make(chan error, 1)
+	go func() {
+		exited <- labapi.RunDaemon(ctx, labapi.DaemonOptions{Home: h, Listen: "127.0.0.1:0", UIDir: ui,
+			Logger: slog.New(rl), Ready: func(info labapi.DaemonInfo) { ready <- info }})
+	}()
+	var info labapi.DaemonInfo
+	select {
+	case info = <-ready:
+	case err := <-exited:
+		cancel()
+		t.Fatalf("cmlab serve: %v", err)
+	case <-time.After(60 * time.Second):
+		cancel()
+		t.Fatal("cmlab serve did not start")
 	}
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
-			labapi.RemoveDaemonInfo(h, os.Getpid())
-			srv.Close()
-			hs.Close()
-			cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			if err := mgr.Close(cctx); err != nil {
-				t.Errorf("terminal manager close: %v", err)
-			}
-			if err := eng.Close(); err != nil {
-				t.Errorf("engine close: %v", err)
+			cancel()
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Errorf("cmlab serve: %v", err)
+				}
+			case <-time.After(60 * time.Second):
+				t.Errorf("cmlab serve did not stop")
 			}
 		})
 	}
 	t.Cleanup(stop)
-	return &mcpDaemon{base: hs.URL, token: tok, log: rl, stop: stop}
+	tok, err := h.Token()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &mcpDaemon{base: "http://" + info.Listen, token: tok, info: info, log: rl, stop: stop}
 }
 
 // tokenTransport adds the daemon's token to every request.
@@ -595,7 +578,7 @@ func TestMCPStdioThroughDaemon(t *testing.T) {
 	if d2.base == d.base {
 		t.Fatalf("the new daemon reuses %s", d.base)
 	}
-	if s := tool(t, cs, "lab_session", nil); s["sessionId"] != "lab_mcptest_"+d2.base[strings.LastIndex(d2.base, ":")+1:] {
+	if s := tool(t, cs, "lab_session", nil); s["sessionId"] != d2.info.SessionID || d2.info.SessionID == d.info.SessionID {
 		t.Fatalf("after the restart lab_session = %v (daemon %s)", s, d2.base)
 	}
 	if st := tool(t, cs, "pty_status", map[string]any{"conversation_id": conv}); n(st["blocks"]) != 1 {
