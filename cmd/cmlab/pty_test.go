@@ -2,12 +2,66 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"net"
+	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/pty"
 )
+
+// ptyStartDaemon serves h on 127.0.0.1 with a terminal manager and
+// registers it in state/daemon.json, as 'cmlab serve' does.
+func ptyStartDaemon(t *testing.T, h home.Home) {
+	t.Helper()
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := pty.NewManager(eng, pty.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := h.Token()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), Token: tok, SessionID: "lab_ptycli", Pty: mgr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewUnstartedServer(srv.Handler())
+	hs.Listener.Close()
+	hs.Listener = ln
+	hs.Start()
+	if err := labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: ln.Addr().String(), TokenFile: h.TokenFile()}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		labapi.RemoveDaemonInfo(h, os.Getpid())
+		hs.Close()
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := mgr.Close(ctx); err != nil {
+			t.Errorf("terminal manager close: %v", err)
+		}
+		if err := eng.Close(); err != nil {
+			t.Errorf("engine close: %v", err)
+		}
+	})
+}
 
 // TestPtyCLI drives 'cmlab pty …' against a daemon registered in
 // state/daemon.json.
@@ -23,7 +77,7 @@ func TestPtyCLI(t *testing.T) {
 	if code, _, errs := cli("status"); code == 0 || !strings.Contains(errs, "cmlab serve") {
 		t.Fatalf("status without daemon = %d %q", code, errs)
 	}
-	mcpStartDaemon(t, h)
+	ptyStartDaemon(t, h)
 
 	if code, out, errs := cli("exec", "echo hi; echo there"); code != 0 || out != "hi\nthere\n" {
 		t.Fatalf("exec = %d %q %q", code, out, errs)
