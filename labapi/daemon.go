@@ -43,6 +43,10 @@ type DaemonOptions struct {
 	onServer func(*Server) // benchmarks: the server once built
 }
 
+// feedbackSweep is how often the daemon ingests complete lines other
+// programs appended to feedback.jsonl when no feedback is posted.
+const feedbackSweep = time.Second
+
 // RunDaemon is `cmlab serve`: open the engine (tail repair and view
 // catch-up), run start-up recovery, start the terminal manager, append
 // lab.session.started, listen, write state/daemon.json; then serve until
@@ -65,7 +69,7 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 	if info, err := ReadDaemonInfo(o.Home); err == nil {
 		return fmt.Errorf("a daemon already serves this home (pid %d at %s): stop it first or use its API", info.Pid, info.Listen)
 	}
-	eng, err := engine.Open(ctx, engine.Options{Home: o.Home, ReadOnly: o.ReadOnly})
+	eng, err := engine.Open(ctx, engine.Options{Home: o.Home, ReadOnly: o.ReadOnly, FeedbackSweep: feedbackSweep})
 	if err != nil {
 		return err
 	}
@@ -75,8 +79,15 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 		}
 	}()
 	if !o.ReadOnly {
-		if _, err := recovery.OnStart(ctx, eng, recovery.StartOptions{Lookback: o.Lookback}); err != nil {
+		plan, err := recovery.OnStart(ctx, eng, recovery.StartOptions{Lookback: o.Lookback})
+		if err != nil {
 			return fmt.Errorf("start-up recovery: %w", err)
+		}
+		for _, m := range plan.Mandates {
+			o.Logger.Info("start-up recovery", "mandate", m.MandateID, "resume", m.Resume, "reason", m.Reason)
+		}
+		if len(plan.ClosedTerminal) > 0 {
+			o.Logger.Info("start-up recovery closed terminal blocks left open", "blocks", plan.ClosedTerminal)
 		}
 	}
 	var mgr *pty.Manager
