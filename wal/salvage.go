@@ -58,6 +58,12 @@ func Salvage(dir, quarantineDir string) (SalvageReport, error) {
 		return rep, err
 	}
 	defer lock.release()
+	// Temporary files of an interrupted salvage are incomplete copies.
+	if leftovers, err := filepath.Glob(filepath.Join(dir, "*.salvage")); err == nil {
+		for _, f := range leftovers {
+			os.Remove(f)
+		}
+	}
 	ds, err := scanDir(dir, false, nil)
 	if err != nil {
 		return rep, fmt.Errorf("wal: salvage: %w", err)
