@@ -316,7 +316,6 @@ func (b *bridge) blocksFile() (map[string]events.Block, bool) {
 // TestCursorSemantics is seed 001 §8.1.
 func TestCursorSemantics(t *testing.T) {
 	b := newBridge(t)
-	st := b.get("status")
 	r := b.post("exec_block", map[string]any{"cmd": `printf "hello\nworld\n"`})
 	if r["ok"] != true || !strings.HasPrefix(r["block_id"].(string), "blk_") || num(r["seq"]) != 1 || num(r["ts"]) == 0 {
 		t.Fatalf("exec_block = %v", r)
@@ -351,7 +350,6 @@ func TestCursorSemantics(t *testing.T) {
 	if !bytes.Contains(sp, []byte("hello\nworld\n__FWS_PROMPT__ ts=")) {
 		t.Fatalf("spool = %q", sp)
 	}
-	_ = st
 	final := b.checkLifecycles()
 	if len(final) != 1 {
 		t.Fatalf("blocks = %v", final)

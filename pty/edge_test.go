@@ -170,7 +170,6 @@ func TestEdgeCases(t *testing.T) {
 		t.Fatalf("after shell death: %v", blk)
 	}
 	// Ctrl+C: end_session interrupts the foreground group; exit 130.
-	from := num(b.get("status")["resume_cursor"])
 	r = b.post("exec_block", map[string]any{"cmd": "sleep 60"})
 	waitForeground(t, b, "sleep")
 	e := b.post("end_session", map[string]any{"grace_ms": 10000})
@@ -181,10 +180,9 @@ func TestEdgeCases(t *testing.T) {
 	if ended["status"] != "cancelled" || num(ended["exit_code"]) != 130 {
 		t.Fatalf("ctrl+c: %v", ended)
 	}
-	_ = from
 	// A nested shell hides the prompt: wait_prompt times out and status
 	// names the foreground command; ending the session brings it back.
-	from = num(b.get("status")["resume_cursor"])
+	from := num(b.get("status")["resume_cursor"])
 	r = b.post("exec_block", map[string]any{"cmd": "bash --norc --noprofile"})
 	waitForeground(t, b, "bash --norc")
 	p := b.post("wait_prompt", map[string]any{"from_cursor": from, "timeout_ms": 500})

@@ -169,7 +169,6 @@ func TestBlocksAndSearch(t *testing.T) {
 		t.Fatalf("GET without token = %v %v", resp, err)
 	}
 	resp.Body.Close()
-	_ = events.BlockCompleted
 }
 
 // TestResetKeepsHistory: reset records pty.session.reset, starts a new
