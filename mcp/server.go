@@ -73,6 +73,8 @@ type spec struct {
 	desc  string
 	out   []field
 	kind  kind
+	// enums restricts string inputs to listed values in the input schema.
+	enums map[string][]any
 }
 
 type field struct{ name, doc string }
@@ -82,7 +84,15 @@ type field struct{ name, doc string }
 // text content; an error answer becomes a tool error carrying the
 // envelope. A panic in a tool is a tool error, never a dead server.
 func add[In any](s *sdk.Server, d *Daemon, log *slog.Logger, sp spec, build func(In) (request, error)) {
+	in, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcp: input schema of %s: %v", sp.name, err))
+	}
+	for name, vals := range sp.enums {
+		in.Properties[name].Enum = vals
+	}
 	t := &sdk.Tool{
+		InputSchema:  in,
 		Name:         sp.name,
 		Title:        sp.title,
 		Description:  sp.desc,
@@ -282,6 +292,7 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 		})
 
 	add(s, d, log, spec{name: "pty_wait_for", title: "Wait for output", kind: readOnly,
+		enums: map[string][]any{"match_type": {"substring", "regex", "prompt"}},
 		desc: "Wait until the spool, scanned from from_cursor, contains match (match_type substring, regex, or prompt for the " +
 			"next prompt sentinel), or timeout_ms passes. On a match: matched=true, match_text, match_span {start,end} and " +
 			"resume_cursor = match_span.end. On timeout: ok=false, error \"timeout\", resume_cursor = the spool size. " +
@@ -323,6 +334,7 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 		})
 
 	add(s, d, log, spec{name: "pty_expect_send", title: "Wait for text, then type", kind: mutating,
+		enums: map[string][]any{"match_type": {"substring", "regex"}},
 		desc: "Atomically wait for expect (from from_cursor) and, the moment it matches, type send — no other input can slip in " +
 			"between. Answers like pty_wait_for (match_span, resume_cursor = match end); on timeout nothing is typed.",
 		out: []field{okOut, {"matched", "whether expect was found (and send typed)"}, {"match_text", "the matched text"},

@@ -283,7 +283,7 @@ func TestToolErrors(t *testing.T) {
 		{"pty_exec", map[string]any{"conversation_id": "c1", "cmd": "ls", "x": 1}, ""}, // schema: unknown field
 		{"pty_exec", map[string]any{"conversation_id": "../etc", "cmd": "ls"}, "INVALID_ARGUMENT"},
 		{"pty_exec", map[string]any{"conversation_id": "c1", "cmd": "  "}, "INVALID_ARGUMENT"},
-		{"pty_wait_for", map[string]any{"conversation_id": "c1", "match": "x", "match_type": "glob", "from_cursor": 0}, "INVALID_ARGUMENT"},
+		{"pty_wait_for", map[string]any{"conversation_id": "c1", "match": "x", "match_type": "glob", "from_cursor": 0}, ""}, // schema: enum
 		{"pty_wait_for", map[string]any{"conversation_id": "c1", "from_cursor": 0}, "INVALID_ARGUMENT"},
 		{"pty_wait_for", map[string]any{"conversation_id": "c1", "match": "x"}, ""}, // from_cursor required
 		{"blocks_get", map[string]any{"conversation_id": "c1", "block_id": ".."}, "INVALID_ARGUMENT"},
