@@ -46,17 +46,20 @@ func ServeStdio(ctx context.Context, s *sdk.Server, r io.Reader, w io.Writer) er
 	track := newInflight()
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
+	runCtx, runEnded := context.WithCancel(ctx) // ends the drain wait if the session ends first
+	defer runEnded()
 	go func() {
 		defer close(done)
 		err := filterLines(r, pw, out, track)
 		if err == nil {
-			track.waitIdle(ctx)
+			track.waitIdle(runCtx)
 		}
 		pw.CloseWithError(err) // nil → EOF for the SDK
 	}()
 	// The line guard enforces MaxLine; the SDK's own cap, which counts
 	// bytes its decoder reads ahead, could end the session instead.
 	err := s.Run(ctx, &sdk.IOTransport{Reader: pr, Writer: nopWriteCloser{&answerCounter{w: out, track: track}}, MaxLineLength: -1})
+	runEnded()
 	pr.Close() // unblocks the filter if it is writing
 	if errors.Is(err, io.EOF) {
 		err = nil
