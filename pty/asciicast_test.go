@@ -24,6 +24,7 @@ func TestAsciicast(t *testing.T) {
 	b.post("send", map[string]any{"data": "7\r"})
 	b.post("wait_prompt", map[string]any{"from_cursor": ir["resume_cursor"], "timeout_ms": 20000})
 
+	b.barrier()
 	// The split really happened in the log: some pty.output ends mid-character.
 	split := false
 	for ev, err := range b.eng.Log().Events(1) {

@@ -204,6 +204,21 @@ func (b *bridge) spool() []byte {
 	}
 }
 
+// barrier makes every commit the API has shown visible to log readers.
+// The engine feeds observers (and so the API) before the log's LastSeq
+// moves past the same commit; an append returns only after LastSeq covers
+// it and everything before it. The event goes to a stream of its own.
+func (b *bridge) barrier() {
+	b.t.Helper()
+	if b.srv == nil {
+		return // closed: every append has returned
+	}
+	ev := events.MustNew("test-barrier", &events.PtySessionEnded{ShellID: "test-barrier", Reason: "test barrier"})
+	if _, err := b.eng.Append(context.Background(), ev); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
 // logBlocks returns, per block id, the BEGIN and END events in the log.
 func (b *bridge) logBlocks() (begins, ends map[string][]events.Block) {
 	b.t.Helper()
@@ -227,13 +242,8 @@ func (b *bridge) logBlocks() (begins, ends map[string][]events.Block) {
 // checkLifecycles asserts exactly one BEGIN and one END per block.
 func (b *bridge) checkLifecycles() map[string]events.Block {
 	b.t.Helper()
-	// The engine feeds observers (and so the API) before the log's LastSeq
-	// moves past the same commit: give the log reader a moment to see it.
+	b.barrier()
 	begins, ends := b.logBlocks()
-	for deadline := time.Now().Add(5 * time.Second); len(ends) < len(begins) && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-		begins, ends = b.logBlocks()
-	}
 	final := map[string]events.Block{}
 	for id, bs := range begins {
 		if len(bs) != 1 || len(ends[id]) != 1 {

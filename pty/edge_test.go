@@ -274,6 +274,7 @@ func TestRetriedRequests(t *testing.T) {
 		t.Fatalf("input typed twice: %q", sp)
 	}
 	var inputs, sends int
+	b.barrier()
 	for ev, err := range b.eng.Log().Events(1) {
 		if err != nil {
 			t.Fatal(err)

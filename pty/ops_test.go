@@ -191,6 +191,7 @@ func TestResetKeepsHistory(t *testing.T) {
 		t.Fatalf("running block after reset = %v", blk)
 	}
 	resets := 0
+	b.barrier()
 	for ev, err := range b.eng.Log().Events(1) {
 		if err != nil {
 			t.Fatal(err)
