@@ -75,6 +75,8 @@ type spec struct {
 	kind  kind
 	// enums restricts string inputs to listed values in the input schema.
 	enums map[string][]any
+	// types widens an input's JSON types in the input schema.
+	types map[string][]string
 }
 
 type field struct{ name, doc string }
@@ -90,6 +92,9 @@ func add[In any](s *sdk.Server, d *Daemon, log *slog.Logger, sp spec, build func
 	}
 	for name, vals := range sp.enums {
 		in.Properties[name].Enum = vals
+	}
+	for name, types := range sp.types {
+		in.Properties[name].Type, in.Properties[name].Types = "", types
 	}
 	t := &sdk.Tool{
 		InputSchema:  in,
@@ -464,6 +469,7 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 		})
 
 	add(s, d, log, spec{name: "lab_feedback_poll", title: "Poll human feedback", kind: readOnly,
+		types: map[string][]string{"since": {"string", "integer"}},
 		desc: "New human feedback from the Lab, oldest first. since is a byte cursor: \"0\" the first time, then the nextCursor " +
 			"of the previous poll — you get every entry exactly once, with no gap. sessionId filters to one Lab session (the " +
 			"cursor still advances past others); limit caps the items (max 500), the rest come on the next poll. An empty items " +
@@ -472,7 +478,7 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 			{"nextCursor", "the cursor to pass as since next time"}}},
 		func(in feedbackPollIn) (request, error) {
 			q := url.Values{}
-			since := in.Since
+			since := string(in.Since)
 			if since == "" {
 				since = "0"
 			}

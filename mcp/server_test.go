@@ -177,6 +177,7 @@ func TestToolRequests(t *testing.T) {
 		{"blocks_search", map[string]any{"conversation_id": "c1", "q": "x", "block_id": "blk_2"}, "GET", "/api/pty/c1/search", "block_id=blk_2&q=x", "", ""},
 		{"lab_feedback_poll", map[string]any{}, "GET", "/api/feedback", "since=0", "", ""},
 		{"lab_feedback_poll", map[string]any{"since": "184", "sessionId": "lab_1", "limit": 2}, "GET", "/api/feedback", "limit=2&sessionId=lab_1&since=184", "", ""},
+		{"lab_feedback_poll", map[string]any{"since": 184}, "GET", "/api/feedback", "since=184", "", ""},
 		{"lab_session", map[string]any{}, "GET", "/api/session", "", "", ""},
 	}
 	fd := &fakeDaemon{}

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/cmlab/cmlab/home"
@@ -95,9 +96,9 @@ type blocksSearchIn struct {
 }
 
 type feedbackPollIn struct {
-	Since     string `json:"since,omitempty" jsonschema:"byte cursor into the feedback store: \"0\" (default) at first, then the nextCursor of the previous poll"`
-	SessionID string `json:"sessionId,omitempty" jsonschema:"optional: only feedback of this Lab session (the sessionId of lab_session); the cursor still advances past other sessions' entries"`
-	Limit     *int   `json:"limit,omitempty" jsonschema:"optional: at most this many items (capped at 500); poll again from nextCursor for the rest"`
+	Since     cursorArg `json:"since,omitempty" jsonschema:"byte cursor into the feedback store: \"0\" (default) at first, then the nextCursor of the previous poll (a string; a number is accepted too)"`
+	SessionID string    `json:"sessionId,omitempty" jsonschema:"optional: only feedback of this Lab session (the sessionId of lab_session); the cursor still advances past other sessions' entries"`
+	Limit     *int      `json:"limit,omitempty" jsonschema:"optional: at most this many items (capped at 500); poll again from nextCursor for the rest"`
 }
 
 type emptyIn struct{}
@@ -109,5 +110,23 @@ func validID(name, id string) error {
 		return &CallError{Status: http.StatusBadRequest, Code: "INVALID_ARGUMENT", Message: name + ": " + err.Error(),
 			Context: map[string]any{"fix": "Use an id of 1–128 characters of [A-Za-z0-9_.-]."}}
 	}
+	return nil
+}
+
+// cursorArg is the feedback cursor: a string per seed 000, but a number an
+// agent copied without quotes means the same offset.
+type cursorArg string
+
+func (c *cursorArg) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*c = cursorArg(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return err
+	}
+	*c = cursorArg(n.String())
 	return nil
 }
