@@ -74,7 +74,8 @@ func newBenchWalCmd(g *globalOpts) *cobra.Command {
 concurrent appenders, and one caller appending --batch events at a time; in
 the same run it measures two tidwall/wal baselines: Write with an fsync per
 entry, and raw WriteBatch with one fsync per batch at the batch sizes the
-committer formed (the ceiling), right after each run. Each configuration
+committer formed (the ceiling), right after each run, and a short
+per-entry baseline right before it (the × per-entry ratio). Each configuration
 runs --repeat times and the run with the median ratio to its ceiling is
 reported. p99/fsync divides the p99 acknowledgement latency by the run's
 own median group fsync. Everything is fsynced for real, in --dir (default:
@@ -179,6 +180,13 @@ func runBenchWal(ctx context.Context, o *benchWalOpts, progress io.Writer) (*ben
 		var rows []benchWalRow
 		for rep := 0; rep < o.repeat; rep++ {
 			fmt.Fprintf(progress, "%s: %d appenders, %d events per Append, %d events (%d/%d)\n", name, k, batch, o.n, rep+1, o.repeat)
+			// A short per-entry baseline right before the run, so that the
+			// × per-entry ratio compares runs that saw the same machine.
+			_, bsecs, err := rawWrite(newDir(), raw, max(1, o.baselineN/4))
+			if err != nil {
+				return err
+			}
+			perEntry := float64(max(1, o.baselineN/4)) / bsecs
 			row, err := benchAppenders(ctx, newDir(), o.n, o.size, k, batch)
 			if err != nil {
 				return err
@@ -191,7 +199,7 @@ func runBenchWal(ctx context.Context, o *benchWalOpts, progress io.Writer) (*ben
 			row.Name = name
 			row.CeilingPerSec = float64(o.n) / secs
 			row.OfCeiling = row.PerSec / row.CeilingPerSec
-			row.XPerEntry = row.PerSec / res.PerEntryPerSec
+			row.XPerEntry = row.PerSec / perEntry
 			if row.FsyncP50Ms > 0 {
 				row.P99OverFsync = row.P99Ms / row.FsyncP50Ms
 			}
