@@ -156,6 +156,11 @@ func (l *requestLog) finishedWaits() int {
 
 func mcpStartDaemon(t testing.TB, h home.Home) *mcpDaemon {
 	t.Helper()
+	return mcpStartDaemonOpts(t, h, false)
+}
+
+func mcpStartDaemonOpts(t testing.TB, h home.Home, readOnly bool) *mcpDaemon {
+	t.Helper()
 	ui := t.TempDir() // the Lab UI is served at / too, as `cmlab serve --ui`
 	if err := os.WriteFile(filepath.Join(ui, "index.html"), []byte("<html></html>"), 0o600); err != nil {
 		t.Fatal(err)
@@ -165,7 +170,7 @@ func mcpStartDaemon(t testing.TB, h home.Home) *mcpDaemon {
 	ready := make(chan labapi.DaemonInfo, 1)
 	exited := make(chan error, 1)
 	go func() {
-		exited <- labapi.RunDaemon(ctx, labapi.DaemonOptions{Home: h, Listen: "127.0.0.1:0", UIDir: ui,
+		exited <- labapi.RunDaemon(ctx, labapi.DaemonOptions{Home: h, Listen: "127.0.0.1:0", UIDir: ui, ReadOnly: readOnly,
 			Logger: slog.New(rl), Ready: func(info labapi.DaemonInfo) { ready <- info }})
 	}()
 	var info labapi.DaemonInfo
@@ -827,5 +832,32 @@ func BenchmarkMCPToolCall(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// TestMCPReadOnlyDaemon: a read-only daemon (a replayed home) still serves
+// the read tools at /mcp; writes are refused with the API's error.
+func TestMCPReadOnlyDaemon(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	d := mcpStartDaemon(t, h)
+	var posted []string
+	for i := range 3 {
+		posted = append(posted, mcpPostFeedback(t, d, i))
+	}
+	d.stop()
+
+	ro := mcpStartDaemonOpts(t, h, true)
+	cs := mcpHTTP(t, ro)
+	r := tool(t, cs, "lab_feedback_poll", map[string]any{"since": "0"})
+	var got []string
+	for _, it := range r["items"].([]any) {
+		got = append(got, it.(map[string]any)["id"].(string))
+	}
+	if !slices.Equal(got, posted) {
+		t.Fatalf("read-only poll %v, want %v", got, posted)
+	}
+	res := toolRes(t, cs, "pty_exec", map[string]any{"conversation_id": "c", "cmd": "echo no"})
+	if code, msg, fix, isErr := mcp.ErrorOf(res); !isErr || code != "FORBIDDEN" || !strings.Contains(msg, "read-only") || fix == "" {
+		t.Fatalf("pty_exec on a read-only daemon: %v %q %q %q", isErr, code, msg, fix)
 	}
 }
