@@ -71,10 +71,12 @@ func mcpGuess(t *testing.T) string {
 }
 
 // mcpStdio spawns `cmlab mcp --home h` and connects the SDK's client to it.
-func mcpStdio(t testing.TB, h home.Home) (*sdk.ClientSession, *lockedBuffer) {
+func mcpStdio(t testing.TB, h home.Home) (*sdk.ClientSession, *lockedBuffer, string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestMCPChildProcess$")
-	cmd.Env = append(os.Environ(), mcpChildEnv+"=1", mcpChildArgs+"="+strings.Join([]string{"mcp", "--home", h.Dir}, "\x1f"))
+	tag := fmt.Sprintf("%s-%d-%d", strings.ReplaceAll(t.Name(), "/", "_"), os.Getpid(), time.Now().UnixNano())
+	cmd.Env = append(os.Environ(), mcpChildEnv+"=1", mcpChildArgs+"="+strings.Join([]string{"mcp", "--home", h.Dir}, "\x1f"),
+		mcpTagEnv+"="+tag)
 	stderr := &lockedBuffer{}
 	cmd.Stderr = stderr
 	c := sdk.NewClient(&sdk.Implementation{Name: "cmlab-test", Version: "v0"}, nil)
@@ -88,8 +90,49 @@ func mcpStdio(t testing.TB, h home.Home) (*sdk.ClientSession, *lockedBuffer) {
 		if err := cs.Close(); err != nil {
 			t.Errorf("cmlab mcp did not exit cleanly: %v\nstderr: %s", err, stderr.String())
 		}
+		// Nothing it started (shells, their children) outlives it.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			left := mcpTaggedProcs(tag)
+			if len(left) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("processes left behind by cmlab mcp: %v", left)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	})
-	return cs, stderr
+	return cs, stderr, tag
+}
+
+// mcpTagEnv marks the environment of a spawned `cmlab mcp`; its shells
+// inherit it, so /proc tells what it left behind.
+const mcpTagEnv = "CMLAB_TEST_MCP_TAG"
+
+// mcpTaggedProcs lists the live pids whose environment carries tag.
+func mcpTaggedProcs(tag string) []int {
+	ents, _ := os.ReadDir("/proc")
+	want := []byte(mcpTagEnv + "=" + tag + "\x00")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !bytes.Contains(env, want) {
+			continue
+		}
+		if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
+			if i := bytes.LastIndexByte(st, ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
+				continue // a zombie whose parent is gone is reaped by init
+			}
+		}
+		pids = append(pids, pid)
+	}
+	return pids
 }
 
 // lockedBuffer is the child's stderr; only Write is exposed (an embedded
@@ -529,9 +572,13 @@ func mcpListTools(t *testing.T, cs *sdk.ClientSession) {
 // TestMCPStdioInProcess: `cmlab mcp` with no daemon opens the home itself.
 func TestMCPStdioInProcess(t *testing.T) {
 	h := home.Home{Dir: t.TempDir()}
-	cs, stderr := mcpStdio(t, h)
+	cs, stderr, tag := mcpStdio(t, h)
 	mcpListTools(t, cs)
 	mcpSeedFlow(t, cs, h, "conv1")
+	// The shell runs under cmlab mcp (and is gone after it: see mcpStdio).
+	if procs := mcpTaggedProcs(tag); len(procs) < 2 {
+		t.Fatalf("processes of cmlab mcp and its shell: %v", procs)
+	}
 	mcpCancelledWait(t, cs, "conv1", nil)
 	if s := tool(t, cs, "lab_session", nil); !strings.HasPrefix(s["sessionId"].(string), "lab_") {
 		t.Fatalf("lab_session = %v", s)
@@ -547,7 +594,7 @@ func TestMCPStdioInProcess(t *testing.T) {
 func TestMCPStdioThroughDaemon(t *testing.T) {
 	h := home.Home{Dir: t.TempDir()}
 	d := mcpStartDaemon(t, h)
-	cs, stderr := mcpStdio(t, h)
+	cs, stderr, _ := mcpStdio(t, h)
 	if !strings.Contains(stderr.String(), "using the daemon at "+d.base) {
 		t.Errorf("stderr = %q", stderr.String())
 	}
@@ -815,7 +862,7 @@ func TestMCPStdioProtocolErrors(t *testing.T) {
 func BenchmarkMCPToolCall(b *testing.B) {
 	h := home.Home{Dir: b.TempDir()}
 	d := mcpStartDaemon(b, h)
-	stdio, _ := mcpStdio(b, h)
+	stdio, _, _ := mcpStdio(b, h)
 	httpCS := mcpHTTP(b, d)
 	tool(b, stdio, "pty_status", map[string]any{"conversation_id": "bench"}) // start the shell
 	for _, c := range []struct {
