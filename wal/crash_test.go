@@ -181,6 +181,9 @@ func TestCrashSIGKILL(t *testing.T) {
 			}
 			lastI[key] = ei
 		}
+		if rep, err := Verify(filepath.Join(home, "wal")); err != nil || rep.TornTail != nil || rep.Last != prev {
+			t.Fatalf("round %d: Verify after reopen: %+v %v", r, rep, err)
+		}
 		if prev != l.LastSeq() {
 			t.Fatalf("round %d: events end at %d, LastSeq %d", r, prev, l.LastSeq())
 		}

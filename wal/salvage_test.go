@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cmlab/cmlab/events"
@@ -182,5 +183,46 @@ func TestSalvageRefusesWhileLocked(t *testing.T) {
 	openT(t, Options{Dir: dir})
 	if _, err := Salvage(dir, t.TempDir()); !errors.Is(err, ErrLocked) {
 		t.Fatalf("Salvage of a held log: %v", err)
+	}
+}
+
+func TestMissingSegmentIsRefusedAndSalvaged(t *testing.T) {
+	home := t.TempDir()
+	buildLog(t, home, 10, 700) // segments 1-3, 4-6, 7-9, 10
+	dir := filepath.Join(home, "wal")
+	if err := os.Remove(filepath.Join(dir, segmentName(4))); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Verify(dir)
+	if !errors.Is(err, ErrCorrupt) || len(rep.Bad) != 1 {
+		t.Fatalf("Verify: %v %+v", err, rep.Bad)
+	}
+	if b := rep.Bad[0]; b.Segment != segmentName(1) || b.Seq != 4 || b.Lost != 3 || b.Reason != ReasonMissing {
+		t.Fatalf("bad %+v", b)
+	}
+	if _, err := Open(Options{Dir: dir}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "seq 4") {
+		t.Fatalf("Open: %v", err)
+	}
+	srep, err := Salvage(dir, filepath.Join(home, "quarantine"))
+	if err != nil || len(srep.Lost) != 3 || srep.Lost[0].Seq != 4 || srep.Lost[2].Seq != 6 {
+		t.Fatalf("Salvage: %+v %v", srep, err)
+	}
+	l, err := Open(Options{Dir: dir, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var seqs []uint64
+	for ev, err := range l.Events(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ev.Seq)
+		if ev.Seq >= 4 && ev.Seq <= 6 && ev.Type != events.TypeWalSalvaged {
+			t.Fatalf("seq %d is %s", ev.Seq, ev.Type)
+		}
+	}
+	if len(seqs) != 10 || l.LastSeq() != 10 {
+		t.Fatalf("seqs %v", seqs)
 	}
 }
