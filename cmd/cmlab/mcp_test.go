@@ -17,9 +17,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/mcp"
@@ -907,4 +909,84 @@ func TestMCPReadOnlyDaemon(t *testing.T) {
 	if code, msg, fix, isErr := mcp.ErrorOf(res); !isErr || code != "FORBIDDEN" || !strings.Contains(msg, "read-only") || fix == "" {
 		t.Fatalf("pty_exec on a read-only daemon: %v %q %q %q", isErr, code, msg, fix)
 	}
+}
+
+// TestMCPStdioSIGTERM: SIGTERM ends an in-process `cmlab mcp` cleanly
+// (exit 0, terminals and what runs in them gone, the home unlocked) while
+// its stdin stays open.
+func TestMCPStdioSIGTERM(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMCPChildProcess$")
+	tag := fmt.Sprintf("sigterm-%d-%d", os.Getpid(), time.Now().UnixNano())
+	cmd.Env = append(os.Environ(), mcpChildEnv+"=1", mcpChildArgs+"="+strings.Join([]string{"mcp", "--home", h.Dir}, "\x1f"), mcpTagEnv+"="+tag)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	exited := false
+	defer func() {
+		if !exited {
+			cmd.Process.Kill()
+			<-done
+		}
+	}()
+	dec := json.NewDecoder(stdout)
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"pty_exec","arguments":{"conversation_id":"c1","cmd":"sleep 600"}}}`,
+	} {
+		if _, err := stdin.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for want := int64(1); want <= 2; want++ {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil || n(m["id"]) != want || m["result"] == nil {
+			t.Fatalf("answer %d: %v %v\nstderr: %s", want, m, err, stderr.String())
+		}
+	}
+	for start := time.Now(); len(mcpTaggedProcs(tag)) < 3; { // cmlab mcp, bash, sleep
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("cmlab mcp, its shell and the command: %v", mcpTaggedProcs(tag))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		exited = true
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\nstderr: %s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("cmlab mcp ignored SIGTERM")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(mcpTaggedProcs(tag)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("left behind: %v", mcpTaggedProcs(tag))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The home is free again: the engine closed and released its lock.
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
+	if err != nil {
+		t.Fatalf("home still locked after SIGTERM: %v", err)
+	}
+	eng.Close()
 }
