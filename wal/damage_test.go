@@ -320,3 +320,40 @@ func writeAt(t *testing.T, path string, off int64, b []byte) {
 // flipMask varies the flip between bytes: all bits, the lowest bit, the
 // highest bit (which turns length bytes into continuation bytes).
 func flipMask(i int) byte { return [...]byte{0xFF, 0x01, 0x80}[i%3] }
+
+// TestRepairRecordedAfterCrashBeforeTheEvent: Open cut a torn tail and
+// died before appending wal.repaired; the next Open records it, once.
+func TestRepairRecordedAfterCrashBeforeTheEvent(t *testing.T) {
+	home := t.TempDir()
+	buildLog(t, home, 4, 1<<20)
+	dir, qdir := filepath.Join(home, "wal"), filepath.Join(home, "quarantine")
+	torn := []byte{0xd0, 0x01, 0xC1, 0x12, 0x34}
+	if err := appendToTail(dir, torn); err != nil {
+		t.Fatal(err)
+	}
+	// The cut without the event, as a crash between the two would leave it.
+	rep, _, err := repairTail(dir, qdir, true)
+	if err != nil || rep == nil {
+		t.Fatalf("repairTail: %+v %v", rep, err)
+	}
+	l, err := Open(Options{Dir: dir, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := l.Repaired()
+	if got == nil || got.Quarantine != rep.Quarantine || got.Offset != rep.Offset || got.Length != int64(len(torn)) || got.FirstSeq != 5 || l.LastSeq() != 5 {
+		t.Fatalf("late record %+v (cut %+v), last %d", got, rep, l.LastSeq())
+	}
+	if q := quarantined(t, home); len(q) != 1 || !bytes.Equal(q[rep.Quarantine], torn) {
+		t.Fatalf("quarantine %v", q)
+	}
+	l.Close()
+	l2, err := Open(Options{Dir: dir, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if l2.Repaired() != nil || l2.LastSeq() != 5 {
+		t.Fatalf("recorded twice: %+v last %d", l2.Repaired(), l2.LastSeq())
+	}
+}

@@ -62,6 +62,9 @@ func repairTail(dir, qdir string, noSync bool) (*events.WalRepaired, int64, erro
 		tailSize = ds.Segments[n-1].Size
 	}
 	if torn == nil {
+		if n := len(ds.Segments); n > 0 {
+			return unrecordedRepair(qdir, ds.Segments[n-1].Segment.Name, tailSize), tailSize, nil
+		}
 		return nil, tailSize, nil
 	}
 	seg := filepath.Join(dir, torn.Segment)
@@ -143,4 +146,41 @@ func truncateSync(path string, size int64, noSync bool) error {
 		}
 	}
 	return f.Close()
+}
+
+// unrecordedRepair finds a repair whose wal.repaired event was lost: an
+// Open that cut a torn tail and crashed before appending the event. Then
+// the last segment still ends exactly at the cut, and the quarantine holds
+// <segment>-at-<size>.torn (the newest, if suffixed copies exist). Once the
+// event is appended the segment grows past the cut, so a repair is never
+// recorded twice.
+func unrecordedRepair(qdir, seg string, size int64) *events.WalRepaired {
+	base := fmt.Sprintf("%s-at-%d.torn", seg, size)
+	name := ""
+	for i := 0; i <= 1000; i++ {
+		n := base
+		if i > 0 {
+			n = fmt.Sprintf("%s.%d", base, i)
+		}
+		if _, err := os.Stat(filepath.Join(qdir, n)); err != nil {
+			break
+		}
+		name = n
+	}
+	if name == "" {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(qdir, name))
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	reason := ReasonIncomplete
+	if allZero(b) {
+		reason = ReasonZeroFill
+	} else if entry, _, r := frameAt(b, 0); r != "" {
+		reason = r
+	} else if _, r := checkEntry(entry, 0); r != "" && r != ReasonSeq {
+		reason = r
+	}
+	return &events.WalRepaired{Segment: seg, Offset: size, Length: int64(len(b)), Quarantine: name, Reason: reason + " (recorded at a later open)"}
 }
