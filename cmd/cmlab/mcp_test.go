@@ -640,6 +640,27 @@ func TestMCPStdioThroughDaemon(t *testing.T) {
 	}
 }
 
+// mcpPostFeedbackE is mcpPostFeedback for a goroutine: "" on failure,
+// which the comparison then reports.
+func mcpPostFeedbackE(d *mcpDaemon, i int) string {
+	body := fmt.Sprintf(`{"ratings":{"overall":%d},"notes":"entry %d"}`, i%101, i)
+	req, _ := http.NewRequest("POST", d.base+"/api/feedback", strings.NewReader(body))
+	req.Header.Set("X-CM-LAB-TOKEN", d.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var out struct {
+		FeedbackID string `json:"feedbackId"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&out) != nil || resp.StatusCode != 200 {
+		return ""
+	}
+	return out.FeedbackID
+}
+
 // mcpPostFeedback submits one feedback entry over HTTP and returns its id.
 func mcpPostFeedback(t *testing.T, d *mcpDaemon, i int) string {
 	t.Helper()
@@ -701,6 +722,29 @@ func mcpFeedbackPaging(t *testing.T, cs *sdk.ClientSession, d *mcpDaemon) {
 	}
 	if !slices.Equal(got, posted) {
 		t.Fatalf("polled %v\n  want %v", got, posted)
+	}
+	// Feedback posted while the agent polls: every entry once, in order.
+	postedc := make(chan []string, 1)
+	go func() {
+		var ids []string
+		defer func() { postedc <- ids }()
+		for i := 100; i < 130; i++ {
+			ids = append(ids, mcpPostFeedbackE(d, i))
+		}
+	}()
+	before := len(got)
+	var more []string
+	deadline := time.Now().Add(60 * time.Second)
+	for len(got)-before < 30 && time.Now().Before(deadline) {
+		if poll() == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	more = <-postedc
+	for poll() > 0 {
+	}
+	if !slices.Equal(got[before:], more) {
+		t.Fatalf("polled during posting %v\n  want %v", got[before:], more)
 	}
 	// A cursor that is not on a line boundary is a tool error with the API's code and fix.
 	res := toolRes(t, cs, "lab_feedback_poll", map[string]any{"since": "1"})
