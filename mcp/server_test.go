@@ -131,6 +131,15 @@ func TestListTools(t *testing.T) {
 		if tool.OutputSchema == nil {
 			t.Errorf("%s: no output schema", tool.Name)
 		}
+		if tool.Name == "pty_wait_for" {
+			var mt struct {
+				Enum []string `json:"enum"`
+			}
+			json.Unmarshal(schema.Properties["match_type"], &mt)
+			if !slices.Equal(mt.Enum, []string{"substring", "regex", "prompt"}) || !slices.Contains(schema.Required, "from_cursor") {
+				t.Errorf("pty_wait_for: match_type enum %v, required %v", mt.Enum, schema.Required)
+			}
+		}
 	}
 	want := slices.Clone(ToolNames())
 	slices.Sort(want)
