@@ -66,7 +66,10 @@
 //
 // # Processes
 //
-// Interrupts are typed as ^C so the line discipline signals the
+// Input (commands, send, ^C) is written by one writer goroutine per shell,
+// in order, so a program that never reads its terminal cannot block a
+// request or the per-PTY lock. At most Options.MaxShells shells run at
+// once. Interrupts are typed as ^C so the line discipline signals the
 // foreground process group. Teardown SIGKILLs every process whose session
 // id is the shell's (read from /proc), reaps bash, and closes the master.
 // A shell whose children keep the pty open after it exits is detected by
