@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -181,6 +182,7 @@ func (h *harness) loop(ctx context.Context, sum *Summary) error {
 	if err := h.d.stop(20 * time.Second); err != nil {
 		h.l.violate("final: %v", err)
 	}
+	h.scanDaemonLog(h.d, 0)
 	h.d = nil
 	h.checkOffline(ctx)
 	return nil
@@ -222,6 +224,7 @@ func (h *harness) round(ctx context.Context, round int) (RoundStat, error) {
 		h.l.violate("round %d: the daemon died on its own during the load (%v); its output:\n%s", round, h.d.err, tail(h.d.log.String(), 3000))
 	}
 	h.d.kill() // SIGKILL mid-load
+	h.scanDaemonLog(h.d, round)
 	h.d = nil
 	stopLoad()
 	wg.Wait()
@@ -302,4 +305,16 @@ func printSummary(out io.Writer, sum *Summary) {
 		fmt.Fprintln(out, "VIOLATION:", v)
 	}
 	fmt.Fprintf(out, "seed %d: %d rounds, %d violations\n", sum.Seed, len(sum.Rounds), len(sum.Violations))
+}
+
+// scanDaemonLog flags what a daemon printed that no client could see: a
+// data race (the race detector only reports, and a SIGKILLed process has no
+// exit code) or a panic.
+func (h *harness) scanDaemonLog(d *daemon, round int) {
+	out := d.log.String()
+	for _, sign := range []string{"WARNING: DATA RACE", "panic:", "fatal error:"} {
+		if i := strings.Index(out, sign); i >= 0 {
+			h.l.violate("round %d: the daemon printed %q:\n%s", round, sign, tail(out[i:], 3000))
+		}
+	}
 }
