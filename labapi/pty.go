@@ -2,11 +2,13 @@ package labapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/pty"
 	"github.com/cmlab/cmlab/wal"
 )
@@ -14,9 +16,11 @@ import (
 // registerPtyRoutes registers the terminal bridge of SPEC §6 (seed 001):
 // JSON in, JSON out, the seed's field names. Every route needs the token,
 // GET included. wait_for, wait_prompt and read_spool are POSTs that only
-// read: they are served while the log is degraded. exec_block, exec_interactive, send and expect_send honour
-// request ids: the event that records the act carries the response
-// snapshot, so a retry returns it and nothing is run or typed again.
+// read: they are served while the log is degraded. exec_block,
+// exec_interactive, send and expect_send honour request ids: the event that
+// records the act carries the response snapshot, so a retry returns it and
+// nothing is run or typed again. end_session and reset honour them too,
+// recorded once they have acted (recordPtyRequest).
 func (s *Server) registerPtyRoutes() {
 	const p = "/api/pty/{conversationId}/"
 	s.route("POST "+p+"exec_block", authAlways, s.ptyExecBlock)
@@ -296,16 +300,18 @@ func (s *Server) ptyEndSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var in ptyEndReq
-	if err := decodeJSON(body, &in); err != nil {
-		return err
-	}
-	res, err := m.EndSession(r.Context(), r.PathValue("conversationId"), time.Duration(in.GraceMs)*time.Millisecond)
-	if err != nil {
-		return ptyError(err)
-	}
-	writeJSON(w, http.StatusOK, res)
-	return nil
+	conv := r.PathValue("conversationId")
+	return s.idempotent(w, r, "pty.end_session "+conv, body, func(req, hash string) (any, error) {
+		var in ptyEndReq
+		if err := decodeJSON(body, &in); err != nil {
+			return nil, err
+		}
+		res, err := m.EndSession(r.Context(), conv, time.Duration(in.GraceMs)*time.Millisecond)
+		if err != nil {
+			return nil, ptyError(err)
+		}
+		return res, s.recordPtyRequest(r.Context(), conv, "pty.end_session", req, hash, res)
+	})
 }
 
 type ptyResetReq struct {
@@ -321,16 +327,40 @@ func (s *Server) ptyReset(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var in ptyResetReq
-	if err := decodeJSON(body, &in); err != nil {
+	conv := r.PathValue("conversationId")
+	return s.idempotent(w, r, "pty.reset "+conv, body, func(req, hash string) (any, error) {
+		var in ptyResetReq
+		if err := decodeJSON(body, &in); err != nil {
+			return nil, err
+		}
+		res, err := m.Reset(r.Context(), conv, in.Reason)
+		if err != nil {
+			return nil, ptyError(err)
+		}
+		return res, s.recordPtyRequest(r.Context(), conv, "pty.reset", req, hash, res)
+	})
+}
+
+// recordPtyRequest records the request id of an end_session or reset once
+// it has acted, so a retry gets the same answer and interrupts or replaces
+// no later shell. Unlike exec and send, these act in several steps (an
+// interrupt, a wait, maybe a kill and a new shell), so the record follows
+// the act: a crash between the two leaves the request unrecorded and a
+// retry acts again — on a session that is already ended or fresh.
+func (s *Server) recordPtyRequest(ctx context.Context, conv, kind, req, hash string, res any) error {
+	if req == "" {
+		return nil
+	}
+	snap, err := json.Marshal(res)
+	if err != nil {
 		return err
 	}
-	res, err := m.Reset(r.Context(), r.PathValue("conversationId"), in.Reason)
+	ev, err := events.New(conv, &events.IdempotencyRecorded{Kind: kind, EntityID: conv})
 	if err != nil {
-		return ptyError(err)
+		return err
 	}
-	writeJSON(w, http.StatusOK, res)
-	return nil
+	_, err = s.appendEvent(ctx, ev.WithRequest(req, hash, snap))
+	return err
 }
 
 func (s *Server) ptyStatus(w http.ResponseWriter, r *http.Request) error {

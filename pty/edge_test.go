@@ -415,3 +415,59 @@ func TestExecRightAfterShellExit(t *testing.T) {
 		t.Fatalf("%d blocks, want 12", len(final))
 	}
 }
+
+// TestRetriedResetAndEndSession: reset and end_session retried with one
+// request id act once and answer the same; the id reused with another body
+// is refused.
+func TestRetriedResetAndEndSession(t *testing.T) {
+	b := newBridge(t)
+	b.execWait("true")
+	code, r1 := b.call("POST", "/api/pty/conv1/reset", "req-reset-1", map[string]any{"reason": "test"})
+	if code != 200 || r1["ok"] != true {
+		t.Fatalf("reset = %d %v", code, r1)
+	}
+	code, r2 := b.call("POST", "/api/pty/conv1/reset", "req-reset-1", map[string]any{"reason": "test"})
+	if code != 200 || fmt.Sprint(r1) != fmt.Sprint(r2) {
+		t.Fatalf("retried reset = %d %v, first %v", code, r2, r1)
+	}
+	code, r3 := b.call("POST", "/api/pty/conv1/reset", "req-reset-1", map[string]any{"reason": "other"})
+	if code != 409 || r3["error"].(map[string]any)["code"] != "IDEMPOTENCY_KEY_REUSED" {
+		t.Fatalf("reused id = %d %v", code, r3)
+	}
+	ir := b.post("exec_interactive", map[string]any{"cmd": guess(t)})
+	b.post("wait_for", map[string]any{"match": "Guess a number", "from_cursor": ir["resume_cursor"], "timeout_ms": 20000})
+	code, e1 := b.call("POST", "/api/pty/conv1/end_session", "req-end-1", map[string]any{})
+	if code != 200 || e1["ok"] != true {
+		t.Fatalf("end_session = %d %v", code, e1)
+	}
+	// A new interactive session: a retried end_session must not interrupt it.
+	ir2 := b.post("exec_interactive", map[string]any{"cmd": guess(t)})
+	b.post("wait_for", map[string]any{"match": "Guess a number", "from_cursor": ir2["resume_cursor"], "timeout_ms": 20000})
+	code, e2 := b.call("POST", "/api/pty/conv1/end_session", "req-end-1", map[string]any{})
+	if code != 200 || fmt.Sprint(e1) != fmt.Sprint(e2) {
+		t.Fatalf("retried end_session = %d %v, first %v", code, e2, e1)
+	}
+	if st := b.get("status"); st["mode"] != "interactive" {
+		t.Fatalf("retried end_session ended the new session: status %v", st)
+	}
+	b.post("send", map[string]any{"data": "7\r"})
+	b.post("wait_prompt", map[string]any{"from_cursor": ir2["resume_cursor"], "timeout_ms": 20000})
+	b.barrier()
+	var resets, interrupts int
+	for ev, err := range b.eng.Log().Events(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ev.Type {
+		case events.TypePtySessionReset:
+			resets++
+		case events.TypePtyInput:
+			if in, err := events.DecodeAs[*events.PtyInput](ev); err == nil && in.Source == "interrupt" {
+				interrupts++
+			}
+		}
+	}
+	if resets != 1 || interrupts != 1 {
+		t.Fatalf("resets %d, interrupts %d; want 1 and 1", resets, interrupts)
+	}
+}
