@@ -1,15 +1,18 @@
 package torture
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,6 +51,8 @@ func (h *harness) checkAfterRestart(ctx context.Context, round int) (resent, rep
 	lap("rebuild")
 	h.checkStepsClassified(ctx, c, round)
 	lap("steps")
+	h.checkStreamReplay(ctx, c, round)
+	lap("stream")
 	fmt.Fprintf(h.opts.Out, "round %d: checks: %s\n", round, strings.Join(steps, ", "))
 	return resent, replayed
 }
@@ -505,4 +510,50 @@ func (h *harness) checkBlocks(eng *engine.Engine, round int) {
 		}
 	}
 	h.l.blockEnds = len(ends)
+}
+
+// checkStreamReplay reads the event stream from a point before the end up
+// to the log's last seq and checks the ids run consecutively: a replay
+// after a crash has no gap and no duplicate.
+func (h *harness) checkStreamReplay(ctx context.Context, c *client, round int) {
+	_, last, err := c.health(ctx)
+	if err != nil || last == 0 {
+		return
+	}
+	since := uint64(0)
+	if last > 5000 {
+		since = last - 5000
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/api/events?since="+strconv.FormatUint(since, 10), nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set("X-CM-LAB-TOKEN", c.token)
+	resp, err := (&http.Client{}).Do(req)
+	if err != nil {
+		h.l.violate("round %d: event stream replay: %v", round, err)
+		return
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	want := since + 1
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "id:") {
+			continue
+		}
+		id, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(line, "id:")), 10, 64)
+		if id != want {
+			h.l.violate("round %d: event stream replay from %d: id %d where %d was due", round, since, id, want)
+			return
+		}
+		if id == last {
+			return
+		}
+		want++
+	}
+	h.l.violate("round %d: event stream replay from %d ended at %d before the last seq %d (%v)", round, since, want-1, last, sc.Err())
 }
