@@ -339,7 +339,9 @@ func decodeJSON(body []byte, v any) error {
 		}
 		return NewError(CodeInvalidJSON, "request body is not valid JSON: "+err.Error(), "Send a JSON object.")
 	}
-	if dec.More() {
+	// Anything but white space after the value is an error. (Decoder.More
+	// reports false for a stray ']' or '}', so it cannot tell.)
+	if len(bytes.TrimSpace(body[dec.InputOffset():])) != 0 {
 		return NewError(CodeInvalidJSON, "request body has data after the JSON value", "Send exactly one JSON object.")
 	}
 	return nil
