@@ -71,6 +71,9 @@ func runFaultTrial(t *testing.T, arm func(*wal.Faults), armAfter int) {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(srv.Handler())
+	// Keep the four clients' connections alive: a new connection per request
+	// could run the shared machine out of loopback ports.
+	ts.Client().Transport.(*http.Transport).MaxIdleConnsPerHost = 16
 	post := func(notes, req string) (int, []byte) {
 		body := fmt.Sprintf(`{"ratings":{"overall":%d},"notes":%q}`, len(notes)%101, notes)
 		hr, _ := http.NewRequest("POST", ts.URL+"/api/feedback", bytes.NewReader([]byte(body)))
