@@ -32,7 +32,11 @@ func (c *client) noteErr(err error) {
 }
 
 func newClient(d *daemon) *client {
-	return &client{base: d.base, token: d.token, hc: &http.Client{Timeout: 30 * time.Second}}
+	// Enough idle connections for every load client, so requests reuse
+	// connections instead of churning loopback ports.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 32
+	return &client{base: d.base, token: d.token, hc: &http.Client{Timeout: 30 * time.Second, Transport: tr}}
 }
 
 // reply is one HTTP answer. A transport error (daemon killed mid-request)
