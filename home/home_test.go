@@ -1,0 +1,111 @@
+package home
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestValidateID(t *testing.T) {
+	for _, tc := range []struct {
+		id string
+		ok bool
+	}{
+		{"lab_0190a1b2", true},
+		{"conv-1.x", true},
+		{strings.Repeat("a", 128), true},
+		{strings.Repeat("a", 129), false},
+		{"", false},
+		{".", false},
+		{"..", false},
+		{"../etc", false},
+		{"a/b", false},
+		{"a b", false},
+		{"a\x00b", false},
+		{"ünï", false},
+	} {
+		err := ValidateID(tc.id)
+		if (err == nil) != tc.ok {
+			t.Errorf("ValidateID(%q) = %v, want ok=%v", tc.id, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrInvalidID) {
+			t.Errorf("ValidateID(%q) error does not wrap ErrInvalidID: %v", tc.id, err)
+		}
+	}
+	h := Home{Dir: t.TempDir()}
+	if _, err := h.PtyDir("../x"); err == nil {
+		t.Fatal("PtyDir accepted ../x")
+	}
+	if _, err := h.SessionDir(".."); err == nil {
+		t.Fatal("SessionDir accepted ..")
+	}
+}
+
+func TestResolve(t *testing.T) {
+	t.Setenv("CMLAB_HOME", "/srv/cmlab-env")
+	if h, _ := Resolve("/srv/flag"); h.Dir != "/srv/flag" {
+		t.Fatalf("flag: %s", h.Dir)
+	}
+	if h, _ := Resolve(""); h.Dir != "/srv/cmlab-env" {
+		t.Fatalf("env: %s", h.Dir)
+	}
+	t.Setenv("CMLAB_HOME", "")
+	t.Setenv("HOME", "/srv/user")
+	if h, _ := Resolve(""); h.Dir != "/srv/user/.cm" {
+		t.Fatalf("default: %s", h.Dir)
+	}
+}
+
+func TestEnsureAndTokenPermissions(t *testing.T) {
+	h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+	if err := h.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{h.Dir, h.WALDir(), h.StateDir(), h.QuarantineDir(), h.ExportsDir()} {
+		fi, err := os.Stat(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != DirPerm {
+			t.Errorf("%s: mode %v, want %v", d, fi.Mode().Perm(), DirPerm)
+		}
+	}
+	tok, err := h.Token()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tok) != 64 {
+		t.Fatalf("token %q: want 64 hex characters", tok)
+	}
+	fi, err := os.Stat(h.TokenFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != FilePerm {
+		t.Fatalf("token file mode %v, want %v", fi.Mode().Perm(), FilePerm)
+	}
+	again, err := h.Token()
+	if err != nil || again != tok {
+		t.Fatalf("second Token() = %q, %v; want the same token", again, err)
+	}
+}
+
+func TestWriteFileAtomicReplaces(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "state", "checkpoint.json")
+	if err := WriteFileAtomic(p, []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFileAtomic(p, []byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil || string(b) != "two" {
+		t.Fatalf("content %q, %v", b, err)
+	}
+	ents, _ := os.ReadDir(filepath.Dir(p))
+	if len(ents) != 1 {
+		t.Fatalf("%d files left beside it, want only the file", len(ents))
+	}
+}
