@@ -23,15 +23,15 @@ import (
 // recorded once they have acted (recordPtyRequest).
 func (s *Server) registerPtyRoutes() {
 	const p = "/api/pty/{conversationId}/"
-	s.route("POST "+p+"exec_block", authAlways, s.ptyExecBlock)
-	s.route("POST "+p+"exec_interactive", authAlways, s.ptyExecInteractive)
-	s.route("POST "+p+"send", authAlways, s.ptySend)
-	s.route("POST "+p+"wait_for", authAlwaysRead, s.ptyWaitFor)
-	s.route("POST "+p+"wait_prompt", authAlwaysRead, s.ptyWaitPrompt)
-	s.route("POST "+p+"expect_send", authAlways, s.ptyExpectSend)
-	s.route("POST "+p+"read_spool", authAlwaysRead, s.ptyReadSpool)
-	s.route("POST "+p+"end_session", authAlways, s.ptyEndSession)
-	s.route("POST "+p+"reset", authAlways, s.ptyReset)
+	s.route("POST "+p+"exec_block", authAlways, ptyActRoute(s, "pty.exec_block", s.ptyExec(false)))
+	s.route("POST "+p+"exec_interactive", authAlways, ptyActRoute(s, "pty.exec_interactive", s.ptyExec(true)))
+	s.route("POST "+p+"send", authAlways, ptyActRoute(s, "pty.send", ptySend))
+	s.route("POST "+p+"wait_for", authAlwaysRead, ptyReadRoute(s, ptyWaitFor))
+	s.route("POST "+p+"wait_prompt", authAlwaysRead, ptyReadRoute(s, ptyWaitPrompt))
+	s.route("POST "+p+"expect_send", authAlways, ptyActRoute(s, "pty.expect_send", ptyExpectSend))
+	s.route("POST "+p+"read_spool", authAlwaysRead, ptyReadRoute(s, ptyReadSpool))
+	s.route("POST "+p+"end_session", authAlways, ptyActRoute(s, "pty.end_session", s.ptyEndSession))
+	s.route("POST "+p+"reset", authAlways, ptyActRoute(s, "pty.reset", s.ptyReset))
 	s.route("GET "+p+"status", authAlways, s.ptyStatus)
 	s.route("GET "+p+"blocks", authAlways, s.ptyBlocks)
 	s.route("GET "+p+"blocks/{blockId}", authAlways, s.ptyBlock)
@@ -107,100 +107,96 @@ func refusal(w *conflictWriter, err error) (any, bool) {
 	return nil, false
 }
 
+// ptyReadRoute serves a terminal POST that only reads (a wait or a spool
+// read): decode the body into an In and answer what op returns.
+func ptyReadRoute[In any](s *Server, op func(ctx context.Context, m *pty.Manager, conv string, in In) (any, error)) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		m, err := s.ptyManager()
+		if err != nil {
+			return err
+		}
+		body, err := readBody(r)
+		if err != nil {
+			return err
+		}
+		var in In
+		if err := decodeJSON(body, &in); err != nil {
+			return err
+		}
+		res, err := op(r.Context(), m, r.PathValue("conversationId"), in)
+		if err != nil {
+			return ptyError(err)
+		}
+		writeJSON(w, http.StatusOK, res)
+		return nil
+	}
+}
+
+// ptyActRoute serves a terminal POST that acts, at most once per request
+// id: op decodes nothing itself, validates in and acts, recording req with
+// the event that records the act. The conversation is part of the route
+// hashed with the body: one id reused on another conversation is
+// IDEMPOTENCY_KEY_REUSED, not a replay. A busy or interactive-mode refusal
+// is answered with the seed's body and HTTP 409.
+func ptyActRoute[In any](s *Server, route string, op func(ctx context.Context, m *pty.Manager, conv string, in In, req pty.Request) (any, error)) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		m, err := s.ptyManager()
+		if err != nil {
+			return err
+		}
+		body, err := readBody(r)
+		if err != nil {
+			return err
+		}
+		conv := r.PathValue("conversationId")
+		sw := &conflictWriter{ResponseWriter: w}
+		return s.idempotent(sw, r, route+" "+conv, body, func(req, hash string) (any, error) {
+			var in In
+			if err := decodeJSON(body, &in); err != nil {
+				return nil, err
+			}
+			res, err := op(r.Context(), m, conv, in, pty.Request{ID: req, Hash: hash})
+			if b, ok := refusal(sw, err); ok {
+				return b, nil
+			}
+			if err != nil {
+				return nil, ptyError(err)
+			}
+			return res, nil
+		})
+	}
+}
+
 type ptyExecReq struct {
 	Cmd *string `json:"cmd"`
 	Cwd string  `json:"cwd"`
 }
 
-func (s *Server) ptyExec(w http.ResponseWriter, r *http.Request, route string, interactive bool) error {
-	m, err := s.ptyManager()
-	if err != nil {
-		return err
-	}
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	conv := r.PathValue("conversationId")
-	sw := &conflictWriter{ResponseWriter: w}
-	// The conversation is part of the request: one id reused on another
-	// conversation is IDEMPOTENCY_KEY_REUSED, not a replay.
-	return s.idempotent(sw, r, route+" "+conv, body, func(req, hash string) (any, error) {
-		var in ptyExecReq
-		if err := decodeJSON(body, &in); err != nil {
-			return nil, err
-		}
+func (s *Server) ptyExec(interactive bool) func(ctx context.Context, m *pty.Manager, conv string, in ptyExecReq, req pty.Request) (any, error) {
+	return func(ctx context.Context, m *pty.Manager, conv string, in ptyExecReq, req pty.Request) (any, error) {
 		if in.Cmd == nil {
 			return nil, NewError(CodeInvalidArgument, "cmd is required", "Send {\"cmd\": \"…\", \"cwd\"?: \"…\"}.")
 		}
-		var resp any
-		var err error
 		if interactive {
-			resp, err = m.ExecInteractive(r.Context(), conv, *in.Cmd, in.Cwd, pty.Request{ID: req, Hash: hash})
-		} else {
-			resp, err = m.ExecBlock(r.Context(), conv, *in.Cmd, in.Cwd, pty.Request{ID: req, Hash: hash})
+			return m.ExecInteractive(ctx, conv, *in.Cmd, in.Cwd, req)
 		}
-		if b, ok := refusal(sw, err); ok {
-			return b, nil
-		}
-		return resp, ptyError(err)
-	})
-}
-
-func (s *Server) ptyExecBlock(w http.ResponseWriter, r *http.Request) error {
-	return s.ptyExec(w, r, "pty.exec_block", false)
-}
-
-func (s *Server) ptyExecInteractive(w http.ResponseWriter, r *http.Request) error {
-	return s.ptyExec(w, r, "pty.exec_interactive", true)
+		return m.ExecBlock(ctx, conv, *in.Cmd, in.Cwd, req)
+	}
 }
 
 type ptySendReq struct {
 	Data *string `json:"data"`
 }
 
-func (s *Server) ptySend(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.ptyManager()
-	if err != nil {
-		return err
+func ptySend(ctx context.Context, m *pty.Manager, conv string, in ptySendReq, req pty.Request) (any, error) {
+	if in.Data == nil {
+		return nil, NewError(CodeInvalidArgument, "data is required", "Send {\"data\": \"7\\r\"}.")
 	}
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	conv := r.PathValue("conversationId")
-	return s.idempotent(w, r, "pty.send "+conv, body, func(req, hash string) (any, error) {
-		var in ptySendReq
-		if err := decodeJSON(body, &in); err != nil {
-			return nil, err
-		}
-		if in.Data == nil {
-			return nil, NewError(CodeInvalidArgument, "data is required", "Send {\"data\": \"7\\r\"}.")
-		}
-		res, err := m.Send(r.Context(), conv, []byte(*in.Data), pty.Request{ID: req, Hash: hash})
-		return res, ptyError(err)
-	})
+	return m.Send(ctx, conv, []byte(*in.Data), req)
 }
 
-func (s *Server) ptyWaitFor(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.ptyManager()
-	if err != nil {
-		return err
-	}
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	var in pty.WaitParams
-	if err := decodeJSON(body, &in); err != nil {
-		return err
-	}
-	res, err := m.WaitFor(r.Context(), r.PathValue("conversationId"), in)
-	if err != nil {
-		return ptyError(err)
-	}
-	writeJSON(w, http.StatusOK, res)
-	return nil
+func ptyWaitFor(ctx context.Context, m *pty.Manager, conv string, in pty.WaitParams) (any, error) {
+	return m.WaitFor(ctx, conv, in)
 }
 
 type ptyWaitPromptReq struct {
@@ -208,25 +204,8 @@ type ptyWaitPromptReq struct {
 	TimeoutMs  int64 `json:"timeout_ms"`
 }
 
-func (s *Server) ptyWaitPrompt(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.ptyManager()
-	if err != nil {
-		return err
-	}
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	var in ptyWaitPromptReq
-	if err := decodeJSON(body, &in); err != nil {
-		return err
-	}
-	res, err := m.WaitPrompt(r.Context(), r.PathValue("conversationId"), in.FromCursor, in.TimeoutMs)
-	if err != nil {
-		return ptyError(err)
-	}
-	writeJSON(w, http.StatusOK, res)
-	return nil
+func ptyWaitPrompt(ctx context.Context, m *pty.Manager, conv string, in ptyWaitPromptReq) (any, error) {
+	return m.WaitPrompt(ctx, conv, in.FromCursor, in.TimeoutMs)
 }
 
 type ptyExpectSendReq struct {
@@ -237,28 +216,12 @@ type ptyExpectSendReq struct {
 	TimeoutMs  int64   `json:"timeout_ms"`
 }
 
-func (s *Server) ptyExpectSend(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.ptyManager()
-	if err != nil {
-		return err
+func ptyExpectSend(ctx context.Context, m *pty.Manager, conv string, in ptyExpectSendReq, req pty.Request) (any, error) {
+	if in.Send == nil {
+		return nil, NewError(CodeInvalidArgument, "send is required", "Send {\"expect\": \"…\", \"send\": \"…\", \"from_cursor\": N, \"timeout_ms\": N}.")
 	}
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	conv := r.PathValue("conversationId")
-	return s.idempotent(w, r, "pty.expect_send "+conv, body, func(req, hash string) (any, error) {
-		var in ptyExpectSendReq
-		if err := decodeJSON(body, &in); err != nil {
-			return nil, err
-		}
-		if in.Send == nil {
-			return nil, NewError(CodeInvalidArgument, "send is required", "Send {\"expect\": \"…\", \"send\": \"…\", \"from_cursor\": N, \"timeout_ms\": N}.")
-		}
-		wp := pty.WaitParams{Match: in.Expect, MatchType: in.MatchType, FromCursor: in.FromCursor, TimeoutMs: in.TimeoutMs}
-		res, err := m.ExpectSend(r.Context(), conv, wp, []byte(*in.Send), pty.Request{ID: req, Hash: hash})
-		return res, ptyError(err)
-	})
+	wp := pty.WaitParams{Match: in.Expect, MatchType: in.MatchType, FromCursor: in.FromCursor, TimeoutMs: in.TimeoutMs}
+	return m.ExpectSend(ctx, conv, wp, []byte(*in.Send), req)
 }
 
 type ptyReadReq struct {
@@ -266,79 +229,32 @@ type ptyReadReq struct {
 	MaxBytes   int64 `json:"max_bytes"`
 }
 
-func (s *Server) ptyReadSpool(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.ptyManager()
-	if err != nil {
-		return err
-	}
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	var in ptyReadReq
-	if err := decodeJSON(body, &in); err != nil {
-		return err
-	}
-	res, err := m.ReadSpool(r.Context(), r.PathValue("conversationId"), in.FromCursor, in.MaxBytes)
-	if err != nil {
-		return ptyError(err)
-	}
-	writeJSON(w, http.StatusOK, res)
-	return nil
+func ptyReadSpool(ctx context.Context, m *pty.Manager, conv string, in ptyReadReq) (any, error) {
+	return m.ReadSpool(ctx, conv, in.FromCursor, in.MaxBytes)
 }
 
 type ptyEndReq struct {
 	GraceMs int64 `json:"grace_ms"`
 }
 
-func (s *Server) ptyEndSession(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.ptyManager()
+func (s *Server) ptyEndSession(ctx context.Context, m *pty.Manager, conv string, in ptyEndReq, req pty.Request) (any, error) {
+	res, err := m.EndSession(ctx, conv, time.Duration(in.GraceMs)*time.Millisecond)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	conv := r.PathValue("conversationId")
-	return s.idempotent(w, r, "pty.end_session "+conv, body, func(req, hash string) (any, error) {
-		var in ptyEndReq
-		if err := decodeJSON(body, &in); err != nil {
-			return nil, err
-		}
-		res, err := m.EndSession(r.Context(), conv, time.Duration(in.GraceMs)*time.Millisecond)
-		if err != nil {
-			return nil, ptyError(err)
-		}
-		return res, s.recordPtyRequest(r.Context(), conv, "pty.end_session", req, hash, res)
-	})
+	return res, s.recordPtyRequest(ctx, conv, "pty.end_session", req, res)
 }
 
 type ptyResetReq struct {
 	Reason string `json:"reason"`
 }
 
-func (s *Server) ptyReset(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.ptyManager()
+func (s *Server) ptyReset(ctx context.Context, m *pty.Manager, conv string, in ptyResetReq, req pty.Request) (any, error) {
+	res, err := m.Reset(ctx, conv, in.Reason)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	conv := r.PathValue("conversationId")
-	return s.idempotent(w, r, "pty.reset "+conv, body, func(req, hash string) (any, error) {
-		var in ptyResetReq
-		if err := decodeJSON(body, &in); err != nil {
-			return nil, err
-		}
-		res, err := m.Reset(r.Context(), conv, in.Reason)
-		if err != nil {
-			return nil, ptyError(err)
-		}
-		return res, s.recordPtyRequest(r.Context(), conv, "pty.reset", req, hash, res)
-	})
+	return res, s.recordPtyRequest(ctx, conv, "pty.reset", req, res)
 }
 
 // recordPtyRequest records the request id of an end_session or reset once
@@ -347,8 +263,8 @@ func (s *Server) ptyReset(w http.ResponseWriter, r *http.Request) error {
 // interrupt, a wait, maybe a kill and a new shell), so the record follows
 // the act: a crash between the two leaves the request unrecorded and a
 // retry acts again — on a session that is already ended or fresh.
-func (s *Server) recordPtyRequest(ctx context.Context, conv, kind, req, hash string, res any) error {
-	if req == "" {
+func (s *Server) recordPtyRequest(ctx context.Context, conv, kind string, req pty.Request, res any) error {
+	if req.ID == "" {
 		return nil
 	}
 	snap, err := json.Marshal(res)
@@ -359,7 +275,7 @@ func (s *Server) recordPtyRequest(ctx context.Context, conv, kind, req, hash str
 	if err != nil {
 		return err
 	}
-	_, err = s.appendEvent(ctx, ev.WithRequest(req, hash, snap))
+	_, err = s.appendEvent(ctx, ev.WithRequest(req.ID, req.Hash, snap))
 	return err
 }
 

@@ -23,8 +23,15 @@ func runGuess(t *testing.T, b *bridge, input, expect string) events.Block {
 	if st := b.get("status"); st["mode"] != "interactive" || st["active_session_id"] != r["session_id"] || st["active_block_id"] != r["block_id"] {
 		t.Fatalf("status during session = %v", st)
 	}
-	if num(r["resume_cursor"]) != num(b.get("status")["resume_cursor"]) {
-		t.Fatalf("exec_interactive resume_cursor %v is not the spool size", r["resume_cursor"])
+	// resume_cursor is the spool size when the session began (seed §4.1):
+	// the program may have printed since, but nothing of it lies before.
+	if rc, size := num(r["resume_cursor"]), num(b.get("status")["resume_cursor"]); rc > size {
+		t.Fatalf("exec_interactive resume_cursor %d is past the spool size %d", rc, size)
+	}
+	if rc := num(r["resume_cursor"]); rc == 0 {
+		t.Fatalf("exec_interactive resume_cursor 0: the shell's first prompt should precede the session")
+	} else if before := b.post("read_spool", map[string]any{"from_cursor": 0, "max_bytes": rc}); strings.Contains(before["data"].(string), "Guess a number") {
+		t.Fatalf("output of the session lies before its resume_cursor %v: %q", r["resume_cursor"], before["data"])
 	}
 	w := b.post("wait_for", map[string]any{"match": "Guess a number", "from_cursor": r["resume_cursor"], "timeout_ms": 20000})
 	if w["matched"] != true {
