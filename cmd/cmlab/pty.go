@@ -84,7 +84,7 @@ func newPtyExecCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 	var noWait bool
 	c := &cobra.Command{
 		Use:   "exec CMD",
-		Short: "Run CMD as a block; wait for its prompt and print its output (exit code = the block's)",
+		Short: "Run CMD as a block; wait for its prompt and print its output (exits 1 when the block exits non-zero; its code is in the message and in --json)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
