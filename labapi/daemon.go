@@ -40,7 +40,9 @@ type DaemonOptions struct {
 	// ShutdownTimeout bounds the drain of in-flight requests (default 10s).
 	ShutdownTimeout time.Duration
 
-	onServer func(*Server) // benchmarks: the server once built
+	onServer  func(*Server)           // benchmarks: the server once built
+	onResumer func(*recovery.Resumer) // tests: start-up auto-resume
+	now       func() time.Time        // tests: recovery's clock
 }
 
 // feedbackSweep is how often the daemon ingests complete lines other
@@ -79,15 +81,26 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 		}
 	}()
 	if !o.ReadOnly {
-		plan, err := recovery.OnStart(ctx, eng, recovery.StartOptions{Lookback: o.Lookback})
+		// Decisions are taken and recorded before listening; resumed
+		// mandates run in the background under a context this function
+		// owns: cancelled and waited for at shutdown, before the engine
+		// closes (a step then still running is left executing and the next
+		// start classifies it).
+		plan, res, err := recovery.Start(ctx, eng, recovery.StartOptions{Lookback: o.Lookback, Now: o.now,
+			OutputFile: recovery.ResumeOutputFile(o.Home), OnResumed: resumeLogger(o.Logger, o.Home)})
 		if err != nil {
 			return fmt.Errorf("start-up recovery: %w", err)
 		}
 		for _, m := range plan.Mandates {
-			o.Logger.Info("start-up recovery", "mandate", m.MandateID, "resume", m.Resume, "reason", m.Reason)
+			o.Logger.Info("start-up recovery", "mandate", m.MandateID, "resume", m.Resume, "reason", m.Reason, "error", m.ResumeError)
 		}
 		if len(plan.ClosedTerminal) > 0 {
 			o.Logger.Info("start-up recovery closed terminal blocks left open", "blocks", plan.ClosedTerminal)
+		}
+		res.Start(context.WithoutCancel(ctx))
+		defer res.Stop()
+		if o.onResumer != nil {
+			o.onResumer(res)
 		}
 	}
 	var mgr *pty.Manager
@@ -165,4 +178,27 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 		o.Logger.Warn("shutdown did not drain in time", "err", err)
 	}
 	return nil
+}
+
+// resumeLogger logs the end of each mandate resumed at start: per step its
+// status, exit code and output digest, and where its output is kept.
+func resumeLogger(l *slog.Logger, h home.Home) func(string, *recovery.RunResult, error) {
+	return func(id string, res *recovery.RunResult, err error) {
+		out, _ := recovery.ResumeLogPath(h, id)
+		if res != nil {
+			for _, s := range res.Steps {
+				code := -1
+				if s.ExitCode != nil {
+					code = *s.ExitCode
+				}
+				l.Info("resumed step", "mandate", id, "step", s.StepID, "status", s.Status, "exit_code", code,
+					"output_digest", s.OutputDigest, "from_log", s.FromLog, "output", h.Rel(out))
+			}
+		}
+		if err != nil {
+			l.Warn("resumed mandate did not complete", "mandate", id, "err", err, "output", h.Rel(out))
+			return
+		}
+		l.Info("resumed mandate completed", "mandate", id, "output", h.Rel(out))
+	}
 }

@@ -68,5 +68,11 @@
 // mandates interrupted less than Lookback (default 2h) ago whose open
 // steps are all already_done or safe_to_retry; the rest wait for the
 // operator. Decisions and reasons are logged in a recovery.applied event
-// (auto: true) when they change, and shown by `cmlab recover`.
+// (auto: true) when they change, and shown by `cmlab recover`. The daemon
+// calls Start, which decides and records synchronously, and runs the
+// returned Resumer in the background under a context it cancels and waits
+// for at shutdown (a step killed then is left executing for the next start
+// to classify); each resumed mandate's output is appended to
+// state/resume/<mandate_id>.log (0600) and its steps' exit codes and output
+// digests are logged.
 package recovery

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/cmlab/cmlab/events"
 )
@@ -284,7 +285,14 @@ func (r *Runner) runStep(ctx context.Context, id string, ms MandateStep, s *Step
 	cmd.Env = r.env(ms, id, s.IdemKey)
 	cmd.Stdout = io.MultiWriter(&out, r.opts.Output)
 	cmd.Stderr = cmd.Stdout
+	cmd.WaitDelay = 5 * time.Second
 	runErr := cmd.Run()
+	if ctx.Err() != nil {
+		// Cancelled (daemon shutdown): the command was killed mid-way, so
+		// the step stays executing and the next start classifies it.
+		r.logf("%s/%s: interrupted (%v); left executing", id, ms.ID, context.Cause(ctx))
+		return sr, fmt.Errorf("%w: %s/%s: %w", ErrInterrupted, id, ms.ID, context.Cause(ctx))
+	}
 	r.hook(AfterSideEffect, ms.ID)
 
 	digest := HashBytes(out.Bytes())

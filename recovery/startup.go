@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/pty"
 )
 
@@ -38,6 +42,12 @@ type StartOptions struct {
 	NoResume bool
 	// Output receives resumed commands' output. Default: discarded.
 	Output io.Writer
+	// OutputFile, when set, opens a writer per resumed mandate that also
+	// receives its output (ResumeOutputFile: a file under the home).
+	OutputFile func(mandateID string) (w io.Writer, closeFn func() error, err error)
+	// OnResumed, when set, is called after each resumed mandate's run with
+	// its result (steps with their exit code and output digest) and error.
+	OnResumed func(mandateID string, res *RunResult, err error)
 	// Hook is passed to the runner of resumed mandates (tests).
 	Hook func(point CrashPoint, stepID string)
 	// CloseCrashed closes open terminal blocks and sessions; default
@@ -51,7 +61,26 @@ func Recover(j *Journal, opts PlanOptions) *Plan {
 }
 
 // OnStart runs recovery steps 3–5 of SPEC §8 on an open engine (the engine
-// already repaired the tail and caught the views up):
+// already repaired the tail and caught the views up) and then runs the
+// resumed mandates to the end before it returns. It is Start followed by
+// Resumer.Run: for `cmlab mcp` and tests. A daemon uses Start and runs the
+// Resumer in the background (Resumer.Start/Stop), so a long mandate does
+// not keep it from listening.
+func OnStart(ctx context.Context, eng *engine.Engine, opts StartOptions) (*Plan, error) {
+	plan, res, err := Start(ctx, eng, opts)
+	if err != nil {
+		return plan, err
+	}
+	for id, rerr := range res.Run(ctx) {
+		planMandate(plan, id).ResumeError = rerr.Error()
+	}
+	if ctx.Err() != nil {
+		return plan, ctx.Err()
+	}
+	return plan, nil
+}
+
+// Start decides and records, synchronously, what start-up recovery does:
 //
 //  3. every step is classified with world hashes computed now;
 //  4. terminal blocks and interactive sessions left open are closed
@@ -60,14 +89,14 @@ func Recover(j *Journal, opts PlanOptions) *Plan {
 //
 // Then auto-resume (seed 004): an open mandate recorded by `cmlab run` whose
 // last transition is younger than Lookback and whose open steps are all
-// already_done or safe_to_retry gets its decisions applied and is run to
-// the end here, each resumed step reusing its idem_key and completed steps
-// read from the log. Older mandates, those with a manual_review step, a
-// failed step, or no recorded spec wait for the operator. Each decision and
-// its reason go into one recovery.applied event (auto: true) — only when it
-// differs from the last one recorded for that mandate, so restarts add
-// nothing new.
-func OnStart(ctx context.Context, eng *engine.Engine, opts StartOptions) (*Plan, error) {
+// already_done or safe_to_retry gets its decisions applied here; running it
+// is left to the returned Resumer (never nil when err is nil), each resumed
+// step reusing its idem_key and completed steps read from the log. Older
+// mandates, those with a manual_review step, a failed step, or no recorded
+// spec wait for the operator. Each decision and its reason go into one
+// recovery.applied event (auto: true) — only when it differs from the last
+// one recorded for that mandate, so restarts add nothing new.
+func Start(ctx context.Context, eng *engine.Engine, opts StartOptions) (*Plan, *Resumer, error) {
 	if opts.Lookback <= 0 {
 		opts.Lookback = DefaultLookback
 	}
@@ -79,12 +108,12 @@ func OnStart(ctx context.Context, eng *engine.Engine, opts StartOptions) (*Plan,
 	}
 	j, err := NewJournal(eng)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	plan := Recover(j, PlanOptions{})
 	closed, err := opts.CloseCrashed(ctx, eng)
 	if err != nil {
-		return plan, fmt.Errorf("recovery: closing terminal blocks left open: %w", err)
+		return plan, nil, fmt.Errorf("recovery: closing terminal blocks left open: %w", err)
 	}
 	plan.ClosedTerminal = closed
 
@@ -117,28 +146,124 @@ func OnStart(ctx context.Context, eng *engine.Engine, opts StartOptions) (*Plan,
 	}
 	// Waiting decisions are logged once, when they change.
 	if _, err := Apply(ctx, j, plan, ApplyOptions{Auto: true, Only: map[string]bool{}, Extra: waits}); err != nil {
-		return plan, err
+		return plan, nil, err
 	}
 	// Each resumed mandate: its decisions and the resume choice in one
-	// recovery.applied, then the run. A mandate whose decisions do not
-	// apply (its state moved) is reported, not fatal to the daemon.
+	// recovery.applied, here; the run is the Resumer's. A mandate whose
+	// decisions do not apply (its state moved) is reported, not fatal to
+	// the daemon.
+	res := &Resumer{j: j, opts: opts}
 	for _, id := range resume {
 		pm := planMandate(plan, id)
 		if _, err := Apply(ctx, j, plan, ApplyOptions{Auto: true, Only: map[string]bool{id: true}, Extra: []events.RecoveryDecision{decision[id]}}); err != nil {
 			if !isTransitionError(err) {
-				return plan, err
+				return plan, nil, err
 			}
 			pm.ResumeError = err.Error()
 			continue
 		}
-		if err := resumeMandate(ctx, j, id, opts); err != nil {
-			pm.ResumeError = err.Error()
+		res.ids = append(res.ids, id)
+	}
+	return plan, res, nil
+}
+
+// Resumer runs the mandates Start decided to resume. Run runs them in the
+// caller's goroutine; Start runs them in one background goroutine under a
+// context the Resumer derives from the caller's, and Stop cancels that
+// context and waits for the goroutine, so the daemon that started it owns
+// it until shutdown. A step whose command is running when the context is
+// cancelled is killed and left executing (no step.failed is recorded): the
+// next start classifies it.
+type Resumer struct {
+	j    *Journal
+	opts StartOptions
+	ids  []string
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	results map[string]error
+}
+
+// Mandates are the ids of the mandates to resume, in plan order.
+func (r *Resumer) Mandates() []string { return append([]string(nil), r.ids...) }
+
+// Run resumes each mandate in turn and returns the error of each mandate
+// that did not complete (nil map when all did). It stops at the first
+// mandate interrupted by ctx.
+func (r *Resumer) Run(ctx context.Context) map[string]error {
+	var errs map[string]error
+	for _, id := range r.ids {
+		res, err := resumeMandate(ctx, r.j, id, r.opts)
+		if r.opts.OnResumed != nil {
+			r.opts.OnResumed(id, res, err)
+		}
+		if err != nil {
+			if errs == nil {
+				errs = map[string]error{}
+			}
+			errs[id] = err
 			if ctx.Err() != nil {
-				return plan, ctx.Err()
+				break
 			}
 		}
 	}
-	return plan, nil
+	return errs
+}
+
+// Start runs the mandates in the background; it returns at once. It is a
+// no-op after the first call, and when there is nothing to resume.
+func (r *Resumer) Start(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done != nil {
+		return
+	}
+	r.done = make(chan struct{})
+	if len(r.ids) == 0 {
+		close(r.done)
+		return
+	}
+	ctx, r.cancel = context.WithCancel(ctx)
+	go func() {
+		defer close(r.done)
+		errs := r.Run(ctx)
+		r.mu.Lock()
+		r.results = errs
+		r.mu.Unlock()
+	}()
+}
+
+// Wait blocks until the background run ends or ctx is done, and returns the
+// per-mandate errors of the run (nil when every mandate completed).
+func (r *Resumer) Wait(ctx context.Context) (map[string]error, error) {
+	r.mu.Lock()
+	done := r.done
+	r.mu.Unlock()
+	if done == nil {
+		return nil, nil
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.results, nil
+}
+
+// Stop cancels the background run and waits for it to end.
+func (r *Resumer) Stop() {
+	r.mu.Lock()
+	cancel, done := r.cancel, r.done
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	if done != nil {
+		<-done
+	}
 }
 
 // decideResume picks the automatic decision for an open mandate.
@@ -165,27 +290,68 @@ func decideResume(m *MandateState, steps []PlanStep, now time.Time, lookback tim
 }
 
 // resumeMandate runs a mandate from its recorded spec through j.
-func resumeMandate(ctx context.Context, j *Journal, id string, opts StartOptions) error {
+func resumeMandate(ctx context.Context, j *Journal, id string, opts StartOptions) (*RunResult, error) {
 	m := j.State().Mandate(id)
 	if m == nil || len(m.Spec) == 0 {
-		return errors.New("no recorded mandate spec")
+		return nil, errors.New("no recorded mandate spec")
 	}
 	md, err := ParseMandate(m.Spec)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	out := opts.Output
+	if opts.OutputFile != nil {
+		w, closeOut, err := opts.OutputFile(id)
+		if err != nil {
+			return nil, fmt.Errorf("resumed output of %s: %w", id, err)
+		}
+		defer closeOut()
+		if out != nil {
+			w = io.MultiWriter(out, w)
+		}
+		out = w
 	}
 	// Relative cwds were resolved at plan time: the runner uses each step's
 	// recorded absolute dir.
-	r, err := NewRunner(RunnerOptions{Recorder: j, Output: opts.Output, Hook: opts.Hook})
+	r, err := NewRunner(RunnerOptions{Recorder: j, Output: out, Hook: opts.Hook})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r.dirs = map[string]string{}
 	for _, s := range m.Steps {
 		r.dirs[s.StepID] = s.Dir
 	}
-	_, err = r.Run(ctx, md, m.Spec)
-	return err
+	return r.Run(ctx, md, m.Spec)
+}
+
+// ResumeOutputFile returns a StartOptions.OutputFile that appends each
+// resumed mandate's output (its commands' combined output and the runner's
+// progress lines, which name mandate and step) to
+// state/resume/<mandate_id>.log under h, created 0600.
+func ResumeOutputFile(h home.Home) func(mandateID string) (io.Writer, func() error, error) {
+	return func(id string) (io.Writer, func() error, error) {
+		p, err := ResumeLogPath(h, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return nil, nil, err
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, nil, err
+		}
+		return f, f.Close, nil
+	}
+}
+
+// ResumeLogPath is where a daemon keeps a resumed mandate's output:
+// state/resume/<mandate_id>.log under h.
+func ResumeLogPath(h home.Home, mandateID string) (string, error) {
+	if err := home.ValidateID(mandateID); err != nil {
+		return "", err
+	}
+	return filepath.Join(h.StateDir(), "resume", mandateID+".log"), nil
 }
 
 func planMandate(p *Plan, id string) *PlanMandate {
