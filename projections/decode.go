@@ -2,6 +2,7 @@ package projections
 
 import (
 	"bytes"
+	"unsafe"
 
 	"github.com/cmlab/cmlab/events"
 )
@@ -103,7 +104,19 @@ func (m *mp) strBytes() []byte {
 	return b
 }
 
-func (m *mp) str() string { return string(m.strBytes()) }
+// str reads a str value as a string that shares the payload's bytes (no
+// copy, no allocation). This is sound because of how decodePayload is
+// used: the payloads it returns live only inside one render call, which
+// copies every byte it keeps into the rendered lines, and an event's Data
+// is never modified once the event exists (the log and the committer only
+// read it).
+func (m *mp) str() string {
+	b := m.strBytes()
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
 
 // binBytes reads a bin value (copied).
 func (m *mp) binBytes() []byte {
@@ -166,7 +179,9 @@ func (m *mp) int() int { return int(m.int64()) }
 
 func (m *mp) done() bool { return !m.bad && m.i == len(m.b) }
 
-// decodePayload is ev.Decode with the fast path.
+// decodePayload is ev.Decode with the fast path. The strings of a payload
+// from the fast path share ev.Data (see mp.str): the payload must not
+// outlive the render that asked for it.
 func decodePayload(ev *events.Event) (events.Payload, error) {
 	if ev.V == 1 {
 		var p events.Payload

@@ -87,11 +87,17 @@ var arenas = sync.Pool{New: func() any { return new(arena) }}
 
 // pipeline reads src on the calling goroutine, renders batches on
 // GOMAXPROCS workers (render is a pure function of the event) and hands
-// them to apply in log order on one more goroutine.
+// them to apply in log order on one more goroutine. Batches (their event,
+// rendering and error slices, the write lists inside the renderings) are
+// recycled through a free list once applied, so a long rebuild allocates
+// them once.
 func pipeline(ctx context.Context, src iter.Seq2[*events.Event, error], upTo uint64, apply func(*renderBatch) error) error {
 	workers := max(1, runtime.GOMAXPROCS(0))
 	jobs := make(chan *renderBatch, workers*2)
 	ordered := make(chan *renderBatch, workers*4)
+	// Every batch in flight is in jobs, ordered, a worker, the applier or
+	// the reader: free can hold them all, so recycling never blocks.
+	free := make(chan *renderBatch, workers*8+4)
 	var wg sync.WaitGroup
 	for i := 0; i < workers; i++ {
 		wg.Add(1)
@@ -116,17 +122,35 @@ func pipeline(ctx context.Context, src iter.Seq2[*events.Event, error], upTo uin
 			}
 			b.arena.reset()
 			arenas.Put(b.arena)
+			b.arena = nil
+			clear(b.evs[:cap(b.evs)]) // drop the events, keep the slices
+			b.evs = b.evs[:0]
+			select {
+			case free <- b:
+			default:
+			}
 		}
 		applyErr <- err
 	}()
 	var readErr error
 	newBatch := func() *renderBatch {
-		return &renderBatch{evs: make([]*events.Event, 0, rebuildBatch), done: make(chan struct{})}
+		select {
+		case b := <-free:
+			b.done = make(chan struct{})
+			return b
+		default:
+		}
+		return &renderBatch{
+			evs:  make([]*events.Event, 0, rebuildBatch),
+			rs:   make([]rendered, rebuildBatch),
+			errs: make([]error, rebuildBatch),
+			done: make(chan struct{}),
+		}
 	}
 	send := func(b *renderBatch) {
 		b.arena = arenas.Get().(*arena)
-		b.rs = make([]rendered, len(b.evs))
-		b.errs = make([]error, len(b.evs))
+		b.rs = b.rs[:len(b.evs)]
+		b.errs = b.errs[:len(b.evs)]
 		ordered <- b
 		jobs <- b
 	}

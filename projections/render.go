@@ -67,6 +67,41 @@ type arena struct {
 	n       int    // chunks in use
 	cur     []byte // the chunk being filled
 	scratch []byte // encoder output before it is copied in
+
+	// Per-event strings that repeat from event to event, kept across
+	// batches: the views of a Lab session and the ISO form of a timestamp.
+	sessViews map[string]*[2]string
+	tsMs      int64
+	tsISO     string
+}
+
+// sessionViews returns SessionEventsView and SessionIdempotencyView of
+// stream without building the strings again for every event.
+func (r *rendered) sessionViews(stream string) (events, idem string) {
+	if r.a == nil {
+		return SessionEventsView(stream), SessionIdempotencyView(stream)
+	}
+	v, ok := r.a.sessViews[stream]
+	if !ok {
+		if r.a.sessViews == nil || len(r.a.sessViews) >= 1024 {
+			r.a.sessViews = map[string]*[2]string{}
+		}
+		v = &[2]string{SessionEventsView(stream), SessionIdempotencyView(stream)}
+		r.a.sessViews[strings.Clone(stream)] = v
+	}
+	return v[0], v[1]
+}
+
+// iso is isoTime(ms), remembering the last one (a burst of events often
+// shares its millisecond).
+func (r *rendered) iso(ms int64) string {
+	if r.a == nil {
+		return isoTime(ms)
+	}
+	if r.a.tsISO == "" || r.a.tsMs != ms {
+		r.a.tsMs, r.a.tsISO = ms, isoTime(ms)
+	}
+	return r.a.tsISO
 }
 
 func (a *arena) copy(b []byte) []byte {
@@ -268,7 +303,7 @@ func renderLab(ev *events.Event, r *rendered) error {
 	if err != nil {
 		return err
 	}
-	ts := isoTime(ev.TS)
+	ts := r.iso(ev.TS)
 	entity, kind := "", ""
 	// data is the payload as the session's events.jsonl shows it: the
 	// records as projected (createdAt/updatedAt filled in).
@@ -379,7 +414,8 @@ func renderLab(ev *events.Event, r *rendered) error {
 			}
 			data = line[:len(line)-1]
 		}
-		r.add(SessionEventsView(ev.Stream), r.keep(appendSessionEventLine(r.buf(),
+		view, _ := r.sessionViews(ev.Stream)
+		r.add(view, r.keep(appendSessionEventLine(r.buf(),
 			&SessionEventLine{Seq: ev.Seq, ID: ev.ID, Type: ev.Type, CreatedAt: ts, RequestID: ev.Req, Data: data})))
 	}
 	return renderIdempotency(ev, entity, kind, ts, r)
@@ -424,7 +460,7 @@ func renderIdempotency(ev *events.Event, entity, kind, ts string, r *rendered) e
 		typ = idempotencyType(ev)
 	}
 	if ts == "" {
-		ts = isoTime(ev.TS)
+		ts = r.iso(ev.TS)
 	}
 	l := IdempotencyLine{RequestID: ev.Req, Type: typ, EntityID: entity, CreatedAt: ts, Response: ev.Resp}
 	line, err := appendIdempotencyLine(r.buf(), &l)
@@ -435,7 +471,8 @@ func renderIdempotency(ev *events.Event, entity, kind, ts string, r *rendered) e
 			return err
 		}
 	}
-	r.add(SessionIdempotencyView(ev.Stream), r.keep(line))
+	_, view := r.sessionViews(ev.Stream)
+	r.add(view, r.keep(line))
 	return nil
 }
 

@@ -22,9 +22,14 @@ type cursor struct {
 	seg     segmentFile
 	off     int64  // byte offset in seg of the next frame
 	next    uint64 // sequence expected at off
+	buf     []byte // reused by readFrom: decoded events copy what they keep
 }
 
-// readFrom returns the bytes of the segment file from off to its end.
+// readFrom returns the bytes of the segment file from off to its end. The
+// bytes live in a buffer the next readFrom reuses: a segment is read with
+// one read into a buffer sized from the file (plus one to see the end),
+// not grown and copied as io.ReadAll would, and not reallocated (and
+// zeroed) for every segment of a long sequential read.
 func (c *cursor) readFrom() ([]byte, error) {
 	f, err := os.Open(filepath.Join(c.dir, c.seg.Name))
 	if err != nil {
@@ -36,7 +41,29 @@ func (c *cursor) readFrom() ([]byte, error) {
 			return nil, err
 		}
 	}
-	return io.ReadAll(f)
+	want := 512
+	if fi, err := f.Stat(); err == nil && fi.Size()-c.off >= 0 {
+		want = int(fi.Size()-c.off) + 1
+	}
+	if cap(c.buf) < want {
+		c.buf = make([]byte, 0, want)
+	}
+	buf := c.buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // the file grew since Stat
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	c.buf = buf[:0]
+	return buf, nil
 }
 
 func (c *cursor) corrupt(off int64, reason string) error {

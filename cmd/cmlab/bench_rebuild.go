@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -20,6 +21,7 @@ type benchRebuildOpts struct {
 	events int
 	seed   uint64
 	keep   bool
+	cpuProfile string
 }
 
 // newBenchRebuildCmd builds 'cmlab bench rebuild': generate a log of mixed
@@ -42,6 +44,7 @@ func newBenchRebuildCmd(g *globalOpts) *cobra.Command {
 	c.Flags().IntVar(&o.events, "events", 1_000_000, "events in the generated log")
 	c.Flags().Uint64Var(&o.seed, "seed", 1, "workload seed")
 	c.Flags().BoolVar(&o.keep, "keep", false, "keep the temporary home and print its path")
+	c.Flags().StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the rebuild (not the log generation) to this file")
 	return c
 }
 
@@ -116,13 +119,26 @@ func runBenchRebuild(ctx context.Context, g *globalOpts, o *benchRebuildOpts) er
 		return err
 	}
 	fmt.Fprintf(g.stderr, "bench rebuild: generated %d events in %.1fs; rebuilding…\n", o.events, setup.Seconds())
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	cpu0 := cpuTime()
 	t1 := time.Now()
 	res, err := projections.Rebuild(ctx, r.Events(1), dst, projections.RebuildOptions{NoSync: true})
+	d := time.Since(t1)
+	if o.cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		return err
 	}
-	d := time.Since(t1)
 	cpu := cpuTime() - cpu0
 	out := benchRebuildResult{Events: res.Events, SetupSeconds: setup.Seconds(), Seconds: d.Seconds(), CPUSeconds: cpu.Seconds()}
 	out.LogBytes = dirSize(src.WALDir())
