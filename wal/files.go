@@ -11,7 +11,9 @@ import (
 )
 
 // Writer is the narrow file seam between the committer and the segment
-// files: exactly the three calls a group commit makes.
+// files: exactly the three calls a group commit makes. WriteBatch is called
+// by the committer goroutine only; Sync and SyncDir by the syncer goroutine
+// only, possibly while a WriteBatch runs.
 //
 // Why a seam here and not a virtual file system: tidwall/wal opens and
 // writes its segment files with os.File directly, so faults cannot be
@@ -25,19 +27,50 @@ type Writer interface {
 	// whether a new segment file was created, whose directory entry must
 	// then be fsynced before anything in it is acknowledged.
 	WriteBatch(first uint64, entries [][]byte) (newSegment bool, err error)
-	// Sync fsyncs the tail segment file.
+	// Sync fsyncs the tail segment file, making durable every entry a
+	// WriteBatch that returned before the call wrote.
 	Sync() error
 	// SyncDir fsyncs the log directory.
 	SyncDir() error
 }
 
 // twalWriter is the real Writer over tidwall/wal.
+//
+// Sync does not call tidwall's Sync, which holds tidwall's mutex for the
+// whole fsync and so would stall the next group's WriteBatch: it fsyncs the
+// tail segment through a second descriptor of its own (sf), so the
+// committer writes group k+1 while the syncer fsyncs group k. That is
+// enough for every group written before the fsync starts: a group's bytes
+// lie either in the tail segment sf names or in an earlier segment, and
+// tidwall fsyncs a segment (cycle) before it opens the next one, inside the
+// WriteBatch that filled it; sf moves to the new segment only after that
+// WriteBatch has returned without error.
 type twalWriter struct {
 	tw      *twal.Log
 	dir     string
 	segSize int
-	tail    int // bytes in the tail segment, mirroring tidwall's len(ebuf)
+	tail    int // bytes in the tail segment, mirroring tidwall's len(ebuf); committer only
 	batch   twal.Batch
+
+	mu sync.Mutex // guards sf; held across an fsync so that sf is never closed under it
+	sf *os.File   // the tail segment, opened by us, for fsync
+}
+
+// newTwalWriter opens the writer's own descriptor of the tail segment of
+// an opened tidwall log.
+func newTwalWriter(tw *twal.Log, dir string, segSize, tail int) (*twalWriter, error) {
+	segs, err := listSegments(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(segs) == 0 {
+		return nil, errors.New("no segment file after open")
+	}
+	sf, err := os.Open(filepath.Join(dir, segs[len(segs)-1].Name))
+	if err != nil {
+		return nil, err
+	}
+	return &twalWriter{tw: tw, dir: dir, segSize: segSize, tail: tail, sf: sf}, nil
 }
 
 // WriteBatch mirrors tidwall's cycle rule to know whether the batch opened
@@ -46,26 +79,59 @@ type twalWriter struct {
 // SegmentSize (even the batch's last, leaving a new empty segment).
 func (w *twalWriter) WriteBatch(first uint64, entries [][]byte) (bool, error) {
 	w.batch.Clear()
-	tail, cycled := w.tail, false
+	tail, cycled, newTail := w.tail, false, uint64(0)
 	if tail > w.segSize {
-		tail, cycled = 0, true
+		tail, cycled, newTail = 0, true, first
 	}
 	for i, e := range entries {
 		w.batch.Write(first+uint64(i), e)
 		tail += uvarintLen(uint64(len(e))) + len(e)
 		if tail >= w.segSize {
-			tail, cycled = 0, true
+			tail, cycled, newTail = 0, true, first+uint64(i)+1
 		}
 	}
 	if err := w.tw.WriteBatch(&w.batch); err != nil {
 		return cycled, err
 	}
 	w.tail = tail
+	if cycled {
+		// tidwall fsynced and closed every segment it filled; the new
+		// tail is the file named after its first sequence.
+		sf, err := os.Open(filepath.Join(w.dir, segmentName(newTail)))
+		if err != nil {
+			return cycled, err
+		}
+		w.mu.Lock()
+		old := w.sf
+		w.sf = sf
+		w.mu.Unlock()
+		old.Close()
+	}
 	return cycled, nil
 }
 
-func (w *twalWriter) Sync() error    { return w.tw.Sync() }
+// Sync fsyncs the tail segment through the writer's own descriptor. It
+// may run concurrently with WriteBatch.
+func (w *twalWriter) Sync() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sf == nil {
+		return os.ErrClosed
+	}
+	return w.sf.Sync()
+}
+
 func (w *twalWriter) SyncDir() error { return syncDir(w.dir) }
+
+// close closes the writer's descriptor (without an fsync).
+func (w *twalWriter) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sf != nil {
+		w.sf.Close()
+		w.sf = nil
+	}
+}
 
 func uvarintLen(x uint64) int {
 	var buf [binary.MaxVarintLen64]byte

@@ -62,6 +62,7 @@ type Options struct {
 type Log struct {
 	opts  Options
 	tw    *twal.Log
+	tww   *twalWriter // the real writer under w, closed by Close
 	w     Writer
 	lock  *dirLock
 	stats statsRecorder
@@ -81,7 +82,24 @@ type Log struct {
 
 	reqs   chan *appendReq
 	done   chan struct{} // closed by Close
-	exited chan struct{} // closed when the committer has returned
+	exited chan struct{} // closed when the committer and the syncer have returned
+
+	// The committer writes groups and hands them to the syncer, which
+	// fsyncs everything written so far in one call, applies and
+	// acknowledges: the next group is written while the previous fsync runs.
+	pmu       sync.Mutex
+	pending   []*written    // written, not yet fsynced, in sequence order
+	pwake     chan struct{} // (cap 1) pending grew
+	wroteLast chan struct{} // closed by the committer when it will write no more
+}
+
+// written is a group the committer has written but not fsynced.
+type written struct {
+	group  []*appendReq
+	n      int // events
+	bytes  int
+	first  uint64
+	cycled bool // the write created a segment file
 }
 
 type appendReq struct {
@@ -140,13 +158,21 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 	}
 	l := &Log{
 		opts: opts, tw: tw, lock: lock, repaired: rep, fastEnvelope: envelopeFast,
-		changed: make(chan struct{}),
-		reqs:    make(chan *appendReq, 1024),
-		done:    make(chan struct{}),
-		exited:  make(chan struct{}),
+		changed:   make(chan struct{}),
+		reqs:      make(chan *appendReq, 1024),
+		done:      make(chan struct{}),
+		exited:    make(chan struct{}),
+		pwake:     make(chan struct{}, 1),
+		wroteLast: make(chan struct{}),
 	}
 	l.stats.init()
-	var w Writer = &twalWriter{tw: tw, dir: opts.Dir, segSize: opts.SegmentSize, tail: int(tailSize)}
+	tww, err := newTwalWriter(tw, opts.Dir, opts.SegmentSize, int(tailSize))
+	if err != nil {
+		tw.Close()
+		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
+	}
+	l.tww = tww
+	var w Writer = tww
 	if opts.Faults != nil {
 		opts.Faults.mu.Lock()
 		opts.Faults.dir = opts.Dir
@@ -162,6 +188,7 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 	// A new log's first segment file, or one re-created by tidwall, must
 	// have a durable directory entry before anything in it is acknowledged.
 	if err := l.syncDirUnlessNoSync(); err != nil {
+		tww.close()
 		tw.Close()
 		return nil, fmt.Errorf("wal: fsync %s: %w", opts.Dir, err)
 	}
@@ -179,6 +206,7 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 			}
 		}
 		if err != nil {
+			tww.close()
 			tw.Close()
 			return nil, fmt.Errorf("wal: record repair: %w", err)
 		}
@@ -187,7 +215,9 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 			l.first = 1
 		}
 	}
-	go l.commitLoop()
+	syncerDone := make(chan struct{})
+	go l.syncLoop(syncerDone)
+	go l.commitLoop(l.last+1, syncerDone)
 	return l, nil
 }
 
@@ -315,15 +345,18 @@ func sealEntry(b []byte, seq uint64) {
 // appenders, finding the queue empty, before it writes the group.
 const maxIdleYields = 2
 
-func (l *Log) commitLoop() {
+// commitLoop forms groups and writes them; next is the sequence of the
+// next entry. It returns after the syncer has finished.
+func (l *Log) commitLoop(next uint64, syncerDone <-chan struct{}) {
 	defer close(l.exited)
 	var group []*appendReq
 	for {
-		group = group[:0]
 		select {
 		case r := <-l.reqs:
 			group = append(group, r)
 		case <-l.done:
+			close(l.wroteLast)
+			<-syncerDone
 			l.drain(ErrClosed)
 			return
 		}
@@ -349,7 +382,8 @@ func (l *Log) commitLoop() {
 				runtime.Gosched()
 			}
 		}
-		l.commit(group, n)
+		next = l.write(group, n, next)
+		group = make([]*appendReq, 0, len(group))
 	}
 }
 
@@ -366,11 +400,17 @@ func (l *Log) drain(err error) {
 
 // writeGroup writes entries (seqs first…) and makes them durable: one
 // WriteBatch, one fsync, and a directory fsync when a segment was created.
+// Open uses it before the committer and the syncer start.
 func (l *Log) writeGroup(first uint64, entries [][]byte) error {
 	cycled, err := l.w.WriteBatch(first, entries)
 	if err != nil {
 		return fmt.Errorf("%w: write: %w", ErrFailed, err)
 	}
+	return l.sync(cycled)
+}
+
+// sync fsyncs the tail segment, and the directory when cycled.
+func (l *Log) sync(cycled bool) error {
 	if l.opts.NoSync {
 		return nil
 	}
@@ -389,22 +429,15 @@ func (l *Log) writeGroup(first uint64, entries [][]byte) error {
 	return nil
 }
 
-func (l *Log) commit(group []*appendReq, n int) {
-	l.mu.Lock()
-	failed := l.failed
-	next := l.last + 1
-	l.mu.Unlock()
-	fail := func(err error) {
-		for _, r := range group {
-			r.resp <- appendResp{err: err}
-		}
-	}
-	if failed != nil {
-		fail(failed)
-		return
+// write seals and writes one group (sequences from next on) and hands it
+// to the syncer; it returns the sequence after the group. A failed log
+// answers the group with its cause and writes nothing.
+func (l *Log) write(group []*appendReq, n int, next uint64) uint64 {
+	if err := l.Err(); err != nil {
+		failGroup(group, err)
+		return next
 	}
 	entries := make([][]byte, 0, n)
-	all := make([]*events.Event, 0, n)
 	seq := next
 	var bytes int
 	for _, r := range group {
@@ -412,38 +445,123 @@ func (l *Log) commit(group []*appendReq, n int) {
 			sealEntry(e, seq)
 			r.evs[i].Seq = seq
 			entries = append(entries, e)
-			all = append(all, r.evs[i])
 			bytes += len(e)
 			seq++
 		}
 	}
-	if err := l.writeGroup(next, entries); err != nil {
+	cycled, err := l.w.WriteBatch(next, entries)
+	if err != nil {
+		l.setFailed(fmt.Errorf("%w: write: %w", ErrFailed, err))
+		failGroup(group, l.Err())
+		return next
+	}
+	l.pmu.Lock()
+	l.pending = append(l.pending, &written{group: group, n: n, bytes: bytes, first: next, cycled: cycled})
+	l.pmu.Unlock()
+	select {
+	case l.pwake <- struct{}{}:
+	default:
+	}
+	return seq
+}
+
+func failGroup(group []*appendReq, err error) {
+	for _, r := range group {
+		r.resp <- appendResp{err: err}
+	}
+}
+
+// syncLoop makes written groups durable: one fsync (plus a directory fsync
+// when any of them created a segment) for everything written before it
+// starts, then Apply, then the acknowledgements, in sequence order. After
+// a failure it fsyncs nothing again and answers every group with the cause.
+func (l *Log) syncLoop(done chan<- struct{}) {
+	defer close(done)
+	for {
+		select {
+		case <-l.pwake:
+		case <-l.wroteLast:
+			// The committer writes nothing more: finish what it wrote.
+			select {
+			case <-l.pwake:
+			default:
+			}
+			if !l.syncPending() {
+				return
+			}
+			continue
+		}
+		l.syncPending()
+	}
+}
+
+// syncPending syncs and answers the pending groups; false if there were none.
+func (l *Log) syncPending() bool {
+	l.pmu.Lock()
+	ws := l.pending
+	l.pending = nil
+	l.pmu.Unlock()
+	if len(ws) == 0 {
+		return false
+	}
+	fail := func(err error) {
+		for _, w := range ws {
+			failGroup(w.group, err)
+		}
+	}
+	if err := l.Err(); err != nil {
+		fail(err)
+		return true
+	}
+	cycled, n, bytes := false, 0, 0
+	for _, w := range ws {
+		cycled = cycled || w.cycled
+		n += w.n
+		bytes += w.bytes
+	}
+	if err := l.sync(cycled); err != nil {
 		l.setFailed(err)
 		fail(l.Err())
-		return
+		return true
 	}
-	l.stats.grouped(len(entries), bytes)
+	// A write the committer failed meanwhile fails these too: in a
+	// failed log nothing more is acknowledged.
+	if err := l.Err(); err != nil {
+		fail(err)
+		return true
+	}
+	l.stats.grouped(n, bytes)
 	if l.opts.Apply != nil {
+		all := make([]*events.Event, 0, n)
+		for _, w := range ws {
+			for _, r := range w.group {
+				all = append(all, r.evs...)
+			}
+		}
 		if err := l.apply(all); err != nil {
 			l.setFailed(fmt.Errorf("%w: apply: %w", ErrFailed, err))
 			fail(l.Err())
-			return
+			return true
 		}
 	}
+	last := ws[len(ws)-1]
 	l.mu.Lock()
-	l.last = seq - 1
+	l.last = last.first + uint64(last.n) - 1
 	close(l.changed)
 	l.changed = make(chan struct{})
 	l.mu.Unlock()
-	s := next
-	for _, r := range group {
-		seqs := make([]uint64, len(r.evs))
-		for i := range seqs {
-			seqs[i] = s
-			s++
+	for _, w := range ws {
+		s := w.first
+		for _, r := range w.group {
+			seqs := make([]uint64, len(r.evs))
+			for i := range seqs {
+				seqs[i] = s
+				s++
+			}
+			r.resp <- appendResp{seqs: seqs}
 		}
-		r.resp <- appendResp{seqs: seqs}
 	}
+	return true
 }
 
 // apply calls Options.Apply, turning a panic into an error: a bug in a
@@ -497,15 +615,16 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
-	failed := l.failed
 	l.mu.Unlock()
 	close(l.done)
 	<-l.exited
+	failed := l.Err() // read after the last write and fsync
 	// tidwall's Close fsyncs the tail. After a failure that would be a
 	// retried fsync, which must never happen (its success would prove
 	// nothing: Linux may have dropped the dirty pages it failed to write),
 	// so a failed log's tidwall handle is abandoned instead; the runtime's
 	// finalizer closes its descriptor.
+	l.tww.close()
 	var err error
 	if failed == nil {
 		err = l.tw.Close()

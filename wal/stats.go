@@ -73,9 +73,11 @@ func (h Histogram) Quantile(q float64) float64 {
 // Stats are the committer's counters since Open.
 type Stats struct {
 	Appends uint64 `json:"appends"` // events made durable
-	Groups  uint64 `json:"groups"`  // group commits (one WriteBatch + one fsync each)
-	Bytes   uint64 `json:"bytes"`   // entry bytes written
-	// GroupSize is the events per group commit.
+	// Groups counts group commits: one fsync each, covering every group
+	// the committer wrote (one WriteBatch each) while the previous fsync ran.
+	Groups uint64 `json:"groups"`
+	Bytes  uint64 `json:"bytes"` // entry bytes written
+	// GroupSize is the events per group commit (per fsync).
 	GroupSize Histogram `json:"group_size"`
 	// FsyncSeconds is the time of each group's fsync (file, plus directory
 	// when a segment was created).
