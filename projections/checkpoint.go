@@ -1,33 +1,56 @@
 package projections
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/cmlab/cmlab/home"
 )
 
-// checkpointVersion is the format version of state/checkpoint.json.
-const checkpointVersion = 1
+// checkpointVersion is the format version of state/checkpoint.json that
+// this projector writes. Version 1 (no tails, no sum) is still read.
+const (
+	checkpointVersion   = 2
+	checkpointVersionV1 = 1
+)
+
+// TailBytes is how many bytes before a view's checkpointed size its tail
+// checksum covers (fewer when the view is shorter).
+const TailBytes = 1024
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Checkpoint is the content of state/checkpoint.json:
 //
-//	{"version":1,"seq":1234,"views":{"feedback/feedback.jsonl":5678,...}}
+//	{"version":2,"seq":1234,"views":{"feedback/feedback.jsonl":5678,...},
+//	 "tails":{"feedback/feedback.jsonl":3735928559,...},"sum":123456789}
 //
 // seq is the last event whose projection every listed view holds, and views
 // maps each view file (home-relative, forward slashes) to its byte size at
-// that point. Keys are written sorted, so equal checkpoints are equal bytes.
+// that point. tails holds, per non-empty view, the CRC-32C of its last
+// min(size, TailBytes) bytes before that size: Open rebuilds a view whose
+// bytes there differ (disk damage, a tampered size). sum is the CRC-32C of
+// the checkpoint's JSON encoding with sum 0, so a damaged seq or size is
+// caught before any view is trusted. Keys are written sorted, so equal
+// checkpoints are equal bytes. Version 1 files carry neither tails nor sum.
 type Checkpoint struct {
-	Version int              `json:"version"`
-	Seq     uint64           `json:"seq"`
-	Views   map[string]int64 `json:"views"`
+	Version int               `json:"version"`
+	Seq     uint64            `json:"seq"`
+	Views   map[string]int64  `json:"views"`
+	Tails   map[string]uint32 `json:"tails,omitempty"`
+	Sum     uint32            `json:"sum,omitempty"`
 }
 
 // ReadCheckpoint loads h's checkpoint. A missing file is (nil, nil); an
-// unreadable or malformed one is an error wrapping ErrCheckpoint.
+// unreadable or malformed one, or a version 2 one whose sum does not match
+// its content, is an error wrapping ErrCheckpoint.
 func ReadCheckpoint(h home.Home) (*Checkpoint, error) {
 	b, err := os.ReadFile(h.CheckpointFile())
 	if errors.Is(err, fs.ErrNotExist) {
@@ -40,8 +63,19 @@ func ReadCheckpoint(h home.Home) (*Checkpoint, error) {
 	if err := json.Unmarshal(b, &cp); err != nil {
 		return nil, fmt.Errorf("%w: state/checkpoint.json: %v", ErrCheckpoint, err)
 	}
-	if cp.Version != checkpointVersion {
-		return nil, fmt.Errorf("%w: state/checkpoint.json has version %d, want %d", ErrCheckpoint, cp.Version, checkpointVersion)
+	switch cp.Version {
+	case checkpointVersionV1:
+		cp.Tails = nil // not trusted: version 1 has no sum over them
+	case checkpointVersion:
+		want, err := cp.sum()
+		if err != nil {
+			return nil, fmt.Errorf("%w: state/checkpoint.json: %v", ErrCheckpoint, err)
+		}
+		if cp.Sum != want {
+			return nil, fmt.Errorf("%w: state/checkpoint.json: sum %d does not match its content (%d)", ErrCheckpoint, cp.Sum, want)
+		}
+	default:
+		return nil, fmt.Errorf("%w: state/checkpoint.json has version %d, want %d or %d", ErrCheckpoint, cp.Version, checkpointVersionV1, checkpointVersion)
 	}
 	if cp.Views == nil {
 		cp.Views = map[string]int64{}
@@ -49,11 +83,81 @@ func ReadCheckpoint(h home.Home) (*Checkpoint, error) {
 	return &cp, nil
 }
 
-// writeCheckpoint replaces state/checkpoint.json atomically.
+// sum is the CRC-32C of cp's JSON encoding with Sum zero.
+func (cp *Checkpoint) sum() (uint32, error) {
+	c := *cp
+	c.Sum = 0
+	b, err := json.Marshal(&c)
+	if err != nil {
+		return 0, err
+	}
+	return crc32.Checksum(b, castagnoli), nil
+}
+
+// writeCheckpoint seals cp with its sum and replaces state/checkpoint.json
+// atomically.
 func writeCheckpoint(h home.Home, cp *Checkpoint) error {
+	sum, err := cp.sum()
+	if err != nil {
+		return err
+	}
+	cp.Sum = sum
 	b, err := json.Marshal(cp)
 	if err != nil {
 		return err
 	}
 	return home.WriteFileAtomic(h.CheckpointFile(), append(b, '\n'))
+}
+
+// viewTail is the tail checksum of a view at a size.
+type viewTail struct {
+	size int64
+	crc  uint32
+}
+
+// readTail returns the CRC-32C of the min(size, TailBytes) bytes of r
+// before size. A file shorter than size is an error.
+func readTail(r io.ReaderAt, size int64) (uint32, error) {
+	n := min(size, TailBytes)
+	buf := make([]byte, n)
+	if _, err := r.ReadAt(buf, size-n); err != nil {
+		return 0, err
+	}
+	return crc32.Checksum(buf, castagnoli), nil
+}
+
+// tailMatches reports whether the file at path, of at least size bytes,
+// still holds at size what the checkpoint recorded there: for a version 2
+// checkpoint the tail checksum of every non-empty view; for every version,
+// a JSONL view's size must fall on a line boundary.
+func tailMatches(path, view string, size int64, cp *Checkpoint) (bool, error) {
+	if size == 0 {
+		return true, nil
+	}
+	crc, haveCRC := cp.Tails[view]
+	if cp.Version >= checkpointVersion && !haveCRC {
+		return false, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if strings.HasSuffix(view, ".jsonl") {
+		var last [1]byte
+		if _, err := f.ReadAt(last[:], size-1); err != nil {
+			return false, err
+		}
+		if !bytes.Equal(last[:], []byte("\n")) {
+			return false, nil
+		}
+	}
+	if !haveCRC {
+		return true, nil
+	}
+	got, err := readTail(f, size)
+	if err != nil {
+		return false, err
+	}
+	return got == crc, nil
 }

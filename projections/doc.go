@@ -75,7 +75,12 @@
 //
 // # Checkpoint
 //
-// state/checkpoint.json: {"version":1,"seq":N,"views":{"<view>":size,…}}.
+// state/checkpoint.json: {"version":2,"seq":N,"views":{"<view>":size,…},
+// "tails":{"<view>":crc,…},"sum":crc} (checkpoint.go). tails holds each
+// non-empty view's CRC-32C over its last TailBytes before size, read back
+// at checkpoint time for views whose size changed and carried over for the
+// others; sum covers the rest. Version 1 files (no tails, no sum) are still
+// read: only the line-boundary check of step 2 applies to them.
 // The engine checkpoints every 1000 applied events or 1 s after the first
 // event not covered (engine.DefaultCheckpointEvery/Interval), on Close, and
 // after catch-up. Order: flush, fsync every view written since the last
@@ -87,7 +92,10 @@
 //  1. No readable checkpoint: every view is rebuilt from seq 1.
 //  2. For each view in the checkpoint: longer than its size → cut back to
 //     it (feedback.jsonl excepted, see below); exactly its size → intact;
-//     shorter or missing → emptied and rebuilt.
+//     shorter or missing → emptied and rebuilt. A view whose bytes before
+//     its size do not match its tail checksum, or a JSONL view whose size
+//     does not end a line, is rebuilt like a missing one; a checkpoint
+//     whose sum does not match is treated as unreadable (step 1).
 //  3. All intact: apply the events after the checkpoint's seq. Otherwise
 //     apply from seq 1, but writes of events up to the checkpoint's seq go
 //     only to the views being rebuilt (intact ones already hold them).

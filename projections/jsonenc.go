@@ -363,13 +363,40 @@ func appendSessionEventLine(dst []byte, l *SessionEventLine) []byte {
 // runs for every event of a rebuild); TestISOTimeMatchesEvents holds the
 // two together.
 func isoTime(ms int64) string {
-	t := time.UnixMilli(ms).UTC()
-	year, month, day := t.Date()
-	if year < 0 || year > 9999 {
-		return events.FormatISO(ms)
+	var year, month, day, hour, minute, sec, milli int
+	if ms >= 0 && ms < 253402300800000 { // 1970 to the end of 9999
+		// Civil date from days since 1970-01-01 (H. Hinnant's algorithm,
+		// for non-negative days), without time.Time's general machinery.
+		days, rem := ms/86400000, int(ms%86400000)
+		hour, rem = rem/3600000, rem%3600000
+		minute, rem = rem/60000, rem%60000
+		sec, milli = rem/1000, rem%1000
+		z := days + 719468
+		era := z / 146097
+		doe := z - era*146097
+		yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
+		doy := doe - (365*yoe + yoe/4 - yoe/100)
+		mp := (5*doy + 2) / 153
+		day = int(doy - (153*mp+2)/5 + 1)
+		month = int(mp + 3)
+		if month > 12 {
+			month -= 12
+		}
+		year = int(yoe + era*400)
+		if month <= 2 {
+			year++
+		}
+	} else {
+		t := time.UnixMilli(ms).UTC()
+		var mon time.Month
+		year, mon, day = t.Date()
+		if year < 0 || year > 9999 {
+			return events.FormatISO(ms)
+		}
+		month = int(mon)
+		hour, minute, sec = t.Clock()
+		milli = t.Nanosecond() / 1e6
 	}
-	hour, minute, sec := t.Clock()
-	milli := t.Nanosecond() / 1e6
 	var b [24]byte
 	put := func(i, v, n int) {
 		for j := i + n - 1; j >= i; j-- {
@@ -379,7 +406,7 @@ func isoTime(ms int64) string {
 	}
 	put(0, year, 4)
 	b[4] = '-'
-	put(5, int(month), 2)
+	put(5, month, 2)
 	b[7] = '-'
 	put(8, day, 2)
 	b[10] = 'T'

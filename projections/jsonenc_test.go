@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
@@ -178,6 +179,25 @@ func TestISOTimeMatchesEvents(t *testing.T) {
 	for _, ms := range []int64{0, 1, 999, 1000, -1, -1001, 1770379200123, 253402300799999, 253402300800000, -62135596800000, -62135596800001, 1 << 50, -(1 << 50)} {
 		if got, want := isoTime(ms), events.FormatISO(ms); got != want {
 			t.Errorf("isoTime(%d) = %s, want %s", ms, got, want)
+		}
+	}
+	// Every century boundary and leap rule of 1970–9999 (the fast path's
+	// whole range), a step of about 29.6 days so every day of the month
+	// and time of day comes round.
+	for ms := int64(0); ms < 253402300800000; ms += 2559999997 {
+		if got, want := isoTime(ms), events.FormatISO(ms); got != want {
+			t.Fatalf("isoTime(%d) = %s, want %s", ms, got, want)
+		}
+	}
+	for _, day := range []string{"2000-02-29", "2100-02-28", "2100-03-01", "2400-02-29", "9999-12-31", "1970-01-01", "1972-12-31"} {
+		d, err := time.Parse("2006-01-02", day)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ms := range []int64{d.UnixMilli(), d.UnixMilli() + 86399999} {
+			if got, want := isoTime(ms), events.FormatISO(ms); got != want {
+				t.Fatalf("isoTime(%d) = %s, want %s", ms, got, want)
+			}
 		}
 	}
 	for ms := int64(1770379200000); ms < 1770379200000+86400000*400; ms += 7777777 {

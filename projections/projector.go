@@ -79,6 +79,8 @@ type Projector struct {
 	newDirs map[string]bool // directories holding files created since the last checkpoint
 	damaged map[string]bool // views found shorter than projected while live
 
+	tails map[string]viewTail // per view, its tail checksum at a size (checkpoint.go)
+
 	// Catch-up: writes of events up to skipThrough go only to views absent
 	// from intact (they are being rebuilt); intact views already hold them.
 	skipThrough uint64
@@ -112,6 +114,7 @@ func Open(opts Options) (*Projector, error) {
 	p := &Projector{
 		opts:    opts,
 		sizes:   map[string]int64{},
+		tails:   map[string]viewTail{},
 		open:    map[string]*viewFile{},
 		unsync:  map[string]bool{},
 		newDirs: map[string]bool{},
@@ -144,8 +147,15 @@ func Open(opts Options) (*Projector, error) {
 		}
 		path := p.path(v)
 		fi, err := os.Stat(path)
+		if err == nil && fi.Size() >= want {
+			// A size off a line boundary or a tail that differs from the
+			// checkpoint's checksum: the view is rebuilt, like a short one.
+			if ok, terr := tailMatches(path, v, want, cp); terr != nil || !ok {
+				fi = nil
+			}
+		}
 		switch {
-		case err == nil && fi.Size() >= want:
+		case err == nil && fi != nil && fi.Size() >= want:
 			if fi.Size() > want && v != FeedbackView {
 				// Bytes past the checkpoint: re-projected below (or garbage).
 				if err := os.Truncate(path, want); err != nil {
@@ -154,6 +164,9 @@ func Open(opts Options) (*Projector, error) {
 			}
 			p.intact[v] = true
 			p.sizes[v] = want
+			if crc, ok := cp.Tails[v]; ok {
+				p.tails[v] = viewTail{size: want, crc: crc}
+			}
 		case err == nil || errors.Is(err, fs.ErrNotExist):
 			// Shorter than its checkpoint, or missing: rebuilt from the log.
 			allIntact = false
@@ -732,9 +745,17 @@ func (p *Projector) checkpoint() error {
 	}
 	clear(p.unsync)
 	clear(p.newDirs)
-	cp := &Checkpoint{Version: checkpointVersion, Seq: p.last, Views: make(map[string]int64, len(p.sizes))}
+	cp := &Checkpoint{Version: checkpointVersion, Seq: p.last, Views: make(map[string]int64, len(p.sizes)), Tails: map[string]uint32{}}
 	for v, n := range p.sizes {
 		cp.Views[v] = n
+		if n > 0 {
+			if err := p.tailOf(v, n); err != nil {
+				return fmt.Errorf("projections: tail of %s: %w", v, err)
+			}
+			if t, ok := p.tails[v]; ok {
+				cp.Tails[v] = t.crc
+			}
+		}
 	}
 	if err := writeCheckpoint(p.opts.Home, cp); err != nil {
 		return fmt.Errorf("projections: write checkpoint: %w", err)
@@ -742,6 +763,40 @@ func (p *Projector) checkpoint() error {
 	// Once a checkpoint covers everything, no view is being rebuilt any more.
 	p.skipThrough = 0
 	clear(p.intact)
+	return nil
+}
+
+// tailOf makes p.tails[v] the tail checksum of v at size n: carried over
+// when v has not changed size since it was computed, else read back from
+// the file (flushed). A file shorter than n (cut under us, p.damaged) gets
+// no tail, so the next Open rebuilds it.
+func (p *Projector) tailOf(v string, n int64) error {
+	if t, ok := p.tails[v]; ok && t.size == n {
+		return nil
+	}
+	delete(p.tails, v)
+	var r io.ReaderAt
+	if vf, ok := p.open[v]; ok {
+		r = vf.f
+	} else {
+		f, err := os.Open(p.path(v))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r = f
+	}
+	crc, err := readTail(r, n)
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	p.tails[v] = viewTail{size: n, crc: crc}
 	return nil
 }
 

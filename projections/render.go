@@ -63,10 +63,9 @@ const arenaChunk = 64 << 10
 // them). It is used by one goroutine at a time and reset once the batch is
 // written.
 type arena struct {
-	chunks  [][]byte
-	n       int    // chunks in use
-	cur     []byte // the chunk being filled
-	scratch []byte // encoder output before it is copied in
+	chunks [][]byte
+	n      int    // chunks in use
+	cur    []byte // the chunk being filled: lines kept so far
 
 	// Per-event strings that repeat from event to event, kept across
 	// batches: the views of a Lab session and the ISO form of a timestamp.
@@ -104,44 +103,50 @@ func (r *rendered) iso(ms int64) string {
 	return r.a.tsISO
 }
 
-func (a *arena) copy(b []byte) []byte {
-	if cap(a.cur)-len(a.cur) < len(b) {
-		if a.n < len(a.chunks) && cap(a.chunks[a.n]) >= len(b) {
-			a.cur = a.chunks[a.n][:0]
-		} else {
-			c := make([]byte, 0, max(arenaChunk, len(b)))
-			if a.n < len(a.chunks) {
-				a.chunks[a.n] = c
-			} else {
-				a.chunks = append(a.chunks, c)
-			}
-			a.cur = c
-		}
-		a.n++
+// arenaRoom is the free space buf wants at the end of the current chunk;
+// a longer line outgrows it and becomes its own allocation (see keep).
+const arenaRoom = 4 << 10
+
+// nextChunk makes a.cur an empty chunk.
+func (a *arena) nextChunk() {
+	if a.n < len(a.chunks) {
+		a.cur = a.chunks[a.n][:0]
+	} else {
+		a.cur = make([]byte, 0, arenaChunk)
+		a.chunks = append(a.chunks, a.cur)
 	}
-	start := len(a.cur)
-	a.cur = append(a.cur, b...)
-	return a.cur[start:len(a.cur):len(a.cur)]
+	a.n++
 }
 
 func (a *arena) reset() { a.n, a.cur = 0, nil }
 
-// buf returns an empty buffer to encode one line into; keep then moves the
-// line to its lasting place.
+// buf returns an empty buffer to encode one line into: the free end of the
+// arena's current chunk, so that a line is written once, where it stays.
+// keep then claims it.
 func (r *rendered) buf() []byte {
 	if r.a == nil {
 		return make([]byte, 0, 512)
 	}
-	return r.a.scratch[:0]
+	a := r.a
+	if cap(a.cur)-len(a.cur) < arenaRoom {
+		a.nextChunk()
+	}
+	return a.cur[len(a.cur):len(a.cur)]
 }
 
-// keep returns b where it lasts until the batch is written.
+// keep returns b, a line built by appending to buf(), where it lasts until
+// the batch is written: in place when it fit the chunk (the chunk's used
+// part grows over it), else the allocation append made for it.
 func (r *rendered) keep(b []byte) []byte {
-	if r.a == nil {
+	if r.a == nil || len(b) == 0 {
 		return b
 	}
-	r.a.scratch = b[:0]
-	return r.a.copy(b)
+	a := r.a
+	free := a.cur[len(a.cur):cap(a.cur)]
+	if len(free) >= len(b) && &free[0] == &b[0] {
+		a.cur = a.cur[:len(a.cur)+len(b)]
+	}
+	return b[:len(b):len(b)]
 }
 
 func (r *rendered) add(view string, data []byte) {

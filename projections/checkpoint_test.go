@@ -1,0 +1,227 @@
+package projections
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+)
+
+// crashedHome projects all of evs into a new home, checkpointing after the
+// first cut events, and stops without a final checkpoint (a crash): the
+// views run past the checkpoint.
+func crashedHome(t *testing.T, evs []*events.Event, cut int) home.Home {
+	t.Helper()
+	h := home.Home{Dir: t.TempDir()}
+	p, err := Open(Options{Home: h, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyBatches(t, p, evs[:cut])
+	if err := p.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	applyBatches(t, p, evs[cut:])
+	if err := p.CloseNoCheckpoint(); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func applyBatches(t *testing.T, p *Projector, evs []*events.Event) {
+	t.Helper()
+	for len(evs) > 0 {
+		n := min(len(evs), 50)
+		if err := p.Apply(evs[:n]); err != nil {
+			t.Fatal(err)
+		}
+		evs = evs[n:]
+	}
+}
+
+func copyHome(t *testing.T, src home.Home) home.Home {
+	t.Helper()
+	dst := home.Home{Dir: t.TempDir()}
+	err := filepath.WalkDir(src.Dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src.Dir, p)
+		to := filepath.Join(dst.Dir, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o700)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, b, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// seal writes cp as a checkpoint that passes the sum check.
+func seal(t *testing.T, h home.Home, cp Checkpoint) {
+	t.Helper()
+	cp.Sum = 0
+	b, err := json.Marshal(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.Sum = crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))
+	if b, err = json.Marshal(cp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(h.CheckpointFile(), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCheckpointTailCheck: catch-up trusts a view only when its bytes at
+// the checkpointed size are what the checkpoint recorded there. A
+// checkpoint whose sizes lie (mid-line, or re-sealed with wrong sizes),
+// whose sum does not match, or a view whose tail was damaged, leads to a
+// rebuild of the views concerned, and the views end byte-identical to a
+// rebuild from the log; the true checkpoint, and the same one in the old
+// version 1 format, are trusted (catch-up from the checkpoint's seq).
+func TestCheckpointTailCheck(t *testing.T) {
+	const total, cut = 600, 400
+	var evs []*events.Event
+	for ev := range workloadSrc(WorkloadEveryType, 5, total) {
+		evs = append(evs, ev)
+	}
+	want := rebuildInto(t, workloadSrc(WorkloadEveryType, 5, total), RebuildOptions{NoSync: true})
+	crashed := crashedHome(t, evs, cut)
+	truth, err := ReadCheckpoint(crashed)
+	if err != nil || truth == nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
+	if truth.Version != 2 || truth.Seq != cut || len(truth.Tails) == 0 {
+		t.Fatalf("checkpoint version %d seq %d tails %d", truth.Version, truth.Seq, len(truth.Tails))
+	}
+	for v, n := range truth.Views {
+		if _, ok := truth.Tails[v]; ok != (n > 0) {
+			t.Fatalf("view %s of size %d: tail present %v", v, n, ok)
+		}
+	}
+	// The view with the longest checkpointed content, to damage.
+	var big string
+	for v, n := range truth.Views {
+		if n > truth.Views[big] && v != FeedbackView {
+			big = v
+		}
+	}
+	clone := func() Checkpoint {
+		c := Checkpoint{Version: truth.Version, Seq: truth.Seq, Views: map[string]int64{}, Tails: map[string]uint32{}}
+		for v, n := range truth.Views {
+			c.Views[v] = n
+		}
+		for v, x := range truth.Tails {
+			c.Tails[v] = x
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name     string
+		tamper   func(t *testing.T, h home.Home)
+		from     uint64 // expected ReplayFrom
+		unsealed bool   // ReadCheckpoint refuses it
+	}{
+		{"true checkpoint", func(*testing.T, home.Home) {}, cut + 1, false},
+		{"version 1 of the true checkpoint", func(t *testing.T, h home.Home) {
+			c := clone()
+			b, _ := json.Marshal(map[string]any{"version": 1, "seq": c.Seq, "views": c.Views})
+			os.WriteFile(h.CheckpointFile(), b, 0o600)
+		}, cut + 1, false},
+		// Version 1 has no tails: only a JSONL view's cut point is checked
+		// (it must end a line); raw views (pty block output) are trusted.
+		{"version 1 JSONL sizes mid-line", func(t *testing.T, h home.Home) {
+			c := clone()
+			for v, n := range c.Views {
+				if n > 0 && strings.HasSuffix(v, ".jsonl") {
+					c.Views[v] = n - 1
+				}
+			}
+			b, _ := json.Marshal(map[string]any{"version": 1, "seq": c.Seq, "views": c.Views})
+			os.WriteFile(h.CheckpointFile(), b, 0o600)
+		}, 1, false},
+		{"re-sealed halved sizes", func(t *testing.T, h home.Home) {
+			c := clone()
+			for v := range c.Views {
+				c.Views[v] /= 2
+			}
+			seal(t, h, c)
+		}, 1, false},
+		{"re-sealed without tails", func(t *testing.T, h home.Home) {
+			c := clone()
+			c.Tails = nil
+			seal(t, h, c)
+		}, 1, false},
+		{"sum does not match", func(t *testing.T, h home.Home) {
+			b, _ := os.ReadFile(h.CheckpointFile())
+			c := clone()
+			c.Seq--
+			c.Sum = truth.Sum
+			b2, _ := json.Marshal(c)
+			if bytes.Equal(b, b2) {
+				t.Fatal("tamper changed nothing")
+			}
+			os.WriteFile(h.CheckpointFile(), b2, 0o600)
+		}, 1, true},
+		{"view damaged before its checkpointed size", func(t *testing.T, h home.Home) {
+			path := filepath.Join(h.Dir, filepath.FromSlash(big))
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := truth.Views[big] - 3 // inside the last checkpointed line, not its newline
+			b[at] ^= 0x01
+			os.WriteFile(path, b, 0o600)
+		}, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := copyHome(t, crashed)
+			tc.tamper(t, h)
+			if _, err := ReadCheckpoint(h); errors.Is(err, ErrCheckpoint) != tc.unsealed {
+				t.Fatalf("ReadCheckpoint: %v", err)
+			}
+			p, err := Open(Options{Home: h, NoSync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			from := p.ReplayFrom()
+			if from != tc.from {
+				t.Fatalf("ReplayFrom %d, want %d", from, tc.from)
+			}
+			applyBatches(t, p, evs[from-1:])
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if d, err := Compare(h, want); err != nil || d != nil {
+				t.Fatalf("views differ from a rebuild: %v %v", d, err)
+			}
+			// The checkpoint Close wrote is trusted as a whole.
+			p, err = Open(Options{Home: h, NoSync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.ReplayFrom(); got != total+1 {
+				t.Fatalf("after close ReplayFrom %d, want %d", got, total+1)
+			}
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
