@@ -92,13 +92,23 @@ func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog
 	if err != nil {
 		return nil, nil, err
 	}
+	// Resumed mandates run in the background (as under `cmlab serve`),
+	// stopped before the engine closes.
+	var res *recovery.Resumer
+	stopResume := func() {
+		if res != nil {
+			res.Stop()
+		}
+	}
 	fail := func(err error) (*mcp.Daemon, func() error, error) {
+		stopResume()
 		eng.Close()
 		return nil, nil, err
 	}
-	if _, err := recovery.OnStart(ctx, eng, recovery.StartOptions{}); err != nil {
+	if _, res, err = recovery.Start(ctx, eng, recovery.StartOptions{OutputFile: recovery.ResumeOutputFile(h)}); err != nil {
 		return fail(fmt.Errorf("start-up recovery: %w", err))
 	}
+	res.Start(context.WithoutCancel(ctx))
 	mgr, err := pty.NewManager(eng, pty.Options{Logger: logger})
 	if err != nil {
 		return fail(fmt.Errorf("terminal manager: %w", err))
@@ -129,6 +139,7 @@ func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog
 	closeFn := func() error {
 		srv.Close()
 		err := closeMgr()
+		stopResume()
 		if cerr := eng.Close(); err == nil {
 			err = cerr
 		}
