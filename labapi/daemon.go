@@ -80,13 +80,17 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 			err = fmt.Errorf("closing engine: %w", cerr)
 		}
 	}()
+	var res *recovery.Resumer
 	if !o.ReadOnly {
 		// Decisions are taken and recorded before listening; resumed
-		// mandates run in the background under a context this function
-		// owns: cancelled and waited for at shutdown, before the engine
-		// closes (a step then still running is left executing and the next
-		// start classifies it).
-		plan, res, err := recovery.Start(ctx, eng, recovery.StartOptions{Lookback: o.Lookback, Now: o.now,
+		// mandates run in the background (below, once the server's step
+		// journal exists, so that `cmlab recover` through this daemon sees
+		// their steps as its own runners' and leaves them alone) under a
+		// context this function owns: cancelled and waited for at
+		// shutdown, before the engine closes (a step then still running is
+		// left executing and the next start classifies it).
+		var plan *recovery.Plan
+		plan, res, err = recovery.Start(ctx, eng, recovery.StartOptions{Lookback: o.Lookback, Now: o.now,
 			OutputFile: recovery.ResumeOutputFile(o.Home), OnResumed: resumeLogger(o.Logger, o.Home)})
 		if err != nil {
 			return fmt.Errorf("start-up recovery: %w", err)
@@ -96,11 +100,6 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 		}
 		if len(plan.ClosedTerminal) > 0 {
 			o.Logger.Info("start-up recovery closed terminal blocks left open", "blocks", plan.ClosedTerminal)
-		}
-		res.Start(context.WithoutCancel(ctx))
-		defer res.Stop()
-		if o.onResumer != nil {
-			o.onResumer(res)
 		}
 	}
 	var mgr *pty.Manager
@@ -139,6 +138,13 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 	defer srv.Close()
 	if o.onServer != nil {
 		o.onServer(srv)
+	}
+	if res != nil {
+		res.Start(context.WithoutCancel(ctx))
+		defer res.Stop()
+		if o.onResumer != nil {
+			o.onResumer(res)
+		}
 	}
 	if !o.ReadOnly {
 		if err := srv.Start(ctx, os.Getpid(), addr); err != nil {

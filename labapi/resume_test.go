@@ -139,6 +139,15 @@ func TestDaemonResumesInBackground(t *testing.T) {
 			}
 
 			if tc.release {
+				// `cmlab recover --apply` through the daemon leaves the
+				// running step alone (it is this daemon's runner's).
+				var applied recovery.Plan
+				if err := c.Do(ctx, http.MethodPost, "/api/recovery/apply", "", nil, &applied); err != nil {
+					t.Fatalf("recovery apply: %v", err)
+				}
+				if n := applied.Pending(); n != 0 {
+					t.Fatalf("recovery apply acted on %d steps while the resumed step runs: %+v", n, applied.Steps)
+				}
 				if err := os.WriteFile(filepath.Join(work, "release"), nil, 0o600); err != nil {
 					t.Fatal(err)
 				}

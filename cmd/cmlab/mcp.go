@@ -108,7 +108,6 @@ func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog
 	if _, res, err = recovery.Start(ctx, eng, recovery.StartOptions{OutputFile: recovery.ResumeOutputFile(h)}); err != nil {
 		return fail(fmt.Errorf("start-up recovery: %w", err))
 	}
-	res.Start(context.WithoutCancel(ctx))
 	mgr, err := pty.NewManager(eng, pty.Options{Logger: logger})
 	if err != nil {
 		return fail(fmt.Errorf("terminal manager: %w", err))
@@ -131,6 +130,9 @@ func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog
 		closeMgr()
 		return fail(err)
 	}
+	// After the server's step journal exists: `cmlab recover` through it
+	// then leaves the resumed steps alone.
+	res.Start(context.WithoutCancel(ctx))
 	if err := srv.Start(ctx, os.Getpid(), "stdio"); err != nil {
 		srv.Close()
 		closeMgr()
