@@ -17,12 +17,13 @@ import (
 )
 
 // blockingMandate records the plan of a one-step mandate whose command
-// writes started.txt, waits until release exists, then appends "done" to
-// out.txt; it returns the last transition's time.
+// starts a long child (its pid in bg.pid), writes started.txt, waits until
+// release exists, then kills the child and appends "done" to out.txt; it
+// returns the last transition's time.
 func blockingMandate(t *testing.T, h home.Home, work string) time.Time {
 	t.Helper()
 	ctx := context.Background()
-	spec := []byte(`{"id":"m1","name":"blocks","steps":[{"id":"s1","argv":["sh","-c","echo started > started.txt; while [ ! -e release ]; do sleep 0.02; done; echo done >> out.txt"],"env":["PATH"],"world":["out.txt"]}]}`)
+	spec := []byte(`{"id":"m1","name":"blocks","steps":[{"id":"s1","argv":["sh","-c","sleep 300 & echo $! > bg.pid; echo started > started.txt; while [ ! -e release ]; do sleep 0.02; done; kill $!; echo done >> out.txt"],"env":["PATH"],"world":["out.txt"]}]}`)
 	m, err := recovery.ParseMandate(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +203,26 @@ func TestDaemonResumesInBackground(t *testing.T) {
 			}
 			if s.Status != events.StatusExecuting || len(out) != 0 || !strings.Contains(string(logged), "left executing") {
 				t.Fatalf("after shutdown: step %s, out %q, log %q", s.Status, out, logged)
+			}
+			// The whole process group was killed: the step's child too.
+			pidb, err := os.ReadFile(filepath.Join(work, "bg.pid"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid := strings.TrimSpace(string(pidb))
+			deadline := time.Now().Add(60 * time.Second)
+			for {
+				stat, err := os.ReadFile("/proc/" + pid + "/stat")
+				if err != nil {
+					break // gone
+				}
+				if f := strings.Fields(string(stat)); len(f) > 2 && f[2] == "Z" {
+					break // killed, not yet reaped
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the step's child %s survived the shutdown: %s", pid, stat)
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
 			// The next start classifies the step left executing.
 			eng, err := engine.Open(ctx, engine.Options{Home: h})

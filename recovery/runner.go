@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/cmlab/cmlab/events"
@@ -285,8 +286,17 @@ func (r *Runner) runStep(ctx context.Context, id string, ms MandateStep, s *Step
 	cmd.Env = r.env(ms, id, s.IdemKey)
 	cmd.Stdout = io.MultiWriter(&out, r.opts.Output)
 	cmd.Stderr = cmd.Stdout
+	// The step runs in its own process group, killed as a whole when ctx
+	// ends (daemon shutdown), so no child it started keeps running or
+	// holds its output open; WaitDelay bounds the wait for such pipes.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	runErr := cmd.Run()
+	if errors.Is(runErr, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() {
+		// Exited 0, but a process it left behind kept the output open.
+		runErr = nil
+	}
 	if ctx.Err() != nil {
 		// Cancelled (daemon shutdown): the command was killed mid-way, so
 		// the step stays executing and the next start classifies it.
