@@ -102,8 +102,19 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 		for p := 0; p < len(data); {
 			entry, n, reason := frameAt(data, p)
 			var seq uint64
+			var ev *events.Event
 			if reason == "" {
-				seq, reason = checkEntry(entry, c.next)
+				// An entry to be yielded is checked by DecodeEntry itself
+				// (version, CRC, seq), so its CRC is computed once; any
+				// failure takes the checkEntry path for its reason.
+				if s, ok := entrySeq(entry); ok && s == c.next && s >= from && s <= to {
+					if e, err := DecodeEntry(entry, s); err == nil {
+						ev, seq = e, s
+					}
+				}
+				if ev == nil {
+					seq, reason = checkEntry(entry, c.next)
+				}
 			}
 			if reason != "" {
 				if live && isLast {
@@ -117,9 +128,10 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 				return true, nil
 			}
 			if seq >= from {
-				ev, err := DecodeEntry(entry, seq)
-				if err != nil {
-					return true, fmt.Errorf("segment %s offset %d: %w", c.seg.Name, c.off, err)
+				if ev == nil {
+					if ev, err = DecodeEntry(entry, seq); err != nil {
+						return true, fmt.Errorf("segment %s offset %d: %w", c.seg.Name, c.off, err)
+					}
 				}
 				if !yield(ev, nil) {
 					return true, nil

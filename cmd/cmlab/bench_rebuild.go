@@ -18,9 +18,9 @@ import (
 )
 
 type benchRebuildOpts struct {
-	events int
-	seed   uint64
-	keep   bool
+	events     int
+	seed       uint64
+	keep       bool
 	cpuProfile string
 }
 
