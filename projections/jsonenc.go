@@ -18,12 +18,35 @@ import (
 
 const hexDigits = "0123456789abcdef"
 
+const (
+	swarLo = 0x0101010101010101
+	swarHi = 0x8080808080808080
+)
+
+// needsEscape8 reports whether any of the eight bytes packed in x is not a
+// plain ASCII byte appendString copies as is: a control byte (< 0x20),
+// '"', '\\' or a byte of a multi-byte sequence (>= 0x80). It may only
+// err towards true, which the byte-by-byte path then handles.
+func needsEscape8(x uint64) bool {
+	q := x ^ (swarLo * '"')
+	bs := x ^ (swarLo * '\\')
+	return ((x-swarLo*0x20)&^x|(q-swarLo)&^q|(bs-swarLo)&^bs|x)&swarHi != 0
+}
+
 // appendString appends s as a JSON string, escaping as encoding/json does
 // with SetEscapeHTML(false).
 func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Skip eight plain bytes at a time (most of a Lab record's text).
+		for i+8 <= len(s) && !needsEscape8(uint64(s[i])|uint64(s[i+1])<<8|uint64(s[i+2])<<16|uint64(s[i+3])<<24|
+			uint64(s[i+4])<<32|uint64(s[i+5])<<40|uint64(s[i+6])<<48|uint64(s[i+7])<<56) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		b := s[i]
 		if b < utf8.RuneSelf {
 			if b >= 0x20 && b != '"' && b != '\\' {

@@ -206,3 +206,57 @@ func TestISOTimeMatchesEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestNeedsEscape8 checks the eight-byte test against the byte rule for
+// every byte value at every position, and with two bytes set at once.
+func TestNeedsEscape8(t *testing.T) {
+	special := func(b byte) bool { return b < 0x20 || b == '"' || b == '\\' || b >= 0x80 }
+	pack := func(bs [8]byte) uint64 {
+		var x uint64
+		for i := 7; i >= 0; i-- {
+			x = x<<8 | uint64(bs[i])
+		}
+		return x
+	}
+	for pos := 0; pos < 8; pos++ {
+		for v := 0; v < 256; v++ {
+			bs := [8]byte{'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'}
+			bs[pos] = byte(v)
+			if got, want := needsEscape8(pack(bs)), special(byte(v)); got != want {
+				t.Fatalf("byte %#x at %d: needsEscape8 = %v, want %v", v, pos, got, want)
+			}
+			for pos2 := 0; pos2 < 8; pos2++ {
+				if pos2 == pos {
+					continue
+				}
+				for _, w := range []byte{0, 0x1f, 0x20, '!', '"', '#', '[', '\\', ']', 0x7f, 0x80, 0xff} {
+					bs2 := bs
+					bs2[pos2] = w
+					want := special(byte(v)) || special(w)
+					if got := needsEscape8(pack(bs2)); got != want {
+						t.Fatalf("bytes %#x at %d, %#x at %d: needsEscape8 = %v, want %v", v, pos, w, pos2, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAppendStringMatchesEncodingJSON puts every kind of byte at every
+// offset of strings long enough for the eight-byte path.
+func TestAppendStringMatchesEncodingJSON(t *testing.T) {
+	base := "The quick brown fox jumps over the lazy dog, 0123456789"
+	inserts := []string{"\"", "\\", "\n", "\x00", "\x1f", "\x7f", "é", "\u2028", "\u2029", "\xff", "\xe2\x80", "<>&", "😀"}
+	for _, ins := range inserts {
+		for at := 0; at <= len(base); at++ {
+			s := base[:at] + ins + base[at:]
+			want, err := jsonLine(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(appendString(nil, s)) + "\n"; got != string(want) {
+				t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
+			}
+		}
+	}
+}
