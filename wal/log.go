@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -87,6 +88,8 @@ type Log struct {
 	// The committer writes groups and hands them to the syncer, which
 	// fsyncs everything written so far in one call, applies and
 	// acknowledges: the next group is written while the previous fsync runs.
+	scratch [][]byte // the committer's entries of one WriteBatch
+
 	pmu       sync.Mutex
 	pending   []*written    // written, not yet fsynced, in sequence order
 	pwake     chan struct{} // (cap 1) pending grew
@@ -104,13 +107,32 @@ type written struct {
 
 type appendReq struct {
 	evs     []*events.Event
-	entries [][]byte // encoded with seq 0; the committer patches seq and CRC
+	entries [][]byte // encoded with seq 0 into buf; the committer patches seq and CRC
+	buf     []byte
 	resp    chan appendResp
 }
 
+// appendResp answers an appendReq: its events got first, first+1, … or err.
 type appendResp struct {
-	seqs []uint64
-	err  error
+	first uint64
+	err   error
+}
+
+// reqPool recycles appendReqs (with their channel and buffers) once their
+// response has been received: tidwall's WriteBatch copies the entry bytes,
+// so nothing refers to buf after the answer.
+var reqPool = sync.Pool{New: func() any { return &appendReq{resp: make(chan appendResp, 1)} }}
+
+// maxPooledBuf keeps a large batch's buffer from being pinned by the pool.
+const maxPooledBuf = 64 << 10
+
+func putReq(r *appendReq) {
+	if cap(r.buf) > maxPooledBuf || cap(r.entries) > 1024 {
+		return
+	}
+	clear(r.entries)
+	r.evs, r.entries, r.buf = nil, r.entries[:0], r.buf[:0]
+	reqPool.Put(r)
 }
 
 // Open locks the log in opts.Dir (creating it if needed), repairs a torn
@@ -273,64 +295,93 @@ func (l *Log) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error
 	// Encoding happens here, in the appenders' goroutines, in parallel; the
 	// committer only patches the seq and computes the CRC.
 	now := l.opts.Now().UnixMilli()
-	r := &appendReq{evs: evs, entries: make([][]byte, len(evs)), resp: make(chan appendResp, 1)}
+	r := reqPool.Get().(*appendReq)
+	r.evs = evs
+	ends := r.entries[:0] // end offsets in buf first, slices after
 	for i, ev := range evs {
 		if ev == nil || ev.Type == "" || ev.V < 1 || ev.ID == "" {
+			putReq(r)
 			return nil, fmt.Errorf("%w: event %d lacks type, version or id", ErrInvalidEvent, i)
 		}
 		if ev.TS == 0 {
 			ev.TS = now
 		}
-		e, err := encodeUnsequenced(ev, l.fastEnvelope)
-		if err != nil {
+		var err error
+		if r.buf, err = appendUnsequenced(r.buf, ev, l.fastEnvelope); err != nil {
+			putReq(r)
 			return nil, fmt.Errorf("%w: event %d (%s): %v", ErrInvalidEvent, i, ev.Type, err)
 		}
-		r.entries[i] = e
+		ends = append(ends, r.buf[:len(r.buf):len(r.buf)])
 	}
+	// Slice buf only now: appending may have moved it.
+	start := 0
+	for i, e := range ends {
+		ends[i] = r.buf[start:len(e):len(e)]
+		start = len(e)
+	}
+	r.entries = ends
 	select {
 	case l.reqs <- r:
 	case <-ctx.Done():
+		putReq(r)
 		return nil, ctx.Err()
 	case <-l.done:
+		putReq(r)
 		return nil, ErrClosed
 	}
+	var res appendResp
 	select {
-	case res := <-r.resp:
-		return res.seqs, res.err
+	case res = <-r.resp:
 	case <-l.exited:
 		// The committer answers every request it took before exiting.
 		select {
-		case res := <-r.resp:
-			return res.seqs, res.err
+		case res = <-r.resp:
 		default:
-			return nil, ErrClosed
+			return nil, ErrClosed // r may still be referenced: not recycled
 		}
 	}
+	putReq(r)
+	if res.err != nil {
+		return nil, res.err
+	}
+	seqs := make([]uint64, len(evs))
+	for i := range seqs {
+		seqs[i] = res.first + uint64(i)
+	}
+	return seqs, nil
 }
 
 // encodeUnsequenced encodes ev as an entry with seq 0 and no CRC yet.
 // fast selects the hand-written envelope encoder (see appendEnvelope).
 func encodeUnsequenced(ev *events.Event, fast bool) ([]byte, error) {
+	return appendUnsequenced(nil, ev, fast)
+}
+
+// appendUnsequenced appends the entry encodeUnsequenced returns to dst;
+// on error dst is returned unchanged in length.
+func appendUnsequenced(dst []byte, ev *events.Event, fast bool) ([]byte, error) {
 	if err := checkData(ev.Data); err != nil {
-		return nil, err
+		return dst, err
 	}
 	c := *ev
 	c.Seq = 0
-	var b []byte
+	at := len(dst)
+	b := dst
 	if fast {
-		b = make([]byte, entryHeader, entryHeader+96+len(c.ID)+len(c.Type)+len(c.Stream)+len(c.Req)+len(c.ReqHash)+len(c.Resp)+len(c.Data))
+		b = slices.Grow(b, entryHeader+96+len(c.ID)+len(c.Type)+len(c.Stream)+len(c.Req)+len(c.ReqHash)+len(c.Resp)+len(c.Data))
+		b = append(b, make([]byte, entryHeader)...)
 		b = appendEnvelope(b, &c)
 	} else {
 		env, err := events.EncodeEnvelope(&c)
 		if err != nil {
-			return nil, err
+			return dst, err
 		}
-		b = make([]byte, entryHeader+len(env))
-		copy(b[entryHeader:], env)
+		b = append(b, make([]byte, entryHeader)...)
+		b = append(b, env...)
 	}
-	b[0] = entryVersion
-	if _, ok := entrySeq(b); !ok {
-		return nil, errors.New("envelope does not start with a fixed-width seq")
+	b[at] = entryVersion
+	if _, ok := entrySeq(b[at:]); !ok {
+		return dst[:at], errors.New("envelope does not start with a fixed-width seq")
 	}
 	return b, nil
 }
@@ -437,7 +488,8 @@ func (l *Log) write(group []*appendReq, n int, next uint64) uint64 {
 		failGroup(group, err)
 		return next
 	}
-	entries := make([][]byte, 0, n)
+	entries := l.scratch[:0]
+	defer func() { clear(entries); l.scratch = entries[:0] }()
 	seq := next
 	var bytes int
 	for _, r := range group {
@@ -553,12 +605,9 @@ func (l *Log) syncPending() bool {
 	for _, w := range ws {
 		s := w.first
 		for _, r := range w.group {
-			seqs := make([]uint64, len(r.evs))
-			for i := range seqs {
-				seqs[i] = s
-				s++
-			}
-			r.resp <- appendResp{seqs: seqs}
+			first := s
+			s += uint64(len(r.evs)) // before the answer: r is recycled after it
+			r.resp <- appendResp{first: first}
 		}
 	}
 	return true
