@@ -21,14 +21,19 @@
 // # Writing
 //
 // Append validates and encodes its events in the caller's goroutine and
-// hands them to one committer goroutine, which groups whatever is waiting
-// into one WriteBatch and one fsync, fsyncs the directory when the group
-// created a segment file (tidwall/wal does not; files.go mirrors its cycle
-// rule to know), calls Options.Apply (the projections) and only then
-// acknowledges every appender in the group. A write or fsync error puts the
-// log into a failed state: every waiting appender gets the error, nothing
-// more is written, the fsync is never retried, and the process must reopen
-// the log. The three calls a group commit makes go through the Writer seam
+// hands them to one committer goroutine, which groups whatever is waiting,
+// patches in the sequences and writes the group with one WriteBatch. A
+// syncer goroutine makes written groups durable: one fsync of the tail
+// segment covering every group written before it began (through a
+// descriptor of its own, so the committer writes the next group meanwhile;
+// tidwall fsyncs a filled segment itself before opening the next), a
+// directory fsync when any of them created a segment file (tidwall/wal
+// does not; files.go mirrors its cycle rule to know), then Options.Apply
+// (the projections), and only then the acknowledgements, in sequence
+// order. A write or fsync error puts the log into a failed state: every
+// waiting appender gets the error, nothing more is acknowledged or
+// fsynced, the fsync is never retried, and the process must reopen the
+// log. The three calls a group commit makes go through the Writer seam
 // (files.go), where Faults injects write errors, short writes, ENOSPC and
 // fsync failures for tests.
 //
