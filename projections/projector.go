@@ -62,6 +62,9 @@ type ForeignLine = events.FeedbackIngested
 type viewFile struct {
 	f *os.File
 	w *bufio.Writer
+	// dirty: p.unsync holds this view already (write need not set it
+	// again for every line); cleared with p.unsync.
+	dirty bool
 }
 
 // Projector writes every view of one home. Apply is called with events in
@@ -442,7 +445,10 @@ func (p *Projector) write(view string, data []byte) error {
 		return err
 	}
 	p.sizes[view] += int64(len(data))
-	p.unsync[view] = true
+	if !vf.dirty {
+		p.unsync[view] = true
+		vf.dirty = true
+	}
 	return nil
 }
 
@@ -744,6 +750,9 @@ func (p *Projector) checkpoint() error {
 		}
 	}
 	clear(p.unsync)
+	for _, vf := range p.open {
+		vf.dirty = false
+	}
 	clear(p.newDirs)
 	cp := &Checkpoint{Version: checkpointVersion, Seq: p.last, Views: make(map[string]int64, len(p.sizes)), Tails: map[string]uint32{}}
 	for v, n := range p.sizes {
