@@ -393,4 +393,3 @@ func newPtyEndCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 	c.Flags().Int64Var(&graceMs, "grace-ms", 2000, "how long to wait after each step")
 	return c
 }
-
