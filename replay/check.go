@@ -15,6 +15,7 @@ import (
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/projections"
 )
 
 // CheckOptions configure Check.
@@ -124,7 +125,7 @@ func Check(ctx context.Context, opts CheckOptions) (*CheckReport, error) {
 		}
 		return false, nil
 	}, func(*events.Event) error {
-		files, err := ViewFiles(shadow)
+		files, err := projections.ViewFiles(shadow)
 		if err != nil {
 			return err
 		}
@@ -319,11 +320,11 @@ func extends(d Divergence, grown func() bool) bool {
 // file, the offset to compare from. A live file that only extends the
 // shadow's, while the log has grown, is not a difference.
 func compareHomes(live, shadow home.Home, base map[string]int64, grown func() bool) ([]Divergence, int, error) {
-	lf, err := ViewFiles(live)
+	lf, err := projections.ViewFiles(live)
 	if err != nil {
 		return nil, 0, err
 	}
-	sf, err := ViewFiles(shadow)
+	sf, err := projections.ViewFiles(shadow)
 	if err != nil {
 		return nil, 0, err
 	}

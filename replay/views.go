@@ -5,9 +5,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"sort"
-	"strings"
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
@@ -37,50 +34,6 @@ func shadowProjector(buffered bool) ProjectorFactory {
 	return func(h home.Home) (Projector, error) {
 		return projections.Open(projections.Options{Home: h, Fresh: true, Exclusive: buffered, NoSync: true})
 	}
-}
-
-// viewRoots are the home-relative directories that hold views (SPEC §2).
-// Everything else — the log, daemon state (token, daemon.json, checkpoint),
-// quarantined bytes, exports written on request, files the operator keeps
-// in the home — is not a projection of the log.
-var viewRoots = []string{"feedback", "lab", "pty", "steps"}
-
-// viewExcluded are directories under viewRoots that are not views.
-var viewExcluded = []string{"lab/exports"}
-
-// ViewFiles lists the view files of a home, home-relative with forward
-// slashes, sorted. Hidden files (temporaries of atomic writes) are skipped.
-func ViewFiles(h home.Home) ([]string, error) {
-	var out []string
-	for _, root := range viewRoots {
-		err := filepath.WalkDir(filepath.Join(h.Dir, root), func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) {
-					return nil
-				}
-				return err
-			}
-			rel := h.Rel(p)
-			if slices.Contains(viewExcluded, rel) {
-				return filepath.SkipDir
-			}
-			if strings.HasPrefix(d.Name(), ".") {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if d.Type().IsRegular() {
-				out = append(out, rel)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	sort.Strings(out)
-	return out, nil
 }
 
 // fileSize is the size of a home-relative file, -1 when it does not exist.

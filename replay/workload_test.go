@@ -13,6 +13,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/projections"
 )
 
 // workload returns n events of a random but reproducible Lab + terminal +
@@ -122,7 +123,7 @@ func liveHome(t *testing.T, dir string, evs []*events.Event, extra ProjectorFact
 // snapshot reads every view file of h.
 func snapshot(t *testing.T, h home.Home) map[string]string {
 	t.Helper()
-	files, err := ViewFiles(h)
+	files, err := projections.ViewFiles(h)
 	if err != nil {
 		t.Fatal(err)
 	}
