@@ -37,28 +37,34 @@ type Writer interface {
 // twalWriter is the real Writer over tidwall/wal.
 //
 // Sync does not call tidwall's Sync, which holds tidwall's mutex for the
-// whole fsync and so would stall the next group's WriteBatch: it fsyncs the
-// tail segment through a second descriptor of its own (sf), so the
-// committer writes group k+1 while the syncer fsyncs group k. That is
-// enough for every group written before the fsync starts: a group's bytes
+// whole fsync and so would stall the next group's WriteBatch: it
+// fdatasyncs the tail segment through a second descriptor of its own (sf),
+// so the committer writes group k+1 while the syncer syncs group k. That is
+// enough for every group written before the sync starts: a group's bytes
 // lie either in the tail segment sf names or in an earlier segment, and
 // tidwall fsyncs a segment (cycle) before it opens the next one, inside the
 // WriteBatch that filled it; sf moves to the new segment only after that
 // WriteBatch has returned without error.
+//
+// The writer also keeps zeros ahead of the data of the tail segment (see
+// prealloc.go), so that most group commits overwrite allocated blocks.
 type twalWriter struct {
 	tw      *twal.Log
 	dir     string
 	segSize int
 	tail    int // bytes in the tail segment, mirroring tidwall's len(ebuf); committer only
 	batch   twal.Batch
+	pre     *preallocator // nil: no preallocation
+	seg     string        // the tail segment's file name; committer only
 
 	mu sync.Mutex // guards sf; held across an fsync so that sf is never closed under it
 	sf *os.File   // the tail segment, opened by us, for fsync
 }
 
 // newTwalWriter opens the writer's own descriptor of the tail segment of
-// an opened tidwall log.
-func newTwalWriter(tw *twal.Log, dir string, segSize, tail int) (*twalWriter, error) {
+// an opened tidwall log. With pre set it zero-fills the first region of
+// the tail segment before returning.
+func newTwalWriter(tw *twal.Log, dir string, segSize, tail int, pre *preallocator) (*twalWriter, error) {
 	segs, err := listSegments(dir)
 	if err != nil {
 		return nil, err
@@ -66,11 +72,31 @@ func newTwalWriter(tw *twal.Log, dir string, segSize, tail int) (*twalWriter, er
 	if len(segs) == 0 {
 		return nil, errors.New("no segment file after open")
 	}
-	sf, err := os.Open(filepath.Join(dir, segs[len(segs)-1].Name))
+	name := segs[len(segs)-1].Name
+	sf, err := os.Open(filepath.Join(dir, name))
 	if err != nil {
 		return nil, err
 	}
-	return &twalWriter{tw: tw, dir: dir, segSize: segSize, tail: tail, sf: sf}, nil
+	w := &twalWriter{tw: tw, dir: dir, segSize: segSize, tail: tail, sf: sf, pre: pre, seg: name}
+	if pre != nil {
+		// Open's region is written now and kept to one unit, so that the
+		// first groups already overwrite zeros and Open stays quick.
+		pre.alloc = int64(tail)
+		start := alignUp(int64(tail), pageSize)
+		if end := min(alignDown(start+preallocUnit, preallocUnit), pre.max); end > start {
+			pre.fill(filepath.Join(dir, name), start, end)
+		}
+	}
+	return w, nil
+}
+
+// frameBytes is how many bytes entries take in a segment.
+func frameBytes(entries [][]byte) int {
+	n := 0
+	for _, e := range entries {
+		n += uvarintLen(uint64(len(e))) + len(e)
+	}
+	return n
 }
 
 // WriteBatch mirrors tidwall's cycle rule to know whether the batch opened
@@ -78,6 +104,12 @@ func newTwalWriter(tw *twal.Log, dir string, segSize, tail int) (*twalWriter, er
 // than SegmentSize bytes, and after any entry that brings it to at least
 // SegmentSize (even the batch's last, leaving a new empty segment).
 func (w *twalWriter) WriteBatch(first uint64, entries [][]byte) (bool, error) {
+	if w.pre != nil {
+		w.pre.settle(false)
+		if w.pre.mustWait(int64(w.tail + frameBytes(entries))) {
+			w.pre.settle(true) // the writer caught up with the zero-filling
+		}
+	}
 	w.batch.Clear()
 	tail, cycled, newTail := w.tail, false, uint64(0)
 	if tail > w.segSize {
@@ -97,7 +129,8 @@ func (w *twalWriter) WriteBatch(first uint64, entries [][]byte) (bool, error) {
 	if cycled {
 		// tidwall fsynced and closed every segment it filled; the new
 		// tail is the file named after its first sequence.
-		sf, err := os.Open(filepath.Join(w.dir, segmentName(newTail)))
+		name := segmentName(newTail)
+		sf, err := os.Open(filepath.Join(w.dir, name))
 		if err != nil {
 			return cycled, err
 		}
@@ -106,31 +139,70 @@ func (w *twalWriter) WriteBatch(first uint64, entries [][]byte) (bool, error) {
 		w.sf = sf
 		w.mu.Unlock()
 		old.Close()
+		w.seg = name
+		if w.pre != nil {
+			w.pre.newSegment()
+		}
+	}
+	if w.pre != nil {
+		if start, end, ok := w.pre.next(int64(w.tail), preallocHeadroom); ok {
+			w.pre.launch(filepath.Join(w.dir, w.seg), start, end)
+		}
 	}
 	return cycled, nil
 }
 
-// Sync fsyncs the tail segment through the writer's own descriptor. It
-// may run concurrently with WriteBatch.
+// writeTorn writes b where the next entry would go, behind tidwall's back
+// (the fault seam's short write).
+func (w *twalWriter) writeTorn(b []byte) error {
+	if w.pre != nil {
+		w.pre.settle(true)
+	}
+	f, err := os.OpenFile(filepath.Join(w.dir, w.seg), os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(b, int64(w.tail)); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Sync fdatasyncs the tail segment through the writer's own descriptor:
+// the entries and the file size needed to read them back (a new segment's
+// directory entry is the caller's SyncDir). It may run concurrently with
+// WriteBatch.
 func (w *twalWriter) Sync() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.sf == nil {
 		return os.ErrClosed
 	}
-	return w.sf.Sync()
+	return datasync(w.sf)
 }
 
 func (w *twalWriter) SyncDir() error { return syncDir(w.dir) }
 
-// close closes the writer's descriptor (without an fsync).
-func (w *twalWriter) close() {
+// close closes the writer's descriptor (without an fsync). With trim it
+// first cuts the preallocated zeros off the tail segment; the caller's
+// fsync (tidwall's Close) makes the cut durable. A failed log is not
+// trimmed: its tail may hold a torn frame that the next Open must see.
+func (w *twalWriter) close(trim bool) error {
+	var err error
+	if w.pre != nil {
+		w.pre.settle(true)
+		if trim && w.pre.alloc > int64(w.tail) {
+			err = os.Truncate(filepath.Join(w.dir, w.seg), int64(w.tail))
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.sf != nil {
 		w.sf.Close()
 		w.sf = nil
 	}
+	return err
 }
 
 func uvarintLen(x uint64) int {
@@ -209,13 +281,19 @@ func (fw faultyWriter) WriteBatch(first uint64, entries [][]byte) (bool, error) 
 				return cycled, werr
 			}
 		}
-		// Half of the last frame, appended behind tidwall's back to the
-		// tail segment: the log is failed from here on and never writes
-		// through tidwall again.
+		// Half of the last frame, written behind tidwall's back where
+		// the frame would start: the log is failed from here on and
+		// never writes through tidwall again.
 		last := entries[n]
 		frame := binary.AppendUvarint(nil, uint64(len(last)))
 		frame = append(frame, last...)
-		if werr := appendToTail(fw.f.dir, frame[:len(frame)/2]); werr != nil {
+		var werr error
+		if tw, ok := fw.w.(interface{ writeTorn([]byte) error }); ok {
+			werr = tw.writeTorn(frame[:len(frame)/2])
+		} else {
+			werr = appendToTail(fw.f.dir, frame[:len(frame)/2])
+		}
+		if werr != nil {
 			return cycled, errors.Join(err, werr)
 		}
 		return cycled, err

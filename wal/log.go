@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -45,10 +46,17 @@ type Options struct {
 	// MaxBatch caps the events of one group commit (a single larger Append
 	// still goes out as one group). Default 4096.
 	MaxBatch int
-	// NoSync skips every fsync (group commits, directory, tail repair).
-	// Only for benchmarks of the non-durable path and tests that do not
-	// test durability.
+	// NoSync skips every fsync (group commits, directory, tail repair)
+	// and preallocation. Only for benchmarks of the non-durable path and
+	// tests that do not test durability.
 	NoSync bool
+	// Preallocate is how many bytes of zeros the log writes ahead of the
+	// data of its tail segment at a time, in the background, so that group
+	// commits overwrite allocated blocks instead of growing the file (see
+	// prealloc.go). Default 4 MiB; rounded down to a multiple of 1 MiB;
+	// negative turns preallocation off. Segments smaller than 1 MiB are
+	// never preallocated.
+	Preallocate int
 	// Apply is called by the committer with each group's events after they
 	// are durable and before any appender is acknowledged. An error (or a
 	// panic) puts the log into its failed state.
@@ -188,7 +196,11 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 		wroteLast: make(chan struct{}),
 	}
 	l.stats.init()
-	tww, err := newTwalWriter(tw, opts.Dir, opts.SegmentSize, int(tailSize))
+	var pre *preallocator
+	if !opts.NoSync && opts.Preallocate >= 0 && opts.SegmentSize >= preallocUnit {
+		pre = newPreallocator(opts.SegmentSize, cmp.Or(opts.Preallocate, defaultPreallocChunk))
+	}
+	tww, err := newTwalWriter(tw, opts.Dir, opts.SegmentSize, int(tailSize), pre)
 	if err != nil {
 		tw.Close()
 		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
@@ -210,7 +222,7 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 	// A new log's first segment file, or one re-created by tidwall, must
 	// have a durable directory entry before anything in it is acknowledged.
 	if err := l.syncDirUnlessNoSync(); err != nil {
-		tww.close()
+		tww.close(false)
 		tw.Close()
 		return nil, fmt.Errorf("wal: fsync %s: %w", opts.Dir, err)
 	}
@@ -228,7 +240,7 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 			}
 		}
 		if err != nil {
-			tww.close()
+			tww.close(false)
 			tw.Close()
 			return nil, fmt.Errorf("wal: record repair: %w", err)
 		}
@@ -673,10 +685,11 @@ func (l *Log) Close() error {
 	// nothing: Linux may have dropped the dirty pages it failed to write),
 	// so a failed log's tidwall handle is abandoned instead; the runtime's
 	// finalizer closes its descriptor.
-	l.tww.close()
-	var err error
+	err := l.tww.close(failed == nil)
 	if failed == nil {
-		err = l.tw.Close()
+		if cerr := l.tw.Close(); err == nil {
+			err = cerr
+		}
 	}
 	if lerr := l.lock.release(); err == nil {
 		err = lerr

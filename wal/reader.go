@@ -74,7 +74,8 @@ func (c *cursor) corrupt(off int64, reason string) error {
 // cursor's position, advancing it. live tolerates a bad or incomplete
 // frame with no good entry after it in the last segment (a write in
 // progress, or a torn tail a later Open will repair): reading stops there
-// and may resume later. It returns stop=true when yield asked to stop or
+// and may resume later. Preallocated zeros ending the last segment end
+// the entries in either mode. It returns stop=true when yield asked to stop or
 // seq to was passed.
 func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, error) bool) (stop bool, err error) {
 	segs, err := listSegments(c.dir)
@@ -99,6 +100,7 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 			return true, fmt.Errorf("wal: read %s: %w", c.seg.Name, err)
 		}
 		isLast := c.seg.Name == segs[len(segs)-1].Name
+		base := c.off
 		for p := 0; p < len(data); {
 			entry, n, reason := frameAt(data, p)
 			var seq uint64
@@ -117,6 +119,9 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 				}
 			}
 			if reason != "" {
+				if isLast && preallocatedFrom(data, base, p) {
+					return false, nil // the end of the entries, for now
+				}
 				if live && isLast {
 					if q, _ := resync(data, p+1, c.next); q == len(data) {
 						return false, nil
@@ -351,6 +356,9 @@ type SegmentStat struct {
 	First   uint64 `json:"first_seq"`
 	Last    uint64 `json:"last_seq"` // First-1 when empty
 	Entries int    `json:"entries"`
+	// Preallocated is the zeros the writer keeps ahead of the entries of
+	// the last segment (included in Size; not damage).
+	Preallocated int64 `json:"preallocated,omitempty"`
 }
 
 // StatReport summarises a log directory.
@@ -398,7 +406,7 @@ func Stat(dir string) (StatReport, error) {
 		}
 	}
 	for _, sc := range ds.Segments {
-		st.Segments = append(st.Segments, SegmentStat{Name: sc.Segment.Name, Size: sc.Size, First: sc.Segment.First, Last: sc.Next - 1, Entries: sc.Count})
+		st.Segments = append(st.Segments, SegmentStat{Name: sc.Segment.Name, Size: sc.Size, First: sc.Segment.First, Last: sc.Next - 1, Entries: sc.Count, Preallocated: sc.Prealloc})
 		st.Bytes += sc.Size
 		st.Events += uint64(sc.Count)
 	}

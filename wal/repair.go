@@ -35,7 +35,8 @@ func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 // entry after them) is cut: the bytes are copied to a quarantine file named
 // after segment and offset and fsynced, then the segment is truncated and
 // fsynced. Any other damage is refused with a *CorruptError and changes
-// nothing. It returns the repair (nil if none) and the tail segment's size.
+// nothing. Preallocated zeros ending the last segment are truncated. It
+// returns the repair (nil if none) and the tail segment's size.
 // noSync (Options.NoSync) skips the fsyncs.
 func repairTail(dir, qdir string, noSync bool) (*events.WalRepaired, int64, error) {
 	ds, err := scanDir(dir, false, nil)
@@ -58,24 +59,35 @@ func repairTail(dir, qdir string, noSync bool) (*events.WalRepaired, int64, erro
 		return nil, 0, &CorruptError{Dir: dir, Bad: bad}
 	}
 	var tailSize int64
+	var tail *segmentScan
 	if n := len(ds.Segments); n > 0 {
-		tailSize = ds.Segments[n-1].Size
+		tail = &ds.Segments[n-1]
+		tailSize = tail.Size
 	}
 	if torn == nil {
-		if n := len(ds.Segments); n > 0 {
-			return unrecordedRepair(qdir, ds.Segments[n-1].Segment.Name, tailSize), tailSize, nil
+		if tail == nil {
+			return nil, 0, nil
 		}
-		return nil, tailSize, nil
+		if tail.Prealloc > 0 {
+			// Preallocated zeros are not damage: cut without a trace, so
+			// that tidwall/wal (which would read them as empty entries)
+			// sees the entries only.
+			tailSize -= tail.Prealloc
+			if err := truncateSync(filepath.Join(dir, tail.Segment.Name), tailSize, noSync); err != nil {
+				return nil, 0, fmt.Errorf("wal: trim preallocated space: %w", err)
+			}
+		}
+		return unrecordedRepair(qdir, tail.Segment.Name, tailSize), tailSize, nil
 	}
 	seg := filepath.Join(dir, torn.Segment)
 	data, err := os.ReadFile(seg)
 	if err != nil {
 		return nil, 0, fmt.Errorf("wal: repair: %w", err)
 	}
-	if int64(len(data)) != torn.Offset+torn.Length {
+	if int64(len(data)) != torn.Offset+torn.Length+tail.Prealloc {
 		return nil, 0, fmt.Errorf("wal: repair: %s changed size during open", seg)
 	}
-	qname, err := quarantine(qdir, fmt.Sprintf("%s-at-%d.torn", torn.Segment, torn.Offset), data[torn.Offset:], noSync)
+	qname, err := quarantine(qdir, fmt.Sprintf("%s-at-%d.torn", torn.Segment, torn.Offset), data[torn.Offset:torn.Offset+torn.Length], noSync)
 	if err != nil {
 		return nil, 0, fmt.Errorf("wal: repair: %w", err)
 	}

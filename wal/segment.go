@@ -180,14 +180,25 @@ type segmentScan struct {
 	Count   int         // good entries
 	Next    uint64      // sequence after the last good entry (First when none)
 	Bad     []BadEntry
+	// Prealloc is the preallocated space (zeros) ending the last segment:
+	// not damage; Open truncates it.
+	Prealloc int64
 }
 
 // scanSegment checks every frame of data, the bytes of seg. After a bad
 // frame it resynchronises on the next offset that holds a complete frame
 // with a good CRC. last tells whether this is the log's last segment
-// (damage running to its end is a torn tail). keep retains good entries.
+// (damage running to its end is a torn tail, zeros ending it may be
+// preallocated space). keep retains good entries.
 func scanSegment(seg segmentFile, data []byte, last, keep bool) segmentScan {
 	sc := segmentScan{Segment: seg, Size: int64(len(data)), Next: seg.First}
+	// zeros: the zero bytes ending a last segment whose size is a multiple
+	// of preallocUnit. They may be preallocated space; a frame starting
+	// among them surely is (see prealloc.go).
+	zeros := 0
+	if last && len(data)%preallocUnit == 0 {
+		zeros = trailingZeros(data)
+	}
 	off := 0
 	for off < len(data) {
 		entry, n, reason := frameAt(data, off)
@@ -210,6 +221,10 @@ func scanSegment(seg segmentFile, data []byte, last, keep bool) segmentScan {
 			off += n
 			continue
 		}
+		if zeros > 0 && off >= len(data)-zeros {
+			sc.Prealloc = int64(len(data) - off)
+			break
+		}
 		// Bad frame: find the next good one.
 		next, nseq := resync(data, off+1, sc.Next)
 		b := BadEntry{Segment: seg.Name, Offset: int64(off), Length: int64(next - off), Seq: sc.Next, Reason: reason}
@@ -217,6 +232,14 @@ func scanSegment(seg segmentFile, data []byte, last, keep bool) segmentScan {
 			b.Lost = nseq - sc.Next
 		} else if last {
 			b.TornTail = true
+			if zeros > 0 {
+				// A torn write inside preallocated space: the damage ends
+				// where the zeros begin (off is before them, see above).
+				b.Length = int64(len(data) - zeros - off)
+				sc.Prealloc = int64(zeros)
+				sc.Bad = append(sc.Bad, b)
+				break
+			}
 		}
 		if allZero(data[off:next]) {
 			b.Reason = ReasonZeroFill
