@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path"
 	"sort"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -243,7 +244,11 @@ func printStat(w io.Writer, st wal.StatReport) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEGMENT\tBYTES\tFIRST\tLAST\tENTRIES")
 	for _, s := range st.Segments {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", s.Name, s.Size, s.First, s.Last, s.Entries)
+		bytes := strconv.FormatInt(s.Size, 10)
+		if s.Preallocated > 0 {
+			bytes = fmt.Sprintf("%d (+%d preallocated)", s.Size-s.Preallocated, s.Preallocated)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", s.Name, bytes, s.First, s.Last, s.Entries)
 	}
 	tw.Flush()
 	types := make([]string, 0, len(st.ByType))
