@@ -1,0 +1,345 @@
+package wal
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cmlab/cmlab/events"
+)
+
+// tailSegment returns the path and bytes of the last segment of dir.
+func tailSegment(t *testing.T, dir string) (string, []byte) {
+	t.Helper()
+	segs, err := listSegments(dir)
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("segments of %s: %v %v", dir, segs, err)
+	}
+	p := filepath.Join(dir, segs[len(segs)-1].Name)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, b
+}
+
+// framesLen is the bytes the frames of evs take in a segment.
+func framesLen(t *testing.T, evs []*events.Event) int {
+	t.Helper()
+	n := 0
+	for _, ev := range evs {
+		b := entryBytes(t, ev)
+		n += uvarintLen(uint64(len(b))) + len(b)
+	}
+	return n
+}
+
+// copyLogDir copies the files of a log directory as they are on disk now:
+// what a machine that lost power or a SIGKILLed process leaves behind of a
+// log whose every write(2) reached the page cache.
+func copyLogDir(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	segs, err := listSegments(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range segs {
+		b, err := os.ReadFile(filepath.Join(src, s.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, s.Name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkEvents reads l from the start: want, byte for byte, then a
+// wal.repaired event if repaired.
+func checkEvents(t *testing.T, l *Log, want []*events.Event, repaired bool) {
+	t.Helper()
+	i := 0
+	for ev, err := range l.Events(1) {
+		if err != nil {
+			t.Fatalf("Events: %v", err)
+		}
+		switch {
+		case i < len(want) && ev.Seq == want[i].Seq && bytes.Equal(entryBytes(t, ev), entryBytes(t, want[i])):
+		case i == len(want) && repaired && ev.Type == events.TypeWalRepaired:
+		default:
+			t.Fatalf("event %d (seq %d, %s) is not the one appended", i, ev.Seq, ev.Type)
+		}
+		i++
+	}
+	if n := len(want) + map[bool]int{true: 1}[repaired]; i != n {
+		t.Fatalf("read %d events, want %d", i, n)
+	}
+}
+
+// A log whose segments can hold 1 MiB keeps zeros ahead of its data; every
+// reader sees just the entries, and Close cuts the zeros. (With 1 MiB
+// steps, 100 events do not start a background region: the file stays at
+// the unit Open zero-filled.)
+func TestPreallocatedTailIsNotDamage(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wal")
+	l := openT(t, Options{Dir: dir, SegmentSize: 8 << 20, Preallocate: 1 << 20})
+	evs := appendN(t, l, 100)
+	data := framesLen(t, evs)
+	_, b := tailSegment(t, dir)
+	if len(b) != preallocUnit {
+		t.Fatalf("tail segment is %d bytes, want the %d Open preallocates", len(b), preallocUnit)
+	}
+	if !allZero(b[data:]) {
+		t.Fatal("bytes after the entries are not zero")
+	}
+	rep, err := Verify(dir)
+	if err != nil || rep.TornTail != nil || rep.Entries != 100 || rep.Last != 100 {
+		t.Fatalf("Verify: %+v %v", rep, err)
+	}
+	st, err := Stat(dir)
+	if err != nil || st.TornTail || st.Events != 100 || st.Segments[0].Preallocated != int64(preallocUnit-data) {
+		t.Fatalf("Stat: %+v %v", st, err)
+	}
+	checkEvents(t, l, evs, false)
+	r, err := OpenReader(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last, err := r.LastSeq(); err != nil || last != 100 {
+		t.Fatalf("Reader.LastSeq = %d, %v", last, err)
+	}
+	n := 0
+	for ev, err := range r.Events(1) {
+		if err != nil {
+			t.Fatalf("Reader.Events: %v", err)
+		}
+		n++
+		if ev.Seq != uint64(n) {
+			t.Fatalf("Reader.Events: seq %d at %d", ev.Seq, n)
+		}
+	}
+	if n != 100 {
+		t.Fatalf("Reader.Events read %d events", n)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, b := tailSegment(t, dir); len(b) != data {
+		t.Fatalf("after Close the tail segment is %d bytes, want %d (its entries)", len(b), data)
+	}
+}
+
+// The image a crash leaves (entries, then zeros to a multiple of 1 MiB)
+// opens without a repair: the zeros are cut, nothing is quarantined.
+func TestPreallocatedTailAfterCrash(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "wal")
+	l := openT(t, Options{Dir: dir, SegmentSize: 8 << 20})
+	evs := appendN(t, l, 50)
+	crash := filepath.Join(root, "crash", "wal")
+	copyLogDir(t, dir, crash)
+	l2 := openT(t, Options{Dir: crash, SegmentSize: 8 << 20, Preallocate: -1})
+	if l2.Repaired() != nil {
+		t.Fatalf("preallocated zeros were repaired as damage: %+v", l2.Repaired())
+	}
+	if _, err := os.Stat(filepath.Join(root, "crash", "quarantine")); !os.IsNotExist(err) {
+		t.Fatalf("quarantine was created: %v", err)
+	}
+	if _, b := tailSegment(t, crash); len(b) != framesLen(t, evs) {
+		t.Fatalf("tail segment is %d bytes after open, want %d", len(b), framesLen(t, evs))
+	}
+	checkEvents(t, l2, evs, false)
+	more, err := l2.Append(context.Background(), testEvent(50))
+	if err != nil || more[0] != 51 {
+		t.Fatalf("append after reopen: %v %v", more, err)
+	}
+}
+
+// A torn write inside preallocated space is a torn tail: exactly its bytes
+// are quarantined, the zeros after it are not.
+func TestTornWriteInsidePreallocatedSpace(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "wal")
+	l := openT(t, Options{Dir: dir, SegmentSize: 8 << 20})
+	evs := appendN(t, l, 30)
+	crash := filepath.Join(root, "crash", "wal")
+	copyLogDir(t, dir, crash)
+	p, b := tailSegment(t, crash)
+	data := framesLen(t, evs)
+	// Half of a frame: its length runs past the bytes written.
+	torn := append(binary.AppendUvarint(nil, 180), bytes.Repeat([]byte{0xC1, 0x7f}, 40)...)
+	copy(b[data:], torn)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l2 := openT(t, Options{Dir: crash, SegmentSize: 8 << 20, Preallocate: -1})
+	rep := l2.Repaired()
+	if rep == nil || rep.Offset != int64(data) || rep.Length != int64(len(torn)) || rep.FirstSeq != 31 {
+		t.Fatalf("repair: %+v, want offset %d length %d", rep, data, len(torn))
+	}
+	q, err := os.ReadFile(filepath.Join(root, "crash", "quarantine", rep.Quarantine))
+	if err != nil || !bytes.Equal(q, torn) {
+		t.Fatalf("quarantined %d bytes (%v), want the %d torn bytes exactly", len(q), err, len(torn))
+	}
+	if _, after := tailSegment(t, crash); !bytes.Equal(after[:data], b[:data]) {
+		t.Fatalf("entries changed by the repair")
+	}
+	checkEvents(t, l2, evs, true)
+}
+
+// Zeros ending at a size that is not a multiple of the unit are a zero
+// fill, repaired and recorded as before.
+func TestZeroFillAtOddSizeIsStillRepaired(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "wal")
+	l := openT(t, Options{Dir: dir, SegmentSize: 8 << 20})
+	evs := appendN(t, l, 20)
+	crash := filepath.Join(root, "crash", "wal")
+	copyLogDir(t, dir, crash)
+	p, b := tailSegment(t, crash)
+	b = append(b, make([]byte, 100)...)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := framesLen(t, evs)
+	l2 := openT(t, Options{Dir: crash, SegmentSize: 8 << 20, Preallocate: -1})
+	rep := l2.Repaired()
+	if rep == nil || rep.Reason != ReasonZeroFill || rep.Offset != int64(data) || rep.Length != int64(len(b)-data) {
+		t.Fatalf("repair: %+v, want a zero fill of %d bytes at %d", rep, len(b)-data, data)
+	}
+	checkEvents(t, l2, evs, true)
+}
+
+// An entry whose last bytes are zeros, followed by preallocated space, is
+// kept whole: the zeros are told apart by frames, not by value.
+func TestEntryEndingInZerosBeforePreallocatedSpace(t *testing.T) {
+	ev := events.MustNew("s", &events.WalRepaired{Segment: "x", Quarantine: "q", Reason: "r"})
+	ev.Seq = 1
+	entry := entryBytes(t, ev)
+	if entry[len(entry)-1] != 0 {
+		t.Fatalf("test setup: the entry ends in %#x, want 0", entry[len(entry)-1])
+	}
+	data := binary.AppendUvarint(nil, uint64(len(entry)))
+	data = append(data, entry...)
+	frame := len(data)
+	data = append(data, make([]byte, preallocUnit-len(data))...)
+	sc := scanSegment(segmentFile{Name: segmentName(1), First: 1}, data, true, false)
+	if len(sc.Bad) != 0 || sc.Count != 1 || sc.Prealloc != int64(preallocUnit-frame) {
+		t.Fatalf("scan: count %d bad %v prealloc %d, want 1 entry and %d preallocated", sc.Count, sc.Bad, sc.Prealloc, preallocUnit-frame)
+	}
+	// The same bytes in a segment that is not the last are damage.
+	sc = scanSegment(segmentFile{Name: segmentName(1), First: 1}, data, false, false)
+	if len(sc.Bad) != 1 || sc.Bad[0].Reason != ReasonZeroFill || sc.Bad[0].TornTail {
+		t.Fatalf("non-last segment: %+v", sc.Bad)
+	}
+}
+
+// Many background regions and several segments under concurrent appenders
+// and a concurrent reader: no zero ever lands on an entry, no closed
+// segment keeps zeros, every event reads back byte for byte.
+func TestPreallocationUnderLoad(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wal")
+	l := openT(t, Options{Dir: dir, SegmentSize: 3 << 20, Preallocate: 1 << 20})
+	const workers, per = 16, 600
+	pad := strings.Repeat("z", 900)
+	got := make([][]*events.Event, workers)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	readErr := make(chan error, 1)
+	r, err := OpenReader(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		// A follower on the live log must never see damage.
+		var next uint64 = 1
+		for ev, err := range r.Follow(ctx, 1, time.Millisecond) {
+			if err != nil {
+				readErr <- err
+				return
+			}
+			if ev.Seq != next {
+				readErr <- fmt.Errorf("reader: seq %d, want %d", ev.Seq, next)
+				return
+			}
+			next++
+		}
+		readErr <- nil
+	}()
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				ev := events.MustNew("s", &events.WalSalvaged{LostSeq: uint64(w*per + i), Segment: "load", Reason: pad})
+				if _, err := l.Append(context.Background(), ev); err != nil {
+					t.Error(err)
+					return
+				}
+				got[w] = append(got[w], ev)
+			}
+		}()
+	}
+	wg.Wait()
+	cancel()
+	if err := <-readErr; err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := listSegments(dir)
+	if len(segs) < 3 {
+		t.Fatalf("%d segments, want at least 3", len(segs))
+	}
+	bySeq := map[uint64]*events.Event{}
+	for _, evs := range got {
+		for _, ev := range evs {
+			bySeq[ev.Seq] = ev
+		}
+	}
+	if len(bySeq) != workers*per {
+		t.Fatalf("%d distinct sequences acknowledged, want %d", len(bySeq), workers*per)
+	}
+	n := 0
+	for ev, err := range l.Events(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(entryBytes(t, ev), entryBytes(t, bySeq[ev.Seq])) {
+			t.Fatalf("seq %d differs from what was appended", ev.Seq)
+		}
+		n++
+	}
+	if n != workers*per {
+		t.Fatalf("read %d events", n)
+	}
+	rep, err := Verify(dir)
+	if err != nil || rep.TornTail != nil || rep.Entries != uint64(workers*per) {
+		t.Fatalf("Verify: %+v %v", rep, err)
+	}
+	for _, s := range segs[:len(segs)-1] {
+		b, _ := os.ReadFile(filepath.Join(dir, s.Name))
+		if sc := scanSegment(s, b, true, false); sc.Prealloc != 0 {
+			t.Fatalf("closed segment %s keeps %d preallocated bytes", s.Name, sc.Prealloc)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := Verify(dir); err != nil || rep.Entries != uint64(workers*per) {
+		t.Fatalf("Verify after Close: %+v %v", rep, err)
+	}
+	_, b := tailSegment(t, dir)
+	if len(b)%preallocUnit == 0 && trailingZeros(b) > 0 {
+		t.Fatal("Close left preallocated zeros")
+	}
+}
