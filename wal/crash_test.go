@@ -30,6 +30,7 @@ const (
 	envCrashDir   = "CMLAB_WAL_CRASH_DIR"
 	envCrashRound = "CMLAB_WAL_CRASH_ROUND"
 	envLockDir    = "CMLAB_WAL_LOCK_DIR"
+	envCrashSeg   = "CMLAB_WAL_CRASH_SEGMENT"
 	crashSegSize  = 32 << 10
 	crashWorkers  = 16
 )
@@ -52,7 +53,8 @@ func TestCrashChild(t *testing.T) {
 		t.Skip("crash child only")
 	}
 	round, _ := strconv.Atoi(os.Getenv(envCrashRound))
-	l, err := Open(Options{Dir: filepath.Join(dir, "wal"), SegmentSize: crashSegSize, Now: fixedNow})
+	segSize, _ := strconv.Atoi(os.Getenv(envCrashSeg))
+	l, err := Open(Options{Dir: filepath.Join(dir, "wal"), SegmentSize: segSize, Now: fixedNow})
 	if err != nil {
 		fmt.Println("open:", err)
 		os.Exit(2)
@@ -96,13 +98,73 @@ func TestCrashSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test")
 	}
+	crashRounds(t, 20, crashSegSize)
+}
+
+// With 2 MiB segments the tail is preallocated: the child dies with zeros
+// ahead of its data, regions in flight and fresh segments with holes; torn
+// bytes are then written where the next entry would have gone.
+func TestCrashSIGKILLPreallocated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test")
+	}
+	if n := crashRounds(t, 10, 2<<20); n == 0 {
+		t.Fatal("no round left preallocated space behind: the test tests nothing new")
+	}
+}
+
+// tailPrealloc is the preallocated space ending the log in dir.
+func tailPrealloc(t *testing.T, dir string) int64 {
+	t.Helper()
+	segs, err := listSegments(dir)
+	if err != nil || len(segs) == 0 {
+		return 0
+	}
+	data, err := os.ReadFile(filepath.Join(dir, segs[len(segs)-1].Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scanSegment(segs[len(segs)-1], data, true, false).Prealloc
+}
+
+// writeTorn puts garbage where a torn write would leave it: over the
+// preallocated zeros right after the entries, or else at the end of the
+// last segment. Zero garbage always goes at the end: inside preallocated
+// space it would be indistinguishable from it.
+func writeTorn(t *testing.T, dir string, garbage []byte) {
+	t.Helper()
+	segs, err := listSegments(dir)
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("segments: %v %v", segs, err)
+	}
+	last := segs[len(segs)-1]
+	path := filepath.Join(dir, last.Name)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := scanSegment(last, data, true, false)
+	if sc.Prealloc < int64(len(garbage)) || allZero(garbage) || len(sc.Bad) > 0 {
+		if err := appendToTail(dir, garbage); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	copy(data[sc.Size-sc.Prealloc:], garbage)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// crashRounds runs the rounds and returns in how many the killed child
+// left preallocated space behind.
+func crashRounds(t *testing.T, rounds, segSize int) (preallocated int) {
 	home := t.TempDir()
-	rounds := 20
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	var totalAcked int
 	for r := 0; r < rounds; r++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), envCrashDir+"="+home, envCrashRound+"="+strconv.Itoa(r))
+		cmd.Env = append(os.Environ(), envCrashDir+"="+home, envCrashRound+"="+strconv.Itoa(r), envCrashSeg+"="+strconv.Itoa(segSize))
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -129,6 +191,9 @@ func TestCrashSIGKILL(t *testing.T) {
 		totalAcked += len(acked)
 		// A SIGKILL leaves whole write(2)s; a power cut can leave a torn
 		// one. Every third round the parent adds what one looks like.
+		if tailPrealloc(t, filepath.Join(home, "wal")) > 0 {
+			preallocated++
+		}
 		tornRound := r%3 == 2
 		if tornRound {
 			garbage := make([]byte, 1+rng.IntN(300))
@@ -139,11 +204,9 @@ func TestCrashSIGKILL(t *testing.T) {
 				garbage[0] = 0xd0 // a frame length running past the end of file
 				garbage = append([]byte{0xd0, 0x01}, garbage...)
 			} // else: zero fill
-			if err := appendToTail(filepath.Join(home, "wal"), garbage); err != nil {
-				t.Fatal(err)
-			}
+			writeTorn(t, filepath.Join(home, "wal"), garbage)
 		}
-		l, err := Open(Options{Dir: filepath.Join(home, "wal"), SegmentSize: crashSegSize, Now: fixedNow})
+		l, err := Open(Options{Dir: filepath.Join(home, "wal"), SegmentSize: segSize, Now: fixedNow})
 		if err != nil {
 			t.Fatalf("round %d: reopen after SIGKILL: %v", r, err)
 		}
@@ -200,7 +263,8 @@ func TestCrashSIGKILL(t *testing.T) {
 	if totalAcked == 0 {
 		t.Fatal("no append was ever acknowledged")
 	}
-	t.Logf("%d rounds (every third with a torn tail added), %d acknowledged appends checked", rounds, totalAcked)
+	t.Logf("%d rounds (every third with a torn tail added, %d left preallocated space), %d acknowledged appends checked", rounds, preallocated, totalAcked)
+	return preallocated
 }
 
 // readAcked parses a side file; a last line cut by the kill is ignored.
