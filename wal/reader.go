@@ -23,6 +23,12 @@ type cursor struct {
 	off     int64  // byte offset in seg of the next frame
 	next    uint64 // sequence expected at off
 	buf     []byte // reused by readFrom: decoded events copy what they keep
+	// suspect is where a live read last found a bad frame with good ones
+	// after it in the last segment (-1: none). Reading bytes the writer is
+	// copying into preallocated space can show exactly that — zeros, then
+	// the end of the write — so the first sighting only pauses the read;
+	// the same damage found again by a later read is corruption.
+	suspect int64
 }
 
 // readFrom returns the bytes of the segment file from off to its end. The
@@ -92,7 +98,7 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 				i = j
 			}
 		}
-		c.seg, c.off, c.next, c.started = segs[i], 0, segs[i].First, true
+		c.seg, c.off, c.next, c.started, c.suspect = segs[i], 0, segs[i].First, true, -1
 	}
 	for {
 		data, err := c.readFrom()
@@ -102,6 +108,11 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 		isLast := c.seg.Name == segs[len(segs)-1].Name
 		base := c.off
 		for p := 0; p < len(data); {
+			if c.next > to {
+				// Past the last sequence asked for: what follows may be a
+				// write in progress.
+				return true, nil
+			}
 			entry, n, reason := frameAt(data, p)
 			var seq uint64
 			var ev *events.Event
@@ -123,7 +134,10 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 					return false, nil // the end of the entries, for now
 				}
 				if live && isLast {
-					if q, _ := resync(data, p+1, c.next); q == len(data) {
+					if q, _ := resync(data, p+1, c.next); q == len(data) || c.suspect != c.off {
+						if q < len(data) {
+							c.suspect = c.off
+						}
 						return false, nil
 					}
 				}

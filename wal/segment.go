@@ -272,6 +272,16 @@ func resync(data []byte, from int, min uint64) (int, uint64) {
 	return len(data), 0
 }
 
+// hasDamage reports whether bad holds damage other than a torn tail.
+func hasDamage(bad []BadEntry) bool {
+	for _, b := range bad {
+		if !b.TornTail {
+			return true
+		}
+	}
+	return false
+}
+
 func allZero(b []byte) bool {
 	for _, c := range b {
 		if c != 0 {
@@ -331,7 +341,17 @@ func scanDir(dir string, keep bool, each func(sc *segmentScan, data []byte) erro
 		}
 		// Damage at the end of a non-last segment has Lost 0 here; the
 		// next segment's name tells how many entries it swallowed (above).
-		sc := scanSegment(seg, data, i == len(segs)-1, keep)
+		last := i == len(segs)-1
+		sc := scanSegment(seg, data, last, keep)
+		if last && hasDamage(sc.Bad) {
+			// A writer copying into preallocated space can be caught
+			// half-way (zeros, then the end of its write): read once more
+			// before calling it damage. A log nobody writes reads the same.
+			if again, err := os.ReadFile(filepath.Join(dir, seg.Name)); err == nil {
+				data = again
+				sc = scanSegment(seg, data, last, keep)
+			}
+		}
 		ds.Segments = append(ds.Segments, sc)
 		ds.Bad = append(ds.Bad, sc.Bad...)
 		next = sc.Next
