@@ -192,7 +192,9 @@ func (w *twalWriter) close(trim bool) error {
 	var err error
 	if w.pre != nil {
 		w.pre.settle(true)
-		if trim && w.pre.alloc > int64(w.tail) {
+		if trim {
+			// Even when a region failed part-way and alloc was not
+			// advanced, the file may be longer than its entries.
 			err = os.Truncate(filepath.Join(w.dir, w.seg), int64(w.tail))
 		}
 	}

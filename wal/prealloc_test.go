@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -341,5 +342,65 @@ func TestPreallocationUnderLoad(t *testing.T) {
 	_, b := tailSegment(t, dir)
 	if len(b)%preallocUnit == 0 && trailingZeros(b) > 0 {
 		t.Fatal("Close left preallocated zeros")
+	}
+}
+
+// A live reader that finds zeros with a good frame after them in
+// preallocated space (what a write in progress can look like) pauses
+// there; finding the same bytes again on its next read is corruption.
+func TestLiveReaderGapInPreallocatedSpace(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wal")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var data []byte
+	for seq := uint64(1); seq <= 3; seq++ {
+		ev := testEvent(int(seq))
+		ev.Seq = seq
+		e := entryBytes(t, ev)
+		if seq == 3 {
+			data = append(data, make([]byte, 300)...) // the gap
+		}
+		data = binary.AppendUvarint(data, uint64(len(e)))
+		data = append(data, e...)
+	}
+	data = append(data, make([]byte, preallocUnit-len(data))...)
+	if err := os.WriteFile(filepath.Join(dir, segmentName(1)), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenReader(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for ev, err := range r.Events(1) {
+		if err != nil {
+			t.Fatalf("first sighting reported: %v", err)
+		}
+		n++
+		if ev.Seq != uint64(n) {
+			t.Fatalf("seq %d", ev.Seq)
+		}
+	}
+	if n != 2 {
+		t.Fatalf("read %d events before the gap, want 2", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var got error
+	n = 0
+	for _, err := range r.Follow(ctx, 1, time.Millisecond) {
+		if err != nil {
+			got = err
+			break
+		}
+		n++
+	}
+	if n != 2 || !errors.Is(got, ErrCorrupt) {
+		t.Fatalf("Follow: %d events then %v, want 2 then ErrCorrupt", n, got)
+	}
+	// Verify reads the same bytes twice and reports the gap.
+	if rep, err := Verify(dir); !errors.Is(err, ErrCorrupt) || len(rep.Bad) != 1 || rep.Bad[0].Seq != 3 || rep.Bad[0].Length != 300 {
+		t.Fatalf("Verify: %+v %v", rep, err)
 	}
 }
