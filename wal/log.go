@@ -132,7 +132,7 @@ type appendResp struct {
 var reqPool = sync.Pool{New: func() any { return &appendReq{resp: make(chan appendResp, 1)} }}
 
 // maxPooledBuf keeps a large batch's buffer from being pinned by the pool.
-const maxPooledBuf = 64 << 10
+const maxPooledBuf = 256 << 10
 
 func putReq(r *appendReq) {
 	if cap(r.buf) > maxPooledBuf || cap(r.entries) > 1024 {
@@ -309,6 +309,16 @@ func (l *Log) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error
 	now := l.opts.Now().UnixMilli()
 	r := reqPool.Get().(*appendReq)
 	r.evs = evs
+	if len(evs) > 1 && l.fastEnvelope {
+		// One allocation for the whole batch, not a copy per growth.
+		need := 0
+		for _, ev := range evs {
+			if ev != nil {
+				need += entryBound(ev)
+			}
+		}
+		r.buf = slices.Grow(r.buf, need)
+	}
 	ends := r.entries[:0] // end offsets in buf first, slices after
 	for i, ev := range evs {
 		if ev == nil || ev.Type == "" || ev.V < 1 || ev.ID == "" {
@@ -375,15 +385,17 @@ func appendUnsequenced(dst []byte, ev *events.Event, fast bool) ([]byte, error) 
 	if err := checkData(ev.Data); err != nil {
 		return dst, err
 	}
-	c := *ev
-	c.Seq = 0
 	at := len(dst)
 	b := dst
 	if fast {
-		b = slices.Grow(b, entryHeader+96+len(c.ID)+len(c.Type)+len(c.Stream)+len(c.Req)+len(c.ReqHash)+len(c.Resp)+len(c.Data))
+		c := *ev // on the stack: appendEnvelope keeps no reference
+		c.Seq = 0
+		b = slices.Grow(b, entryBound(&c))
 		b = append(b, make([]byte, entryHeader)...)
 		b = appendEnvelope(b, &c)
 	} else {
+		c := *ev
+		c.Seq = 0
 		env, err := events.EncodeEnvelope(&c)
 		if err != nil {
 			return dst, err
@@ -396,6 +408,11 @@ func appendUnsequenced(dst []byte, ev *events.Event, fast bool) ([]byte, error) 
 		return dst[:at], errors.New("envelope does not start with a fixed-width seq")
 	}
 	return b, nil
+}
+
+// entryBound is at least the bytes the fast encoder writes for ev.
+func entryBound(ev *events.Event) int {
+	return entryHeader + 96 + len(ev.ID) + len(ev.Type) + len(ev.Stream) + len(ev.Req) + len(ev.ReqHash) + len(ev.Resp) + len(ev.Data)
 }
 
 // sealEntry writes seq and the CRC into an entry from encodeUnsequenced.
