@@ -138,3 +138,24 @@ func BenchmarkEvents(b *testing.B) {
 	}
 	b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "events/s")
 }
+
+// BenchmarkAppendParallelNoSync is the CPU cost of the pipeline itself:
+// 64 appenders, no fsync.
+func BenchmarkAppendParallelNoSync(b *testing.B) {
+	l, err := Open(Options{Dir: filepath.Join(b.TempDir(), "wal"), NoSync: true, SegmentSize: 4 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	b.SetParallelism(32)
+	b.RunParallel(func(pb *testing.PB) {
+		ev := testEvent(1)
+		for pb.Next() {
+			ev.TS = 0
+			if _, err := l.Append(context.Background(), ev); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cmlab/cmlab/events"
@@ -80,9 +81,12 @@ type Log struct {
 	// fastEnvelope: events.Event has the layout appendEnvelope writes.
 	fastEnvelope bool
 
-	mu      sync.Mutex // guards failed, closed, first, last, changed
-	failed  error
-	closed  bool
+	mu        sync.Mutex // guards failed, first, last, changed
+	failed    error
+	hasFailed atomic.Bool // failed != nil, read without the lock by Append
+
+	sendMu sync.RWMutex // read-held while an Append queues; Close takes it to set closed
+	closed bool
 	first   uint64
 	last    uint64
 	changed chan struct{} // closed and replaced whenever last grows
@@ -292,14 +296,8 @@ func (l *Log) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error
 	if len(evs) == 0 {
 		return nil, nil
 	}
-	l.mu.Lock()
-	closed, failed := l.closed, l.failed
-	l.mu.Unlock()
-	if closed {
-		return nil, ErrClosed
-	}
-	if failed != nil {
-		return nil, failed
+	if l.hasFailed.Load() {
+		return nil, l.Err()
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -342,26 +340,30 @@ func (l *Log) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error
 		start = len(e)
 	}
 	r.entries = ends
-	select {
-	case l.reqs <- r:
-	case <-ctx.Done():
-		putReq(r)
-		return nil, ctx.Err()
-	case <-l.done:
+	// Queued under sendMu's read lock: once Close has taken it no request
+	// can be queued, so the committer, which answers every request it
+	// receives and drains the queue when it stops, answers this one — and
+	// the wait below needs no second channel (a select on one shared by
+	// every appender costs a contended lock per append).
+	l.sendMu.RLock()
+	if l.closed {
+		l.sendMu.RUnlock()
 		putReq(r)
 		return nil, ErrClosed
 	}
-	var res appendResp
 	select {
-	case res = <-r.resp:
-	case <-l.exited:
-		// The committer answers every request it took before exiting.
+	case l.reqs <- r:
+	default:
 		select {
-		case res = <-r.resp:
-		default:
-			return nil, ErrClosed // r may still be referenced: not recycled
+		case l.reqs <- r:
+		case <-ctx.Done():
+			l.sendMu.RUnlock()
+			putReq(r)
+			return nil, ctx.Err()
 		}
 	}
+	l.sendMu.RUnlock()
+	res := <-r.resp
 	putReq(r)
 	if res.err != nil {
 		return nil, res.err
@@ -659,6 +661,7 @@ func (l *Log) setFailed(err error) {
 		l.failed = err
 	}
 	l.mu.Unlock()
+	l.hasFailed.Store(true)
 }
 
 // Read returns the event at seq.
@@ -687,13 +690,13 @@ func (l *Log) Events(from uint64) iter.Seq2[*events.Event, error] {
 // Close stops the committer (pending appends fail with ErrClosed), closes
 // the files and releases the lock.
 func (l *Log) Close() error {
-	l.mu.Lock()
+	l.sendMu.Lock()
 	if l.closed {
-		l.mu.Unlock()
+		l.sendMu.Unlock()
 		return nil
 	}
 	l.closed = true
-	l.mu.Unlock()
+	l.sendMu.Unlock()
 	close(l.done)
 	<-l.exited
 	failed := l.Err() // read after the last write and fsync
