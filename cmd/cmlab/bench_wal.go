@@ -52,15 +52,29 @@ type benchWalRow struct {
 	XPerEntry     float64 `json:"x_per_entry_baseline,omitempty"`
 	// P99OverFsync is p99 ack latency over this run's median group fsync.
 	P99OverFsync float64 `json:"p99_over_median_fsync,omitempty"`
+	// P99OverBaseFsync is p99 ack latency over the median fsync of the
+	// per-entry baseline (tidwall Write + fsync of one entry).
+	P99OverBaseFsync float64 `json:"p99_over_baseline_fsync,omitempty"`
+}
+
+// benchSyncProbe compares the two ways of making a group durable.
+type benchSyncProbe struct {
+	ChunkBytes int     `json:"chunk_bytes"`
+	N          int     `json:"n"`
+	AppendP50  float64 `json:"append_fsync_p50_ms"`
+	AppendP99  float64 `json:"append_fsync_p99_ms"`
+	ZerosP50   float64 `json:"zeros_fdatasync_p50_ms"`
+	ZerosP99   float64 `json:"zeros_fdatasync_p99_ms"`
 }
 
 type benchWalResult struct {
-	EntryBytes     int           `json:"entry_bytes"`
-	MedianFsyncMs  float64       `json:"median_fsync_ms"`
-	PerEntryPerSec float64       `json:"per_entry_fsync_events_per_sec"`
-	Rows           []benchWalRow `json:"rows"`
-	Dir            string        `json:"dir"`
-	Repeat         int           `json:"repeat"`
+	EntryBytes     int             `json:"entry_bytes"`
+	MedianFsyncMs  float64         `json:"median_fsync_ms"`
+	SyncProbe      *benchSyncProbe `json:"sync_probe,omitempty"`
+	PerEntryPerSec float64         `json:"per_entry_fsync_events_per_sec"`
+	Rows           []benchWalRow   `json:"rows"`
+	Dir            string          `json:"dir"`
+	Repeat         int             `json:"repeat"`
 }
 
 // newBenchWalCmd builds 'cmlab bench wal'.
@@ -203,11 +217,31 @@ func runBenchWal(ctx context.Context, o *benchWalOpts, progress io.Writer) (*ben
 			if row.FsyncP50Ms > 0 {
 				row.P99OverFsync = row.P99Ms / row.FsyncP50Ms
 			}
+			if res.MedianFsyncMs > 0 {
+				row.P99OverBaseFsync = row.P99Ms / res.MedianFsyncMs
+			}
 			rows = append(rows, row)
 		}
 		sort.Slice(rows, func(i, j int) bool { return rows[i].OfCeiling < rows[j].OfCeiling })
 		res.Rows = append(res.Rows, rows[len(rows)/2])
 		return nil
+	}
+	// Why the log preallocates: fsync after an append vs fdatasync over
+	// zeros, for a group of 32 entries.
+	{
+		chunk := 32 * entrySize
+		fmt.Fprintf(progress, "sync probe: %d writes of %d bytes, fsync after append vs fdatasync over zeros\n", o.baselineN, chunk)
+		d := newDir()
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+		app, zer, err := wal.ProbeSync(d, o.baselineN, chunk)
+		if err != nil {
+			return nil, err
+		}
+		res.SyncProbe = &benchSyncProbe{ChunkBytes: chunk, N: o.baselineN,
+			AppendP50: ms(percentile(app, .5)), AppendP99: ms(percentile(app, .99)),
+			ZerosP50: ms(percentile(zer, .5)), ZerosP99: ms(percentile(zer, .99))}
 	}
 	for _, k := range o.appenders {
 		if err := measure("cmlab Append", k, 1); err != nil {
@@ -327,13 +361,17 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func printBenchWal(w io.Writer, res *benchWalResult) {
 	fmt.Fprintf(w, "entries of %d bytes; median of %d runs per row; per-entry baseline p50 %.3f ms\n", res.EntryBytes, res.Repeat, res.MedianFsyncMs)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tappenders\tevents/s\tp50 ms\tp99 ms\tavg group\tfsync p50 ms\tceiling/s\tof ceiling\t× per-entry\tp99/fsync\t")
+	fmt.Fprintln(tw, "run\tappenders\tevents/s\tp50 ms\tp99 ms\tavg group\tfsync p50 ms\tceiling/s\tof ceiling\t× per-entry\tp99/fsync\tp99/base fsync\t")
 	for _, r := range res.Rows {
 		if r.CeilingPerSec == 0 {
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t\t\t\t\t\t\t\n", r.Name, r.Appenders, r.PerSec, r.P50Ms, r.P99Ms)
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t\t\t\t\t\t\t\t\n", r.Name, r.Appenders, r.PerSec, r.P50Ms, r.P99Ms)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.1f\t%.3f\t%.0f\t%.0f%%\t%.1f×\t%.1f\t\n", r.Name, r.Appenders, r.PerSec, r.P50Ms, r.P99Ms, r.AvgGroup, r.FsyncP50Ms, r.CeilingPerSec, 100*r.OfCeiling, r.XPerEntry, r.P99OverFsync)
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.1f\t%.3f\t%.0f\t%.0f%%\t%.1f×\t%.1f\t%.1f\t\n", r.Name, r.Appenders, r.PerSec, r.P50Ms, r.P99Ms, r.AvgGroup, r.FsyncP50Ms, r.CeilingPerSec, 100*r.OfCeiling, r.XPerEntry, r.P99OverFsync, r.P99OverBaseFsync)
 	}
 	tw.Flush()
+	if p := res.SyncProbe; p != nil {
+		fmt.Fprintf(w, "sync probe, %d writes of %d bytes: fsync after an append p50 %.3f ms p99 %.3f ms; fdatasync over preallocated zeros p50 %.3f ms p99 %.3f ms\n",
+			p.N, p.ChunkBytes, p.AppendP50, p.AppendP99, p.ZerosP50, p.ZerosP99)
+	}
 }

@@ -191,8 +191,11 @@ func TestBenchWalSmoke(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	for _, r := range res.Rows[1:] {
-		if r.Events != 256 || r.PerSec <= 0 || r.CeilingPerSec <= 0 || r.AvgGroup < 1 {
+		if r.Events != 256 || r.PerSec <= 0 || r.CeilingPerSec <= 0 || r.AvgGroup < 1 || r.P99OverBaseFsync <= 0 {
 			t.Fatalf("row %+v", r)
 		}
+	}
+	if p := res.SyncProbe; p == nil || p.N != 32 || p.ChunkBytes != 32*res.EntryBytes || p.AppendP50 <= 0 || p.ZerosP50 <= 0 {
+		t.Fatalf("sync probe %+v", res.SyncProbe)
 	}
 }
