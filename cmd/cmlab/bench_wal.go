@@ -356,7 +356,7 @@ func percentile(d []time.Duration, q float64) time.Duration {
 	return s[max(0, min(i, len(s)-1))]
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 
 func printBenchWal(w io.Writer, res *benchWalResult) {
 	fmt.Fprintf(w, "entries of %d bytes; median of %d runs per row; per-entry baseline p50 %.3f ms\n", res.EntryBytes, res.Repeat, res.MedianFsyncMs)
