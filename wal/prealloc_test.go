@@ -404,3 +404,50 @@ func TestLiveReaderGapInPreallocatedSpace(t *testing.T) {
 		t.Fatalf("Verify: %+v %v", rep, err)
 	}
 }
+
+// Salvage of a crash image whose last segment is preallocated and damaged
+// in the middle: the lost entry is replaced, the zeros are dropped, and
+// the log opens.
+func TestSalvagePreallocatedTail(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "wal")
+	l := openT(t, Options{Dir: dir, SegmentSize: 8 << 20})
+	evs := appendN(t, l, 40)
+	crash := filepath.Join(root, "crash", "wal")
+	copyLogDir(t, dir, crash)
+	p, b := tailSegment(t, crash)
+	// Flip a byte inside the 10th entry.
+	off := framesLen(t, evs[:9]) + 30
+	b[off] ^= 0x40
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Options{Dir: crash}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Open: %v, want ErrCorrupt", err)
+	}
+	rep, err := Salvage(crash, filepath.Join(root, "crash", "quarantine"))
+	if err != nil || len(rep.Lost) != 1 || rep.Lost[0].Seq != 10 {
+		t.Fatalf("Salvage: %+v %v", rep, err)
+	}
+	l2 := openT(t, Options{Dir: crash, SegmentSize: 8 << 20})
+	if l2.Repaired() != nil {
+		t.Fatalf("repair after salvage: %+v", l2.Repaired())
+	}
+	n := 0
+	for ev, err := range l2.Events(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if ev.Seq == 10 {
+			if ev.Type != events.TypeWalSalvaged {
+				t.Fatalf("seq 10 is %s, want the salvage placeholder", ev.Type)
+			}
+		} else if !bytes.Equal(entryBytes(t, ev), entryBytes(t, evs[ev.Seq-1])) {
+			t.Fatalf("seq %d changed", ev.Seq)
+		}
+	}
+	if n != 40 {
+		t.Fatalf("%d events after salvage", n)
+	}
+}
