@@ -24,8 +24,9 @@
 // hands them to one committer goroutine, which groups whatever is waiting,
 // patches in the sequences and writes the group with one WriteBatch. A
 // syncer goroutine makes written groups durable: one fsync of the tail
-// segment covering every group written before it began (through a
-// descriptor of its own, so the committer writes the next group meanwhile;
+// segment (fdatasync: data and the size needed to read it back) covering
+// every group written before it began (through a descriptor of its own, so
+// the committer writes the next group meanwhile;
 // tidwall fsyncs a filled segment itself before opening the next), a
 // directory fsync when any of them created a segment file (tidwall/wal
 // does not; files.go mirrors its cycle rule to know), then Options.Apply
@@ -36,6 +37,12 @@
 // log. The three calls a group commit makes go through the Writer seam
 // (files.go), where Faults injects write errors, short writes, ENOSPC and
 // fsync failures for tests.
+//
+// The tail segment is preallocated: a background goroutine keeps zeros
+// ahead of its entries, so that group commits overwrite allocated blocks
+// and their fdatasync commits no metadata (prealloc.go). Zeros ending the
+// last segment at a multiple of 1 MiB are therefore no damage: readers
+// stop there, Open truncates them silently, Close cuts them.
 //
 // # Opening
 //
