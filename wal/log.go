@@ -85,11 +85,12 @@ type Log struct {
 	failed    error
 	hasFailed atomic.Bool // failed != nil, read without the lock by Append
 
-	sendMu sync.RWMutex // read-held while an Append queues; Close takes it to set closed
-	closed bool
 	first   uint64
 	last    uint64
 	changed chan struct{} // closed and replaced whenever last grows
+
+	sendMu sync.RWMutex // read-held while an Append queues; Close takes it to set closed
+	closed bool
 
 	readMu sync.Mutex // tidwall's Read is not safe for concurrent readers
 
