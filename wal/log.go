@@ -91,6 +91,7 @@ type Log struct {
 
 	sendMu sync.RWMutex // read-held while an Append queues; Close takes it to set closed
 	closed bool
+	queued atomic.Int64 // appends queued and not yet through write (a hint for the syncer)
 
 	readMu sync.Mutex // tidwall's Read is not safe for concurrent readers
 
@@ -352,12 +353,14 @@ func (l *Log) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error
 		putReq(r)
 		return nil, ErrClosed
 	}
+	l.queued.Add(1)
 	select {
 	case l.reqs <- r:
 	default:
 		select {
 		case l.reqs <- r:
 		case <-ctx.Done():
+			l.queued.Add(-1)
 			l.sendMu.RUnlock()
 			putReq(r)
 			return nil, ctx.Err()
@@ -423,6 +426,11 @@ func sealEntry(b []byte, seq uint64) {
 	binary.BigEndian.PutUint64(b[seqOff:seqEnd], seq)
 	binary.BigEndian.PutUint32(b[1:5], crc32.Checksum(b[entryHeader:], castagnoli))
 }
+
+// maxSyncYields is how many times the syncer yields, before an fsync,
+// to appends queued and not yet written, so that the fsync covers them too
+// (groups of ~35 instead of ~25 at 64 appenders on this machine).
+const maxSyncYields = 4
 
 // maxIdleYields is how many times the committer yields to runnable
 // appenders, finding the queue empty, before it writes the group.
@@ -516,6 +524,7 @@ func (l *Log) sync(cycled bool) error {
 // to the syncer; it returns the sequence after the group. A failed log
 // answers the group with its cause and writes nothing.
 func (l *Log) write(group []*appendReq, n int, next uint64) uint64 {
+	defer l.queued.Add(-int64(len(group)))
 	if err := l.Err(); err != nil {
 		failGroup(group, err)
 		return next
@@ -574,6 +583,11 @@ func (l *Log) syncLoop(done chan<- struct{}) {
 				return
 			}
 			continue
+		}
+		// Appends queued but not yet written would otherwise wait for the
+		// next fsync: let the committer write them first, a little.
+		for i := 0; i < maxSyncYields && l.queued.Load() > 0; i++ {
+			runtime.Gosched()
 		}
 		l.syncPending()
 	}
