@@ -48,7 +48,7 @@ func (f ObserverFunc) Observe(ev *events.Event) { f(ev) }
 // Options configure Open.
 type Options struct {
 	Home home.Home
-	// SegmentSize of the log; default 20 MiB.
+	// SegmentSize of the log; default that of wal.Options (4 MiB).
 	SegmentSize int
 	// NoSync skips fsync of the log and the views (benchmarks only).
 	NoSync bool
