@@ -66,10 +66,13 @@ func trailingZeros(data []byte) int {
 func alignUp(x, a int64) int64   { return (x + a - 1) / a * a }
 func alignDown(x, a int64) int64 { return x / a * a }
 
-// zeroPiece is a page-aligned buffer of zeros for O_DIRECT writes. It is
-// only ever read.
+// zeroPiece is a page-aligned buffer of zeros for O_DIRECT writes, one
+// write's worth. It is only ever read. Small: ext4 holds the file's inode
+// lock exclusively for the whole of a direct write into unallocated
+// blocks, and the committer's writes wait for it — a 1 MiB piece stalled
+// them 2–3.5 ms, a 64 KiB piece well under 1 ms.
 var zeroPiece = sync.OnceValue(func() []byte {
-	const n = preallocUnit
+	const n = 64 << 10
 	b := make([]byte, n+pageSize)
 	off := int((pageSize - uintptr(unsafe.Pointer(&b[0]))%pageSize) % pageSize)
 	return b[off : off+n : off+n]
