@@ -117,7 +117,7 @@ a temporary directory, removed afterwards).`,
 			return nil
 		},
 	}
-	c.Flags().IntVar(&o.n, "n", 20000, "events per run")
+	c.Flags().IntVar(&o.n, "n", 100000, "events per run")
 	c.Flags().StringVar(&appenders, "appenders", "1,8,64", "concurrent appender counts")
 	c.Flags().IntVar(&o.size, "size", 200, "entry size in bytes (approximate)")
 	c.Flags().IntVar(&o.batch, "batch", 256, "events per Append in the single-caller batch run")
