@@ -35,6 +35,9 @@ var (
 	ErrInvalidEvent = errors.New("wal: invalid event")
 )
 
+// DefaultSegmentSize is the segment size of a log opened without one.
+const DefaultSegmentSize = 4 << 20
+
 // Options configure Open. The zero value of every field but Dir is a sane default.
 type Options struct {
 	// Dir is the log directory (home/wal). Required.
@@ -42,11 +45,12 @@ type Options struct {
 	// QuarantineDir receives bytes cut by tail repair. Default: the
 	// directory "quarantine" beside Dir (home/quarantine).
 	QuarantineDir string
-	// SegmentSize is the target size of a segment file. Default 4 MiB:
-	// tidwall/wal holds the tail segment in memory and grows that buffer
-	// by append, and the late growth copies of a 20 MiB segment stall the
-	// committer for 5–30 ms; at 4 MiB the 99.9th percentile acknowledgement
-	// at 64 appenders is about half as long (see the README).
+	// SegmentSize is the target size of a segment file. Default
+	// DefaultSegmentSize (4 MiB): tidwall/wal holds the tail segment in
+	// memory and grows that buffer by append, and the late growth copies
+	// of a 20 MiB segment stall the committer for 5–30 ms; at 4 MiB the
+	// 99.9th percentile acknowledgement at 64 appenders is about half as
+	// long (see the README).
 	SegmentSize int
 	// MaxBatch caps the events of one group commit (a single larger Append
 	// still goes out as one group). Default 4096.
@@ -161,7 +165,7 @@ func Open(opts Options) (*Log, error) {
 		return nil, errors.New("wal: Options.Dir is required")
 	}
 	if opts.SegmentSize <= 0 {
-		opts.SegmentSize = 4 << 20
+		opts.SegmentSize = DefaultSegmentSize
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 4096

@@ -67,14 +67,31 @@ type benchSyncProbe struct {
 	ZerosP99   float64 `json:"zeros_fdatasync_p99_ms"`
 }
 
+// benchStallProbe times raw tidwall WriteBatch calls without fsync into
+// segments of the log's default size: the pauses that buffer growth
+// alone puts in front of every group (a floor under cmlab's ack latency).
+type benchStallProbe struct {
+	Batch       int     `json:"batch"`
+	Calls       int     `json:"calls"`
+	SegmentSize int     `json:"segment_size"`
+	P50Ms       float64 `json:"p50_ms"`
+	P99Ms       float64 `json:"p99_ms"`
+	MaxMs       float64 `json:"max_ms"`
+	// Over1Ms is how many calls took longer than 1 ms.
+	Over1Ms int `json:"over_1ms"`
+	// StalledShare is the share of the probe's time spent in calls over 1 ms.
+	StalledShare float64 `json:"stalled_share"`
+}
+
 type benchWalResult struct {
-	EntryBytes     int             `json:"entry_bytes"`
-	MedianFsyncMs  float64         `json:"median_fsync_ms"`
-	SyncProbe      *benchSyncProbe `json:"sync_probe,omitempty"`
-	PerEntryPerSec float64         `json:"per_entry_fsync_events_per_sec"`
-	Rows           []benchWalRow   `json:"rows"`
-	Dir            string          `json:"dir"`
-	Repeat         int             `json:"repeat"`
+	EntryBytes     int              `json:"entry_bytes"`
+	MedianFsyncMs  float64          `json:"median_fsync_ms"`
+	SyncProbe      *benchSyncProbe  `json:"sync_probe,omitempty"`
+	StallProbe     *benchStallProbe `json:"stall_probe,omitempty"`
+	PerEntryPerSec float64          `json:"per_entry_fsync_events_per_sec"`
+	Rows           []benchWalRow    `json:"rows"`
+	Dir            string           `json:"dir"`
+	Repeat         int              `json:"repeat"`
 }
 
 // newBenchWalCmd builds 'cmlab bench wal'.
@@ -243,6 +260,15 @@ func runBenchWal(ctx context.Context, o *benchWalOpts, progress io.Writer) (*ben
 			AppendP50: ms(percentile(app, .5)), AppendP99: ms(percentile(app, .99)),
 			ZerosP50: ms(percentile(zer, .5)), ZerosP99: ms(percentile(zer, .99))}
 	}
+	// What tidwall's in-memory tail buffer costs on its own.
+	{
+		fmt.Fprintf(progress, "stall probe: raw tidwall WriteBatch of 32 entries, no fsync, %d events\n", o.n)
+		sp, err := stallProbe(newDir(), raw, o.n, 32)
+		if err != nil {
+			return nil, err
+		}
+		res.StallProbe = sp
+	}
 	for _, k := range o.appenders {
 		if err := measure("cmlab Append", k, 1); err != nil {
 			return nil, err
@@ -346,6 +372,45 @@ func rawWriteBatch(dir string, entry []byte, n, batch int) (float64, error) {
 	return time.Since(start).Seconds(), nil
 }
 
+func stallProbe(dir string, entry []byte, n, batch int) (*benchStallProbe, error) {
+	tw, err := twal.Open(dir, &twal.Options{NoSync: true, SegmentSize: wal.DefaultSegmentSize})
+	if err != nil {
+		return nil, err
+	}
+	defer tw.Close()
+	var b twal.Batch
+	var lat []time.Duration
+	var total, stalled time.Duration
+	for i := 1; i <= n; {
+		b.Clear()
+		for j := 0; j < batch && i <= n; j++ {
+			b.Write(uint64(i), entry)
+			i++
+		}
+		t0 := time.Now()
+		if err := tw.WriteBatch(&b); err != nil {
+			return nil, err
+		}
+		d := time.Since(t0)
+		lat = append(lat, d)
+		total += d
+		if d > time.Millisecond {
+			stalled += d
+		}
+	}
+	p := &benchStallProbe{Batch: batch, Calls: len(lat), SegmentSize: wal.DefaultSegmentSize,
+		P50Ms: ms(percentile(lat, .5)), P99Ms: ms(percentile(lat, .99)), MaxMs: ms(percentile(lat, 1))}
+	for _, d := range lat {
+		if d > time.Millisecond {
+			p.Over1Ms++
+		}
+	}
+	if total > 0 {
+		p.StalledShare = float64(stalled) / float64(total)
+	}
+	return p, nil
+}
+
 func percentile(d []time.Duration, q float64) time.Duration {
 	if len(d) == 0 {
 		return 0
@@ -373,5 +438,9 @@ func printBenchWal(w io.Writer, res *benchWalResult) {
 	if p := res.SyncProbe; p != nil {
 		fmt.Fprintf(w, "sync probe, %d writes of %d bytes: fsync after an append p50 %.3f ms p99 %.3f ms; fdatasync over preallocated zeros p50 %.3f ms p99 %.3f ms\n",
 			p.N, p.ChunkBytes, p.AppendP50, p.AppendP99, p.ZerosP50, p.ZerosP99)
+	}
+	if p := res.StallProbe; p != nil {
+		fmt.Fprintf(w, "stall probe, %d raw tidwall WriteBatch calls of %d entries, no fsync, %d-byte segments: p50 %.3f ms p99 %.3f ms max %.3f ms; %d calls over 1 ms took %.0f%% of the time\n",
+			p.Calls, p.Batch, p.SegmentSize, p.P50Ms, p.P99Ms, p.MaxMs, p.Over1Ms, 100*p.StalledShare)
 	}
 }

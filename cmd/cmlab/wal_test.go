@@ -198,4 +198,7 @@ func TestBenchWalSmoke(t *testing.T) {
 	if p := res.SyncProbe; p == nil || p.N != 32 || p.ChunkBytes != 32*res.EntryBytes || p.AppendP50 <= 0 || p.ZerosP50 <= 0 {
 		t.Fatalf("sync probe %+v", res.SyncProbe)
 	}
+	if p := res.StallProbe; p == nil || p.Calls != 8 || p.Batch != 32 || p.P50Ms <= 0 || p.MaxMs < p.P99Ms {
+		t.Fatalf("stall probe %+v", res.StallProbe)
+	}
 }
