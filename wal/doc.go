@@ -42,7 +42,9 @@
 // ahead of its entries, so that group commits overwrite allocated blocks
 // and their fdatasync commits no metadata (prealloc.go). Zeros ending the
 // last segment at a multiple of 1 MiB are therefore no damage: readers
-// stop there, Open truncates them silently, Close cuts them.
+// stop there, Open truncates them silently, Close cuts them. Zeros up to
+// a sector boundary followed by more entries there are what a power cut
+// leaves of unacknowledged groups: a torn tail ("zero gap"), cut whole.
 //
 // # Opening
 //

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -449,5 +450,97 @@ func TestSalvagePreallocatedTail(t *testing.T) {
 	}
 	if n != 40 {
 		t.Fatalf("%d events after salvage", n)
+	}
+}
+
+func mustReader(t *testing.T, dir string) *Reader {
+	t.Helper()
+	r, err := OpenReader(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// unflushedImage writes a last segment of 1 MiB: seqs 1..3, zeros up to
+// gapEnd, a good frame of seq 4 there, zeros after.
+func unflushedImage(t *testing.T, dir string, gapEnd int) (dataEnd, frame4End int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var data []byte
+	for seq := uint64(1); seq <= 4; seq++ {
+		ev := testEvent(int(seq))
+		ev.Seq = seq
+		ev.TS = fixedNow().UnixMilli()
+		e := entryBytes(t, ev)
+		if seq == 4 {
+			dataEnd = len(data)
+			data = append(data, make([]byte, gapEnd-len(data))...)
+		}
+		data = binary.AppendUvarint(data, uint64(len(e)))
+		data = append(data, e...)
+	}
+	frame4End = len(data)
+	data = append(data, make([]byte, preallocUnit-len(data))...)
+	if err := os.WriteFile(filepath.Join(dir, segmentName(1)), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dataEnd, frame4End
+}
+
+// After a power cut, preallocated space can hold zeros up to a sector
+// boundary and then a later page that did reach the disk: nothing from
+// the zeros on was acknowledged, so it is a torn tail, cut whole and
+// quarantined; live readers stop there without an error.
+func TestUnflushedPagesAreATornTail(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "wal")
+	dataEnd, frame4End := unflushedImage(t, dir, 4096)
+	// A following reader's cursor reads the same bytes three times.
+	c := &cursor{dir: dir}
+	n := 0
+	for i := 0; i < 3; i++ {
+		stop, err := c.read(1, math.MaxUint64, true, func(ev *events.Event, err error) bool {
+			if n++; ev.Seq != uint64(n) {
+				t.Fatalf("seq %d", ev.Seq)
+			}
+			return true
+		})
+		if err != nil || stop {
+			t.Fatalf("read %d: stop %v err %v", i, stop, err)
+		}
+	}
+	if n != 3 {
+		t.Fatalf("read %d events, want 3", n)
+	}
+	if last, err := mustReader(t, dir).LastSeq(); err != nil || last != 3 {
+		t.Fatalf("Reader.LastSeq %d %v", last, err)
+	}
+	if rep, err := Verify(dir); err != nil || rep.TornTail == nil || rep.TornTail.Reason != ReasonZeroGap || rep.Last != 3 {
+		t.Fatalf("Verify: %+v %v", rep, err)
+	}
+	l := openT(t, Options{Dir: dir, SegmentSize: 8 << 20, Preallocate: -1})
+	rep := l.Repaired()
+	if rep == nil || rep.Reason != ReasonZeroGap || rep.Offset != int64(dataEnd) || rep.Length != int64(frame4End-dataEnd) || rep.FirstSeq != 4 {
+		t.Fatalf("repair %+v, want a zero gap at %d of %d bytes", rep, dataEnd, frame4End-dataEnd)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "quarantine", rep.Quarantine))
+	if err != nil || len(b) != frame4End-dataEnd || !allZero(b[:4096-dataEnd]) || allZero(b[4096-dataEnd:]) {
+		t.Fatalf("quarantine: %d bytes, %v", len(b), err)
+	}
+	if l.LastSeq() != 4 { // 1..3 and the repair
+		t.Fatalf("LastSeq %d", l.LastSeq())
+	}
+}
+
+// The same shape with the zeros ending off a sector boundary is not what
+// unwritten pages leave: damage, refused.
+func TestZeroGapOffSectorIsDamage(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wal")
+	unflushedImage(t, dir, 4096+100)
+	if _, err := Open(Options{Dir: dir, SegmentSize: 8 << 20}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Open: %v, want ErrCorrupt", err)
 	}
 }

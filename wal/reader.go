@@ -133,6 +133,11 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 				if isLast && preallocatedFrom(data, base, p) {
 					return false, nil // the end of the entries, for now
 				}
+				if live && isLast && (base+int64(len(data)))%preallocUnit == 0 && unflushedGap(data, base, p) {
+					// What a power cut leaves in preallocated space, or a
+					// write in progress: a torn tail, the next Open cuts it.
+					return false, nil
+				}
 				if live && isLast {
 					if q, _ := resync(data, p+1, c.next); q == len(data) || c.suspect != c.off {
 						if q < len(data) {

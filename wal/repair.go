@@ -189,6 +189,8 @@ func unrecordedRepair(qdir, seg string, size int64) *events.WalRepaired {
 	reason := ReasonIncomplete
 	if allZero(b) {
 		reason = ReasonZeroFill
+	} else if b[0] == 0 {
+		reason = ReasonZeroGap
 	} else if entry, _, r := frameAt(b, 0); r != "" {
 		reason = r
 	} else if _, r := checkEntry(entry, 0); r != "" && r != ReasonSeq {

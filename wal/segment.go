@@ -41,6 +41,7 @@ const (
 	ReasonUndecodable = "undecodable envelope"
 	ReasonSeq         = "seq mismatch"
 	ReasonMissing     = "missing entries"
+	ReasonZeroGap     = "zero gap"
 )
 
 // segmentName is the file name of the segment whose first entry is seq.
@@ -195,8 +196,9 @@ func scanSegment(seg segmentFile, data []byte, last, keep bool) segmentScan {
 	// zeros: the zero bytes ending a last segment whose size is a multiple
 	// of preallocUnit. They may be preallocated space; a frame starting
 	// among them surely is (see prealloc.go).
+	preallocated := last && len(data) > 0 && len(data)%preallocUnit == 0
 	zeros := 0
-	if last && len(data)%preallocUnit == 0 {
+	if preallocated {
 		zeros = trailingZeros(data)
 	}
 	off := 0
@@ -228,6 +230,21 @@ func scanSegment(seg segmentFile, data []byte, last, keep bool) segmentScan {
 		// Bad frame: find the next good one.
 		next, nseq := resync(data, off+1, sc.Next)
 		b := BadEntry{Segment: seg.Name, Offset: int64(off), Length: int64(next - off), Seq: sc.Next, Reason: reason}
+		if next < len(data) && preallocated && unflushedGap(data, 0, off) {
+			// Zeros up to a sector boundary, then more bytes, in
+			// preallocated space: pages of unacknowledged groups that a
+			// power cut left unwritten while later pages reached the disk
+			// (overwrites inside the file's size are not ordered). Nothing
+			// from here on was acknowledged: an acknowledgement waits for
+			// an fdatasync that flushed every page written before it, so
+			// a zero page below an entry means no sync covering that
+			// entry completed. A torn tail, cut whole.
+			b.Reason, b.Lost, b.TornTail = ReasonZeroGap, 0, true
+			b.Length = int64(len(data) - zeros - off)
+			sc.Prealloc = int64(zeros)
+			sc.Bad = append(sc.Bad, b)
+			break
+		}
 		if next < len(data) {
 			b.Lost = nseq - sc.Next
 		} else if last {
@@ -271,6 +288,20 @@ func resync(data []byte, from int, min uint64) (int, uint64) {
 	}
 	return len(data), 0
 }
+
+// unflushedGap reports whether data, the bytes of a file from offset
+// base, holds zeros from off up to a sector boundary of the file,
+// followed by a non-zero byte: the shape unwritten pages leave.
+func unflushedGap(data []byte, base int64, off int) bool {
+	g := off
+	for g < len(data) && data[g] == 0 {
+		g++
+	}
+	return g > off && g < len(data) && (base+int64(g))%sectorSize == 0
+}
+
+// sectorSize is the smallest unit a disk writes whole.
+const sectorSize = 512
 
 // hasDamage reports whether bad holds damage other than a torn tail.
 func hasDamage(bad []BadEntry) bool {
