@@ -5,14 +5,16 @@ import (
 	"syscall"
 )
 
-// openPrealloc opens a segment for zero-filling, with O_DIRECT where the
-// file system supports it (tmpfs does not: then buffered).
-func openPrealloc(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_DIRECT, 0)
-	if err == nil {
-		return f, nil
+// flushPiece writes n bytes of f from off back to disk and waits for
+// them: sync_file_range(WAIT_BEFORE|WRITE|WAIT_AFTER). It is not a
+// durability barrier (no metadata, no disk cache flush); zeroFill's
+// final fdatasync is.
+func flushPiece(f *os.File, off, n int64) error {
+	const waitBefore, write, waitAfter = 1, 2, 4
+	if err := syscall.SyncFileRange(int(f.Fd()), off, n, waitBefore|write|waitAfter); err != nil && err != syscall.ENOSYS {
+		return &os.PathError{Op: "sync_file_range", Path: f.Name(), Err: err}
 	}
-	return os.OpenFile(path, os.O_WRONLY, 0)
+	return nil
 }
 
 // datasync is fdatasync(2): the data, and the metadata needed to read it

@@ -4,6 +4,6 @@ package wal
 
 import "os"
 
-func openPrealloc(path string) (*os.File, error) { return os.OpenFile(path, os.O_WRONLY, 0) }
+func flushPiece(f *os.File, off, n int64) error { return nil }
 
 func datasync(f *os.File) error { return f.Sync() }
