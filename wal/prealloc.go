@@ -10,9 +10,10 @@ import (
 // An fsync after an append that grows a file must also commit the file's
 // new size and block allocation, a journal commit on ext4; an fdatasync
 // after overwriting blocks that already hold zeros commits only the data.
-// On the machines cmlab was measured on the second is 3× faster at the
-// median and 10× at the 99th percentile (see the README), and it is the
-// tail of that latency that every group commit waits for. So the committer
+// On the machine cmlab was measured on the second was 2–3× faster at the
+// median and 1.7–10× at the 99th percentile, depending on the day (the
+// "sync probe" line of `cmlab bench wal`), and every group commit waits
+// for that latency. So the committer
 // keeps a stretch of zeros ahead of the data of the tail segment: the file
 // on disk is the entries, then zeros up to a size that is a multiple of
 // preallocUnit.
@@ -161,8 +162,8 @@ func (p *preallocator) mustWait(upto int64) bool {
 }
 
 // next returns the region to fill next for a tail segment holding tail
-// bytes, ok false when none is due. fresh: the segment was just created
-// (or opened), nothing is preallocated in it yet.
+// bytes, ok false when none is due: one is due when fewer than half a
+// chunk of zeros lie ahead of the writer and none is in flight.
 func (p *preallocator) next(tail int64, headroom int64) (start, end int64, ok bool) {
 	if p.max == 0 || p.off || p.busy != nil || p.alloc-tail >= p.chunk/2 {
 		return 0, 0, false
