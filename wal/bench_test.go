@@ -36,12 +36,17 @@ func BenchmarkAppendBatch256(b *testing.B) {
 }
 
 func BenchmarkAppendParallel(b *testing.B) {
-	l, err := Open(Options{Dir: filepath.Join(b.TempDir(), "wal")})
+	benchAppendParallel(b, Options{Dir: filepath.Join(b.TempDir(), "wal")})
+}
+
+// benchAppendParallel appends with 64 goroutines on 2 cores.
+func benchAppendParallel(b *testing.B, opts Options) {
+	l, err := Open(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	b.SetParallelism(32) // 64 appenders on 2 cores
+	b.SetParallelism(32)
 	b.RunParallel(func(pb *testing.PB) {
 		ev := testEvent(1)
 		for pb.Next() {
@@ -142,20 +147,5 @@ func BenchmarkEvents(b *testing.B) {
 // BenchmarkAppendParallelNoSync is the CPU cost of the pipeline itself:
 // 64 appenders, no fsync.
 func BenchmarkAppendParallelNoSync(b *testing.B) {
-	l, err := Open(Options{Dir: filepath.Join(b.TempDir(), "wal"), NoSync: true, SegmentSize: 4 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	b.SetParallelism(32)
-	b.RunParallel(func(pb *testing.PB) {
-		ev := testEvent(1)
-		for pb.Next() {
-			ev.TS = 0
-			if _, err := l.Append(context.Background(), ev); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
+	benchAppendParallel(b, Options{Dir: filepath.Join(b.TempDir(), "wal"), NoSync: true})
 }

@@ -66,6 +66,19 @@ func copyLogDir(t *testing.T, src, dst string) {
 	}
 }
 
+// crashImage appends n events to a preallocated log under a new root and
+// copies its files, as they are on disk while it is open, to
+// root/crash/wal: the image a crash leaves.
+func crashImage(t *testing.T, n int) (root, crash string, evs []*events.Event) {
+	t.Helper()
+	root = t.TempDir()
+	l := openT(t, Options{Dir: filepath.Join(root, "wal"), SegmentSize: 8 << 20})
+	evs = appendN(t, l, n)
+	crash = filepath.Join(root, "crash", "wal")
+	copyLogDir(t, filepath.Join(root, "wal"), crash)
+	return root, crash, evs
+}
+
 // checkEvents reads l from the start: want, byte for byte, then a
 // wal.repaired event if repaired.
 func checkEvents(t *testing.T, l *Log, want []*events.Event, repaired bool) {
@@ -144,12 +157,7 @@ func TestPreallocatedTailIsNotDamage(t *testing.T) {
 // The image a crash leaves (entries, then zeros to a multiple of 1 MiB)
 // opens without a repair: the zeros are cut, nothing is quarantined.
 func TestPreallocatedTailAfterCrash(t *testing.T) {
-	root := t.TempDir()
-	dir := filepath.Join(root, "wal")
-	l := openT(t, Options{Dir: dir, SegmentSize: 8 << 20})
-	evs := appendN(t, l, 50)
-	crash := filepath.Join(root, "crash", "wal")
-	copyLogDir(t, dir, crash)
+	root, crash, evs := crashImage(t, 50)
 	l2 := openT(t, Options{Dir: crash, SegmentSize: 8 << 20, Preallocate: -1})
 	if l2.Repaired() != nil {
 		t.Fatalf("preallocated zeros were repaired as damage: %+v", l2.Repaired())
@@ -170,12 +178,7 @@ func TestPreallocatedTailAfterCrash(t *testing.T) {
 // A torn write inside preallocated space is a torn tail: exactly its bytes
 // are quarantined, the zeros after it are not.
 func TestTornWriteInsidePreallocatedSpace(t *testing.T) {
-	root := t.TempDir()
-	dir := filepath.Join(root, "wal")
-	l := openT(t, Options{Dir: dir, SegmentSize: 8 << 20})
-	evs := appendN(t, l, 30)
-	crash := filepath.Join(root, "crash", "wal")
-	copyLogDir(t, dir, crash)
+	root, crash, evs := crashImage(t, 30)
 	p, b := tailSegment(t, crash)
 	data := framesLen(t, evs)
 	// Half of a frame: its length runs past the bytes written.
@@ -202,12 +205,7 @@ func TestTornWriteInsidePreallocatedSpace(t *testing.T) {
 // Zeros ending at a size that is not a multiple of the unit are a zero
 // fill, repaired and recorded as before.
 func TestZeroFillAtOddSizeIsStillRepaired(t *testing.T) {
-	root := t.TempDir()
-	dir := filepath.Join(root, "wal")
-	l := openT(t, Options{Dir: dir, SegmentSize: 8 << 20})
-	evs := appendN(t, l, 20)
-	crash := filepath.Join(root, "crash", "wal")
-	copyLogDir(t, dir, crash)
+	_, crash, evs := crashImage(t, 20)
 	p, b := tailSegment(t, crash)
 	b = append(b, make([]byte, 100)...)
 	if err := os.WriteFile(p, b, 0o600); err != nil {
@@ -410,12 +408,7 @@ func TestLiveReaderGapInPreallocatedSpace(t *testing.T) {
 // in the middle: the lost entry is replaced, the zeros are dropped, and
 // the log opens.
 func TestSalvagePreallocatedTail(t *testing.T) {
-	root := t.TempDir()
-	dir := filepath.Join(root, "wal")
-	l := openT(t, Options{Dir: dir, SegmentSize: 8 << 20})
-	evs := appendN(t, l, 40)
-	crash := filepath.Join(root, "crash", "wal")
-	copyLogDir(t, dir, crash)
+	root, crash, evs := crashImage(t, 40)
 	p, b := tailSegment(t, crash)
 	// Flip a byte inside the 10th entry.
 	off := framesLen(t, evs[:9]) + 30
