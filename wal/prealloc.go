@@ -74,7 +74,7 @@ var zeroPiece = sync.OnceValue(func() []byte { return make([]byte, 64<<10) })
 
 // zeroFill writes zeros over [start, end) of the file at path, last piece
 // first: the file's size jumps to end (a multiple of preallocUnit) with
-// the first write, so a crash part-way leaves holes, which read as zeros,
+// the first write, of one page, so a crash part-way leaves holes, which read as zeros,
 // and not a stretch of zeros ending at an odd size. Each piece goes through
 // the page cache and is written back at once (flushPiece): the zero pages
 // stay cached, so the committer's partial-page writes into them never wait
@@ -90,6 +90,12 @@ func zeroFill(path string, start, end int64) error {
 	zeros := zeroPiece()
 	for hi := end; hi > start; {
 		lo := max(start, hi-int64(len(zeros)))
+		if hi == end {
+			// The write that grows the file is one page: a write cut
+			// short (a fatal signal stops a write between pages) would
+			// leave the size at an odd place.
+			lo = max(start, end-pageSize)
+		}
 		if _, err := f.WriteAt(zeros[:hi-lo], lo); err != nil {
 			f.Close()
 			return err
