@@ -3,7 +3,9 @@ package wal
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -88,6 +90,11 @@ func TestWriteAndFsyncFailures(t *testing.T) {
 			if err := l.Close(); err != nil {
 				t.Fatalf("Close of a failed log: %v", err)
 			}
+			// A failed log keeps its preallocated zeros (Close does not
+			// touch it): the torn frame of a short write lies among them.
+			if _, b := tailSegment(t, dir); len(b)%preallocUnit != 0 {
+				t.Fatalf("failed log's tail segment is %d bytes, want preallocated space", len(b))
+			}
 
 			l2, err := Open(Options{Dir: dir, Now: fixedNow})
 			if err != nil {
@@ -96,6 +103,19 @@ func TestWriteAndFsyncFailures(t *testing.T) {
 			defer l2.Close()
 			if (l2.Repaired() != nil) != tc.repaired {
 				t.Fatalf("repaired %+v", l2.Repaired())
+			}
+			if tc.repaired {
+				// Exactly the half frame of the group's last entry.
+				last := group[len(group)-1] // its seq was assigned when written
+				if last.Seq != uint64(5+tc.survive+1) {
+					t.Fatalf("torn entry has seq %d", last.Seq)
+				}
+				e := entryBytes(t, last)
+				frame := append(binary.AppendUvarint(nil, uint64(len(e))), e...)
+				q, err := os.ReadFile(filepath.Join(home, "quarantine", l2.Repaired().Quarantine))
+				if err != nil || !bytes.Equal(q, frame[:len(frame)/2]) {
+					t.Fatalf("quarantined %d bytes (%v), want the %d of the torn frame", len(q), err, len(frame)/2)
+				}
 			}
 			want := uint64(5 + tc.survive)
 			if tc.repaired {
