@@ -537,3 +537,40 @@ func TestZeroGapOffSectorIsDamage(t *testing.T) {
 		t.Fatalf("Open: %v, want ErrCorrupt", err)
 	}
 }
+
+// A single byte that zeroes a frame's length prefix just before a sector
+// boundary looks like the start of a zero gap, but a one-byte run is
+// damage, not unwritten pages: Open refuses.
+func TestZeroedLengthByteIsNotAGap(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wal")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var data []byte
+	flipped := uint64(0)
+	for seq := uint64(1); seq < 5000 && (flipped == 0 || seq < flipped+5); seq++ {
+		ev := events.MustNew("s", &events.WalSalvaged{LostSeq: seq, Segment: "z", Reason: strings.Repeat("r", int(seq%61))})
+		ev.Seq, ev.TS = seq, fixedNow().UnixMilli()
+		e := entryBytes(t, ev)
+		if flipped == 0 && (len(data)+1)%sectorSize == 0 {
+			flipped = seq
+		}
+		data = binary.AppendUvarint(data, uint64(len(e)))
+		data = append(data, e...)
+	}
+	if flipped == 0 {
+		t.Fatal("test setup: no frame starts one byte before a sector boundary")
+	}
+	// Find that frame again and zero its first byte.
+	off := 0
+	for seq := uint64(1); seq < flipped; seq++ {
+		_, n, _ := frameAt(data, off)
+		off += n
+	}
+	data[off] = 0
+	data = append(data, make([]byte, alignUp(int64(len(data)), preallocUnit)-int64(len(data)))...)
+	sc := scanSegment(segmentFile{Name: segmentName(1), First: 1}, data, true, false)
+	if len(sc.Bad) == 0 || sc.Bad[0].TornTail || sc.Bad[0].Seq != flipped || sc.Bad[0].Offset != int64(off) {
+		t.Fatalf("scan: %+v, want damage at seq %d offset %d", sc.Bad, flipped, off)
+	}
+}
