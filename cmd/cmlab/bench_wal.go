@@ -55,6 +55,10 @@ type benchWalRow struct {
 	// P99OverBaseFsync is p99 ack latency over the median fsync of the
 	// per-entry baseline (tidwall Write + fsync of one entry).
 	P99OverBaseFsync float64 `json:"p99_over_baseline_fsync,omitempty"`
+	// MeanAckMs is the mean acknowledgement latency Little's law gives
+	// for this many appenders in flight at this rate (appenders / rate):
+	// a floor under the percentiles.
+	MeanAckMs float64 `json:"mean_ack_ms,omitempty"`
 }
 
 // benchSyncProbe compares the two ways of making a group durable.
@@ -237,6 +241,7 @@ func runBenchWal(ctx context.Context, o *benchWalOpts, progress io.Writer) (*ben
 			if res.MedianFsyncMs > 0 {
 				row.P99OverBaseFsync = row.P99Ms / res.MedianFsyncMs
 			}
+			row.MeanAckMs = 1000 * float64(k) / row.PerSec
 			rows = append(rows, row)
 		}
 		sort.Slice(rows, func(i, j int) bool { return rows[i].OfCeiling < rows[j].OfCeiling })
@@ -435,6 +440,12 @@ func printBenchWal(w io.Writer, res *benchWalResult) {
 		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.1f\t%.3f\t%.0f\t%.0f%%\t%.1f×\t%.1f\t%.1f\t\n", r.Name, r.Appenders, r.PerSec, r.P50Ms, r.P99Ms, r.AvgGroup, r.FsyncP50Ms, r.CeilingPerSec, 100*r.OfCeiling, r.XPerEntry, r.P99OverFsync, r.P99OverBaseFsync)
 	}
 	tw.Flush()
+	for _, r := range res.Rows {
+		if r.Appenders > 1 && r.MeanAckMs > 0 && res.MedianFsyncMs > 0 {
+			fmt.Fprintf(w, "%d appenders in flight at %.0f/s: mean ack %.3f ms by Little's law, %.1f× the baseline's fsync median\n",
+				r.Appenders, r.PerSec, r.MeanAckMs, r.MeanAckMs/res.MedianFsyncMs)
+		}
+	}
 	if p := res.SyncProbe; p != nil {
 		fmt.Fprintf(w, "sync probe, %d writes of %d bytes: fsync after an append p50 %.3f ms p99 %.3f ms; fdatasync over preallocated zeros p50 %.3f ms p99 %.3f ms\n",
 			p.N, p.ChunkBytes, p.AppendP50, p.AppendP99, p.ZerosP50, p.ZerosP99)

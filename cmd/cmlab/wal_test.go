@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -191,7 +192,8 @@ func TestBenchWalSmoke(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	for _, r := range res.Rows[1:] {
-		if r.Events != 256 || r.PerSec <= 0 || r.CeilingPerSec <= 0 || r.AvgGroup < 1 || r.P99OverBaseFsync <= 0 {
+		if r.Events != 256 || r.PerSec <= 0 || r.CeilingPerSec <= 0 || r.AvgGroup < 1 || r.P99OverBaseFsync <= 0 ||
+			math.Abs(r.MeanAckMs-1000*float64(r.Appenders)/r.PerSec) > 1e-9 {
 			t.Fatalf("row %+v", r)
 		}
 	}
