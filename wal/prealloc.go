@@ -58,6 +58,11 @@ func preallocatedFrom(data []byte, base int64, p int) bool {
 // trailingZeros is the length of the run of zero bytes ending data.
 func trailingZeros(data []byte) int {
 	n := 0
+	// Whole chunks first (see allZero), then bytes.
+	const chunk = 4096
+	for len(data)-n >= chunk && allZero(data[len(data)-n-chunk:len(data)-n]) {
+		n += chunk
+	}
 	for n < len(data) && data[len(data)-1-n] == 0 {
 		n++
 	}

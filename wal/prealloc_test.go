@@ -574,3 +574,22 @@ func TestZeroedLengthByteIsNotAGap(t *testing.T) {
 		t.Fatalf("scan: %+v, want damage at seq %d offset %d", sc.Bad, flipped, off)
 	}
 }
+
+func TestZeroScans(t *testing.T) {
+	for _, n := range []int{0, 1, 4095, 4096, 4097, 65535, 65536, 65537, 200000} {
+		b := make([]byte, n)
+		if !allZero(b) || trailingZeros(b) != n {
+			t.Fatalf("%d zeros: allZero %v trailingZeros %d", n, allZero(b), trailingZeros(b))
+		}
+		for _, at := range []int{0, n / 3, n - 1} {
+			if n == 0 {
+				continue
+			}
+			b[at] = 7
+			if allZero(b) || trailingZeros(b) != n-1-at {
+				t.Fatalf("%d bytes, non-zero at %d: allZero %v trailingZeros %d", n, at, allZero(b), trailingZeros(b))
+			}
+			b[at] = 0
+		}
+	}
+}

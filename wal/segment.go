@@ -321,11 +321,17 @@ func hasDamage(bad []BadEntry) bool {
 	return false
 }
 
+// allZero reports whether b holds only zero bytes. Readers of a live log
+// run it over megabytes of preallocated space at every poll, so it compares
+// whole chunks (memequal) rather than bytes.
 func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
+	zeros := zeroPiece()
+	for len(b) > 0 {
+		n := min(len(b), len(zeros))
+		if !bytes.Equal(b[:n], zeros[:n]) {
 			return false
 		}
+		b = b[n:]
 	}
 	return true
 }
