@@ -10,10 +10,9 @@ import (
 // An fsync after an append that grows a file must also commit the file's
 // new size and block allocation, a journal commit on ext4; an fdatasync
 // after overwriting blocks that already hold zeros commits only the data.
-// On the machine cmlab was measured on the second was 2–3× faster at the
-// median and 1.7–10× at the 99th percentile, depending on the day (the
-// "sync probe" line of `cmlab bench wal`), and every group commit waits
-// for that latency. So the committer
+// On the machine cmlab was measured on, the second was 1.4–2× faster at
+// the median and at the 99th percentile (the "sync probe" line of `cmlab
+// bench wal`), and every group commit waits for that latency. So the committer
 // keeps a stretch of zeros ahead of the data of the tail segment: the file
 // on disk is the entries, then zeros up to a size that is a multiple of
 // preallocUnit.
