@@ -202,9 +202,9 @@ func bench64(b *testing.B, flat bool) {
 			b.Fatal(err)
 		}
 		defer f.Close()
-		real := l.w
+		orig := l.w
 		l.w = &flatWriter{f: f}
-		defer func() { l.w = real }()
+		defer func() { l.w = orig }()
 	}
 	const k = 64
 	evs := make([]*events.Event, b.N)
