@@ -108,20 +108,11 @@ func (m *MandateState) clone() *MandateState {
 	for i, s := range m.Steps {
 		sc := *s
 		sc.World = slices.Clone(s.World)
-		if s.ExitCode != nil {
-			v := *s.ExitCode
-			sc.ExitCode = &v
-		}
-		if s.Evidence != nil {
-			e := *s.Evidence
-			sc.Evidence = &e
-		}
+		setCopy(&sc.ExitCode, s.ExitCode)
+		setCopy(&sc.Evidence, s.Evidence)
 		c.Steps[i] = &sc
 	}
-	if m.LastAuto != nil {
-		a := *m.LastAuto
-		c.LastAuto = &a
-	}
+	setCopy(&c.LastAuto, m.LastAuto)
 	return &c
 }
 
@@ -224,6 +215,15 @@ func set(dst *string, v string) {
 	}
 }
 
+// setCopy points *dst at a copy of *v when v is set, so the state never
+// shares a pointer with a payload or a reader's copy.
+func setCopy[T any](dst **T, v *T) {
+	if v != nil {
+		c := *v
+		*dst = &c
+	}
+}
+
 func mandateOf(ev *events.Event, id string) string {
 	if id != "" {
 		return id
@@ -275,34 +275,22 @@ func (s *State) apply(ev *events.Event, p events.Payload) {
 		set(&st.PostHash, p.PostHash)
 		set(&st.ResultHash, p.ResultHash)
 		set(&st.OutputDigest, p.OutputDigest)
-		if p.ExitCode != nil {
-			v := *p.ExitCode
-			st.ExitCode = &v
-		}
+		setCopy(&st.ExitCode, p.ExitCode)
 		if p.Recovered {
 			st.Recovered = true
 		}
-		if p.Evidence != nil {
-			e := *p.Evidence
-			st.Evidence = &e
-		}
+		setCopy(&st.Evidence, p.Evidence)
 	case *events.StepFailed:
 		m, st = s.step(mandateOf(ev, p.MandateID), p.StepID)
 		st.Status = events.StatusFailed
 		set(&st.ErrorClass, p.ErrorClass)
 		set(&st.ErrorMsg, p.ErrorMsg)
-		if p.ExitCode != nil {
-			v := *p.ExitCode
-			st.ExitCode = &v
-		}
+		setCopy(&st.ExitCode, p.ExitCode)
 	case *events.StepNeedsReview:
 		m, st = s.step(mandateOf(ev, p.MandateID), p.StepID)
 		st.Status = events.StatusNeedsReview
 		set(&st.Reason, p.Reason)
-		if p.Evidence != nil {
-			e := *p.Evidence
-			st.Evidence = &e
-		}
+		setCopy(&st.Evidence, p.Evidence)
 	case *events.StepReset:
 		m, st = s.step(mandateOf(ev, p.MandateID), p.StepID)
 		st.Status = events.StatusPending
