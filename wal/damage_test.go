@@ -357,3 +357,24 @@ func TestRepairRecordedAfterCrashBeforeTheEvent(t *testing.T) {
 		t.Fatalf("recorded twice: %+v last %d", l2.Repaired(), l2.LastSeq())
 	}
 }
+
+// appendToTail appends b to the last segment of dir, as a torn write or a
+// crash's zero fill would leave it.
+func appendToTail(dir string, b []byte) error {
+	segs, err := listSegments(dir)
+	if err != nil {
+		return err
+	}
+	if len(segs) == 0 {
+		return errors.New("no segment")
+	}
+	f, err := os.OpenFile(filepath.Join(dir, segs[len(segs)-1].Name), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

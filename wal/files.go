@@ -90,36 +90,30 @@ func newTwalWriter(tw *twal.Log, dir string, segSize, tail int, pre *preallocato
 	return w, nil
 }
 
-// frameBytes is how many bytes entries take in a segment.
-func frameBytes(entries [][]byte) int {
-	n := 0
-	for _, e := range entries {
-		n += uvarintLen(uint64(len(e))) + len(e)
-	}
-	return n
-}
-
 // WriteBatch mirrors tidwall's cycle rule to know whether the batch opened
 // a new segment: tidwall cycles before a batch when the tail holds more
 // than SegmentSize bytes, and after any entry that brings it to at least
 // SegmentSize (even the batch's last, leaving a new empty segment).
 func (w *twalWriter) WriteBatch(first uint64, entries [][]byte) (bool, error) {
-	if w.pre != nil {
-		w.pre.settle(false)
-		if w.pre.mustWait(int64(w.tail + frameBytes(entries))) {
-			w.pre.settle(true) // the writer caught up with the zero-filling
-		}
-	}
 	w.batch.Clear()
 	tail, cycled, newTail := w.tail, false, uint64(0)
 	if tail > w.segSize {
 		tail, cycled, newTail = 0, true, first
 	}
+	n := 0 // bytes the batch appends
 	for i, e := range entries {
 		w.batch.Write(first+uint64(i), e)
-		tail += uvarintLen(uint64(len(e))) + len(e)
+		frame := uvarintLen(uint64(len(e))) + len(e)
+		n += frame
+		tail += frame
 		if tail >= w.segSize {
 			tail, cycled, newTail = 0, true, first+uint64(i)+1
+		}
+	}
+	if w.pre != nil {
+		w.pre.settle(false)
+		if w.pre.mustWait(int64(w.tail + n)) {
+			w.pre.settle(true) // the writer caught up with the zero-filling
 		}
 	}
 	if err := w.tw.WriteBatch(&w.batch); err != nil {
@@ -228,7 +222,6 @@ func syncDir(dir string) error {
 // armed fault fires once, on the next call of its kind.
 type Faults struct {
 	mu         sync.Mutex
-	dir        string
 	writeErr   error
 	shortErr   error
 	syncErr    error
@@ -264,9 +257,9 @@ func (f *Faults) take(p *error) error {
 	return err
 }
 
-// faultyWriter applies Faults to a Writer.
+// faultyWriter applies Faults to the real writer.
 type faultyWriter struct {
-	w Writer
+	w *twalWriter
 	f *Faults
 }
 
@@ -289,13 +282,7 @@ func (fw faultyWriter) WriteBatch(first uint64, entries [][]byte) (bool, error) 
 		last := entries[n]
 		frame := binary.AppendUvarint(nil, uint64(len(last)))
 		frame = append(frame, last...)
-		var werr error
-		if tw, ok := fw.w.(interface{ writeTorn([]byte) error }); ok {
-			werr = tw.writeTorn(frame[:len(frame)/2])
-		} else {
-			werr = appendToTail(fw.f.dir, frame[:len(frame)/2])
-		}
-		if werr != nil {
+		if werr := fw.w.writeTorn(frame[:len(frame)/2]); werr != nil {
 			return cycled, errors.Join(err, werr)
 		}
 		return cycled, err
@@ -315,23 +302,4 @@ func (fw faultyWriter) SyncDir() error {
 		return err
 	}
 	return fw.w.SyncDir()
-}
-
-func appendToTail(dir string, b []byte) error {
-	segs, err := listSegments(dir)
-	if err != nil {
-		return err
-	}
-	if len(segs) == 0 {
-		return errors.New("no segment")
-	}
-	f, err := os.OpenFile(filepath.Join(dir, segs[len(segs)-1].Name), os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -222,10 +222,7 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 	l.tww = tww
 	var w Writer = tww
 	if opts.Faults != nil {
-		opts.Faults.mu.Lock()
-		opts.Faults.dir = opts.Dir
-		opts.Faults.mu.Unlock()
-		w = faultyWriter{w: w, f: opts.Faults}
+		w = faultyWriter{w: tww, f: opts.Faults}
 	}
 	l.w = w
 	l.first, _ = tw.FirstIndex()
