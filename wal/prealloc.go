@@ -50,9 +50,12 @@ const (
 // the file, and everything from p on is zero in a file whose size is a
 // multiple of preallocUnit.
 func preallocatedFrom(data []byte, base int64, p int) bool {
-	size := base + int64(len(data))
-	return size > 0 && size%preallocUnit == 0 && p < len(data) && allZero(data[p:])
+	return preallocatedSize(base+int64(len(data))) && p < len(data) && allZero(data[p:])
 }
+
+// preallocatedSize reports whether a last segment of this many bytes may
+// end in preallocated space: every region ends at a multiple of the unit.
+func preallocatedSize(size int64) bool { return size > 0 && size%preallocUnit == 0 }
 
 // trailingZeros is the length of the run of zero bytes ending data.
 func trailingZeros(data []byte) int {

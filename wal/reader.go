@@ -133,7 +133,7 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 				if isLast && preallocatedFrom(data, base, p) {
 					return false, nil // the end of the entries, for now
 				}
-				if live && isLast && (base+int64(len(data)))%preallocUnit == 0 && unflushedGap(data, base, p) {
+				if live && isLast && preallocatedSize(base+int64(len(data))) && unflushedGap(data, base, p) {
 					// What a power cut leaves in preallocated space, or a
 					// write in progress: a torn tail, the next Open cuts it.
 					return false, nil

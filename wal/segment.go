@@ -196,7 +196,7 @@ func scanSegment(seg segmentFile, data []byte, last, keep bool) segmentScan {
 	// zeros: the zero bytes ending a last segment whose size is a multiple
 	// of preallocUnit. They may be preallocated space; a frame starting
 	// among them surely is (see prealloc.go).
-	preallocated := last && len(data) > 0 && len(data)%preallocUnit == 0
+	preallocated := last && preallocatedSize(int64(len(data)))
 	zeros := 0
 	if preallocated {
 		zeros = trailingZeros(data)
