@@ -418,10 +418,6 @@ func (s *Server) handleRunsImport(w http.ResponseWriter, r *http.Request) error 
 	})
 }
 
-type nullableSummary struct {
-	*events.AutoMetricsSummary
-}
-
 func summaryOrNulls(m *events.AutoMetricsSummary) any {
 	if m == nil {
 		return map[string]any{"syncRating": nil, "captionOverall": nil, "proxyScoreOverall": nil}
