@@ -162,6 +162,25 @@ func countType(t *testing.T, eng *engine.Engine, typ string) int {
 	return n
 }
 
+// crashedAfterExecuting runs the three-step mandate m1 (no expect_post) in
+// a child killed right after s2's executing was recorded, and opens the
+// crashed home (closed at the end of the test) with a State subscribed.
+// crashed is the time of m1's last transition.
+func crashedAfterExecuting(t *testing.T) (work string, eng *engine.Engine, pre *State, crashed time.Time) {
+	t.Helper()
+	work = t.TempDir()
+	h := home.Home{Dir: t.TempDir()}
+	mp := threeStepMandate(t, work, "m1", false)
+	runCrashChild(t, h, mp, AfterExecuting, "s2")
+	eng = openEngine(t, h)
+	t.Cleanup(func() { eng.Close() })
+	pre = NewState()
+	if err := eng.Subscribe(pre); err != nil {
+		t.Fatal(err)
+	}
+	return work, eng, pre, time.UnixMilli(pre.Mandate("m1").LastTS)
+}
+
 // TestCrashMatrix kills the runner at each of the four points of the
 // middle step of a three-step mandate, with and without expect_post, and
 // checks the verdict, the evidence, the applied decision and the resumed
@@ -335,18 +354,8 @@ func TestAutoResume(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			work := t.TempDir()
-			h := home.Home{Dir: t.TempDir()}
-			mp := threeStepMandate(t, work, "m1", false)
-			runCrashChild(t, h, mp, AfterExecuting, "s2")
-			eng := openEngine(t, h)
-			defer eng.Close()
-			pre := NewState()
-			if err := eng.Subscribe(pre); err != nil {
-				t.Fatal(err)
-			}
-			lastTS := pre.Mandate("m1").LastTS
-			now := func() time.Time { return time.UnixMilli(lastTS).Add(tc.after) }
+			work, eng, pre, crashed := crashedAfterExecuting(t)
+			now := func() time.Time { return crashed.Add(tc.after) }
 			plan, err := OnStart(ctx, eng, StartOptions{Now: now})
 			if err != nil {
 				t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/events"
-	"github.com/cmlab/cmlab/home"
 )
 
 // TestStartDefersTheRun: Start decides and records the resume but runs
@@ -14,18 +13,8 @@ import (
 // its end, and Stop after the end is a no-op.
 func TestStartDefersTheRun(t *testing.T) {
 	ctx := context.Background()
-	work := t.TempDir()
-	h := home.Home{Dir: t.TempDir()}
-	mp := threeStepMandate(t, work, "m1", false)
-	runCrashChild(t, h, mp, AfterExecuting, "s2")
-	eng := openEngine(t, h)
-	defer eng.Close()
-	pre := NewState()
-	if err := eng.Subscribe(pre); err != nil {
-		t.Fatal(err)
-	}
-	lastTS := pre.Mandate("m1").LastTS
-	now := func() time.Time { return time.UnixMilli(lastTS).Add(time.Minute) }
+	work, eng, pre, crashed := crashedAfterExecuting(t)
+	now := func() time.Time { return crashed.Add(time.Minute) }
 	plan, res, err := Start(ctx, eng, StartOptions{Now: now})
 	if err != nil {
 		t.Fatal(err)
