@@ -2,6 +2,7 @@ package labapi
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -165,6 +166,25 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, route string
 	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil
+}
+
+// appendAnswer appends p as an event of stream. With a request id the event
+// also carries req, its body hash and resp: the snapshot a retry of the
+// request gets back (see mutation).
+func (s *Server) appendAnswer(ctx context.Context, stream string, p events.Payload, req, reqHash string, resp any) error {
+	ev, err := events.New(stream, p)
+	if err != nil {
+		return err
+	}
+	if req != "" {
+		snap, err := json.Marshal(resp)
+		if err != nil {
+			return err
+		}
+		ev.WithRequest(req, reqHash, snap)
+	}
+	_, err = s.appendEvent(ctx, ev)
+	return err
 }
 
 func writeRaw(w http.ResponseWriter, status int, body json.RawMessage) {

@@ -310,15 +310,7 @@ func (s *Server) handleFeedbackAdd(w http.ResponseWriter, r *http.Request) error
 			return nil, NewError(CodeInvalidArgument, "Empty feedback: nothing to record", "Send at least runId, ratings or notes.")
 		}
 		resp := map[string]string{"feedbackId": e.ID}
-		ev, err := events.New(s.opts.SessionID, &events.FeedbackSubmitted{Entry: e})
-		if err != nil {
-			return nil, err
-		}
-		if req != "" {
-			snap, _ := json.Marshal(resp)
-			ev.WithRequest(req, rh, snap)
-		}
-		if _, err := s.appendEvent(r.Context(), ev); err != nil {
+		if err := s.appendAnswer(r.Context(), s.opts.SessionID, &events.FeedbackSubmitted{Entry: e}, req, rh, resp); err != nil {
 			return nil, err
 		}
 		if t := s.opts.Task; t != nil && t.Type == "review" && e.RunID != "" && t.RunID == e.RunID {
@@ -381,12 +373,7 @@ func (s *Server) handleRunsImport(w http.ResponseWriter, r *http.Request) error 
 		if seen && sameFingerprint(prev.Fingerprint, fp) {
 			resp := map[string]string{"runId": prev.RunID}
 			if req != "" {
-				snap, _ := json.Marshal(resp)
-				ev, err := events.New(s.opts.SessionID, &events.IdempotencyRecorded{Kind: "import", EntityID: prev.RunID})
-				if err != nil {
-					return nil, err
-				}
-				if _, err := s.appendEvent(r.Context(), ev.WithRequest(req, rh, snap)); err != nil {
+				if err := s.appendAnswer(r.Context(), s.opts.SessionID, &events.IdempotencyRecorded{Kind: "import", EntityID: prev.RunID}, req, rh, resp); err != nil {
 					return nil, err
 				}
 			}
@@ -403,15 +390,7 @@ func (s *Server) handleRunsImport(w http.ResponseWriter, r *http.Request) error 
 			run.SupersedesRunID = prev.RunID
 			resp["supersedesRunId"] = prev.RunID
 		}
-		ev, err := events.New(s.opts.SessionID, &events.RunImported{Run: run})
-		if err != nil {
-			return nil, err
-		}
-		if req != "" {
-			snap, _ := json.Marshal(resp)
-			ev.WithRequest(req, rh, snap)
-		}
-		if _, err := s.appendEvent(r.Context(), ev); err != nil {
+		if err := s.appendAnswer(r.Context(), s.opts.SessionID, &events.RunImported{Run: run}, req, rh, resp); err != nil {
 			return nil, err
 		}
 		return resp, nil
@@ -638,15 +617,7 @@ func (s *Server) handleExperimentCreate(w http.ResponseWriter, r *http.Request) 
 			Name: name, Hypothesis: strings.TrimSpace(b.Hypothesis), Topic: strings.TrimSpace(b.Topic),
 			BaselineRunID: base, Variants: variants, Status: "queued", Questions: questions}
 		resp := map[string]string{"experimentId": exp.ExperimentID}
-		ev, err := events.New(s.opts.SessionID, &events.ExperimentCreated{Experiment: exp})
-		if err != nil {
-			return nil, err
-		}
-		if req != "" {
-			snap, _ := json.Marshal(resp)
-			ev.WithRequest(req, rh, snap)
-		}
-		if _, err := s.appendEvent(r.Context(), ev); err != nil {
+		if err := s.appendAnswer(r.Context(), s.opts.SessionID, &events.ExperimentCreated{Experiment: exp}, req, rh, resp); err != nil {
 			return nil, err
 		}
 		return resp, nil
@@ -765,15 +736,7 @@ func (s *Server) handleExperimentSubmit(w http.ResponseWriter, r *http.Request) 
 			updated.Answers = answers
 		}
 		updated.Status, updated.UpdatedAt = "done", ""
-		ev, err := events.New(s.opts.SessionID, &events.ExperimentSubmitted{Experiment: updated, Feedback: entries})
-		if err != nil {
-			return nil, err
-		}
-		if req != "" {
-			snap, _ := json.Marshal(resp)
-			ev.WithRequest(req, rh, snap)
-		}
-		if _, err := s.appendEvent(r.Context(), ev); err != nil {
+		if err := s.appendAnswer(r.Context(), s.opts.SessionID, &events.ExperimentSubmitted{Experiment: updated, Feedback: entries}, req, rh, resp); err != nil {
 			return nil, err
 		}
 		if t := s.opts.Task; t != nil && t.Type == "compare" && t.ExperimentID == exp.ExperimentID {
@@ -900,12 +863,7 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) error {
 		}
 		resp := map[string]any{"path": target, "count": count}
 		if req != "" {
-			snap, _ := json.Marshal(resp)
-			ev, err := events.New(s.opts.SessionID, &events.IdempotencyRecorded{Kind: "export", EntityID: filepath.Base(target)})
-			if err != nil {
-				return nil, err
-			}
-			if _, err := s.appendEvent(r.Context(), ev.WithRequest(req, rh, snap)); err != nil {
+			if err := s.appendAnswer(r.Context(), s.opts.SessionID, &events.IdempotencyRecorded{Kind: "export", EntityID: filepath.Base(target)}, req, rh, resp); err != nil {
 				return nil, err
 			}
 		}

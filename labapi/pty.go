@@ -2,7 +2,6 @@ package labapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -267,16 +266,7 @@ func (s *Server) recordPtyRequest(ctx context.Context, conv, kind string, req pt
 	if req.ID == "" {
 		return nil
 	}
-	snap, err := json.Marshal(res)
-	if err != nil {
-		return err
-	}
-	ev, err := events.New(conv, &events.IdempotencyRecorded{Kind: kind, EntityID: conv})
-	if err != nil {
-		return err
-	}
-	_, err = s.appendEvent(ctx, ev.WithRequest(req.ID, req.Hash, snap))
-	return err
+	return s.appendAnswer(ctx, conv, &events.IdempotencyRecorded{Kind: kind, EntityID: conv}, req.ID, req.Hash, res)
 }
 
 func (s *Server) ptyStatus(w http.ResponseWriter, r *http.Request) error {
