@@ -225,14 +225,20 @@ func (w *worker) feedback(ctx context.Context, withID bool) {
 	r := w.c.do(ctx, "POST", "/api/feedback", req, body)
 	w.settleFeedback(r, req, m)
 	if req != "" && r.ok() && w.rng.IntN(2) == 0 {
-		r2 := w.c.do(ctx, "POST", "/api/feedback", req, body)
-		w.l.mu.Lock()
-		w.l.retries++
-		w.l.mu.Unlock()
-		if r2.err == nil && (r2.status != http.StatusOK || !sameJSON(r.body, r2.body)) {
+		if r2, same := w.retry(ctx, "/api/feedback", req, body, r); !same {
 			w.l.violate("round %d: retry of %s answered %s, first answer %s", w.round, req, r2, r)
 		}
 	}
+}
+
+// retry posts body under request id req once more right after its first
+// answer r; same is false when an answer arrives that is not r again.
+func (w *worker) retry(ctx context.Context, path, req string, body []byte, r reply) (r2 reply, same bool) {
+	r2 = w.c.do(ctx, "POST", path, req, body)
+	w.l.mu.Lock()
+	w.l.retries++
+	w.l.mu.Unlock()
+	return r2, r2.err != nil || r2.status == http.StatusOK && sameJSON(r.body, r2.body)
 }
 
 // settleFeedback books the outcome of a feedback post.
@@ -436,11 +442,7 @@ func (w *worker) submit(ctx context.Context, e expRec) {
 	r := w.c.do(ctx, "POST", path, req, body)
 	w.settleSubmit(r, req, e.id)
 	if r.ok() && w.rng.IntN(2) == 0 {
-		r2 := w.c.do(ctx, "POST", path, req, body)
-		w.l.mu.Lock()
-		w.l.retries++
-		w.l.mu.Unlock()
-		if r2.err == nil && (r2.status != http.StatusOK || !sameJSON(r.body, r2.body)) {
+		if r2, same := w.retry(ctx, path, req, body, r); !same {
 			w.l.violate("round %d: retry of submit %s answered %s, first %s", w.round, req, r2, r)
 		}
 	}
