@@ -246,31 +246,7 @@ func (p *Projector) path(view string) string {
 // is handed to the kernel (write(2)) before Apply returns, so a reader of
 // the view sees it.
 func (p *Projector) Apply(evs []*events.Event) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return ErrClosed
-	}
-	if p.failed != nil {
-		return p.failed
-	}
-	for _, ev := range evs {
-		if ev.Seq != 0 && ev.Seq <= p.last {
-			continue
-		}
-		if err := p.applyOne(ev); err != nil {
-			p.flushAll()
-			p.failed = err
-			return err
-		}
-		if ev.Seq != 0 {
-			p.last = ev.Seq
-		}
-	}
-	if p.opts.Exclusive {
-		return nil
-	}
-	return p.flushAll()
+	return p.applyBatch(evs, nil, nil)
 }
 
 func (p *Projector) applyOne(ev *events.Event) error {
@@ -321,8 +297,9 @@ func (p *Projector) applyRendered(ev *events.Event, r *rendered, renderErr error
 	return nil
 }
 
-// applyBatch applies events whose rendering was done elsewhere (Rebuild's
-// workers): rs[i] and errs[i] belong to evs[i].
+// applyBatch applies evs under p.mu. rs and errs are what render gave for
+// them, rs[i] and errs[i] for evs[i], when it ran elsewhere (Rebuild's
+// workers); with rs nil (Apply) each event is rendered here.
 func (p *Projector) applyBatch(evs []*events.Event, rs []rendered, errs []error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -336,7 +313,13 @@ func (p *Projector) applyBatch(evs []*events.Event, rs []rendered, errs []error)
 		if ev.Seq != 0 && ev.Seq <= p.last {
 			continue
 		}
-		if err := p.applyRendered(ev, &rs[i], errs[i]); err != nil {
+		var err error
+		if rs == nil {
+			err = p.applyOne(ev)
+		} else {
+			err = p.applyRendered(ev, &rs[i], errs[i])
+		}
+		if err != nil {
 			p.flushAll()
 			p.failed = err
 			return err
@@ -822,36 +805,24 @@ func syncFile(path string) error {
 }
 
 // Close checkpoints and closes every view file. Closing twice is a no-op.
-func (p *Projector) Close() error {
+func (p *Projector) Close() error { return p.close(true) }
+
+// CloseNoCheckpoint flushes and closes the view files without writing a
+// checkpoint (the log failed: the views must not claim more than it holds).
+func (p *Projector) CloseNoCheckpoint() error { return p.close(false) }
+
+func (p *Projector) close(checkpoint bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil
 	}
 	var err error
-	if p.failed == nil {
+	if checkpoint && p.failed == nil {
 		if err = p.checkpoint(); errors.Is(err, ErrIngestPending) {
 			err = nil // the next open finds those lines again
 		}
 	}
-	for v, vf := range p.open {
-		if cerr := p.closeView(v, vf); err == nil {
-			err = cerr
-		}
-	}
-	p.closed = true
-	return err
-}
-
-// CloseNoCheckpoint flushes and closes the view files without writing a
-// checkpoint (the log failed: the views must not claim more than it holds).
-func (p *Projector) CloseNoCheckpoint() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil
-	}
-	var err error
 	for v, vf := range p.open {
 		if cerr := p.closeView(v, vf); err == nil {
 			err = cerr
