@@ -168,6 +168,22 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, route string
 	return nil
 }
 
+// decodeIdempotent reads the request body and runs act at most once per
+// request id (s.idempotent) on the body decoded into a B.
+func decodeIdempotent[B any](s *Server, w http.ResponseWriter, r *http.Request, route string, act func(b *B, req, reqHash string) (any, error)) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return s.idempotent(w, r, route, body, func(req, reqHash string) (any, error) {
+		var b B
+		if err := decodeJSON(body, &b); err != nil {
+			return nil, err
+		}
+		return act(&b, req, reqHash)
+	})
+}
+
 // appendAnswer appends p as an event of stream. With a request id the event
 // also carries req, its body hash and resp: the snapshot a retry of the
 // request gets back (see mutation).

@@ -262,15 +262,7 @@ func runSnapshot(e *events.FeedbackEntry, run events.LabRun) {
 }
 
 func (s *Server) handleFeedbackAdd(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	return s.idempotent(w, r, "POST /api/feedback", body, func(req, rh string) (any, error) {
-		var b feedbackBody
-		if err := decodeJSON(body, &b); err != nil {
-			return nil, err
-		}
+	return decodeIdempotent(s, w, r, "POST /api/feedback", func(b *feedbackBody, req, rh string) (any, error) {
 		e := events.FeedbackEntry{SchemaVersion: 1, ID: newID("fb_"), SessionID: s.opts.SessionID}
 		if b.RunID = strings.TrimSpace(b.RunID); b.RunID != "" {
 			if err := checkID("runId", b.RunID); err != nil {
@@ -298,6 +290,7 @@ func (s *Server) handleFeedbackAdd(w http.ResponseWriter, r *http.Request) error
 			}
 			e.VariantID = b.VariantID
 		}
+		var err error
 		if e.Ratings, err = parseRatings(b.Ratings, "ratings"); err != nil {
 			return nil, err
 		}
@@ -338,15 +331,7 @@ type importBody struct {
 }
 
 func (s *Server) handleRunsImport(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	return s.idempotent(w, r, "POST /api/runs/import", body, func(req, rh string) (any, error) {
-		var b importBody
-		if err := decodeJSON(body, &b); err != nil {
-			return nil, err
-		}
+	return decodeIdempotent(s, w, r, "POST /api/runs/import", func(b *importBody, req, rh string) (any, error) {
 		path := strings.TrimSpace(b.Path)
 		if path == "" {
 			return nil, NewError(CodeInvalidArgument, "Missing path", `Send { "path": "/abs/path/to/artifacts-or-video" }`)
@@ -541,15 +526,7 @@ type variantBody struct {
 }
 
 func (s *Server) handleExperimentCreate(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	return s.idempotent(w, r, "POST /api/experiments", body, func(req, rh string) (any, error) {
-		var b experimentBody
-		if err := decodeJSON(body, &b); err != nil {
-			return nil, err
-		}
+	return decodeIdempotent(s, w, r, "POST /api/experiments", func(b *experimentBody, req, rh string) (any, error) {
 		base := strings.TrimSpace(b.BaselineRunID)
 		if base == "" {
 			return nil, NewError(CodeInvalidArgument, "Missing baselineRunId", "Send { baselineRunId, variants: [{ label, runId }] }")
@@ -675,15 +652,7 @@ type perRunBody struct {
 
 func (s *Server) handleExperimentSubmit(w http.ResponseWriter, r *http.Request) error {
 	expID := r.PathValue("experimentId")
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	return s.idempotent(w, r, "POST /api/experiments/"+expID+"/submit", body, func(req, rh string) (any, error) {
-		var b submitBody
-		if err := decodeJSON(body, &b); err != nil {
-			return nil, err
-		}
+	return decodeIdempotent(s, w, r, "POST /api/experiments/"+expID+"/submit", func(b *submitBody, req, rh string) (any, error) {
 		s.submitMu.Lock()
 		defer s.submitMu.Unlock()
 		exp, err := s.lookupExperiment(expID)
@@ -821,18 +790,10 @@ type exportBody struct {
 }
 
 func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
 	// With a request id, a retry returns the first export's answer instead
 	// of writing another file; the id is recorded by an idempotency.recorded
 	// event (the export itself is a file, not a log mutation).
-	return s.idempotent(w, r, "POST /api/export", body, func(req, rh string) (any, error) {
-		var b exportBody
-		if err := decodeJSON(body, &b); err != nil {
-			return nil, err
-		}
+	return decodeIdempotent(s, w, r, "POST /api/export", func(b *exportBody, req, rh string) (any, error) {
 		sid := strings.TrimSpace(b.SessionID)
 		if sid == "" {
 			return nil, NewError(CodeInvalidArgument, "Missing sessionId", `Send { "sessionId": "lab_..." }`)

@@ -143,18 +143,10 @@ func ptyActRoute[In any](s *Server, route string, op func(ctx context.Context, m
 		if err != nil {
 			return err
 		}
-		body, err := readBody(r)
-		if err != nil {
-			return err
-		}
 		conv := r.PathValue("conversationId")
 		sw := &conflictWriter{ResponseWriter: w}
-		return s.idempotent(sw, r, route+" "+conv, body, func(req, hash string) (any, error) {
-			var in In
-			if err := decodeJSON(body, &in); err != nil {
-				return nil, err
-			}
-			res, err := op(r.Context(), m, conv, in, pty.Request{ID: req, Hash: hash})
+		return decodeIdempotent(s, sw, r, route+" "+conv, func(in *In, req, hash string) (any, error) {
+			res, err := op(r.Context(), m, conv, *in, pty.Request{ID: req, Hash: hash})
 			if b, ok := refusal(sw, err); ok {
 				return b, nil
 			}
