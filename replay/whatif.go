@@ -143,7 +143,6 @@ func classifyRecorded(s *recovery.StepState) StepVerdict {
 
 func classifyLanded(s *recovery.StepState) StepVerdict {
 	// The world moved from the observed pre-state to the expected post-state;
-	// without an expected_post_hash the new world is simply "not the pre-state".
 	// without an expected_post_hash its hash is unknown, but it is no longer
 	// the pre-state, so neither current hash can match anything.
 	w := s.ExpectedPostHash
