@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/cmlab/cmlab/home"
 	twal "github.com/tidwall/wal"
 )
 
@@ -176,7 +177,7 @@ func (w *twalWriter) Sync() error {
 	return datasync(w.sf)
 }
 
-func (w *twalWriter) SyncDir() error { return syncDir(w.dir) }
+func (w *twalWriter) SyncDir() error { return home.SyncDir(w.dir) }
 
 // close closes the writer's descriptor (without an fsync). With trim it
 // first cuts the preallocated zeros off the tail segment; the caller's
@@ -204,16 +205,6 @@ func (w *twalWriter) close(trim bool) error {
 func uvarintLen(x uint64) int {
 	var buf [binary.MaxVarintLen64]byte
 	return binary.PutUvarint(buf[:], x)
-}
-
-// syncDir fsyncs a directory so that files created or renamed in it are durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Faults injects failures into a log's Writer, for fault tests of this

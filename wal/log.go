@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
 	twal "github.com/tidwall/wal"
 )
 
@@ -270,7 +271,7 @@ func (l *Log) syncDirUnlessNoSync() error {
 	if l.opts.NoSync {
 		return nil
 	}
-	return syncDir(l.opts.Dir)
+	return home.SyncDir(l.opts.Dir)
 }
 
 func withSeq(ev *events.Event, seq uint64) *events.Event { ev.Seq = seq; return ev }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
 )
 
 // CorruptError is returned by Open for damage to acknowledged entries: a
@@ -139,7 +140,7 @@ func quarantine(qdir, name string, b []byte, noSync bool) (string, error) {
 	if noSync {
 		return final, nil
 	}
-	return final, syncDir(qdir)
+	return final, home.SyncDir(qdir)
 }
 
 func truncateSync(path string, size int64, noSync bool) error {

@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
 )
 
 // Neighbour is a good entry next to a lost one.
@@ -59,7 +60,7 @@ func Salvage(dir, quarantineDir string) (SalvageReport, error) {
 	}
 	defer lock.release()
 	// Temporary files of an interrupted salvage are incomplete copies.
-	if leftovers, err := filepath.Glob(filepath.Join(dir, "*.salvage")); err == nil {
+	if leftovers, err := filepath.Glob(filepath.Join(dir, ".*.tmp*")); err == nil {
 		for _, f := range leftovers {
 			os.Remove(f)
 		}
@@ -197,7 +198,9 @@ func salvageSegment(dir, qdir string, sc *segmentScan, bad []BadEntry, rep *Salv
 		}
 	}
 	out = append(out, tail...)
-	if err := replaceFile(path, out); err != nil {
+	// Atomically: a temporary file beside it (a dot name tidwall/wal and
+	// the scanner ignore), fsync, rename, directory fsync.
+	if err := home.WriteFileAtomic(path, out); err != nil {
 		return err
 	}
 	rep.Rewritten = append(rep.Rewritten, sc.Segment.Name)
@@ -216,30 +219,4 @@ func guessFrom(prev, next *Neighbour) string {
 		return fmt.Sprintf("before %s on %s (seq %d)", next.Type, next.Stream, next.Seq)
 	}
 	return ""
-}
-
-// replaceFile atomically replaces path with data: temporary file beside it
-// (a name tidwall/wal and the scanner ignore), fsync, rename, dir fsync.
-func replaceFile(path string, data []byte) error {
-	tmp := path + ".salvage"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp) // no-op after the rename
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
 }
