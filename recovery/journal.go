@@ -83,19 +83,21 @@ func Normalize(m *MandateState, p events.Payload) {
 			}
 		}
 	case *events.StepExecuting:
-		if m != nil && p.IdemKey == "" {
-			if s := m.Step(p.StepID); s != nil {
-				p.IdemKey = s.IdemKey
-			}
-		}
+		fillIdemKey(m, p.StepID, &p.IdemKey)
 	case *events.StepReset:
-		if m != nil && p.IdemKey == "" {
-			if s := m.Step(p.StepID); s != nil {
-				p.IdemKey = s.IdemKey
-			}
-		}
+		fillIdemKey(m, p.StepID, &p.IdemKey)
 	case *events.StepFailed:
 		p.ErrorMsg = CutErrorMsg(p.ErrorMsg)
+	}
+}
+
+// fillIdemKey sets an empty *key to the plan's idem_key of step (m may be nil).
+func fillIdemKey(m *MandateState, step string, key *string) {
+	if m == nil || *key != "" {
+		return
+	}
+	if s := m.Step(step); s != nil {
+		*key = s.IdemKey
 	}
 }
 
