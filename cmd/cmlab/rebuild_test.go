@@ -14,14 +14,6 @@ import (
 	"github.com/cmlab/cmlab/projections"
 )
 
-func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	g := &globalOpts{stdout: &out, stderr: &errb}
-	code = run(g, args)
-	return code, out.String(), errb.String()
-}
-
 func TestRebuildCommand(t *testing.T) {
 	h := home.Home{Dir: t.TempDir()}
 	ctx := context.Background()
@@ -41,10 +33,10 @@ func TestRebuildCommand(t *testing.T) {
 	}
 	// While the daemon (this engine) holds the log: --check works, an
 	// in-place rebuild is refused and touches nothing.
-	if code, out, errs := runCLI(t, "rebuild", "--check", "--home", h.Dir); code != 0 || !strings.Contains(out, "identical") {
+	if code, out, errs := cli(t, "rebuild", "--check", "--home", h.Dir); code != 0 || !strings.Contains(out, "identical") {
 		t.Fatalf("check with a live engine: code %d\n%s%s", code, out, errs)
 	}
-	if code, _, errs := runCLI(t, "rebuild", "--home", h.Dir); code != 1 || !strings.Contains(errs, "daemon holds the log") {
+	if code, _, errs := cli(t, "rebuild", "--home", h.Dir); code != 1 || !strings.Contains(errs, "daemon holds the log") {
 		t.Fatalf("in-place rebuild under a lock: code %d %s", code, errs)
 	}
 	if err := e.Close(); err != nil {
@@ -60,39 +52,39 @@ func TestRebuildCommand(t *testing.T) {
 	orig := bytes.Clone(b)
 	b[10] ^= 0x20
 	os.WriteFile(runs, b, 0o600)
-	code, out, errs := runCLI(t, "rebuild", "--check", "--home", h.Dir)
+	code, out, errs := cli(t, "rebuild", "--check", "--home", h.Dir)
 	if code != 1 || !strings.Contains(out, "lab/runs.jsonl at offset 10") {
 		t.Fatalf("check of a tampered view: code %d\n%s%s", code, out, errs)
 	}
 	// The JSON report says the same.
-	code, out, _ = runCLI(t, "rebuild", "--check", "--json", "--home", h.Dir)
+	code, out, _ = cli(t, "rebuild", "--check", "--json", "--home", h.Dir)
 	if code != 1 || !strings.Contains(out, `"diffFile": "lab/runs.jsonl"`) || !strings.Contains(out, `"diffOffset": 10`) {
 		t.Fatalf("json check: code %d\n%s", code, out)
 	}
 
 	// In place: the tampered view is rewritten from the log.
-	if code, out, errs := runCLI(t, "rebuild", "--home", h.Dir); code != 0 {
+	if code, out, errs := cli(t, "rebuild", "--home", h.Dir); code != 0 {
 		t.Fatalf("in-place rebuild: code %d\n%s%s", code, out, errs)
 	}
 	if b, _ := os.ReadFile(runs); !bytes.Equal(b, orig) {
 		t.Fatal("in-place rebuild did not restore lab/runs.jsonl")
 	}
-	if code, out, errs := runCLI(t, "rebuild", "--check", "--home", h.Dir); code != 0 {
+	if code, out, errs := cli(t, "rebuild", "--check", "--home", h.Dir); code != 0 {
 		t.Fatalf("check after in-place rebuild: code %d\n%s%s", code, out, errs)
 	}
 
 	// --into a new directory: identical views; never into a home with a log.
 	into := filepath.Join(t.TempDir(), "copy")
-	if code, out, errs := runCLI(t, "rebuild", "--into", into, "--home", h.Dir); code != 0 {
+	if code, out, errs := cli(t, "rebuild", "--into", into, "--home", h.Dir); code != 0 {
 		t.Fatalf("rebuild --into: code %d\n%s%s", code, out, errs)
 	}
 	if d, err := projections.Compare(h, home.Home{Dir: into}); err != nil || d != nil {
 		t.Fatalf("--into differs: %v %v", d, err)
 	}
-	if code, _, _ := runCLI(t, "rebuild", "--into", h.Dir, "--home", into); code == 0 {
+	if code, _, _ := cli(t, "rebuild", "--into", h.Dir, "--home", into); code == 0 {
 		t.Fatal("rebuild --into a home with a log was allowed")
 	}
-	if code, _, _ := runCLI(t, "rebuild", "--check", "--into", into, "--home", h.Dir); code != 2 {
+	if code, _, _ := cli(t, "rebuild", "--check", "--into", into, "--home", h.Dir); code != 2 {
 		t.Fatalf("--check with --into: code %d, want usage error 2", code)
 	}
 }

@@ -61,7 +61,7 @@ func recDamagedHome(t *testing.T) (home.Home, string) {
 
 func TestRecoverCorruptionExit3(t *testing.T) {
 	h, seg := recDamagedHome(t)
-	code, out, errOut := recCLI(t, "recover", "--home", h.Dir)
+	code, out, errOut := cli(t, "recover", "--home", h.Dir)
 	if code != exitCorrupt || !strings.Contains(errOut, "segment "+seg+" offset") || !strings.Contains(errOut, "seq 5") ||
 		!strings.Contains(errOut, "1 damaged place(s)") || !strings.Contains(errOut, "--salvage --apply") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
@@ -73,7 +73,7 @@ func TestRecoverCorruptionExit3(t *testing.T) {
 // the lost seq; the log opens again.
 func TestRecoverSalvage(t *testing.T) {
 	h, _ := recDamagedHome(t)
-	code, out, errOut := recCLI(t, "recover", "--salvage", "--apply", "--json", "--home", h.Dir)
+	code, out, errOut := cli(t, "recover", "--salvage", "--apply", "--json", "--home", h.Dir)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
@@ -128,7 +128,7 @@ func TestRecoverSalvage(t *testing.T) {
 		t.Fatalf("%d events after salvage, want 60", n)
 	}
 	eng.Close()
-	if code, _, errOut := recCLI(t, "recover", "--home", h.Dir); code != 0 {
+	if code, _, errOut := cli(t, "recover", "--home", h.Dir); code != 0 {
 		t.Fatalf("recover after salvage: exit %d %s", code, errOut)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http/httptest"
@@ -16,14 +15,6 @@ import (
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/recovery"
 )
-
-// recCLI runs the CLI in-process and returns exit code, stdout, stderr.
-func recCLI(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code := run(&globalOpts{stdout: &out, stderr: &errb}, args)
-	return code, out.String(), errb.String()
-}
 
 func recLastSeq(t *testing.T, h home.Home) uint64 {
 	t.Helper()
@@ -73,12 +64,12 @@ func recCrashedHome(t *testing.T, review bool) (home.Home, string) {
 
 func TestRecoverApplyIdempotent(t *testing.T) {
 	h, _ := recCrashedHome(t, false)
-	code, out, errOut := recCLI(t, "recover", "--home", h.Dir)
+	code, out, errOut := cli(t, "recover", "--home", h.Dir)
 	if code != 0 || !strings.Contains(out, "m1       a     executing  safe_to_retry  current_pre_matches_expected  reset") {
 		t.Fatalf("plan: exit %d\n%s%s", code, out, errOut)
 	}
 	before := recLastSeq(t, h)
-	code, out, errOut = recCLI(t, "recover", "--apply", "--home", h.Dir)
+	code, out, errOut = cli(t, "recover", "--apply", "--home", h.Dir)
 	if code != 0 || !strings.Contains(out, "applied: 2 event(s)") {
 		t.Fatalf("apply: exit %d\n%s%s", code, out, errOut)
 	}
@@ -86,7 +77,7 @@ func TestRecoverApplyIdempotent(t *testing.T) {
 	if after != before+2 {
 		t.Fatalf("apply appended %d events, want 2 (reset + recovery.applied)", after-before)
 	}
-	code, out, errOut = recCLI(t, "recover", "--apply", "--json", "--home", h.Dir)
+	code, out, errOut = cli(t, "recover", "--apply", "--json", "--home", h.Dir)
 	if code != 0 || !strings.Contains(out, `"applied": 0`) || !strings.Contains(out, `"status": "pending"`) {
 		t.Fatalf("second apply: exit %d\n%s%s", code, out, errOut)
 	}
@@ -97,21 +88,21 @@ func TestRecoverApplyIdempotent(t *testing.T) {
 
 func TestRecoverNeedsReviewExit4(t *testing.T) {
 	h, _ := recCrashedHome(t, true)
-	code, out, errOut := recCLI(t, "recover", "--apply", "--home", h.Dir)
+	code, out, errOut := cli(t, "recover", "--apply", "--home", h.Dir)
 	if code != exitNeedReview || !strings.Contains(out, "interrupted_during_execution  needs_review") || !strings.Contains(errOut, "1 step(s) await manual review") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 	last := recLastSeq(t, h)
-	code, out, _ = recCLI(t, "recover", "--apply", "--home", h.Dir)
+	code, out, _ = cli(t, "recover", "--apply", "--home", h.Dir)
 	if code != exitNeedReview || !strings.Contains(out, "explicitly_marked_needs_review") || recLastSeq(t, h) != last {
 		t.Fatalf("second: exit %d\n%s", code, out)
 	}
 	// The operator settles it; then nothing awaits review.
-	code, out, errOut = recCLI(t, "step", "fail", "m1", "b", "--class", "operator", "--msg", "half written", "--home", h.Dir)
+	code, out, errOut = cli(t, "step", "fail", "m1", "b", "--class", "operator", "--msg", "half written", "--home", h.Dir)
 	if code != 0 || !strings.Contains(out, "m1/b: failed") {
 		t.Fatalf("step fail: %d %s%s", code, out, errOut)
 	}
-	if code, out, _ = recCLI(t, "recover", "--home", h.Dir); code != 0 {
+	if code, out, _ = cli(t, "recover", "--home", h.Dir); code != 0 {
 		t.Fatalf("after review: exit %d\n%s", code, out)
 	}
 }
@@ -126,11 +117,11 @@ func TestRunMandateCLI(t *testing.T) {
 	if err := os.WriteFile(mp, []byte(spec), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := recCLI(t, "run", mp, "--home", h.Dir)
+	code, out, errOut := cli(t, "run", mp, "--home", h.Dir)
 	if code != 0 || !strings.Contains(out, "did one") || strings.Count(out, "completed") != 2 {
 		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
 	}
-	code, out, errOut = recCLI(t, "run", mp, "--home", h.Dir, "--json")
+	code, out, errOut = cli(t, "run", mp, "--home", h.Dir, "--json")
 	if code != 0 || strings.Count(out, `"from_log": true`) != 2 {
 		t.Fatalf("rerun: exit %d\n%s%s", code, out, errOut)
 	}
@@ -142,18 +133,18 @@ func TestRunMandateCLI(t *testing.T) {
 	// A failing step: exit 1, recorded as failed with its exit code.
 	bad := filepath.Join(work, "bad.json")
 	os.WriteFile(bad, []byte(`{"id":"m2","steps":[{"id":"x","argv":["sh","-c","echo nope; exit 7"],"env":["PATH"]}]}`), 0o600)
-	code, _, errOut = recCLI(t, "run", bad, "--home", h.Dir)
+	code, _, errOut = cli(t, "run", bad, "--home", h.Dir)
 	if code != 1 || !strings.Contains(errOut, "exited with 7") {
 		t.Fatalf("failing run: exit %d %s", code, errOut)
 	}
-	code, out, _ = recCLI(t, "step", "list", "m2", "--home", h.Dir, "--json")
+	code, out, _ = cli(t, "step", "list", "m2", "--home", h.Dir, "--json")
 	if code != 0 || !strings.Contains(out, `"error_class": "exit_status"`) || !strings.Contains(out, `"exit_code": 7`) {
 		t.Fatalf("list: %d %s", code, out)
 	}
 	// An invalid mandate file changes nothing.
 	os.WriteFile(bad, []byte(`{"id":"m3","steps":[]}`), 0o600)
 	last := recLastSeq(t, h)
-	if code, _, errOut = recCLI(t, "run", bad, "--home", h.Dir); code != 1 || !strings.Contains(errOut, "invalid mandate") || recLastSeq(t, h) != last {
+	if code, _, errOut = cli(t, "run", bad, "--home", h.Dir); code != 1 || !strings.Contains(errOut, "invalid mandate") || recLastSeq(t, h) != last {
 		t.Fatalf("invalid mandate: exit %d %s", code, errOut)
 	}
 }
@@ -176,7 +167,7 @@ func TestStepCLI(t *testing.T) {
 		{[]string{"step", "review", "m1", "s", "--reason", "x"}, 1, ""},
 		{[]string{"step", "start", "m1", "nope", "--observed-pre", recovery.HashBytes(nil)}, 1, ""},
 	} {
-		code, out, errOut := recCLI(t, append(tc.args, "--home", h.Dir)...)
+		code, out, errOut := cli(t, append(tc.args, "--home", h.Dir)...)
 		if code != tc.code || !strings.Contains(out, tc.want) {
 			t.Fatalf("%v: exit %d\n%s%s", tc.args, code, out, errOut)
 		}
@@ -220,19 +211,19 @@ func TestRecoverThroughDaemon(t *testing.T) {
 	h, _ := recCrashedHome(t, false)
 	eng := recStartDaemon(t, h)
 
-	code, out, errOut := recCLI(t, "recover", "--home", h.Dir)
+	code, out, errOut := cli(t, "recover", "--home", h.Dir)
 	if code != 0 || !strings.Contains(out, "current_pre_matches_expected  reset") {
 		t.Fatalf("plan via daemon: exit %d\n%s%s", code, out, errOut)
 	}
 	before := eng.Log().LastSeq()
-	code, out, errOut = recCLI(t, "recover", "--apply", "--home", h.Dir)
+	code, out, errOut = cli(t, "recover", "--apply", "--home", h.Dir)
 	if code != 0 || eng.Log().LastSeq() != before+2 {
 		t.Fatalf("apply via daemon: exit %d, %d events\n%s%s", code, eng.Log().LastSeq()-before, out, errOut)
 	}
-	if code, _, errOut = recCLI(t, "recover", "--apply", "--home", h.Dir); code != 0 || eng.Log().LastSeq() != before+2 {
+	if code, _, errOut = cli(t, "recover", "--apply", "--home", h.Dir); code != 0 || eng.Log().LastSeq() != before+2 {
 		t.Fatalf("second apply via daemon: exit %d %s", code, errOut)
 	}
-	if code, _, errOut = recCLI(t, "recover", "--salvage", "--apply", "--home", h.Dir); code != 1 || !strings.Contains(errOut, "stop it before --salvage") {
+	if code, _, errOut = cli(t, "recover", "--salvage", "--apply", "--home", h.Dir); code != 1 || !strings.Contains(errOut, "stop it before --salvage") {
 		t.Fatalf("salvage with a daemon: exit %d %s", code, errOut)
 	}
 }
@@ -247,7 +238,7 @@ func TestRunThroughDaemon(t *testing.T) {
 	mp := filepath.Join(work, "m.json")
 	os.WriteFile(mp, []byte(`{"id":"md","steps":[{"id":"a","argv":["sh","-c","printf a >> a.txt"],"env":["PATH"],"world":["a.txt"]},{"id":"b","argv":["sh","-c","printf b >> b.txt"],"env":["PATH"],"world":["b.txt"]}]}`), 0o600)
 	before := eng.Log().LastSeq()
-	code, out, errOut := recCLI(t, "run", mp, "--home", h.Dir)
+	code, out, errOut := cli(t, "run", mp, "--home", h.Dir)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
@@ -255,7 +246,7 @@ func TestRunThroughDaemon(t *testing.T) {
 	if got := eng.Log().LastSeq() - before; got != 5 {
 		t.Fatalf("%d events through the daemon, want 5", got)
 	}
-	if code, out, _ = recCLI(t, "run", mp, "--home", h.Dir); code != 0 || strings.Count(out, "log (not run again)") != 2 || eng.Log().LastSeq()-before != 5 {
+	if code, out, _ = cli(t, "run", mp, "--home", h.Dir); code != 0 || strings.Count(out, "log (not run again)") != 2 || eng.Log().LastSeq()-before != 5 {
 		t.Fatalf("rerun: exit %d\n%s", code, out)
 	}
 	for f, want := range map[string]string{"a.txt": "a", "b.txt": "b"} {
@@ -280,14 +271,14 @@ func TestRecoverClosesOpenBlock(t *testing.T) {
 	}
 	eng.Close()
 	last := recLastSeq(t, h)
-	if code, _, _ := recCLI(t, "recover", "--home", h.Dir); code != 0 || recLastSeq(t, h) != last {
+	if code, _, _ := cli(t, "recover", "--home", h.Dir); code != 0 || recLastSeq(t, h) != last {
 		t.Fatal("plain recover appended")
 	}
-	code, out, errOut := recCLI(t, "recover", "--apply", "--home", h.Dir)
+	code, out, errOut := cli(t, "recover", "--apply", "--home", h.Dir)
 	if code != 0 || !strings.Contains(out, "closed after the crash: blk_1") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
-	if code, _, _ = recCLI(t, "recover", "--apply", "--home", h.Dir); code != 0 {
+	if code, _, _ = cli(t, "recover", "--apply", "--home", h.Dir); code != 0 {
 		t.Fatal("second apply failed")
 	}
 	eng, err = engine.Open(context.Background(), engine.Options{Home: h})

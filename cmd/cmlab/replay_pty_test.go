@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -45,9 +44,8 @@ func TestReplayPtyAsciicast(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "c1.cast")
-	var stdout, stderr bytes.Buffer
-	if code := run(&globalOpts{stdout: &stdout, stderr: &stderr}, []string{"replay", "pty", "c1", "--asciicast", out, "--home", h.Dir}); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
+	if code, _, errs := cli(t, "replay", "pty", "c1", "--asciicast", out, "--home", h.Dir); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
 	}
 	raw, err := os.ReadFile(out)
 	if err != nil {
@@ -77,7 +75,7 @@ func TestReplayPtyAsciicast(t *testing.T) {
 		t.Fatalf("o data %q", o.String())
 	}
 	// Unknown conversation: an error, no file.
-	if code := run(&globalOpts{stdout: &stdout, stderr: &stderr}, []string{"replay", "pty", "nope", "--asciicast", out + "2", "--home", h.Dir}); code == 0 {
+	if code, _, _ := cli(t, "replay", "pty", "nope", "--asciicast", out+"2", "--home", h.Dir); code == 0 {
 		t.Fatal("replay of an unknown conversation succeeded")
 	}
 	if _, err := os.Stat(out + "2"); err == nil {

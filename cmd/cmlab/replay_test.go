@@ -10,20 +10,12 @@ import (
 	"testing"
 )
 
-// replayCLI runs the CLI in-process and returns exit code, stdout, stderr.
-func replayCLI(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code := run(&globalOpts{stdout: &out, stderr: &errb}, args)
-	return code, out.String(), errb.String()
-}
-
 // TestReplayCommandsOnDemoHome runs the commands of docs/debugging.md on a
 // demo home and checks their exit codes and the facts they must print.
 func TestReplayCommandsOnDemoHome(t *testing.T) {
 	tmp := t.TempDir()
 	d := filepath.Join(tmp, "demo")
-	code, out, errs := replayCLI(t, "demo", "--home", d, "--no-terminal", "--json")
+	code, out, errs := cli(t, "demo", "--home", d, "--no-terminal", "--json")
 	if code != 0 {
 		t.Fatalf("demo: %d %s", code, errs)
 	}
@@ -36,7 +28,7 @@ func TestReplayCommandsOnDemoHome(t *testing.T) {
 		t.Fatalf("demo --json: %v\n%s", err, out)
 	}
 
-	code, out, _ = replayCLI(t, "replay", "print", "--home", d, "--type", "experiment.", "--json")
+	code, out, _ = cli(t, "replay", "print", "--home", d, "--type", "experiment.", "--json")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if code != 0 || len(lines) != 2 {
 		t.Fatalf("print --type experiment. --json: %d, %d lines\n%s", code, len(lines), out)
@@ -50,7 +42,7 @@ func TestReplayCommandsOnDemoHome(t *testing.T) {
 		t.Fatalf("second experiment event: %v %+v", err, ev)
 	}
 
-	code, out, _ = replayCLI(t, "trace", "demo-submit-1", "--home", d)
+	code, out, _ = cli(t, "trace", "demo-submit-1", "--home", d)
 	if code != 0 || !strings.Contains(out, "experiment.created") || !strings.Contains(out, "experiment.submitted") {
 		t.Fatalf("trace: %d\n%s", code, out)
 	}
@@ -59,32 +51,32 @@ func TestReplayCommandsOnDemoHome(t *testing.T) {
 			t.Fatalf("trace does not show feedback %s:\n%s", fb, out)
 		}
 	}
-	if code, _, errs = replayCLI(t, "trace", "no-such-id", "--home", d); code != 1 || !strings.Contains(errs, "no event mentions") {
+	if code, _, errs = cli(t, "trace", "no-such-id", "--home", d); code != 1 || !strings.Contains(errs, "no event mentions") {
 		t.Fatalf("trace of an unknown id: %d %s", code, errs)
 	}
 
-	code, out, _ = replayCLI(t, "replay", "--check", "--decode", "--home", d)
+	code, out, _ = cli(t, "replay", "--check", "--decode", "--home", d)
 	if code != 0 || !strings.Contains(out, "check: identical") || !strings.Contains(out, "decode: all") {
 		t.Fatalf("check on a clean home: %d\n%s", code, out)
 	}
 
-	code, out, _ = replayCLI(t, "replay", "steps", "demo-mandate", "--what-if", "--home", d)
+	code, out, _ = cli(t, "replay", "steps", "demo-mandate", "--what-if", "--home", d)
 	if code != 0 || !strings.Contains(out, "executing s2  FRAGILE") || !strings.Contains(out, "manual_review") {
 		t.Fatalf("what-if: %d\n%s", code, out)
 	}
 
 	into := filepath.Join(tmp, "at7")
-	code, out, errs = replayCLI(t, "replay", "--to", "7", "--into", into, "--home", d)
+	code, out, errs = cli(t, "replay", "--to", "7", "--into", into, "--home", d)
 	if code != 0 || !strings.Contains(out, "replayed 7 events (seq 1–7") {
 		t.Fatalf("replay --to 7: %d %s %s", code, out, errs)
 	}
-	if code, _, _ = replayCLI(t, "replay", "--to", "7", "--into", into, "--home", d); code != 1 {
+	if code, _, _ = cli(t, "replay", "--to", "7", "--into", into, "--home", d); code != 1 {
 		t.Fatalf("replay into a non-empty directory: exit %d, want 1", code)
 	}
-	if code, _, _ = replayCLI(t, "replay", "--to", "7", "--home", d); code != 2 {
+	if code, _, _ = cli(t, "replay", "--to", "7", "--home", d); code != 2 {
 		t.Fatalf("replay --to without --into: exit %d, want 2", code)
 	}
-	if code, _, _ = replayCLI(t, "replay", "--until", "yesterday", "--into", filepath.Join(tmp, "u"), "--home", d); code != 2 {
+	if code, _, _ = cli(t, "replay", "--until", "yesterday", "--into", filepath.Join(tmp, "u"), "--home", d); code != 2 {
 		t.Fatalf("replay --until with a bad time: exit %d, want 2", code)
 	}
 
@@ -100,7 +92,7 @@ func TestReplayCommandsOnDemoHome(t *testing.T) {
 	}
 	f.WriteString("{\"runId\":\"run_forged\"}\n")
 	f.Close()
-	code, out, errs = replayCLI(t, "replay", "--check", "--home", d)
+	code, out, errs = cli(t, "replay", "--check", "--home", d)
 	if code != 1 || !strings.Contains(out, fmt.Sprintf("first lab/runs.jsonl at byte %d", fi.Size())) || !strings.Contains(errs, "views diverge") {
 		t.Fatalf("check after a forged line: %d\n%s\n%s", code, out, errs)
 	}
@@ -116,7 +108,7 @@ func TestReplayCommandsOnDemoHome(t *testing.T) {
 	if err := os.WriteFile(runs, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out, _ = replayCLI(t, "replay", "--check", "--json", "--home", d)
+	code, out, _ = cli(t, "replay", "--check", "--json", "--home", d)
 	var rep struct {
 		Check struct {
 			Identical bool `json:"identical"`
@@ -139,7 +131,7 @@ func TestReplayCommandsOnDemoHome(t *testing.T) {
 		t.Fatalf("check --json first divergence %+v", f0)
 	}
 	// --from past that import ignores it.
-	if code, out, _ = replayCLI(t, "replay", "--check", "--from", "4", "--home", d); code != 0 || !strings.Contains(out, "identical") {
+	if code, out, _ = cli(t, "replay", "--check", "--from", "4", "--home", d); code != 0 || !strings.Contains(out, "identical") {
 		t.Fatalf("check --from 4: %d\n%s", code, out)
 	}
 }

@@ -76,15 +76,15 @@ func TestRunKilledThenRecoverAndResume(t *testing.T) {
 		t.Fatalf("child not killed: %v\n%s", err, out)
 	}
 	// Resuming before recovery is refused: b is still executing.
-	code, _, errOut := recCLI(t, "run", mp, "--home", h.Dir)
+	code, _, errOut := cli(t, "run", mp, "--home", h.Dir)
 	if code != 1 || !strings.Contains(errOut, "cmlab recover --apply") {
 		t.Fatalf("run before recover: exit %d %s", code, errOut)
 	}
-	code, stdout, errOut := recCLI(t, "recover", "--apply", "--home", h.Dir)
+	code, stdout, errOut := cli(t, "recover", "--apply", "--home", h.Dir)
 	if code != 0 || !strings.Contains(stdout, "mk       b     executing  already_done   current_state_matches_expected_post  complete") {
 		t.Fatalf("recover: exit %d\n%s%s", code, stdout, errOut)
 	}
-	code, stdout, errOut = recCLI(t, "run", mp, "--home", h.Dir, "--json")
+	code, stdout, errOut = cli(t, "run", mp, "--home", h.Dir, "--json")
 	if code != 0 || strings.Count(stdout, `"from_log": true`) != 2 || strings.Count(stdout, `"status": "completed"`) != 3 {
 		t.Fatalf("resume: exit %d\n%s%s", code, stdout, errOut)
 	}
@@ -93,7 +93,7 @@ func TestRunKilledThenRecoverAndResume(t *testing.T) {
 			t.Fatalf("%s = %q, want %q (each side effect exactly once)", f, b, want)
 		}
 	}
-	code, stdout, _ = recCLI(t, "step", "list", "mk", "--home", h.Dir, "--json")
+	code, stdout, _ = cli(t, "step", "list", "mk", "--home", h.Dir, "--json")
 	if code != 0 || !strings.Contains(stdout, `"recovered": true`) {
 		t.Fatalf("list: %s", stdout)
 	}
