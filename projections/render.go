@@ -316,53 +316,36 @@ func renderLab(ev *events.Event, r *rendered) error {
 	switch p := p.(type) {
 	case *events.FeedbackSubmitted:
 		e := p.Entry
-		if e.CreatedAt == "" {
-			e.CreatedAt = ts
-		}
+		fillTimes(ts, &e.CreatedAt)
 		line, err := appendFeedbackEntry(r.buf(), &e)
 		if err != nil {
 			return err
 		}
-		line = r.keep(line)
-		r.add(FeedbackView, line)
-		entity = e.ID
-		data = r.keep(wrap1(r.buf(), "entry", line))
+		entity, data = e.ID, r.addRecord(FeedbackView, "entry", line)
 	case *events.FeedbackIngested:
 		line := append(append(r.buf(), p.Raw...), '\n')
 		r.add(FeedbackView, r.keep(line))
 	case *events.RunImported:
 		run := p.Run
-		if run.CreatedAt == "" {
-			run.CreatedAt = ts
-		}
+		fillTimes(ts, &run.CreatedAt)
 		line, err := appendLabRun(r.buf(), &run)
 		if err != nil {
 			return err
 		}
-		line = r.keep(line)
-		r.add(RunsView, line)
-		entity = run.RunID
-		data = r.keep(wrap1(r.buf(), "run", line))
+		entity, data = run.RunID, r.addRecord(RunsView, "run", line)
 	case *events.ExperimentCreated:
 		x := p.Experiment
-		if x.CreatedAt == "" {
-			x.CreatedAt = ts
-		}
+		fillTimes(ts, &x.CreatedAt)
 		line, err := appendLabExperiment(r.buf(), &x)
 		if err != nil {
 			return err
 		}
-		line = r.keep(line)
-		r.add(ExperimentsView, line)
-		entity = x.ExperimentID
-		data = r.keep(wrap1(r.buf(), "experiment", line))
+		entity, data = x.ExperimentID, r.addRecord(ExperimentsView, "experiment", line)
 	case *events.ExperimentSubmitted:
 		first := len(r.writes)
 		for i := range p.Feedback {
 			e := p.Feedback[i]
-			if e.CreatedAt == "" {
-				e.CreatedAt = ts
-			}
+			fillTimes(ts, &e.CreatedAt)
 			line, err := appendFeedbackEntry(r.buf(), &e)
 			if err != nil {
 				return err
@@ -370,12 +353,7 @@ func renderLab(ev *events.Event, r *rendered) error {
 			r.add(FeedbackView, r.keep(line))
 		}
 		x := p.Experiment
-		if x.CreatedAt == "" {
-			x.CreatedAt = ts
-		}
-		if x.UpdatedAt == "" {
-			x.UpdatedAt = ts
-		}
+		fillTimes(ts, &x.CreatedAt, &x.UpdatedAt)
 		line, err := appendLabExperiment(r.buf(), &x)
 		if err != nil {
 			return err
@@ -394,20 +372,12 @@ func renderLab(ev *events.Event, r *rendered) error {
 		data = r.keep(append(d, "]}"...))
 	case *events.ExperimentUpdated:
 		x := p.Experiment
-		if x.CreatedAt == "" {
-			x.CreatedAt = ts
-		}
-		if x.UpdatedAt == "" {
-			x.UpdatedAt = ts
-		}
+		fillTimes(ts, &x.CreatedAt, &x.UpdatedAt)
 		line, err := appendLabExperiment(r.buf(), &x)
 		if err != nil {
 			return err
 		}
-		line = r.keep(line)
-		r.add(ExperimentsView, line)
-		entity = x.ExperimentID
-		data = r.keep(wrap1(r.buf(), "experiment", line))
+		entity, data = x.ExperimentID, r.addRecord(ExperimentsView, "experiment", line)
 	case *events.IdempotencyRecorded:
 		entity, kind = p.EntityID, p.Kind
 	}
@@ -424,6 +394,23 @@ func renderLab(ev *events.Event, r *rendered) error {
 			&SessionEventLine{Seq: ev.Seq, ID: ev.ID, Type: ev.Type, CreatedAt: ts, RequestID: ev.Req, Data: data})))
 	}
 	return renderIdempotency(ev, entity, kind, ts, r)
+}
+
+// fillTimes sets each of times that a record left empty to ts.
+func fillTimes(ts string, times ...*string) {
+	for _, t := range times {
+		if *t == "" {
+			*t = ts
+		}
+	}
+}
+
+// addRecord appends line, a record encoded into r.buf(), to view and
+// returns it as the session's events.jsonl shows it: {"key":record}.
+func (r *rendered) addRecord(view, key string, line []byte) []byte {
+	line = r.keep(line)
+	r.add(view, line)
+	return r.keep(wrap1(r.buf(), key, line))
 }
 
 // wrap1 appends {"key":line} to dst for a rendered line (its '\n' dropped).
