@@ -116,15 +116,11 @@ func TestCrashSIGKILLPreallocated(t *testing.T) {
 // tailPrealloc is the preallocated space ending the log in dir.
 func tailPrealloc(t *testing.T, dir string) int64 {
 	t.Helper()
-	segs, err := listSegments(dir)
-	if err != nil || len(segs) == 0 {
+	if segs, err := listSegments(dir); err != nil || len(segs) == 0 {
 		return 0
 	}
-	data, err := os.ReadFile(filepath.Join(dir, segs[len(segs)-1].Name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return scanSegment(segs[len(segs)-1], data, true, false).Prealloc
+	_, _, sc := tailScan(t, dir)
+	return sc.Prealloc
 }
 
 // writeTorn puts garbage where a torn write would leave it: over the
@@ -133,17 +129,7 @@ func tailPrealloc(t *testing.T, dir string) int64 {
 // space it would be indistinguishable from it.
 func writeTorn(t *testing.T, dir string, garbage []byte) {
 	t.Helper()
-	segs, err := listSegments(dir)
-	if err != nil || len(segs) == 0 {
-		t.Fatalf("segments: %v %v", segs, err)
-	}
-	last := segs[len(segs)-1]
-	path := filepath.Join(dir, last.Name)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := scanSegment(last, data, true, false)
+	path, data, sc := tailScan(t, dir)
 	if sc.Prealloc < int64(len(garbage)) || allZero(garbage) || len(sc.Bad) > 0 {
 		if err := appendToTail(dir, garbage); err != nil {
 			t.Fatal(err)

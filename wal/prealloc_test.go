@@ -20,16 +20,24 @@ import (
 // tailSegment returns the path and bytes of the last segment of dir.
 func tailSegment(t *testing.T, dir string) (string, []byte) {
 	t.Helper()
+	p, b, _ := tailScan(t, dir)
+	return p, b
+}
+
+// tailScan returns the path, bytes and scan of the last segment of dir.
+func tailScan(t *testing.T, dir string) (string, []byte, segmentScan) {
+	t.Helper()
 	segs, err := listSegments(dir)
 	if err != nil || len(segs) == 0 {
 		t.Fatalf("segments of %s: %v %v", dir, segs, err)
 	}
-	p := filepath.Join(dir, segs[len(segs)-1].Name)
+	last := segs[len(segs)-1]
+	p := filepath.Join(dir, last.Name)
 	b, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p, b
+	return p, b, scanSegment(last, b, true, false)
 }
 
 // framesLen is the bytes the frames of evs take in a segment.
