@@ -74,6 +74,15 @@ func ptyPrint(g *globalOpts, raw json.RawMessage, human func(m map[string]any)) 
 	return nil
 }
 
+// ptyShow sends one terminal request and prints its answer with ptyPrint.
+func ptyShow(cmd *cobra.Command, g *globalOpts, o *ptyOpts, method, op string, in any, human func(m map[string]any)) error {
+	var raw json.RawMessage
+	if err := ptyCall(cmd.Context(), g, o, method, op, in, &raw); err != nil {
+		return err
+	}
+	return ptyPrint(g, raw, human)
+}
+
 func ptyNum(v any) int64 {
 	f, _ := v.(float64)
 	return int64(f)
@@ -144,11 +153,7 @@ func newPtyInteractiveCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 		Short: "Start CMD as an interactive session; prints session, block and resume_cursor",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var raw json.RawMessage
-			if err := ptyCall(cmd.Context(), g, o, http.MethodPost, "exec_interactive", map[string]any{"cmd": args[0], "cwd": cwd}, &raw); err != nil {
-				return err
-			}
-			return ptyPrint(g, raw, func(m map[string]any) {
+			return ptyShow(cmd, g, o, http.MethodPost, "exec_interactive", map[string]any{"cmd": args[0], "cwd": cwd}, func(m map[string]any) {
 				fmt.Fprintf(g.stdout, "session %v block %v resume_cursor %d\n", m["session_id"], m["block_id"], ptyNum(m["resume_cursor"]))
 			})
 		},
@@ -172,18 +177,20 @@ func newPtySendCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 				}
 				data = u
 			}
-			var res json.RawMessage
-			if err := ptyCall(cmd.Context(), g, o, http.MethodPost, "send", map[string]any{"data": data}, &res); err != nil {
-				return err
-			}
-			return ptyPrint(g, res, func(map[string]any) {})
+			return ptyShow(cmd, g, o, http.MethodPost, "send", map[string]any{"data": data}, func(map[string]any) {})
 		},
 	}
 	c.Flags().BoolVar(&raw, "raw", false, "send DATA as is")
 	return c
 }
 
-func printWait(g *globalOpts, raw json.RawMessage) error {
+// ptyWait sends one wait request (op wait_for or wait_prompt) and prints
+// the answer; a timeout exits 1.
+func ptyWait(cmd *cobra.Command, g *globalOpts, o *ptyOpts, op string, in any) error {
+	var raw json.RawMessage
+	if err := ptyCall(cmd.Context(), g, o, http.MethodPost, op, in, &raw); err != nil {
+		return err
+	}
 	var m map[string]any
 	json.Unmarshal(raw, &m)
 	if err := ptyPrint(g, raw, func(m map[string]any) {
@@ -213,11 +220,7 @@ func newPtyWaitCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 			if len(args) == 1 {
 				match = args[0]
 			}
-			var raw json.RawMessage
-			if err := ptyCall(cmd.Context(), g, o, http.MethodPost, "wait_for", map[string]any{"match": match, "match_type": matchType, "from_cursor": from, "timeout_ms": o.timeoutMs}, &raw); err != nil {
-				return err
-			}
-			return printWait(g, raw)
+			return ptyWait(cmd, g, o, "wait_for", map[string]any{"match": match, "match_type": matchType, "from_cursor": from, "timeout_ms": o.timeoutMs})
 		},
 	}
 	c.Flags().Int64Var(&from, "from", 0, "cursor to scan from (a resume_cursor)")
@@ -232,11 +235,7 @@ func newPtyPromptCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 		Short: "Wait for the prompt sentinel from --from and mode idle",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var raw json.RawMessage
-			if err := ptyCall(cmd.Context(), g, o, http.MethodPost, "wait_prompt", map[string]any{"from_cursor": from, "timeout_ms": o.timeoutMs}, &raw); err != nil {
-				return err
-			}
-			return printWait(g, raw)
+			return ptyWait(cmd, g, o, "wait_prompt", map[string]any{"from_cursor": from, "timeout_ms": o.timeoutMs})
 		},
 	}
 	c.Flags().Int64Var(&from, "from", 0, "cursor to scan from (a resume_cursor)")
@@ -249,11 +248,7 @@ func newPtyStatusCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 		Short: "Mode, active block/session, shell and resume_cursor",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var raw json.RawMessage
-			if err := ptyCall(cmd.Context(), g, o, http.MethodGet, "status", nil, &raw); err != nil {
-				return err
-			}
-			return ptyPrint(g, raw, func(m map[string]any) {
+			return ptyShow(cmd, g, o, http.MethodGet, "status", nil, func(m map[string]any) {
 				fmt.Fprintf(g.stdout, "mode %v  resume_cursor %d  blocks %d  shell %v alive=%v\n", m["mode"], ptyNum(m["resume_cursor"]), ptyNum(m["blocks"]), m["shell_id"], m["shell_alive"])
 				if m["active_block_id"] != nil {
 					fmt.Fprintf(g.stdout, "active block %v session %v\n", m["active_block_id"], m["active_session_id"])
@@ -273,11 +268,7 @@ func newPtyReadCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 		Short: "Print spool bytes from --from (at most --max-bytes); the resume_cursor goes to stderr",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var raw json.RawMessage
-			if err := ptyCall(cmd.Context(), g, o, http.MethodPost, "read_spool", map[string]any{"from_cursor": from, "max_bytes": max}, &raw); err != nil {
-				return err
-			}
-			return ptyPrint(g, raw, func(m map[string]any) {
+			return ptyShow(cmd, g, o, http.MethodPost, "read_spool", map[string]any{"from_cursor": from, "max_bytes": max}, func(m map[string]any) {
 				fmt.Fprint(g.stdout, m["data"])
 				fmt.Fprintf(g.stderr, "resume_cursor %d\n", ptyNum(m["resume_cursor"]))
 			})
@@ -295,17 +286,10 @@ func newPtyBlocksCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 		Short: "List blocks after --since (block number), or print one block's output",
 		Args:  cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var raw json.RawMessage
 			if len(args) == 1 {
-				if err := ptyCall(cmd.Context(), g, o, http.MethodGet, "blocks/"+url.PathEscape(args[0])+"/output?max_bytes=4194304", nil, &raw); err != nil {
-					return err
-				}
-				return ptyPrint(g, raw, func(m map[string]any) { fmt.Fprint(g.stdout, m["data"]) })
+				return ptyShow(cmd, g, o, http.MethodGet, "blocks/"+url.PathEscape(args[0])+"/output?max_bytes=4194304", nil, func(m map[string]any) { fmt.Fprint(g.stdout, m["data"]) })
 			}
-			if err := ptyCall(cmd.Context(), g, o, http.MethodGet, "blocks?since="+strconv.FormatInt(since, 10), nil, &raw); err != nil {
-				return err
-			}
-			return ptyPrint(g, raw, func(m map[string]any) {
+			return ptyShow(cmd, g, o, http.MethodGet, "blocks?since="+strconv.FormatInt(since, 10), nil, func(m map[string]any) {
 				bl, _ := m["blocks"].([]any)
 				for _, x := range bl {
 					b, _ := x.(map[string]any)
@@ -337,11 +321,7 @@ func newPtySearchCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 			if block != "" {
 				q.Set("block_id", block)
 			}
-			var raw json.RawMessage
-			if err := ptyCall(cmd.Context(), g, o, http.MethodGet, "search?"+q.Encode(), nil, &raw); err != nil {
-				return err
-			}
-			return ptyPrint(g, raw, func(m map[string]any) {
+			return ptyShow(cmd, g, o, http.MethodGet, "search?"+q.Encode(), nil, func(m map[string]any) {
 				hits, _ := m["matches"].([]any)
 				for _, x := range hits {
 					h, _ := x.(map[string]any)
@@ -361,11 +341,7 @@ func newPtyResetCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 		Short: "Kill the shell and its processes and start a new one (spool and blocks stay)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var raw json.RawMessage
-			if err := ptyCall(cmd.Context(), g, o, http.MethodPost, "reset", map[string]any{"reason": reason}, &raw); err != nil {
-				return err
-			}
-			return ptyPrint(g, raw, func(m map[string]any) {
+			return ptyShow(cmd, g, o, http.MethodPost, "reset", map[string]any{"reason": reason}, func(m map[string]any) {
 				fmt.Fprintf(g.stdout, "new shell %v (was %v), resume_cursor %d\n", m["shell_id"], m["old_shell_id"], ptyNum(m["resume_cursor"]))
 			})
 		},
@@ -381,11 +357,7 @@ func newPtyEndCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 		Short: "End the running session or block: Ctrl+C, then SIGKILL, then reset",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var raw json.RawMessage
-			if err := ptyCall(cmd.Context(), g, o, http.MethodPost, "end_session", map[string]any{"grace_ms": graceMs}, &raw); err != nil {
-				return err
-			}
-			return ptyPrint(g, raw, func(m map[string]any) {
+			return ptyShow(cmd, g, o, http.MethodPost, "end_session", map[string]any{"grace_ms": graceMs}, func(m map[string]any) {
 				fmt.Fprintf(g.stdout, "mode %v ended=%v forced=%v reset=%v\n", m["mode"], m["ended"], m["forced"], m["reset"])
 			})
 		},
