@@ -57,18 +57,25 @@ func (h *harness) checkAfterRestart(ctx context.Context, round int) (resent, rep
 	return resent, replayed
 }
 
-// resendUnknown sends again every request id whose answer the kill
-// swallowed: it must now be answered 200, and act at most once in total.
-func (h *harness) resendUnknown(ctx context.Context, c *client, round int) int {
-	h.l.mu.Lock()
+// reqIDs returns, sorted, the request ids sent whose answer was (acked) or
+// was not (!acked) received.
+func (l *ledger) reqIDs(acked bool) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	var ids []string
-	for id, rec := range h.l.reqs {
-		if !rec.acked {
+	for id, rec := range l.reqs {
+		if rec.acked == acked {
 			ids = append(ids, id)
 		}
 	}
-	h.l.mu.Unlock()
 	slices.Sort(ids)
+	return ids
+}
+
+// resendUnknown sends again every request id whose answer the kill
+// swallowed: it must now be answered 200, and act at most once in total.
+func (h *harness) resendUnknown(ctx context.Context, c *client, round int) int {
+	ids := h.l.reqIDs(false)
 	for _, id := range ids {
 		h.l.mu.Lock()
 		rec := h.l.reqs[id]
@@ -108,15 +115,7 @@ func (h *harness) resendUnknown(ctx context.Context, c *client, round int) int {
 // replayAcked sends acknowledged request ids again: same answer, marked as
 // a replay, and nothing appended.
 func (h *harness) replayAcked(ctx context.Context, c *client, round int) int {
-	h.l.mu.Lock()
-	var ids []string
-	for id, rec := range h.l.reqs {
-		if rec.acked {
-			ids = append(ids, id)
-		}
-	}
-	h.l.mu.Unlock()
-	slices.Sort(ids)
+	ids := h.l.reqIDs(true)
 	if len(ids) > maxReplays {
 		h.rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 		ids = ids[:maxReplays]
