@@ -357,35 +357,22 @@ func rawWrite(dir string, entry []byte, n int) ([]time.Duration, float64, error)
 }
 
 func rawWriteBatch(dir string, entry []byte, n, batch int) (float64, error) {
-	tw, err := twal.Open(dir, &twal.Options{NoSync: false})
-	if err != nil {
-		return 0, err
-	}
-	defer tw.Close()
-	var b twal.Batch
-	start := time.Now()
-	for i := 1; i <= n; {
-		b.Clear()
-		for j := 0; j < batch && i <= n; j++ {
-			b.Write(uint64(i), entry)
-			i++
-		}
-		if err := tw.WriteBatch(&b); err != nil {
-			return 0, err
-		}
-	}
-	return time.Since(start).Seconds(), nil
+	_, secs, err := writeBatches(dir, &twal.Options{NoSync: false}, entry, n, batch)
+	return secs, err
 }
 
-func stallProbe(dir string, entry []byte, n, batch int) (*benchStallProbe, error) {
-	tw, err := twal.Open(dir, &twal.Options{NoSync: true, SegmentSize: wal.DefaultSegmentSize})
+// writeBatches writes n copies of entry through raw tidwall WriteBatch
+// calls of batch entries into a new log in dir; it returns each call's
+// duration and the seconds the whole run took.
+func writeBatches(dir string, opts *twal.Options, entry []byte, n, batch int) ([]time.Duration, float64, error) {
+	tw, err := twal.Open(dir, opts)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer tw.Close()
 	var b twal.Batch
-	var lat []time.Duration
-	var total, stalled time.Duration
+	lat := make([]time.Duration, 0, n/batch+1)
+	start := time.Now()
 	for i := 1; i <= n; {
 		b.Clear()
 		for j := 0; j < batch && i <= n; j++ {
@@ -394,20 +381,26 @@ func stallProbe(dir string, entry []byte, n, batch int) (*benchStallProbe, error
 		}
 		t0 := time.Now()
 		if err := tw.WriteBatch(&b); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		d := time.Since(t0)
-		lat = append(lat, d)
-		total += d
-		if d > time.Millisecond {
-			stalled += d
-		}
+		lat = append(lat, time.Since(t0))
+	}
+	return lat, time.Since(start).Seconds(), nil
+}
+
+func stallProbe(dir string, entry []byte, n, batch int) (*benchStallProbe, error) {
+	lat, _, err := writeBatches(dir, &twal.Options{NoSync: true, SegmentSize: wal.DefaultSegmentSize}, entry, n, batch)
+	if err != nil {
+		return nil, err
 	}
 	p := &benchStallProbe{Batch: batch, Calls: len(lat), SegmentSize: wal.DefaultSegmentSize,
 		P50Ms: ms(percentile(lat, .5)), P99Ms: ms(percentile(lat, .99)), MaxMs: ms(percentile(lat, 1))}
+	var total, stalled time.Duration
 	for _, d := range lat {
+		total += d
 		if d > time.Millisecond {
 			p.Over1Ms++
+			stalled += d
 		}
 	}
 	if total > 0 {
