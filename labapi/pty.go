@@ -31,11 +31,11 @@ func (s *Server) registerPtyRoutes() {
 	s.route("POST "+p+"read_spool", authAlwaysRead, ptyReadRoute(s, ptyReadSpool))
 	s.route("POST "+p+"end_session", authAlways, ptyActRoute(s, "pty.end_session", s.ptyEndSession))
 	s.route("POST "+p+"reset", authAlways, ptyActRoute(s, "pty.reset", s.ptyReset))
-	s.route("GET "+p+"status", authAlways, s.ptyStatus)
-	s.route("GET "+p+"blocks", authAlways, s.ptyBlocks)
-	s.route("GET "+p+"blocks/{blockId}", authAlways, s.ptyBlock)
-	s.route("GET "+p+"blocks/{blockId}/output", authAlways, s.ptyBlockOutput)
-	s.route("GET "+p+"search", authAlways, s.ptySearch)
+	s.route("GET "+p+"status", authAlways, ptyRoute(s, ptyStatus))
+	s.route("GET "+p+"blocks", authAlways, ptyRoute(s, ptyBlocks))
+	s.route("GET "+p+"blocks/{blockId}", authAlways, ptyRoute(s, ptyBlock))
+	s.route("GET "+p+"blocks/{blockId}/output", authAlways, ptyRoute(s, ptyBlockOutput))
+	s.route("GET "+p+"search", authAlways, ptyRoute(s, ptySearch))
 }
 
 // ptyBusy is the seed's refusal body ({ok:false, error:"busy"}), sent with
@@ -106,29 +106,38 @@ func refusal(w *conflictWriter, err error) (any, bool) {
 	return nil, false
 }
 
-// ptyReadRoute serves a terminal POST that only reads (a wait or a spool
-// read): decode the body into an In and answer what op returns.
-func ptyReadRoute[In any](s *Server, op func(ctx context.Context, m *pty.Manager, conv string, in In) (any, error)) handlerFunc {
+// ptyRoute serves a terminal route that only reads: answer what op
+// returns for the path's conversation, its errors mapped by ptyError (which
+// passes an *APIError through).
+func ptyRoute(s *Server, op func(r *http.Request, m *pty.Manager, conv string) (any, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		m, err := s.ptyManager()
 		if err != nil {
 			return err
 		}
-		body, err := readBody(r)
-		if err != nil {
-			return err
-		}
-		var in In
-		if err := decodeJSON(body, &in); err != nil {
-			return err
-		}
-		res, err := op(r.Context(), m, r.PathValue("conversationId"), in)
+		res, err := op(r, m, r.PathValue("conversationId"))
 		if err != nil {
 			return ptyError(err)
 		}
 		writeJSON(w, http.StatusOK, res)
 		return nil
 	}
+}
+
+// ptyReadRoute serves a terminal POST that only reads (a wait or a spool
+// read): decode the body into an In and answer what op returns.
+func ptyReadRoute[In any](s *Server, op func(ctx context.Context, m *pty.Manager, conv string, in In) (any, error)) handlerFunc {
+	return ptyRoute(s, func(r *http.Request, m *pty.Manager, conv string) (any, error) {
+		body, err := readBody(r)
+		if err != nil {
+			return nil, err
+		}
+		var in In
+		if err := decodeJSON(body, &in); err != nil {
+			return nil, err
+		}
+		return op(r.Context(), m, conv, in)
+	})
 }
 
 // ptyActRoute serves a terminal POST that acts, at most once per request
@@ -261,17 +270,8 @@ func (s *Server) recordPtyRequest(ctx context.Context, conv, kind string, req pt
 	return s.appendAnswer(ctx, conv, &events.IdempotencyRecorded{Kind: kind, EntityID: conv}, req.ID, req.Hash, res)
 }
 
-func (s *Server) ptyStatus(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.ptyManager()
-	if err != nil {
-		return err
-	}
-	res, err := m.Status(r.Context(), r.PathValue("conversationId"))
-	if err != nil {
-		return ptyError(err)
-	}
-	writeJSON(w, http.StatusOK, res)
-	return nil
+func ptyStatus(r *http.Request, m *pty.Manager, conv string) (any, error) {
+	return m.Status(r.Context(), conv)
 }
 
 // queryInt parses an optional integer query parameter.
@@ -287,71 +287,35 @@ func queryInt(r *http.Request, name string) (int64, error) {
 	return n, nil
 }
 
-func (s *Server) ptyBlocks(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.ptyManager()
-	if err != nil {
-		return err
-	}
+func ptyBlocks(r *http.Request, m *pty.Manager, conv string) (any, error) {
 	since, err := queryInt(r, "since")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	limit, err := queryInt(r, "limit")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	res, err := m.BlocksSince(r.Context(), r.PathValue("conversationId"), int(since), int(limit))
-	if err != nil {
-		return ptyError(err)
-	}
-	writeJSON(w, http.StatusOK, res)
-	return nil
+	return m.BlocksSince(r.Context(), conv, int(since), int(limit))
 }
 
-func (s *Server) ptyBlock(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.ptyManager()
-	if err != nil {
-		return err
-	}
-	res, err := m.Block(r.Context(), r.PathValue("conversationId"), r.PathValue("blockId"))
-	if err != nil {
-		return ptyError(err)
-	}
-	writeJSON(w, http.StatusOK, res)
-	return nil
+func ptyBlock(r *http.Request, m *pty.Manager, conv string) (any, error) {
+	return m.Block(r.Context(), conv, r.PathValue("blockId"))
 }
 
-func (s *Server) ptyBlockOutput(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.ptyManager()
-	if err != nil {
-		return err
-	}
+func ptyBlockOutput(r *http.Request, m *pty.Manager, conv string) (any, error) {
 	off, err := queryInt(r, "offset")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	max, err := queryInt(r, "max_bytes")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	res, err := m.BlockOutput(r.Context(), r.PathValue("conversationId"), r.PathValue("blockId"), off, max)
-	if err != nil {
-		return ptyError(err)
-	}
-	writeJSON(w, http.StatusOK, res)
-	return nil
+	return m.BlockOutput(r.Context(), conv, r.PathValue("blockId"), off, max)
 }
 
-func (s *Server) ptySearch(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.ptyManager()
-	if err != nil {
-		return err
-	}
+func ptySearch(r *http.Request, m *pty.Manager, conv string) (any, error) {
 	q := r.URL.Query()
-	res, err := m.Search(r.Context(), r.PathValue("conversationId"), q.Get("q"), q.Get("block_id"))
-	if err != nil {
-		return ptyError(err)
-	}
-	writeJSON(w, http.StatusOK, res)
-	return nil
+	return m.Search(r.Context(), conv, q.Get("q"), q.Get("block_id"))
 }
