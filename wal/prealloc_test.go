@@ -357,24 +357,7 @@ func TestPreallocationUnderLoad(t *testing.T) {
 // there; finding the same bytes again on its next read is corruption.
 func TestLiveReaderGapInPreallocatedSpace(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "wal")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	var data []byte
-	for seq := uint64(1); seq <= 3; seq++ {
-		ev := testEvent(int(seq))
-		ev.Seq = seq
-		e := entryBytes(t, ev)
-		if seq == 3 {
-			data = append(data, make([]byte, 300)...) // the gap
-		}
-		data = binary.AppendUvarint(data, uint64(len(e)))
-		data = append(data, e...)
-	}
-	data = append(data, make([]byte, preallocUnit-len(data))...)
-	if err := os.WriteFile(filepath.Join(dir, segmentName(1)), data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	gapImage(t, dir, 3, func(dataEnd int) int { return dataEnd + 300 }) // the gap
 	r, err := OpenReader(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -463,32 +446,40 @@ func mustReader(t *testing.T, dir string) *Reader {
 	return r
 }
 
-// unflushedImage writes a last segment of 1 MiB: seqs 1..3, zeros up to
-// gapEnd, a good frame of seq 4 there, zeros after.
-func unflushedImage(t *testing.T, dir string, gapEnd int) (dataEnd, frame4End int) {
+// gapImage writes a last segment of 1 MiB: seqs 1..n-1, zeros up to the
+// offset gapEnd returns for where they end, a good frame of seq n there,
+// zeros after. It returns where the zeros start and where frame n ends.
+func gapImage(t *testing.T, dir string, n uint64, gapEnd func(dataEnd int) int) (dataEnd, lastEnd int) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	var data []byte
-	for seq := uint64(1); seq <= 4; seq++ {
+	for seq := uint64(1); seq <= n; seq++ {
 		ev := testEvent(int(seq))
 		ev.Seq = seq
 		ev.TS = fixedNow().UnixMilli()
 		e := entryBytes(t, ev)
-		if seq == 4 {
+		if seq == n {
 			dataEnd = len(data)
-			data = append(data, make([]byte, gapEnd-len(data))...)
+			data = append(data, make([]byte, gapEnd(dataEnd)-len(data))...)
 		}
 		data = binary.AppendUvarint(data, uint64(len(e)))
 		data = append(data, e...)
 	}
-	frame4End = len(data)
+	lastEnd = len(data)
 	data = append(data, make([]byte, preallocUnit-len(data))...)
 	if err := os.WriteFile(filepath.Join(dir, segmentName(1)), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return dataEnd, frame4End
+	return dataEnd, lastEnd
+}
+
+// unflushedImage is gapImage with seqs 1..3, then zeros up to the fixed
+// offset gapEnd, then seq 4.
+func unflushedImage(t *testing.T, dir string, gapEnd int) (dataEnd, frame4End int) {
+	t.Helper()
+	return gapImage(t, dir, 4, func(int) int { return gapEnd })
 }
 
 // After a power cut, preallocated space can hold zeros up to a sector
