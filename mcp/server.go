@@ -244,11 +244,19 @@ var (
 )
 
 func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
-	conv := func(id string) error {
-		if err := validID("conversation_id", id); err != nil {
-			return err
+	conv := func(id string) error { return validID("conversation_id", id) }
+	// exec builds pty_exec and pty_exec_interactive: route op, fix for an empty cmd.
+	exec := func(op, fix string) func(execIn) (request, error) {
+		return func(in execIn) (request, error) {
+			if err := conv(in.ConversationID); err != nil {
+				return request{}, err
+			}
+			if strings.TrimSpace(in.Cmd) == "" {
+				return request{}, invalid("cmd is empty", fix)
+			}
+			return request{method: "POST", path: ptyPath(in.ConversationID, op), reqID: in.RequestID,
+				body: body{"cmd": in.Cmd}.optString("cwd", in.Cwd)}, nil
 		}
-		return nil
 	}
 
 	add(s, d, log, spec{name: "pty_exec", title: "Run a command as a block", kind: mutating,
@@ -257,16 +265,7 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 			"from_cursor = pty_status's resume_cursor taken before, or blocks_get / blocks_read with block_id. " +
 			"Refused with BUSY while a block runs and while an interactive session is open (end it with pty_wait_prompt or pty_end_session).",
 		out: []field{okOut, {"block_id", "id of the new block"}, {"seq", "the block's sequence number in this conversation"}, {"ts", "start time"}}},
-		func(in execIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
-			if strings.TrimSpace(in.Cmd) == "" {
-				return request{}, invalid("cmd is empty", "Pass the command line to run in cmd.")
-			}
-			return request{method: "POST", path: ptyPath(in.ConversationID, "exec_block"), reqID: in.RequestID,
-				body: body{"cmd": in.Cmd}.optString("cwd", in.Cwd)}, nil
-		})
+		exec("exec_block", "Pass the command line to run in cmd."))
 
 	add(s, d, log, spec{name: "pty_exec_interactive", title: "Start an interactive program", kind: mutating,
 		desc: "Start a program you will drive by hand (installer, REPL, prompt-asking tool) as an interactive session. " +
@@ -274,16 +273,7 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 			"pty_expect_send, answer with pty_send, and finish with pty_wait_prompt, which returns once the shell prompt is back " +
 			"and the session is idle. While it runs, pty_exec is refused.",
 		out: []field{okOut, {"session_id", "id of the interactive session"}, {"block_id", "id of its block"}, {"ts_begin", "start time"}, cursorOut}},
-		func(in execIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
-			if strings.TrimSpace(in.Cmd) == "" {
-				return request{}, invalid("cmd is empty", "Pass the program to start in cmd.")
-			}
-			return request{method: "POST", path: ptyPath(in.ConversationID, "exec_interactive"), reqID: in.RequestID,
-				body: body{"cmd": in.Cmd}.optString("cwd", in.Cwd)}, nil
-		})
+		exec("exec_interactive", "Pass the program to start in cmd."))
 
 	add(s, d, log, spec{name: "pty_send", title: "Type into the terminal", kind: mutating,
 		desc: "Type data into the conversation's terminal (an answer to an interactive program: end it with \\r for Enter; " +
@@ -316,7 +306,7 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 			switch mt {
 			case "substring", "regex", "prompt":
 			default:
-				return request{}, invalid("match_type "+strconvQuote(mt)+" is not substring, regex or prompt", "Use match_type substring, regex or prompt.")
+				return request{}, invalid("match_type "+strconv.Quote(mt)+" is not substring, regex or prompt", "Use match_type substring, regex or prompt.")
 			}
 			if mt != "prompt" && in.Match == "" {
 				return request{}, invalid("match is empty", "Pass the text to wait for in match, or use match_type prompt.")
@@ -500,5 +490,3 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 			return request{method: "GET", path: "/api/session"}, nil
 		})
 }
-
-func strconvQuote(s string) string { return strconv.Quote(s) }
