@@ -330,7 +330,7 @@ var viewRoots = []string{"feedback", "lab/runs.jsonl", "lab/experiments.jsonl", 
 // that home's directory: a rebuild to compare with DiffViews.
 func RebuildViews(ctx context.Context, src, tmpDir string) (string, error) {
 	rh := home.Home{Dir: filepath.Join(tmpDir, "home")}
-	if err := copyDir(filepath.Join(src, "wal"), rh.WALDir(), func(name string) bool { return name != "LOCK" }); err != nil {
+	if err := copyLog(src, rh); err != nil {
 		return "", err
 	}
 	eng, err := engine.Open(ctx, engine.Options{Home: rh})
@@ -352,7 +352,7 @@ func (h *harness) checkRebuild(ctx context.Context, round int, live bool) {
 	}
 	defer os.RemoveAll(dir)
 	rh := home.Home{Dir: filepath.Join(dir, "home")}
-	if err := copyDir(filepath.Join(h.home, "wal"), rh.WALDir(), func(name string) bool { return name != "LOCK" }); err != nil {
+	if err := copyLog(h.home, rh); err != nil {
 		h.l.violate("round %d: copy log: %v", round, err)
 		return
 	}
@@ -429,23 +429,26 @@ func firstDiff(x, y []byte) int {
 	return n
 }
 
-func copyDir(src, dst string, keep func(name string) bool) error {
-	if err := os.MkdirAll(dst, 0o700); err != nil {
+// copyLog copies the log files of the home in directory src, but not its
+// LOCK, into the log directory of dst.
+func copyLog(src string, dst home.Home) error {
+	from, to := filepath.Join(src, "wal"), dst.WALDir()
+	if err := os.MkdirAll(to, 0o700); err != nil {
 		return err
 	}
-	ents, err := os.ReadDir(src)
+	ents, err := os.ReadDir(from)
 	if err != nil {
 		return err
 	}
 	for _, e := range ents {
-		if !e.Type().IsRegular() || !keep(e.Name()) {
+		if !e.Type().IsRegular() || e.Name() == "LOCK" {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		b, err := os.ReadFile(filepath.Join(from, e.Name()))
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o600); err != nil {
 			return err
 		}
 	}
