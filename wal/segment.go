@@ -229,7 +229,6 @@ func scanSegment(seg segmentFile, data []byte, last, keep bool) segmentScan {
 		}
 		// Bad frame: find the next good one.
 		next, nseq := resync(data, off+1, sc.Next)
-		b := BadEntry{Segment: seg.Name, Offset: int64(off), Length: int64(next - off), Seq: sc.Next, Reason: reason}
 		if next < len(data) && preallocated && unflushedGap(data, 0, off) {
 			// Zeros up to a sector boundary, then more bytes, in
 			// preallocated space: pages of unacknowledged groups that a
@@ -238,13 +237,11 @@ func scanSegment(seg segmentFile, data []byte, last, keep bool) segmentScan {
 			// from here on was acknowledged: an acknowledgement waits for
 			// an fdatasync that flushed every page written before it, so
 			// a zero page below an entry means no sync covering that
-			// entry completed. A torn tail, cut whole.
-			b.Reason, b.Lost, b.TornTail = ReasonZeroGap, 0, true
-			b.Length = int64(len(data) - zeros - off)
-			sc.Prealloc = int64(zeros)
-			sc.Bad = append(sc.Bad, b)
-			break
+			// entry completed. A torn tail, cut whole: as if no good
+			// frame followed.
+			next, reason = len(data), ReasonZeroGap
 		}
+		b := BadEntry{Segment: seg.Name, Offset: int64(off), Length: int64(next - off), Seq: sc.Next, Reason: reason}
 		if next < len(data) {
 			b.Lost = nseq - sc.Next
 		} else if last {
