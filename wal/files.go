@@ -80,11 +80,11 @@ func newTwalWriter(tw *twal.Log, dir string, segSize, tail int, pre *preallocato
 	}
 	w := &twalWriter{tw: tw, dir: dir, segSize: segSize, tail: tail, sf: sf, pre: pre, seg: name}
 	if pre != nil {
-		// Open's region is written now and kept to one unit, so that the
-		// first groups already overwrite zeros and Open stays quick.
+		// Open's region is the short first region of a segment, without
+		// headroom, written now: the first groups already overwrite zeros
+		// and Open stays quick.
 		pre.alloc = int64(tail)
-		start := alignUp(int64(tail), pageSize)
-		if end := min(alignDown(start+preallocUnit, preallocUnit), pre.max); end > start {
+		if start, end, ok := pre.next(int64(tail), 0); ok {
 			pre.fill(filepath.Join(dir, name), start, end)
 		}
 	}
