@@ -330,7 +330,7 @@ var viewRoots = []string{"feedback", "lab/runs.jsonl", "lab/experiments.jsonl", 
 // that home's directory: a rebuild to compare with DiffViews.
 func RebuildViews(ctx context.Context, src, tmpDir string) (string, error) {
 	rh := home.Home{Dir: filepath.Join(tmpDir, "home")}
-	if err := copyLog(src, rh); err != nil {
+	if err := copyLogFiles(src, rh); err != nil {
 		return "", err
 	}
 	eng, err := engine.Open(ctx, engine.Options{Home: rh})
@@ -352,7 +352,7 @@ func (h *harness) checkRebuild(ctx context.Context, round int, live bool) {
 	}
 	defer os.RemoveAll(dir)
 	rh := home.Home{Dir: filepath.Join(dir, "home")}
-	if err := copyLog(h.home, rh); err != nil {
+	if err := copyLogFiles(h.home, rh); err != nil {
 		h.l.violate("round %d: copy log: %v", round, err)
 		return
 	}
@@ -429,9 +429,9 @@ func firstDiff(x, y []byte) int {
 	return n
 }
 
-// copyLog copies the log files of the home in directory src, but not its
+// copyLogFiles copies the log files of the home in directory src, but not its
 // LOCK, into the log directory of dst.
-func copyLog(src string, dst home.Home) error {
+func copyLogFiles(src string, dst home.Home) error {
 	from, to := filepath.Join(src, "wal"), dst.WALDir()
 	if err := os.MkdirAll(to, 0o700); err != nil {
 		return err
