@@ -114,7 +114,7 @@ func RunCorruption(ctx context.Context, opts CorruptionOptions) (*CorruptionSumm
 			points = append(points, point{s, off})
 		}
 	}
-	pick := func(n int) []point {
+	pick := func() []point {
 		ps := slices.Clone(points)
 		if opts.Sample > 0 && opts.Sample < len(ps) {
 			rng.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
@@ -122,13 +122,13 @@ func RunCorruption(ctx context.Context, opts CorruptionOptions) (*CorruptionSumm
 		}
 		return ps
 	}
-	for _, p := range pick(0) {
+	for _, p := range pick() {
 		if ctx.Err() != nil {
 			return sum, ctx.Err()
 		}
 		c.flip(p.seg, p.off, byte(1+rng.IntN(255)))
 	}
-	for _, p := range pick(1) {
+	for _, p := range pick() {
 		if ctx.Err() != nil {
 			return sum, ctx.Err()
 		}
@@ -313,6 +313,14 @@ func (c *campaign) copyLog(edit func(dir string) error) (string, error) {
 	return dir, edit(dir)
 }
 
+// quarantineOf is the quarantine directory of a case's log directory.
+func quarantineOf(dir string) string { return filepath.Join(filepath.Dir(dir), "quarantine") }
+
+// openCase opens a case's damaged log.
+func openCase(dir string) (*wal.Log, error) {
+	return wal.Open(wal.Options{Dir: dir, QuarantineDir: quarantineOf(dir), NoSync: true})
+}
+
 func (c *campaign) isLastFrame(f frame) bool {
 	last := c.frames[len(c.frames)-1]
 	return f.seg == last.seg && f.off == last.off
@@ -373,7 +381,7 @@ func (c *campaign) flip(seg string, off int64, x byte) {
 
 // openRepairs checks that Open cuts the tail from seq on and keeps the rest.
 func (c *campaign) openRepairs(name, dir string, seq uint64) bool {
-	l, err := wal.Open(wal.Options{Dir: dir, QuarantineDir: filepath.Join(filepath.Dir(dir), "quarantine"), NoSync: true})
+	l, err := openCase(dir)
 	if err != nil {
 		c.violate("%s: Open refused tail damage: %v", name, err)
 		return false
@@ -419,7 +427,7 @@ func evType(ev *events.Event) string {
 // changes nothing on disk.
 func (c *campaign) openRefuses(name, dir string) bool {
 	before := snapshotDir(dir)
-	l, err := wal.Open(wal.Options{Dir: dir, QuarantineDir: filepath.Join(filepath.Dir(dir), "quarantine"), NoSync: true})
+	l, err := openCase(dir)
 	if err == nil {
 		l.Close()
 		c.violate("%s: Open accepted damage with good entries after it", name)
@@ -439,7 +447,7 @@ func (c *campaign) openRefuses(name, dir string) bool {
 // salvageKeeps runs Salvage and checks every entry but lost is intact,
 // each lost one is a wal.salvaged placeholder at its seq, and the log opens.
 func (c *campaign) salvageKeeps(name, dir string, lost []uint64) bool {
-	rep, err := wal.Salvage(dir, filepath.Join(filepath.Dir(dir), "quarantine"))
+	rep, err := wal.Salvage(dir, quarantineOf(dir))
 	if err != nil {
 		c.violate("%s: Salvage: %v", name, err)
 		return false
@@ -452,7 +460,7 @@ func (c *campaign) salvageKeeps(name, dir string, lost []uint64) bool {
 		c.violate("%s: Salvage lost %v, want %v", name, gotLost, lost)
 		return false
 	}
-	l, err := wal.Open(wal.Options{Dir: dir, QuarantineDir: filepath.Join(filepath.Dir(dir), "quarantine"), NoSync: true})
+	l, err := openCase(dir)
 	if err != nil {
 		c.violate("%s: Open after Salvage: %v", name, err)
 		return false
