@@ -52,47 +52,29 @@ type stepRoutes struct {
 	j *recovery.Journal
 }
 
-func newPayload(tr string) events.Payload {
+// newPayload is an empty payload of transition tr and its mandate id field.
+func newPayload(tr string) (events.Payload, *string) {
 	switch tr {
 	case "plan":
-		return &events.StepPlanned{}
+		p := &events.StepPlanned{}
+		return p, &p.MandateID
 	case "executing":
-		return &events.StepExecuting{}
+		p := &events.StepExecuting{}
+		return p, &p.MandateID
 	case "completed":
-		return &events.StepCompleted{}
+		p := &events.StepCompleted{}
+		return p, &p.MandateID
 	case "failed":
-		return &events.StepFailed{}
+		p := &events.StepFailed{}
+		return p, &p.MandateID
 	case "review":
-		return &events.StepNeedsReview{}
+		p := &events.StepNeedsReview{}
+		return p, &p.MandateID
 	case "reset":
-		return &events.StepReset{}
+		p := &events.StepReset{}
+		return p, &p.MandateID
 	}
-	return nil
-}
-
-// setMandate puts the path's mandate id into p; a different one in the
-// body is an error.
-func setMandate(p events.Payload, id string) bool {
-	var f *string
-	switch p := p.(type) {
-	case *events.StepPlanned:
-		f = &p.MandateID
-	case *events.StepExecuting:
-		f = &p.MandateID
-	case *events.StepCompleted:
-		f = &p.MandateID
-	case *events.StepFailed:
-		f = &p.MandateID
-	case *events.StepNeedsReview:
-		f = &p.MandateID
-	case *events.StepReset:
-		f = &p.MandateID
-	}
-	if *f != "" && *f != id {
-		return false
-	}
-	*f = id
-	return true
+	return nil, nil
 }
 
 func stepError(err error) error {
@@ -126,13 +108,15 @@ func (st *stepRoutes) transition(tr string) handlerFunc {
 			if err := home.ValidateID(mid); err != nil {
 				return nil, NewError(CodeInvalidArgument, "mandateId: "+err.Error(), "Use 1–128 characters of [A-Za-z0-9_.-].")
 			}
-			p := newPayload(tr)
+			p, mandate := newPayload(tr)
 			if err := decodeJSON(body, p); err != nil {
 				return nil, err
 			}
-			if !setMandate(p, mid) {
+			// The path's mandate id goes into p; a different one in the body is an error.
+			if *mandate != "" && *mandate != mid {
 				return nil, NewError(CodeInvalidArgument, "body mandate_id differs from the path's "+mid, "Leave mandate_id out of the body or make it match the path.")
 			}
+			*mandate = mid
 			resp, err := st.j.RecordRequest(r.Context(), p, req, rh)
 			if err != nil {
 				return nil, stepError(err)
