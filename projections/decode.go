@@ -16,7 +16,10 @@ import (
 
 // mp reads msgpack straight from the payload bytes: no reader, no
 // intermediate buffer, strings copied once. Any code it does not expect
-// sets bad, and the caller falls back to the reflective decoder.
+// sets bad, and the caller falls back to the reflective decoder. That
+// includes a nil (0xc0) wherever a value is read: no reader takes one for
+// a map, array, string, binary or integer, so only intPtr(true) and
+// fastTriples, which accept a nil, look for it.
 type mp struct {
 	b   []byte
 	i   int
@@ -217,7 +220,7 @@ func decodePayload(ev *events.Event) (events.Payload, error) {
 	return ev.Decode()
 }
 
-// key reads a map key and reports whether it is want.
+// key1 reads a map key and reports whether it is want.
 func (m *mp) key1(want string) bool { return string(m.strBytes()) == want && !m.bad }
 
 func fastFeedbackSubmitted(m *mp) *events.FeedbackSubmitted {
@@ -283,10 +286,6 @@ func (m *mp) intPtr(nilOK bool) *int {
 }
 
 func fastRatings(m *mp) *events.Ratings {
-	if m.peekNil() {
-		m.bad = true
-		return nil
-	}
 	n := m.mapLen()
 	// The ratings and their values in one allocation instead of nine.
 	x := &struct {
@@ -318,10 +317,6 @@ func fastRatings(m *mp) *events.Ratings {
 			m.bad = true
 			return r
 		}
-		if m.peekNil() {
-			m.bad = true // nil values are omitted when encoded
-			return r
-		}
 		x.v[slot] = m.int()
 		*dst = &x.v[slot]
 	}
@@ -329,10 +324,6 @@ func fastRatings(m *mp) *events.Ratings {
 }
 
 func fastStrings(m *mp) []string {
-	if m.peekNil() {
-		m.bad = true
-		return nil
-	}
 	n := m.arrayLen()
 	if m.bad || n > len(m.b) {
 		m.bad = true
@@ -395,10 +386,6 @@ func fastExperiment(m *mp, x *events.LabExperiment) bool {
 				}
 			}
 		case "winner":
-			if m.peekNil() {
-				m.bad = true
-				break
-			}
 			w := fastFields(m, "variantId", "reason", "")
 			x.Winner = &events.Winner{VariantID: w[0], Reason: w[1]}
 		case "answers":
@@ -458,9 +445,6 @@ func fastExperimentSubmitted(m *mp) *events.ExperimentSubmitted {
 				return nil
 			}
 		case "feedback":
-			if m.peekNil() {
-				return nil
-			}
 			k := m.arrayLen()
 			if m.bad || k > len(m.b) {
 				return nil
@@ -525,10 +509,6 @@ func fastRunImported(m *mp) *events.RunImported {
 }
 
 func fastFingerprint(m *mp) *events.RunFingerprint {
-	if m.peekNil() {
-		m.bad = true
-		return nil
-	}
 	n := m.mapLen()
 	fp := &events.RunFingerprint{}
 	for i := 0; i < n && !m.bad; i++ {
@@ -545,10 +525,6 @@ func fastFingerprint(m *mp) *events.RunFingerprint {
 }
 
 func fastFileStat(m *mp) *events.FileStat {
-	if m.peekNil() {
-		m.bad = true
-		return nil
-	}
 	n := m.mapLen()
 	f := &events.FileStat{}
 	for i := 0; i < n && !m.bad; i++ {
@@ -569,10 +545,6 @@ func fastFileStat(m *mp) *events.FileStat {
 // fastMetricsSummary reads the integer metrics and the label; a float
 // metric falls back.
 func fastMetricsSummary(m *mp) *events.AutoMetricsSummary {
-	if m.peekNil() {
-		m.bad = true
-		return nil
-	}
 	n := m.mapLen()
 	s := &events.AutoMetricsSummary{}
 	for i := 0; i < n && !m.bad; i++ {

@@ -151,6 +151,35 @@ func TestFastDecodeMatchesReflective(t *testing.T) {
 			t.Fatalf("% x accepted", b)
 		}
 	}
+	// A nil where a nested value belongs falls back too, whatever reads it.
+	str := func(s string) []byte { return append([]byte{0xa0 | byte(len(s))}, s...) }
+	in := func(key string, v []byte) []byte { return append(append([]byte{0x81}, str(key)...), v...) }
+	nilIn := func(keys ...string) []byte {
+		v := []byte{0xc0}
+		for i := len(keys) - 1; i >= 0; i-- {
+			v = in(keys[i], v)
+		}
+		return v
+	}
+	for _, c := range []struct {
+		name string
+		b    []byte
+		fast func(*mp) bool
+	}{
+		{"ratings", nilIn("entry", "ratings"), func(m *mp) bool { return fastFeedbackSubmitted(m) != nil }},
+		{"rating", nilIn("entry", "ratings", "hook"), func(m *mp) bool { return fastFeedbackSubmitted(m) != nil }},
+		{"tags", nilIn("entry", "tags"), func(m *mp) bool { return fastFeedbackSubmitted(m) != nil }},
+		{"notes", nilIn("entry", "notes"), func(m *mp) bool { return fastFeedbackSubmitted(m) != nil }},
+		{"fingerprint", nilIn("run", "fingerprint"), func(m *mp) bool { return fastRunImported(m) != nil }},
+		{"file stat", nilIn("run", "fingerprint", "video"), func(m *mp) bool { return fastRunImported(m) != nil }},
+		{"metrics", nilIn("run", "autoMetricsSummary"), func(m *mp) bool { return fastRunImported(m) != nil }},
+		{"winner", nilIn("experiment", "winner"), func(m *mp) bool { return fastExperimentPayload(m) != nil }},
+		{"feedback", nilIn("feedback"), func(m *mp) bool { return fastExperimentSubmitted(m) != nil }},
+	} {
+		if m := (&mp{b: c.b}); c.fast(m) && m.done() {
+			t.Fatalf("nil %s (% x) accepted", c.name, c.b)
+		}
+	}
 	if fast < 1000 {
 		t.Fatalf("fast path taken %d times only", fast)
 	}
