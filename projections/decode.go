@@ -372,18 +372,16 @@ func fastExperiment(m *mp, x *events.LabExperiment) bool {
 		case "updatedAt":
 			x.UpdatedAt = m.str()
 		case "variants":
-			if t, isNil := fastTriples(m, "variantId", "label", "runId"); !isNil {
-				x.Variants = make([]events.Variant, len(t))
-				for j, v := range t {
-					x.Variants[j] = events.Variant{VariantID: v[0], Label: v[1], RunID: v[2]}
-				}
+			if v, isNil := fastTriples(m, "variantId", "label", "runId", func(f [3]string) events.Variant {
+				return events.Variant{VariantID: f[0], Label: f[1], RunID: f[2]}
+			}); !isNil {
+				x.Variants = v
 			}
 		case "questions":
-			if t, isNil := fastTriples(m, "id", "prompt", "type"); !isNil {
-				x.Questions = make([]events.Question, len(t))
-				for j, v := range t {
-					x.Questions[j] = events.Question{ID: v[0], Prompt: v[1], Type: v[2]}
-				}
+			if q, isNil := fastTriples(m, "id", "prompt", "type", func(f [3]string) events.Question {
+				return events.Question{ID: f[0], Prompt: f[1], Type: f[2]}
+			}); !isNil {
+				x.Questions = q
 			}
 		case "winner":
 			w := fastFields(m, "variantId", "reason", "")
@@ -417,8 +415,9 @@ func fastFields(m *mp, k0, k1, k2 string) (out [3]string) {
 	return out
 }
 
-// fastTriples reads an array of fastFields maps; a nil array reports isNil.
-func fastTriples(m *mp, k0, k1, k2 string) (out [][3]string, isNil bool) {
+// fastTriples reads an array of fastFields maps, each made a T by mk; a
+// nil array reports isNil.
+func fastTriples[T any](m *mp, k0, k1, k2 string, mk func([3]string) T) (out []T, isNil bool) {
 	if m.peekNil() {
 		m.i++
 		return nil, true
@@ -428,9 +427,9 @@ func fastTriples(m *mp, k0, k1, k2 string) (out [][3]string, isNil bool) {
 		m.bad = true
 		return nil, false
 	}
-	out = make([][3]string, n)
+	out = make([]T, n)
 	for i := range out {
-		out[i] = fastFields(m, k0, k1, k2)
+		out[i] = mk(fastFields(m, k0, k1, k2))
 	}
 	return out, false
 }
