@@ -60,6 +60,11 @@ func stepPost(cmd *cobra.Command, g *globalOpts, mandate, tr, reqID string, body
 	return err
 }
 
+// stepRequestIDFlag adds the --request-id every transition takes.
+func stepRequestIDFlag(c *cobra.Command, reqID *string) {
+	c.Flags().StringVar(reqID, "request-id", "", "request id (a retry with the same id appends nothing)")
+}
+
 // worldFlags computes a hash from --world/--dir when given, else uses hash.
 type worldFlags struct {
 	paths []string
@@ -120,7 +125,7 @@ idem_key defaults to one derived from mandate, step and params_hash.`,
 			return stepPost(cmd, g, args[0], "plan", reqID, json.RawMessage(b))
 		},
 	}
-	c.Flags().StringVar(&reqID, "request-id", "", "request id (a retry with the same id appends nothing)")
+	stepRequestIDFlag(c, &reqID)
 	return c
 }
 
@@ -140,7 +145,7 @@ func newStepStartCmd(g *globalOpts) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&pre, "observed-pre", "", "world hash observed before the side effect")
-	c.Flags().StringVar(&reqID, "request-id", "", "request id (a retry with the same id appends nothing)")
+	stepRequestIDFlag(c, &reqID)
 	w.add(c)
 	return c
 }
@@ -179,7 +184,7 @@ func newStepCompleteCmd(g *globalOpts) *cobra.Command {
 	c.Flags().StringVar(&result, "result", "", "result hash")
 	c.Flags().IntVar(&exit, "exit-code", 0, "exit code of the step")
 	c.Flags().StringVar(&digest, "output-digest", "", "sha256- digest of the step's output")
-	c.Flags().StringVar(&reqID, "request-id", "", "request id (a retry with the same id appends nothing)")
+	stepRequestIDFlag(c, &reqID)
 	w.add(c)
 	return c
 }
@@ -202,37 +207,34 @@ func newStepFailCmd(g *globalOpts) *cobra.Command {
 	c.Flags().StringVar(&class, "class", "", "error class (required)")
 	c.Flags().StringVar(&msg, "msg", "", "error message")
 	c.Flags().IntVar(&exit, "exit-code", 0, "exit code of the step")
-	c.Flags().StringVar(&reqID, "request-id", "", "request id (a retry with the same id appends nothing)")
+	stepRequestIDFlag(c, &reqID)
 	return c
 }
 
 func newStepReviewCmd(g *globalOpts) *cobra.Command {
-	var reqID, reason string
-	c := &cobra.Command{
-		Use:   "review MANDATE_ID STEP_ID",
-		Short: "Park a step for a human (step.needs_review; its mandate is paused)",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return stepPost(cmd, g, args[0], "review", reqID, map[string]any{"step_id": args[1], "reason": reason})
-		},
-	}
-	c.Flags().StringVar(&reason, "reason", "", "why the step needs review (required)")
-	c.Flags().StringVar(&reqID, "request-id", "", "request id (a retry with the same id appends nothing)")
-	return c
+	return newStepReasonCmd(g, "review", "Park a step for a human (step.needs_review; its mandate is paused)",
+		"", "why the step needs review (required)")
 }
 
 func newStepResetCmd(g *globalOpts) *cobra.Command {
+	return newStepReasonCmd(g, "reset", "Move an executing, failed or in-review step back to pending (same idem_key)",
+		"operator", "why")
+}
+
+// newStepReasonCmd builds 'cmlab step TR MANDATE_ID STEP_ID --reason R': a
+// transition whose body is the step and a reason (review, reset).
+func newStepReasonCmd(g *globalOpts, tr, short, reasonDefault, reasonUsage string) *cobra.Command {
 	var reqID, reason string
 	c := &cobra.Command{
-		Use:   "reset MANDATE_ID STEP_ID",
-		Short: "Move an executing, failed or in-review step back to pending (same idem_key)",
+		Use:   tr + " MANDATE_ID STEP_ID",
+		Short: short,
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return stepPost(cmd, g, args[0], "reset", reqID, map[string]any{"step_id": args[1], "reason": reason})
+			return stepPost(cmd, g, args[0], tr, reqID, map[string]any{"step_id": args[1], "reason": reason})
 		},
 	}
-	c.Flags().StringVar(&reason, "reason", "operator", "why")
-	c.Flags().StringVar(&reqID, "request-id", "", "request id (a retry with the same id appends nothing)")
+	c.Flags().StringVar(&reason, "reason", reasonDefault, reasonUsage)
+	stepRequestIDFlag(c, &reqID)
 	return c
 }
 
