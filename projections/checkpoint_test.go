@@ -25,21 +25,22 @@ func crashedHome(t *testing.T, evs []*events.Event, cut int) home.Home {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applyBatches(t, p, evs[:cut])
+	applyBatches(t, p, evs[:cut], 50)
 	if err := p.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	applyBatches(t, p, evs[cut:])
+	applyBatches(t, p, evs[cut:], 50)
 	if err := p.CloseNoCheckpoint(); err != nil {
 		t.Fatal(err)
 	}
 	return h
 }
 
-func applyBatches(t *testing.T, p *Projector, evs []*events.Event) {
+// applyBatches applies evs in batches of size events.
+func applyBatches(t *testing.T, p *Projector, evs []*events.Event, size int) {
 	t.Helper()
 	for len(evs) > 0 {
-		n := min(len(evs), 50)
+		n := min(len(evs), size)
 		if err := p.Apply(evs[:n]); err != nil {
 			t.Fatal(err)
 		}
@@ -97,10 +98,7 @@ func seal(t *testing.T, h home.Home, cp Checkpoint) {
 // version 1 format, are trusted (catch-up from the checkpoint's seq).
 func TestCheckpointTailCheck(t *testing.T) {
 	const total, cut = 600, 400
-	var evs []*events.Event
-	for ev := range workloadSrc(WorkloadEveryType, 5, total) {
-		evs = append(evs, ev)
-	}
+	evs := workloadEvents(WorkloadEveryType, 5, total)
 	want := rebuildInto(t, workloadSrc(WorkloadEveryType, 5, total), RebuildOptions{NoSync: true})
 	crashed := crashedHome(t, evs, cut)
 	truth, err := ReadCheckpoint(crashed)
@@ -204,7 +202,7 @@ func TestCheckpointTailCheck(t *testing.T) {
 			if from != tc.from {
 				t.Fatalf("ReplayFrom %d, want %d", from, tc.from)
 			}
-			applyBatches(t, p, evs[from-1:])
+			applyBatches(t, p, evs[from-1:], 50)
 			if err := p.Close(); err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,6 +28,15 @@ func workloadSrc(kind int, seed uint64, n int) func(yield func(*events.Event, er
 			}
 		}
 	}
+}
+
+// workloadEvents is workloadSrc's events as a slice.
+func workloadEvents(kind int, seed uint64, n int) []*events.Event {
+	var evs []*events.Event
+	for ev := range workloadSrc(kind, seed, n) {
+		evs = append(evs, ev)
+	}
+	return evs
 }
 
 func rebuildInto(t *testing.T, src func(yield func(*events.Event, error) bool), opts RebuildOptions) home.Home {
@@ -73,7 +83,7 @@ func TestGoldenViews(t *testing.T) {
 	for _, want := range []string{FeedbackView, RunsView, ExperimentsView, StepsView,
 		SessionEventsView("lab_s0"), SessionIdempotencyView("lab_s0"),
 		PtyEventsView("conv_a"), PtyBlocksView("conv_a"), PtySpoolView("conv_a")} {
-		if !contains(views, want) {
+		if !slices.Contains(views, want) {
 			t.Errorf("golden set lacks %s", want)
 		}
 	}
@@ -84,34 +94,13 @@ func TestGoldenViews(t *testing.T) {
 	}
 }
 
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
-
 // Rebuilding twice, with the live (non-exclusive, flushed per batch) and
 // the rebuild (exclusive) write paths, gives the same bytes.
 func TestLiveAndRebuildPathsAgree(t *testing.T) {
 	a := rebuildInto(t, workloadSrc(WorkloadEveryType, 9, 3000), RebuildOptions{NoSync: true})
 	b := home.Home{Dir: t.TempDir()}
 	p := New(b)
-	var batch []*events.Event
-	for ev, _ := range workloadSrc(WorkloadEveryType, 9, 3000) {
-		batch = append(batch, ev)
-		if len(batch) == 3 {
-			if err := p.Apply(batch); err != nil {
-				t.Fatal(err)
-			}
-			batch = nil
-		}
-	}
-	if err := p.Apply(batch); err != nil {
-		t.Fatal(err)
-	}
+	applyBatches(t, p, workloadEvents(WorkloadEveryType, 9, 3000), 3)
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -150,11 +139,7 @@ func TestEvictionKeepsBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for ev := range workloadSrc(WorkloadEveryType, 13, 2000) {
-		if err := p.Apply([]*events.Event{ev}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	applyBatches(t, p, workloadEvents(WorkloadEveryType, 13, 2000), 1)
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
