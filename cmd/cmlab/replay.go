@@ -303,11 +303,7 @@ declares none). A point is FRAGILE when either verdict needs a human
 			if !whatIf {
 				return &usageError{"replay steps needs --what-if"}
 			}
-			h, err := g.Home()
-			if err != nil {
-				return err
-			}
-			log, err := replay.OpenLog(h.WALDir())
+			log, err := openHomeLog(g)
 			if err != nil {
 				return err
 			}
@@ -354,6 +350,15 @@ func writeWhatIf(w io.Writer, res *replay.WhatIfResult) {
 		}
 	}
 	tw.Flush()
+}
+
+// openHomeLog opens the log of the home for reading (without its lock).
+func openHomeLog(g *globalOpts) (*replay.Log, error) {
+	h, err := g.Home()
+	if err != nil {
+		return nil, err
+	}
+	return replay.OpenLog(h.WALDir())
 }
 
 // replayProgressEvery is how often long replays report progress on stderr.

@@ -9,7 +9,6 @@ import (
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/pty"
-	"github.com/cmlab/cmlab/replay"
 	"github.com/spf13/cobra"
 )
 
@@ -32,11 +31,7 @@ exec/send, "m" a marker at each block begin. Play it with 'asciinema play FILE'.
 			if err := home.ValidateID(args[0]); err != nil {
 				return &usageError{err.Error()}
 			}
-			h, err := g.Home()
-			if err != nil {
-				return err
-			}
-			log, err := replay.OpenLog(h.WALDir())
+			log, err := openHomeLog(g)
 			if err != nil {
 				return err
 			}

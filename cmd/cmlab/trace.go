@@ -28,11 +28,7 @@ every later update of the experiment.`,
   cmlab trace exp_01a2… --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			h, err := g.Home()
-			if err != nil {
-				return err
-			}
-			log, err := replay.OpenLog(h.WALDir())
+			log, err := openHomeLog(g)
 			if err != nil {
 				return err
 			}
