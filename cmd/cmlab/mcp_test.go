@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -107,6 +108,58 @@ func mcpStdio(t testing.TB, h home.Home) (*sdk.ClientSession, *lockedBuffer, str
 		}
 	})
 	return cs, stderr, tag
+}
+
+// mcpRawChild is a spawned `cmlab mcp --home h` driven line by line over
+// its pipes (no SDK client), for tests of what goes over the wire.
+type mcpRawChild struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.Reader
+	stderr *lockedBuffer
+	done   chan error
+	exited bool
+}
+
+// mcpSpawnRaw starts `cmlab mcp --home h` with env added to its
+// environment; it is killed at the end of the test unless wait saw it exit.
+func mcpSpawnRaw(t *testing.T, h home.Home, env ...string) *mcpRawChild {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMCPChildProcess$")
+	cmd.Env = append(append(os.Environ(), mcpChildEnv+"=1", mcpChildArgs+"="+strings.Join([]string{"mcp", "--home", h.Dir}, "\x1f")), env...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &mcpRawChild{cmd: cmd, stdin: stdin, stdout: stdout, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if !p.exited {
+			cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// wait waits up to d for the child to exit: false when it still runs,
+// else true and its exit error.
+func (p *mcpRawChild) wait(d time.Duration) (exited bool, err error) {
+	select {
+	case err := <-p.done:
+		p.exited = true
+		return true, err
+	case <-time.After(d):
+		return false, nil
+	}
 }
 
 // mcpTagEnv marks the environment of a spawned `cmlab mcp`; its shells
@@ -819,43 +872,19 @@ func TestMCPStreamableHTTP(t *testing.T) {
 // TestMCPStdioProtocolErrors: lines that are not JSON-RPC messages get
 // JSON-RPC errors from the spawned `cmlab mcp` and the session goes on.
 func TestMCPStdioProtocolErrors(t *testing.T) {
-	h := home.Home{Dir: t.TempDir()}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMCPChildProcess$")
-	cmd.Env = append(os.Environ(), mcpChildEnv+"=1", mcpChildArgs+"="+strings.Join([]string{"mcp", "--home", h.Dir}, "\x1f"))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	exited := false
-	defer func() {
-		if !exited {
-			cmd.Process.Kill()
-			<-done
-		}
-	}()
-	dec := json.NewDecoder(stdout)
+	p := mcpSpawnRaw(t, home.Home{Dir: t.TempDir()})
+	dec := json.NewDecoder(p.stdout)
 	next := func() map[string]any {
 		t.Helper()
 		var m map[string]any
 		if err := dec.Decode(&m); err != nil {
-			t.Fatalf("reading cmlab mcp: %v\nstderr: %s", err, stderr.String())
+			t.Fatalf("reading cmlab mcp: %v\nstderr: %s", err, p.stderr.String())
 		}
 		return m
 	}
 	send := func(line string) {
 		t.Helper()
-		if _, err := stdin.Write([]byte(line + "\n")); err != nil {
+		if _, err := p.stdin.Write([]byte(line + "\n")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -890,15 +919,13 @@ func TestMCPStdioProtocolErrors(t *testing.T) {
 	if n(m["id"]) != 5 || res == nil || res["isError"] == true {
 		t.Fatalf("lab_session after errors: %v", m)
 	}
-	stdin.Close()
-	select {
-	case err := <-done:
-		exited = true
-		if err != nil {
-			t.Fatalf("cmlab mcp exit: %v\nstderr: %s", err, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
+	p.stdin.Close()
+	exited, err := p.wait(30 * time.Second)
+	if !exited {
 		t.Fatal("cmlab mcp did not exit when stdin closed")
+	}
+	if err != nil {
+		t.Fatalf("cmlab mcp exit: %v\nstderr: %s", err, p.stderr.String())
 	}
 }
 
@@ -960,46 +987,23 @@ func TestMCPReadOnlyDaemon(t *testing.T) {
 // its stdin stays open.
 func TestMCPStdioSIGTERM(t *testing.T) {
 	h := home.Home{Dir: t.TempDir()}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMCPChildProcess$")
 	tag := fmt.Sprintf("sigterm-%d-%d", os.Getpid(), time.Now().UnixNano())
-	cmd.Env = append(os.Environ(), mcpChildEnv+"=1", mcpChildArgs+"="+strings.Join([]string{"mcp", "--home", h.Dir}, "\x1f"), mcpTagEnv+"="+tag)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	exited := false
-	defer func() {
-		if !exited {
-			cmd.Process.Kill()
-			<-done
-		}
-	}()
-	dec := json.NewDecoder(stdout)
+	p := mcpSpawnRaw(t, h, mcpTagEnv+"="+tag)
+	defer p.stdin.Close()
+	dec := json.NewDecoder(p.stdout)
 	for _, line := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"pty_exec","arguments":{"conversation_id":"c1","cmd":"sleep 600"}}}`,
 	} {
-		if _, err := stdin.Write([]byte(line + "\n")); err != nil {
+		if _, err := p.stdin.Write([]byte(line + "\n")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for want := int64(1); want <= 2; want++ {
 		var m map[string]any
 		if err := dec.Decode(&m); err != nil || n(m["id"]) != want || m["result"] == nil {
-			t.Fatalf("answer %d: %v %v\nstderr: %s", want, m, err, stderr.String())
+			t.Fatalf("answer %d: %v %v\nstderr: %s", want, m, err, p.stderr.String())
 		}
 	}
 	for start := time.Now(); len(mcpTaggedProcs(tag)) < 3; { // cmlab mcp, bash, sleep
@@ -1008,17 +1012,15 @@ func TestMCPStdioSIGTERM(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		exited = true
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\nstderr: %s", err, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
+	exited, err := p.wait(30 * time.Second)
+	if !exited {
 		t.Fatal("cmlab mcp ignored SIGTERM")
+	}
+	if err != nil {
+		t.Fatalf("exit after SIGTERM: %v\nstderr: %s", err, p.stderr.String())
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for len(mcpTaggedProcs(tag)) > 0 {
