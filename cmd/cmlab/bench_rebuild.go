@@ -34,11 +34,7 @@ func newBenchRebuildCmd(g *globalOpts) *cobra.Command {
 		Short: "Events per second for rebuilding the views from a log of mixed Lab events",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			return runBenchRebuild(ctx, g, o)
+			return runBenchRebuild(cmd.Context(), g, o)
 		},
 	}
 	c.Flags().IntVar(&o.events, "events", 1_000_000, "events in the generated log")

@@ -68,9 +68,6 @@ type rebuildReport struct {
 }
 
 func runRebuild(ctx context.Context, g *globalOpts, h home.Home, o *rebuildOpts) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	start := time.Now()
 	rep := rebuildReport{}
 	if !o.check && o.into == "" {

@@ -50,11 +50,7 @@ Exit codes: 0 ok, 1 error, 3 corruption needs --salvage, 4 steps await
 manual review.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			return recoverHome(ctx, g, apply, salvage)
+			return recoverHome(cmd.Context(), g, apply, salvage)
 		},
 	}
 	c.Flags().BoolVar(&apply, "apply", false, "append the decisions (default: only print the plan)")

@@ -50,11 +50,7 @@ single writer); the commands run in this process. Exit codes: 0 done,
 1 error or failed step, 4 a step awaits review.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			return runMandate(ctx, g, args[0])
+			return runMandate(cmd.Context(), g, args[0])
 		},
 	}
 	return c

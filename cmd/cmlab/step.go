@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -36,9 +35,6 @@ computes a world hash from files instead of passing one. Each command takes
 // stepPost sends one transition and prints the answer.
 func stepPost(cmd *cobra.Command, g *globalOpts, mandate, tr, reqID string, body any) error {
 	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	var out json.RawMessage
 	if err := labCall(ctx, g, http.MethodPost, "/api/steps/"+url.PathEscape(mandate)+"/"+tr, reqID, body, &out); err != nil {
 		return err
@@ -245,9 +241,6 @@ func newStepListCmd(g *globalOpts) *cobra.Command {
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
 			var ms []*recovery.MandateState
 			if len(args) == 1 {
 				var out struct {

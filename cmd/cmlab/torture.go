@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -60,9 +59,6 @@ refuse mid-log damage, salvage must keep every intact event.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if ctx == nil {
-				ctx = context.Background()
-			}
 			opts := torture.Options{
 				Binary: bin, Rounds: o.rounds, Duration: o.duration, Seed: o.seed, Keep: o.keep,
 				Workers: o.workers, MinLoad: o.minLoad, MaxLoad: o.maxLoad, Dir: o.dir, Out: g.stdout,
