@@ -47,7 +47,8 @@ func labErr(err error) error {
 	return err
 }
 
-// printJSONTo writes v indented to the command's stdout.
+// labPrintJSON writes v indented to the command's stdout (a json.RawMessage
+// is re-indented).
 func labPrintJSON(g *globalOpts, v any) error {
 	if raw, ok := v.(json.RawMessage); ok {
 		var x any
