@@ -30,6 +30,7 @@ type benchWalOpts struct {
 	dir       string
 	keep      bool
 	repeat    int
+	segSize   int
 }
 
 // benchWalRow is one line of the result table.
@@ -42,8 +43,13 @@ type benchWalRow struct {
 	P50Ms     float64 `json:"p50_ack_ms,omitempty"`
 	P99Ms     float64 `json:"p99_ack_ms,omitempty"`
 	AvgGroup  float64 `json:"avg_group,omitempty"`
-	// FsyncP50Ms is the median group fsync of this run (from Log.Stats).
+	// FsyncP50Ms and FsyncP99Ms are the median and 99th percentile of
+	// this run's group fsyncs (from Log.Stats). Every acknowledgement
+	// waits for a whole group fsync, so the p99 acknowledgement cannot be
+	// much below FsyncP99Ms: FsyncP99Ms/FsyncP50Ms is a floor under
+	// P99OverFsync that no code above the disk can lower.
 	FsyncP50Ms float64 `json:"fsync_p50_ms,omitempty"`
+	FsyncP99Ms float64 `json:"fsync_p99_ms,omitempty"`
 	// CeilingPerSec is raw tidwall WriteBatch (one fsync per batch) at the
 	// batch size this run formed; the ratios compare against it and against
 	// the per-entry-fsync baseline of the same run.
@@ -113,8 +119,13 @@ committer formed (the ceiling), right after each run, and a short
 per-entry baseline right before it (the × per-entry ratio). Each configuration
 runs --repeat times and the run with the median ratio to its ceiling is
 reported. p99/fsync divides the p99 acknowledgement latency by the run's
-own median group fsync. Everything is fsynced for real, in --dir (default:
-a temporary directory, removed afterwards).`,
+own median group fsync; below the table, the spread of those fsyncs
+themselves (their p99 over their median) shows how low that ratio can go
+on this disk, since every acknowledgement waits for a whole fsync.
+--segment-size sets the log's segment size for cmlab's runs and the stall
+probe (smaller segments: shorter pauses while tidwall/wal grows its
+in-memory tail, more segment files). Everything is fsynced for real, in
+--dir (default: a temporary directory, removed afterwards).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, f := range strings.Split(appenders, ",") {
@@ -126,6 +137,9 @@ a temporary directory, removed afterwards).`,
 			}
 			if o.n < 1 || o.size < 64 || o.batch < 1 || o.repeat < 1 {
 				return &usageError{msg: "--n ≥ 1, --size ≥ 64, --batch ≥ 1 and --repeat ≥ 1 are required"}
+			}
+			if o.segSize < minBenchSegment {
+				return &usageError{msg: fmt.Sprintf("--segment-size must be at least %d bytes", minBenchSegment)}
 			}
 			res, err := runBenchWal(cmd.Context(), o, g.stderr)
 			if err != nil {
@@ -146,6 +160,7 @@ a temporary directory, removed afterwards).`,
 	c.Flags().StringVar(&o.dir, "dir", "", "directory for the logs (default: a temporary one)")
 	c.Flags().BoolVar(&o.keep, "keep", false, "keep the logs")
 	c.Flags().IntVar(&o.repeat, "repeat", 3, "runs per configuration; the median is reported")
+	c.Flags().IntVar(&o.segSize, "segment-size", wal.DefaultSegmentSize, "segment size in bytes of the log under test (and of the stall probe)")
 	return c
 }
 
@@ -222,7 +237,7 @@ func runBenchWal(ctx context.Context, o *benchWalOpts, progress io.Writer) (*ben
 				return err
 			}
 			perEntry := float64(max(1, o.baselineN/4)) / bsecs
-			row, err := benchAppenders(ctx, newDir(), o.n, o.size, k, batch)
+			row, err := benchAppenders(ctx, newDir(), o.n, o.size, k, batch, o.segSize)
 			if err != nil {
 				return err
 			}
@@ -268,7 +283,7 @@ func runBenchWal(ctx context.Context, o *benchWalOpts, progress io.Writer) (*ben
 	// What tidwall's in-memory tail buffer costs on its own.
 	{
 		fmt.Fprintf(progress, "stall probe: raw tidwall WriteBatch of 32 entries, no fsync, %d events\n", o.n)
-		sp, err := stallProbe(newDir(), raw, o.n, 32)
+		sp, err := stallProbe(newDir(), raw, o.n, 32, o.segSize)
 		if err != nil {
 			return nil, err
 		}
@@ -287,9 +302,9 @@ func runBenchWal(ctx context.Context, o *benchWalOpts, progress io.Writer) (*ben
 
 // benchAppenders appends n events with k goroutines, each appending batch
 // events per call; it returns the row and the average group size.
-func benchAppenders(ctx context.Context, dir string, n, size, k, batch int) (benchWalRow, error) {
+func benchAppenders(ctx context.Context, dir string, n, size, k, batch, segSize int) (benchWalRow, error) {
 	evs, _ := benchEvents(n, size)
-	l, err := wal.Open(wal.Options{Dir: dir, QuarantineDir: filepath.Join(dir, "quarantine")})
+	l, err := wal.Open(wal.Options{Dir: dir, QuarantineDir: filepath.Join(dir, "quarantine"), SegmentSize: segSize})
 	if err != nil {
 		return benchWalRow{}, err
 	}
@@ -334,7 +349,7 @@ func benchAppenders(ctx context.Context, dir string, n, size, k, batch int) (ben
 	return benchWalRow{
 		Name: "cmlab Append", Appenders: k, Events: done, Seconds: secs, PerSec: float64(done) / secs,
 		P50Ms: ms(percentile(all, .5)), P99Ms: ms(percentile(all, .99)), AvgGroup: groups,
-		FsyncP50Ms: st.FsyncP50Seconds * 1000,
+		FsyncP50Ms: st.FsyncP50Seconds * 1000, FsyncP99Ms: st.FsyncP99Seconds * 1000,
 	}, nil
 }
 
@@ -388,12 +403,12 @@ func writeBatches(dir string, opts *twal.Options, entry []byte, n, batch int) ([
 	return lat, time.Since(start).Seconds(), nil
 }
 
-func stallProbe(dir string, entry []byte, n, batch int) (*benchStallProbe, error) {
-	lat, _, err := writeBatches(dir, &twal.Options{NoSync: true, SegmentSize: wal.DefaultSegmentSize}, entry, n, batch)
+func stallProbe(dir string, entry []byte, n, batch, segSize int) (*benchStallProbe, error) {
+	lat, _, err := writeBatches(dir, &twal.Options{NoSync: true, SegmentSize: segSize}, entry, n, batch)
 	if err != nil {
 		return nil, err
 	}
-	p := &benchStallProbe{Batch: batch, Calls: len(lat), SegmentSize: wal.DefaultSegmentSize,
+	p := &benchStallProbe{Batch: batch, Calls: len(lat), SegmentSize: segSize,
 		P50Ms: ms(percentile(lat, .5)), P99Ms: ms(percentile(lat, .99)), MaxMs: ms(percentile(lat, 1))}
 	var total, stalled time.Duration
 	for _, d := range lat {
@@ -408,6 +423,10 @@ func stallProbe(dir string, entry []byte, n, batch int) (*benchStallProbe, error
 	}
 	return p, nil
 }
+
+// minBenchSegment is the smallest --segment-size: below it a run of
+// 100,000 events would make thousands of segment files.
+const minBenchSegment = 64 << 10
 
 func percentile(d []time.Duration, q float64) time.Duration {
 	if len(d) == 0 {
@@ -437,6 +456,10 @@ func printBenchWal(w io.Writer, res *benchWalResult) {
 		if r.Appenders > 1 && r.MeanAckMs > 0 && res.MedianFsyncMs > 0 {
 			fmt.Fprintf(w, "%d appenders in flight at %.0f/s: mean ack %.3f ms by Little's law, %.1f× the baseline's fsync median\n",
 				r.Appenders, r.PerSec, r.MeanAckMs, r.MeanAckMs/res.MedianFsyncMs)
+		}
+		if r.Appenders > 1 && r.FsyncP50Ms > 0 {
+			fmt.Fprintf(w, "%d appenders: the run's group fsyncs p50 %.3f ms p99 %.3f ms, p99 %.1f× their median (every ack waits for one whole: p99/fsync cannot go much below this)\n",
+				r.Appenders, r.FsyncP50Ms, r.FsyncP99Ms, r.FsyncP99Ms/r.FsyncP50Ms)
 		}
 	}
 	if p := res.SyncProbe; p != nil {

@@ -180,7 +180,7 @@ func TestWalDumpFollow(t *testing.T) {
 }
 
 func TestBenchWalSmoke(t *testing.T) {
-	code, out, errs := walCLI(t, "--json", "bench", "wal", "--n", "256", "--baseline-n", "32", "--appenders", "1,4", "--batch", "64", "--dir", t.TempDir())
+	code, out, errs := walCLI(t, "--json", "bench", "wal", "--n", "256", "--baseline-n", "32", "--appenders", "1,4", "--batch", "64", "--segment-size", "65536", "--dir", t.TempDir())
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -193,6 +193,7 @@ func TestBenchWalSmoke(t *testing.T) {
 	}
 	for _, r := range res.Rows[1:] {
 		if r.Events != 256 || r.PerSec <= 0 || r.CeilingPerSec <= 0 || r.AvgGroup < 1 || r.P99OverBaseFsync <= 0 ||
+			r.FsyncP50Ms <= 0 || r.FsyncP99Ms < r.FsyncP50Ms ||
 			math.Abs(r.MeanAckMs-1000*float64(r.Appenders)/r.PerSec) > 1e-9 {
 			t.Fatalf("row %+v", r)
 		}
@@ -200,7 +201,11 @@ func TestBenchWalSmoke(t *testing.T) {
 	if p := res.SyncProbe; p == nil || p.N != 32 || p.ChunkBytes != 32*res.EntryBytes || p.AppendP50 <= 0 || p.ZerosP50 <= 0 {
 		t.Fatalf("sync probe %+v", res.SyncProbe)
 	}
-	if p := res.StallProbe; p == nil || p.Calls != 8 || p.Batch != 32 || p.P50Ms <= 0 || p.MaxMs < p.P99Ms {
+	if p := res.StallProbe; p == nil || p.Calls != 8 || p.Batch != 32 || p.SegmentSize != 65536 || p.P50Ms <= 0 || p.MaxMs < p.P99Ms {
 		t.Fatalf("stall probe %+v", res.StallProbe)
+	}
+	code, _, errs = walCLI(t, "bench", "wal", "--segment-size", "65535")
+	if code != 2 || !strings.Contains(errs, "--segment-size must be at least 65536 bytes") {
+		t.Fatalf("exit %d: %s", code, errs)
 	}
 }
