@@ -107,6 +107,10 @@ type Log struct {
 	reqs   chan *appendReq
 	done   chan struct{} // closed by Close
 	exited chan struct{} // closed when the committer and the syncer have returned
+	// closeDone is closed when the first Close has released the lock: a
+	// concurrent Close waits for it, so that no Close returns while the
+	// log is still open.
+	closeDone chan struct{}
 
 	// The committer writes groups and hands them to the syncer, which
 	// fsyncs everything written so far in one call, applies and
@@ -207,6 +211,7 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 		reqs:      make(chan *appendReq, 1024),
 		done:      make(chan struct{}),
 		exited:    make(chan struct{}),
+		closeDone: make(chan struct{}),
 		pwake:     make(chan struct{}, 1),
 		wroteLast: make(chan struct{}),
 	}
@@ -709,15 +714,18 @@ func (l *Log) Events(from uint64) iter.Seq2[*events.Event, error] {
 }
 
 // Close stops the committer (pending appends fail with ErrClosed), closes
-// the files and releases the lock.
+// the files and releases the lock. A later or concurrent Close returns
+// nil once the first has finished.
 func (l *Log) Close() error {
 	l.sendMu.Lock()
 	if l.closed {
 		l.sendMu.Unlock()
+		<-l.closeDone
 		return nil
 	}
 	l.closed = true
 	l.sendMu.Unlock()
+	defer close(l.closeDone)
 	close(l.done)
 	<-l.exited
 	failed := l.Err() // read after the last write and fsync
