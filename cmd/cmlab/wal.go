@@ -119,10 +119,7 @@ patterns ("feedback.*") and may be repeated. --follow keeps printing new
 events as they are appended, until interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := walDir(g)
-			if err != nil {
-				return err
-			}
+			// Flags first: a usage error is one whatever the home holds.
 			for _, t := range o.types {
 				if _, err := path.Match(t, ""); err != nil {
 					return &usageError{msg: fmt.Sprintf("bad --type pattern %q", t)}
@@ -130,6 +127,10 @@ events as they are appended, until interrupted.`,
 			}
 			if o.to != 0 && o.to < o.from {
 				return &usageError{msg: "--to is before --from"}
+			}
+			dir, err := walDir(g)
+			if err != nil {
+				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
@@ -169,11 +170,16 @@ func dumpWAL(ctx context.Context, dir string, o *walDumpOpts, w io.Writer) error
 		if o.to != 0 && ev.Seq > o.to {
 			break
 		}
-		if !dumpMatch(ev, o) {
-			continue
+		if dumpMatch(ev, o) {
+			if err := enc.Encode(dumpEvent(ev)); err != nil {
+				return err
+			}
 		}
-		if err := enc.Encode(dumpEvent(ev)); err != nil {
-			return err
+		// Stop at --to itself, not at the event after it: with --follow
+		// that one may never come, and past it may lie damage the range
+		// asked for does not reach.
+		if o.to != 0 && ev.Seq >= o.to {
+			break
 		}
 	}
 	return nil
