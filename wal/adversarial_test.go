@@ -8,11 +8,19 @@ package wal
 // of a middle segment.
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cmlab/cmlab/events"
 )
 
 // blockingSyncWriter holds every Sync until release is closed.
@@ -86,5 +94,790 @@ func TestAdvConcurrentCloseReturnsAfterTheLockIsReleased(t *testing.T) {
 	}
 	if _, err := l.Append(context.Background(), testEvent(2)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("append on the closed handle: %v", err)
+	}
+}
+
+// advEvent is a distinct event whose payload carries about size bytes.
+func advEvent(i, size int) *events.Event {
+	return events.MustNew(fmt.Sprintf("adv-%d", i%5), &events.WalSalvaged{
+		LostSeq: uint64(i), Segment: "adv", Reason: strings.Repeat(string(rune('a'+i%26)), size),
+	})
+}
+
+// advCheckWriter checks, with no append in flight, that the writer's
+// mirror of tidwall's tail is the truth: it names the last segment file
+// and counts exactly the bytes of its entries. The preallocator zero-fills
+// past that count, so a wrong count would put zeros over entries.
+func advCheckWriter(t *testing.T, l *Log) {
+	t.Helper()
+	segs, err := listSegments(l.Dir())
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("segments: %v %v", segs, err)
+	}
+	last := segs[len(segs)-1]
+	b, err := os.ReadFile(filepath.Join(l.Dir(), last.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := scanSegment(last, b, true, false)
+	if len(sc.Bad) != 0 {
+		t.Fatalf("tail segment %s: %v", last.Name, sc.Bad)
+	}
+	if l.tww.seg != last.Name || int64(l.tww.tail) != sc.Size-sc.Prealloc {
+		t.Fatalf("writer tracks segment %s with %d bytes; the tail is %s with %d bytes of entries (%d on disk)",
+			l.tww.seg, l.tww.tail, last.Name, sc.Size-sc.Prealloc, sc.Size)
+	}
+	if sc.Next-1 != l.LastSeq() {
+		t.Fatalf("tail segment ends at seq %d, LastSeq %d", sc.Next-1, l.LastSeq())
+	}
+}
+
+// advCheckSegments checks the shape tidwall's cycle rule gives a log
+// with segment size segSize: every segment but the last holds at least
+// segSize bytes and no more than one frame past it, no zeros, and starts
+// at the sequence its name says. It returns the segments.
+func advCheckSegments(t *testing.T, dir string, segSize int) []segmentScan {
+	t.Helper()
+	ds, err := scanDir(dir, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds.Bad) != 0 {
+		t.Fatalf("damage: %v", ds.Bad)
+	}
+	for i, sc := range ds.Segments[:len(ds.Segments)-1] {
+		if sc.Prealloc != 0 || sc.Size < int64(segSize) || sc.Count == 0 {
+			t.Fatalf("closed segment %s: %d bytes, %d entries, %d preallocated (segment size %d)", sc.Segment.Name, sc.Size, sc.Count, sc.Prealloc, segSize)
+		}
+		if lastFrame := sc.Good[len(sc.Good)-1]; lastFrame.Off >= int64(segSize) {
+			t.Fatalf("segment %s kept writing past its size: last frame at %d", sc.Segment.Name, lastFrame.Off)
+		}
+		if next := ds.Segments[i+1].Segment.First; next != sc.Next {
+			t.Fatalf("segment %s ends before seq %d, the next is %d", sc.Segment.Name, sc.Next, next)
+		}
+	}
+	return ds.Segments
+}
+
+// advReadAll checks every way of reading the log against want (by seq,
+// from 1): Log.Events, Log.Read, Reader.Events and Reader.LastSeq.
+func advReadAll(t *testing.T, l *Log, want []*events.Event) {
+	t.Helper()
+	n := 0
+	for ev, err := range l.Events(1) {
+		if err != nil {
+			t.Fatalf("Events: %v", err)
+		}
+		if n >= len(want) || ev.Seq != uint64(n+1) || !bytes.Equal(entryBytes(t, ev), entryBytes(t, want[n])) {
+			t.Fatalf("Events: event %d (seq %d) is not the one appended", n, ev.Seq)
+		}
+		n++
+	}
+	if n != len(want) {
+		t.Fatalf("Events yielded %d, want %d", n, len(want))
+	}
+	for i, w := range want {
+		ev, err := l.Read(uint64(i + 1))
+		if err != nil || !bytes.Equal(entryBytes(t, ev), entryBytes(t, w)) {
+			t.Fatalf("Read(%d): %v", i+1, err)
+		}
+	}
+	r := mustReader(t, l.Dir())
+	n = 0
+	for ev, err := range r.Events(1) {
+		if err != nil {
+			t.Fatalf("Reader.Events: %v", err)
+		}
+		if n >= len(want) || ev.Seq != uint64(n+1) || !bytes.Equal(entryBytes(t, ev), entryBytes(t, want[n])) {
+			t.Fatalf("Reader.Events: event %d (seq %d) is not the one appended", n, ev.Seq)
+		}
+		n++
+	}
+	if n != len(want) {
+		t.Fatalf("Reader.Events yielded %d, want %d", n, len(want))
+	}
+	if last, err := r.LastSeq(); err != nil || last != uint64(len(want)) {
+		t.Fatalf("Reader.LastSeq %d %v, want %d", last, err, len(want))
+	}
+}
+
+// Entries larger than the segment size, alone and inside batches, with
+// preallocation on and off: each such entry fills a segment by itself,
+// every way of reading returns the bytes appended, the writer's tail
+// mirror stays exact after every append, and the log reopens clean and
+// takes more appends.
+func TestAdvEntriesLargerThanSegment(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name     string
+		segSize  int
+		prealloc int
+		sizes    []int // payload sizes; a negative size starts a batch of the next three
+	}{
+		{"512B-prealloc-off", 512, -1, []int{100, 600, 2000, 50, -1, 10, 1500, 10, 700, 30}},
+		{"512B-prealloc-asked", 512, mib, []int{600, 100, 100, 100, 100, -1, 511, 512, 513, 5000}},
+		{"1MiB-prealloc", mib, mib, []int{200 << 10, mib + 300<<10, 10, 900 << 10, -1, 100, 3 * mib, 100, 500 << 10, 600 << 10, 5}},
+		{"1MiB-prealloc-off", mib, -1, []int{mib + 1, 10, -1, 400 << 10, 400 << 10, 400 << 10, 2 * mib}},
+		{"1.5MiB-prealloc", mib + mib/2, 0, []int{100 << 10, 2 * mib, 300 << 10, -1, mib, mib, 100, 700 << 10}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "wal")
+			opts := Options{Dir: dir, SegmentSize: tc.segSize, Preallocate: tc.prealloc, Now: fixedNow}
+			l, err := Open(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []*events.Event
+			for i := 0; i < len(tc.sizes); i++ {
+				var batch []*events.Event
+				if tc.sizes[i] >= 0 {
+					batch = append(batch, advEvent(len(want), tc.sizes[i]))
+				} else {
+					for _, s := range tc.sizes[i+1 : i+4] {
+						batch = append(batch, advEvent(len(want)+len(batch), s))
+					}
+					i += 3
+				}
+				seqs, err := l.Append(context.Background(), batch...)
+				if err != nil {
+					t.Fatalf("append %d: %v", i, err)
+				}
+				if len(seqs) != len(batch) || seqs[0] != uint64(len(want)+1) {
+					t.Fatalf("append %d: seqs %v after %d events", i, seqs, len(want))
+				}
+				want = append(want, batch...)
+				advCheckWriter(t, l)
+			}
+			segs := advCheckSegments(t, dir, tc.segSize)
+			if len(segs) < 3 {
+				t.Fatalf("%d segments", len(segs))
+			}
+			for _, sc := range segs {
+				// An entry of at least the segment size ends its segment.
+				for i, g := range sc.Good {
+					if g.Len >= int64(tc.segSize) && i != len(sc.Good)-1 {
+						t.Fatalf("seq %d (%d bytes) is followed by %d entries in segment %s", g.Seq, g.Len, len(sc.Good)-1-i, sc.Segment.Name)
+					}
+				}
+			}
+			advReadAll(t, l, want)
+			if rep, err := Verify(dir); err != nil || rep.TornTail != nil || rep.Entries != uint64(len(want)) {
+				t.Fatalf("Verify: %+v %v", rep, err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, sc := tailScan(t, dir); sc.Prealloc != 0 || len(sc.Bad) != 0 {
+				t.Fatalf("Close left %d zeros, damage %v", sc.Prealloc, sc.Bad)
+			}
+			l2, err := Open(opts)
+			if err != nil {
+				t.Fatalf("reopen: %v", err)
+			}
+			defer l2.Close()
+			if l2.Repaired() != nil || l2.LastSeq() != uint64(len(want)) {
+				t.Fatalf("reopened: repaired %+v last %d", l2.Repaired(), l2.LastSeq())
+			}
+			more := []*events.Event{advEvent(len(want), 2*tc.segSize), advEvent(len(want)+1, 1)}
+			if seqs, err := l2.Append(context.Background(), more...); err != nil || seqs[0] != uint64(len(want)+1) {
+				t.Fatalf("append after reopen: %v %v", seqs, err)
+			}
+			want = append(want, more...)
+			advCheckWriter(t, l2)
+			advReadAll(t, l2, want)
+			advCheckSegments(t, dir, tc.segSize)
+		})
+	}
+}
+
+// Segments smaller than one entry, with preallocation asked for and not
+// (below 1 MiB it never runs), under 16 concurrent appenders: every entry
+// gets a segment of its own, each created segment's directory entry is
+// fsynced before its entry is acknowledged (Apply checks it), the log
+// ends in an empty segment, and reopens clean.
+func TestAdvTinySegmentsSixteenAppenders(t *testing.T) {
+	for _, tc := range []struct {
+		segSize, prealloc int
+	}{{1, -1}, {1, 1 << 20}, {64, 0}, {300, -1}} {
+		t.Run(fmt.Sprintf("seg%d-prealloc%d", tc.segSize, tc.prealloc), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "wal")
+			var g *gatedWriter
+			var applyErr error
+			var applyMu sync.Mutex
+			opts := Options{Dir: dir, SegmentSize: tc.segSize, Preallocate: tc.prealloc, Now: fixedNow, Apply: func(evs []*events.Event) error {
+				err := g.check(evs)
+				if err != nil {
+					applyMu.Lock()
+					applyErr = cmpOr(applyErr, err)
+					applyMu.Unlock()
+				}
+				return err
+			}}
+			l, err := Open(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			g = &gatedWriter{Writer: l.w}
+			l.w = g
+			const workers, per = 16, 8
+			acked := make([][]*events.Event, workers)
+			var wg sync.WaitGroup
+			for w := 0; w < workers; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < per; i++ {
+						ev := advEvent(w*per+i, 20+(w*per+i)%90)
+						seqs, err := l.Append(context.Background(), ev)
+						if err != nil {
+							t.Errorf("append: %v", err)
+							return
+						}
+						if seqs[0] != ev.Seq {
+							t.Errorf("seq %d returned, event has %d", seqs[0], ev.Seq)
+						}
+						acked[w] = append(acked[w], ev)
+					}
+				}()
+			}
+			wg.Wait()
+			if applyErr != nil {
+				t.Fatal(applyErr)
+			}
+			const n = workers * per
+			want := make([]*events.Event, n)
+			for _, evs := range acked {
+				for _, ev := range evs {
+					if ev.Seq == 0 || ev.Seq > n || want[ev.Seq-1] != nil {
+						t.Fatalf("seq %d acknowledged twice or out of range", ev.Seq)
+					}
+					want[ev.Seq-1] = ev
+				}
+			}
+			advCheckWriter(t, l)
+			segs := advCheckSegments(t, dir, tc.segSize)
+			frame := framesLen(t, want[:1])
+			if tc.segSize < frame {
+				// One entry per segment, then the empty segment tidwall
+				// opened after the last.
+				if len(segs) != n+1 || segs[n].Count != 0 || segs[n].Size != 0 || segs[n].Segment.First != n+1 {
+					t.Fatalf("%d segments, the last %+v; want %d of one entry and an empty one", len(segs), segs[len(segs)-1], n)
+				}
+				for i, sc := range segs[:n] {
+					if sc.Count != 1 || sc.Segment.First != uint64(i+1) {
+						t.Fatalf("segment %s holds %d entries", sc.Segment.Name, sc.Count)
+					}
+				}
+			}
+			advReadAll(t, l, want)
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			opts.Apply = nil
+			l2, err := Open(opts)
+			if err != nil {
+				t.Fatalf("reopen: %v", err)
+			}
+			defer l2.Close()
+			if l2.Repaired() != nil || l2.LastSeq() != n {
+				t.Fatalf("reopened: repaired %+v last %d", l2.Repaired(), l2.LastSeq())
+			}
+			// The empty tail segment takes the next entry.
+			more := advEvent(n, 5)
+			if seqs, err := l2.Append(context.Background(), more); err != nil || seqs[0] != n+1 {
+				t.Fatalf("append after reopen: %v %v", seqs, err)
+			}
+			advCheckWriter(t, l2)
+			advReadAll(t, l2, append(want, more))
+			advCheckSegments(t, dir, tc.segSize)
+		})
+	}
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// Reopening a log with another segment size than it was written with:
+// a tail segment already past the new size is cycled before the next
+// batch (tidwall's rule the writer mirrors), the new segment's directory
+// entry is fsynced, and preallocation never zero-fills over entries.
+func TestAdvReopenWithAnotherSegmentSize(t *testing.T) {
+	const mib = 1 << 20
+	dir := filepath.Join(t.TempDir(), "wal")
+	var want []*events.Event
+	appendSome := func(l *Log, sizes ...int) {
+		t.Helper()
+		for _, s := range sizes {
+			ev := advEvent(len(want), s)
+			if seqs, err := l.Append(context.Background(), ev); err != nil || seqs[0] != uint64(len(want)+1) {
+				t.Fatalf("append: %v %v", seqs, err)
+			}
+			want = append(want, ev)
+			advCheckWriter(t, l)
+		}
+	}
+	steps := []struct {
+		segSize int
+		sizes   []int
+		cycles  bool // the first append of the step opens a new segment
+	}{
+		{8 * mib, []int{700 << 10, 800 << 10, 10}, false}, // tail ≈ 1.5 MiB
+		{mib, []int{100, 200 << 10, 100}, true},           // 1.5 MiB > 1 MiB: cycle first
+		{8 * mib, []int{300 << 10, 10}, false},            // tail ≈ 300 KiB: continue it
+		{200 << 10, []int{10, 10}, true},                  // ≈ 300 KiB > 200 KiB
+		{3*mib + 12345, []int{mib, mib, mib, 5}, false},
+	}
+	for i, st := range steps {
+		l, err := Open(Options{Dir: dir, SegmentSize: st.segSize, Now: fixedNow})
+		if err != nil {
+			t.Fatalf("step %d: open: %v", i, err)
+		}
+		if l.Repaired() != nil || l.LastSeq() != uint64(len(want)) {
+			t.Fatalf("step %d: repaired %+v last %d", i, l.Repaired(), l.LastSeq())
+		}
+		cw := &countingWriter{Writer: l.w}
+		l.w = cw
+		before, _ := listSegments(dir)
+		appendSome(l, st.sizes[0])
+		after, _ := listSegments(dir)
+		if cycled := len(after) > len(before); cycled != st.cycles || (cw.dirSyncs > 0) != cycled {
+			t.Fatalf("step %d: segments %d → %d, %d directory fsyncs, want a cycle: %v", i, len(before), len(after), cw.dirSyncs, st.cycles)
+		}
+		if st.cycles && (after[len(after)-1].First != uint64(len(want)) || after[len(after)-1].First != after[len(after)-2].First+uint64(advSegmentCount(t, dir, after[len(after)-2]))) {
+			t.Fatalf("step %d: new segment %s", i, after[len(after)-1].Name)
+		}
+		appendSome(l, st.sizes[1:]...)
+		advReadAll(t, l, want)
+		// A crash image taken now opens to the same events.
+		crash := filepath.Join(t.TempDir(), "wal")
+		copyLogDir(t, dir, crash)
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		lc, err := Open(Options{Dir: crash, SegmentSize: st.segSize, Now: fixedNow, NoSync: true})
+		if err != nil {
+			t.Fatalf("step %d: crash image: %v", i, err)
+		}
+		if lc.Repaired() != nil {
+			t.Fatalf("step %d: crash image repaired %+v", i, lc.Repaired())
+		}
+		advReadAll(t, lc, want)
+		lc.Close()
+	}
+	if rep, err := Verify(dir); err != nil || rep.TornTail != nil || rep.Entries != uint64(len(want)) {
+		t.Fatalf("Verify: %+v %v", rep, err)
+	}
+}
+
+// advSegmentCount is the number of entries in segment s of dir.
+func advSegmentCount(t *testing.T, dir string, s segmentFile) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, s.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scanSegment(s, b, false, false).Count
+}
+
+// advSizedEvent returns an event for seq whose frame is exactly frame
+// bytes, its payload ending in zeros bytes of zeros (so that the entry
+// does too).
+func advSizedEvent(t *testing.T, seq uint64, frame, zeros int) *events.Event {
+	t.Helper()
+	build := func(n int) *events.Event {
+		ev := events.MustNew("adv", &events.WalSalvaged{LostSeq: seq, Segment: "sized", Reason: strings.Repeat("s", n) + strings.Repeat("\x00", zeros)})
+		ev.Seq, ev.TS = seq, fixedNow().UnixMilli()
+		return ev
+	}
+	n := 0
+	for range 8 {
+		ev := build(n)
+		got := framesLen(t, []*events.Event{ev})
+		if got == frame {
+			return ev
+		}
+		n += frame - got
+		if n < 0 {
+			break
+		}
+	}
+	t.Fatalf("no event of a %d-byte frame", frame)
+	return nil
+}
+
+// A tail segment whose entries end exactly at a multiple of the
+// preallocation unit, the last entry ending in zero bytes: after Close the
+// file is a whole unit whose last bytes are zeros — the shape of
+// preallocated space — yet every entry is intact. The log reopens without
+// a repair and with the last entry's bytes whole, and so does a crash image
+// taken while it was open.
+func TestAdvTailEndingAtPreallocUnit(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		unit  int // the tail's entries end at this many bytes
+		zeros int // zero bytes ending the last entry
+	}{
+		{"1MiB-short-zeros", preallocUnit, 40},
+		{"1MiB-long-zeros", preallocUnit, 9000},
+		{"2MiB-long-zeros", 2 * preallocUnit, 70000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, "wal")
+			opts := Options{Dir: dir, SegmentSize: 4 * preallocUnit, Preallocate: preallocUnit, Now: fixedNow}
+			l, err := Open(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []*events.Event
+			size := 0
+			for size < tc.unit-(200<<10) {
+				ev := advEvent(len(want), 60<<10)
+				if _, err := l.Append(context.Background(), ev); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, ev)
+				size += framesLen(t, []*events.Event{ev})
+			}
+			// Two more: the last ends the entries exactly at the unit.
+			half := (tc.unit - size) / 2
+			for _, frame := range []int{half, tc.unit - size - half} {
+				ev := advSizedEvent(t, uint64(len(want)+1), frame, tc.zeros)
+				if seqs, err := l.Append(context.Background(), ev); err != nil || seqs[0] != uint64(len(want)+1) {
+					t.Fatalf("append: %v %v", seqs, err)
+				}
+				want = append(want, ev)
+			}
+			advCheckWriter(t, l)
+			if l.tww.tail != tc.unit {
+				t.Fatalf("tail holds %d bytes of entries, want %d", l.tww.tail, tc.unit)
+			}
+			advReadAll(t, l, want)
+			crash := filepath.Join(root, "crash", "wal")
+			copyLogDir(t, dir, crash)
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			_, closed := tailSegment(t, dir)
+			if b := closed; len(b) != tc.unit || trailingZeros(b) < tc.zeros {
+				t.Fatalf("after Close the tail is %d bytes ending in %d zeros, want %d ending in at least %d", len(b), trailingZeros(b), tc.unit, tc.zeros)
+			}
+			for _, d := range []string{dir, crash} {
+				if rep, err := Verify(d); err != nil || rep.TornTail != nil || rep.Entries != uint64(len(want)) {
+					t.Fatalf("Verify %s: %+v %v", d, rep, err)
+				}
+				if st, err := Stat(d); err != nil || st.TornTail || st.Damaged != 0 || st.Events != uint64(len(want)) {
+					t.Fatalf("Stat %s: %+v %v", d, st, err)
+				}
+				o := opts
+				o.Dir = d
+				l2, err := Open(o)
+				if err != nil {
+					t.Fatalf("reopen %s: %v", d, err)
+				}
+				if l2.Repaired() != nil || l2.LastSeq() != uint64(len(want)) {
+					l2.Close()
+					t.Fatalf("reopen %s: repaired %+v last %d", d, l2.Repaired(), l2.LastSeq())
+				}
+				if _, b := tailSegment(t, d); len(b) < tc.unit || !bytes.Equal(b[:tc.unit], closed) {
+					l2.Close()
+					t.Fatalf("reopen %s changed the entries", d)
+				}
+				advReadAll(t, l2, want)
+				more := advEvent(len(want), 100)
+				if seqs, err := l2.Append(context.Background(), more); err != nil || seqs[0] != uint64(len(want)+1) {
+					l2.Close()
+					t.Fatalf("append after reopen: %v %v", seqs, err)
+				}
+				advCheckWriter(t, l2)
+				advReadAll(t, l2, append(append([]*events.Event(nil), want...), more))
+				if err := l2.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if rep, err := Verify(d); err != nil || rep.TornTail != nil || rep.Entries != uint64(len(want)+1) {
+					t.Fatalf("Verify %s after the append: %+v %v", d, rep, err)
+				}
+			}
+		})
+	}
+}
+
+// nthFault arms a fault of the package's Faults seam just before the nth
+// call of one kind reaches it.
+type nthFault struct {
+	Writer
+	faults *Faults
+	kind   string // "write", "short", "sync", "dirsync"
+	n      int32
+	cause  error
+
+	mu    sync.Mutex
+	calls map[string]int32
+	// written is the highest sequence written to the files: by a
+	// WriteBatch that returned nil, or by the whole entries of a short
+	// write, whose torn frame is entry torn.
+	written, torn uint64
+}
+
+func (f *nthFault) count(kind string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls[kind]++
+	if f.calls[kind] != f.n {
+		return
+	}
+	switch kind {
+	case "write":
+		if f.kind == "short" {
+			f.faults.ShortWrite(f.cause)
+		} else if f.kind == "write" {
+			f.faults.FailWrite(f.cause)
+		}
+	case "sync":
+		if f.kind == "sync" {
+			f.faults.FailSync(f.cause)
+		}
+	case "dirsync":
+		if f.kind == "dirsync" {
+			f.faults.FailDirSync(f.cause)
+		}
+	}
+}
+
+func (f *nthFault) WriteBatch(first uint64, e [][]byte) (bool, error) {
+	f.count("write")
+	cycled, err := f.Writer.WriteBatch(first, e)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	last := first + uint64(len(e)) - 1
+	switch {
+	case err == nil:
+		f.written = last
+	case f.kind == "short":
+		f.written, f.torn = last-1, last
+	}
+	return cycled, err
+}
+func (f *nthFault) Sync() error    { f.count("sync"); return f.Writer.Sync() }
+func (f *nthFault) SyncDir() error { f.count("dirsync"); return f.Writer.SyncDir() }
+
+// The Nth WriteBatch, Sync or directory fsync fails (a write error, a short
+// write leaving a torn frame, an fsync error) under 16 appenders on small
+// segments. Then: the acknowledged sequences are exactly 1..LastSeq, and
+// Apply saw exactly those, in order; every other append failed with the
+// cause; nothing past LastSeq is readable from the log. After reopen every
+// acknowledged event is there byte for byte, and whatever follows is a
+// submitted event (written, never acknowledged), each at most once, or
+// the wal.repaired of a torn frame.
+func TestAdvFaultAtNthCall(t *testing.T) {
+	for _, tc := range []struct {
+		kind    string
+		n       int32
+		cause   error
+		segSize int // 1 MiB: preallocated segments
+		payload int // bytes per event, about
+	}{
+		{"write", 1, syscall.ENOSPC, 3000, 40},
+		{"write", 19, syscall.EIO, 3000, 40},
+		{"short", 1, syscall.ENOSPC, 3000, 40},
+		{"short", 13, syscall.ENOSPC, 3000, 40},
+		{"short", 31, syscall.EFBIG, 3000, 40},
+		{"sync", 1, syscall.EIO, 3000, 40},
+		{"sync", 11, syscall.EIO, 3000, 40},
+		{"dirsync", 1, syscall.EIO, 3000, 40},
+		{"dirsync", 4, syscall.EIO, 3000, 40},
+		{"short", 40, syscall.ENOSPC, 1 << 20, 3000},
+		{"sync", 30, syscall.EIO, 1 << 20, 3000},
+		{"dirsync", 2, syscall.EIO, 1 << 20, 3000},
+	} {
+		t.Run(fmt.Sprintf("%s-%d-seg%d", tc.kind, tc.n, tc.segSize), func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, "wal")
+			faults := &Faults{}
+			var appliedMu sync.Mutex
+			var applied []uint64
+			l, err := Open(Options{Dir: dir, SegmentSize: tc.segSize, Faults: faults, Now: fixedNow, Apply: func(evs []*events.Event) error {
+				appliedMu.Lock()
+				defer appliedMu.Unlock()
+				for _, ev := range evs {
+					applied = append(applied, ev.Seq)
+				}
+				return nil
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nf := &nthFault{Writer: l.w, faults: faults, kind: tc.kind, n: tc.n, cause: tc.cause, calls: map[string]int32{}}
+			l.w = nf
+			changed := l.Changed()
+			const workers, per = 16, 60
+			acked := make([][]*events.Event, workers)
+			submitted := map[string]*events.Event{}
+			var subMu sync.Mutex
+			var wg sync.WaitGroup
+			for w := 0; w < workers; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < per; i++ {
+						var batch []*events.Event
+						for j := 0; j <= (w+i)%3; j++ {
+							batch = append(batch, advEvent(w*1000+i*3+j, tc.payload+(w*per+i)%200))
+						}
+						subMu.Lock()
+						for _, ev := range batch {
+							submitted[ev.ID] = ev
+						}
+						subMu.Unlock()
+						seqs, err := l.Append(context.Background(), batch...)
+						if err != nil {
+							if !errors.Is(err, ErrFailed) || !errors.Is(err, tc.cause) || seqs != nil {
+								t.Errorf("failed append: %v %v", seqs, err)
+							}
+							return
+						}
+						for k, ev := range batch {
+							if ev.Seq != seqs[k] || (k > 0 && seqs[k] != seqs[k-1]+1) {
+								t.Errorf("batch seqs %v, events carry %d", seqs, ev.Seq)
+							}
+						}
+						acked[w] = append(acked[w], batch...)
+					}
+				}()
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+			if faults.Fired() != 1 || !errors.Is(l.Err(), ErrFailed) || !errors.Is(l.Err(), tc.cause) {
+				t.Fatalf("fired %d, Err %v: the workload did not reach call %d", faults.Fired(), l.Err(), tc.n)
+			}
+			last := l.LastSeq()
+			bySeq := map[uint64]*events.Event{}
+			for _, evs := range acked {
+				for _, ev := range evs {
+					if bySeq[ev.Seq] != nil {
+						t.Fatalf("seq %d acknowledged twice", ev.Seq)
+					}
+					bySeq[ev.Seq] = ev
+				}
+			}
+			if uint64(len(bySeq)) != last {
+				t.Fatalf("%d sequences acknowledged, LastSeq %d", len(bySeq), last)
+			}
+			for s := uint64(1); s <= last; s++ {
+				if bySeq[s] == nil {
+					t.Fatalf("seq %d ≤ LastSeq %d was never acknowledged", s, last)
+				}
+			}
+			appliedMu.Lock()
+			if uint64(len(applied)) != last {
+				t.Fatalf("Apply saw %d events, %d acknowledged", len(applied), last)
+			}
+			for i, s := range applied {
+				if s != uint64(i+1) {
+					t.Fatalf("Apply saw seq %d at %d", s, i)
+				}
+			}
+			appliedMu.Unlock()
+			if last > 0 {
+				select {
+				case <-changed:
+				default:
+					t.Fatal("Changed was not closed although LastSeq grew")
+				}
+			}
+			if _, err := l.Read(last + 1); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Read past LastSeq of a failed log: %v", err)
+			}
+			n := uint64(0)
+			for ev, err := range l.Events(1) {
+				if err != nil {
+					t.Fatalf("Events of the failed log: %v", err)
+				}
+				n++
+				if ev.Seq != n || !bytes.Equal(entryBytes(t, ev), entryBytes(t, bySeq[n])) {
+					t.Fatalf("Events of the failed log: seq %d at %d differs", ev.Seq, n)
+				}
+			}
+			if n != last {
+				t.Fatalf("Events of the failed log yielded %d, LastSeq %d", n, last)
+			}
+			if _, err := l.Append(context.Background(), testEvent(1)); !errors.Is(err, ErrFailed) {
+				t.Fatalf("append after the failure: %v", err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatalf("Close of the failed log: %v", err)
+			}
+
+			l2, err := Open(Options{Dir: dir, SegmentSize: tc.segSize, Now: fixedNow})
+			if err != nil {
+				t.Fatalf("reopen: %v", err)
+			}
+			defer l2.Close()
+			seen := map[string]bool{}
+			prev := uint64(0)
+			var extra, repairedAt uint64
+			for ev, err := range l2.Events(1) {
+				if err != nil {
+					t.Fatalf("reopened: %v", err)
+				}
+				if ev.Seq != prev+1 {
+					t.Fatalf("reopened: seq %d after %d", ev.Seq, prev)
+				}
+				prev = ev.Seq
+				if ev.Seq <= last {
+					if !bytes.Equal(entryBytes(t, ev), entryBytes(t, bySeq[ev.Seq])) {
+						t.Fatalf("acknowledged seq %d changed or lost", ev.Seq)
+					}
+					seen[ev.ID] = true
+					continue
+				}
+				if ev.Type == events.TypeWalRepaired {
+					repairedAt = ev.Seq
+					continue
+				}
+				if repairedAt != 0 {
+					t.Fatalf("seq %d follows the wal.repaired event", ev.Seq)
+				}
+				sub := submitted[ev.ID]
+				if sub == nil || seen[ev.ID] {
+					t.Fatalf("seq %d (%s) was never submitted, or twice in the log", ev.Seq, ev.ID)
+				}
+				seen[ev.ID] = true
+				w := *sub
+				w.Seq = ev.Seq
+				if !bytes.Equal(entryBytes(t, ev), entryBytes(t, &w)) {
+					t.Fatalf("unacknowledged seq %d is not the submitted event", ev.Seq)
+				}
+				extra++
+			}
+			if prev < last || l2.LastSeq() != prev {
+				t.Fatalf("reopened: events end at %d, LastSeq %d, acknowledged %d", prev, l2.LastSeq(), last)
+			}
+			// The process kept its page cache: exactly what was written
+			// survives, the torn frame of a short write is cut.
+			nf.mu.Lock()
+			written, torn := nf.written, nf.torn
+			nf.mu.Unlock()
+			if last+extra != written {
+				t.Fatalf("reopened log holds entries up to %d, the files were written up to %d", last+extra, written)
+			}
+			if r := l2.Repaired(); (tc.kind == "short") != (r != nil) || (repairedAt != 0) != (r != nil) || (r != nil && (r.FirstSeq != torn || repairedAt != torn)) {
+				t.Fatalf("repair %+v (event at %d) after a %s fault; the torn entry was seq %d", r, repairedAt, tc.kind, torn)
+			}
+			if _, err := l2.Append(context.Background(), testEvent(7)); err != nil {
+				t.Fatalf("append after reopen: %v", err)
+			}
+			if rep, err := Verify(dir); err != nil || rep.TornTail != nil {
+				t.Fatalf("Verify after reopen: %+v %v", rep, err)
+			}
+			t.Logf("%d acknowledged, %d written but unacknowledged found after reopen", last, extra)
+		})
 	}
 }
