@@ -1,17 +1,30 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"sort"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/wal"
 )
 
 // The edge cases of 'cmlab wal verify|dump|stat' that wal_test.go leaves
@@ -19,6 +32,11 @@ import (
 // tail, the zeros a SIGKILLed writer leaves, a log written by another
 // process while it is followed, and the promise that none of the three
 // commands changes a byte of the home.
+
+const (
+	walEdgeChildEnv = "CMLAB_TEST_WAL_EDGE_CHILD" // "append" or "hold"
+	walEdgeDirEnv   = "CMLAB_TEST_WAL_EDGE_DIR"
+)
 
 // walEdgeClosedHome is walHome (n events on streams a and b, 1 KiB
 // segments) with the log closed, as a stopped daemon leaves it.
@@ -29,6 +47,79 @@ func walEdgeClosedHome(t *testing.T, n int) string {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// walEdgeSegments returns the segment file names of the log in dir, in order.
+func walEdgeSegments(t *testing.T, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var segs []string
+	for _, de := range des {
+		if _, err := strconv.ParseUint(de.Name(), 10, 64); err == nil && len(de.Name()) == 20 {
+			segs = append(segs, de.Name())
+		}
+	}
+	sort.Strings(segs)
+	return segs
+}
+
+// walEdgeFrames returns the byte offset of every frame (uvarint length,
+// then the entry) of a segment's bytes.
+func walEdgeFrames(t *testing.T, b []byte) []int {
+	t.Helper()
+	var offs []int
+	for p := 0; p < len(b); {
+		size, k := binary.Uvarint(b[p:])
+		if k <= 0 || size == 0 || p+k+int(size) > len(b) {
+			t.Fatalf("no frame at offset %d of %d bytes", p, len(b))
+		}
+		offs = append(offs, p)
+		p += k + int(size)
+	}
+	return offs
+}
+
+// walEdgeDigest maps every file and directory under root to its size and
+// SHA-256 (directories to "dir").
+func walEdgeDigest(t *testing.T, root string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			m[rel+"/"] = "dir"
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		m[rel] = fmt.Sprintf("%d bytes sha256 %x", len(b), sha256.Sum256(b))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// walEdgeUnchanged fails unless root holds exactly the files of before,
+// byte for byte.
+func walEdgeUnchanged(t *testing.T, root string, before map[string]string, after string) {
+	t.Helper()
+	now := walEdgeDigest(t, root)
+	if !reflect.DeepEqual(now, before) {
+		t.Fatalf("%s changed the home:\nbefore %v\nafter  %v", after, before, now)
+	}
 }
 
 // walEdgeDumpLine is one line of 'wal dump' with every field it may carry.
@@ -136,31 +227,535 @@ func TestWalEdgeUsageErrors(t *testing.T) {
 	}
 }
 
+func TestWalEdgeNoLogAndEmptyLog(t *testing.T) {
+	noLog := t.TempDir()
+	before := walEdgeDigest(t, noLog)
+	for _, c := range []string{"verify", "dump", "stat"} {
+		code, out, errs := walCLI(t, "--home", noLog, "wal", c)
+		want := "cmlab: no log in " + noLog + ": stat " + filepath.Join(noLog, "wal") + ": no such file or directory\n"
+		if code != exitError || out != "" || errs != want {
+			t.Fatalf("wal %s without a log: exit %d, stdout %q, stderr %q; want exit 1, %q", c, code, out, errs, want)
+		}
+	}
+	walEdgeUnchanged(t, noLog, before, "wal verify|dump|stat without a log")
+
+	// A log directory with no segment, and one as Open leaves it before
+	// its first append (an empty first segment, or zeros preallocated).
+	empty := t.TempDir()
+	if err := os.Mkdir(filepath.Join(empty, "wal"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	opened := t.TempDir()
+	l, err := wal.Open(wal.Options{Dir: filepath.Join(opened, "wal")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	for _, h := range []string{empty, opened} {
+		before := walEdgeDigest(t, h)
+		code, out, errs := walCLI(t, "--home", h, "wal", "dump")
+		if code != 0 || out != "" || errs != "" {
+			t.Fatalf("dump of an empty log: exit %d, %q %q", code, out, errs)
+		}
+		code, out, errs = walCLI(t, "--home", h, "--json", "wal", "verify")
+		var rep wal.Report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 || errs != "" {
+			t.Fatalf("verify --json of an empty log: exit %d %v\n%s%s", code, err, out, errs)
+		}
+		if rep.Entries != 0 || rep.First != 1 || rep.Last != 0 || len(rep.Bad) != 0 || rep.TornTail != nil {
+			t.Fatalf("verify of an empty log: %+v", rep)
+		}
+		code, out, _ = walCLI(t, "--home", h, "wal", "verify")
+		if wantSegs := len(walEdgeSegments(t, filepath.Join(h, "wal"))); code != 0 || out != fmt.Sprintf("segments %d, entries 0, seq 1..0\nok\n", wantSegs) {
+			t.Fatalf("verify of an empty log: exit %d %q", code, out)
+		}
+		code, out, errs = walCLI(t, "--home", h, "--json", "wal", "stat")
+		var st wal.StatReport
+		if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || errs != "" {
+			t.Fatalf("stat --json of an empty log: exit %d %v\n%s%s", code, err, out, errs)
+		}
+		if st.Events != 0 || st.First != 1 || st.Last != 0 || len(st.ByType) != 0 || st.Damaged != 0 || st.TornTail {
+			t.Fatalf("stat of an empty log: %+v", st)
+		}
+		for _, s := range st.Segments {
+			if s.Entries != 0 || s.Size != s.Preallocated {
+				t.Fatalf("segment of an empty log: %+v", s)
+			}
+		}
+		walEdgeUnchanged(t, h, before, "wal verify|dump|stat of an empty log")
+	}
+}
+
 // TestWalEdgeDumpFields: every line carries seq, v, id, type, ts, time,
 // stream and the decoded data, req/rh/resp only when the event has them,
 // with the values stored in the log; an event this binary cannot decode
 // is still dumped, its payload as base64 beside the reason.
+func TestWalEdgeDumpFields(t *testing.T) {
+	h := walEdgeClosedHome(t, 3)
+	dir := filepath.Join(h, "wal")
+	// Append, as a newer binary might have written it, seq 4 of a type
+	// this one does not know, with a response that is not JSON.
+	data, err := events.Marshal(map[string]string{"k": "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	future := &events.Event{Seq: 4, V: 1, ID: "01a20000-0000-7000-8000-000000000004", Type: "future.thing", TS: 1234, Stream: "s", Req: "r-9", ReqHash: "sha256-y", Resp: json.RawMessage("not json"), Data: data}
+	entry, err := wal.EncodeEntry(future)
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs := walEdgeSegments(t, dir)
+	f, err := os.OpenFile(filepath.Join(dir, segs[len(segs)-1]), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(append(binary.AppendUvarint(nil, uint64(len(entry))), entry...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := wal.OpenReader(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []*events.Event
+	for ev, err := range r.Events(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, ev)
+	}
+	if len(stored) != 4 {
+		t.Fatalf("%d events stored", len(stored))
+	}
+	code, out, errs := walCLI(t, "--home", h, "wal", "dump")
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	lines := walEdgeParse(t, out)
+	walEdgeSeqs(t, lines, 1, 4)
+	raw := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	for i, d := range lines {
+		ev := stored[i]
+		var keys map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(raw[i]), &keys); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for k := range keys {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		want := "data id seq stream time ts type v"
+		switch ev.Seq {
+		case 2:
+			want = "data id req resp rh seq stream time ts type v"
+		case 4:
+			want = "data data_error id req rh seq stream time ts type v"
+		}
+		if got := strings.Join(names, " "); got != want {
+			t.Fatalf("seq %d carries %s, want %s", ev.Seq, got, want)
+		}
+		if d.V != ev.V || d.ID != ev.ID || d.Type != ev.Type || d.TS != ev.TS || d.Time != events.FormatISO(ev.TS) || d.Stream != ev.Stream || d.Req != ev.Req || d.ReqHash != ev.ReqHash {
+			t.Fatalf("seq %d dumped as %+v, stored as %+v", ev.Seq, d, ev)
+		}
+		if ev.Seq == 4 {
+			if d.DataError != `events: unknown event type: "future.thing" (seq 4)` || string(d.Data) != strconv.Quote(base64.StdEncoding.EncodeToString(data)) || d.Resp != nil {
+				t.Fatalf("undecodable payload dumped as %s", raw[i])
+			}
+			continue
+		}
+		p, err := ev.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantData, _ := json.Marshal(p)
+		if string(d.Data) != string(wantData) || d.DataError != "" {
+			t.Fatalf("seq %d data %s, want %s", ev.Seq, d.Data, wantData)
+		}
+	}
+	if string(lines[1].Resp) != `{"ok":1}` || lines[1].Req != "req-1" || lines[1].ReqHash != "sha256-x" {
+		t.Fatalf("request of seq 2 dumped as %s", raw[1])
+	}
+	// The envelope is fine, so verify has nothing to say; stat counts the type.
+	if code, out, _ := walCLI(t, "--home", h, "wal", "verify"); code != 0 || !strings.HasSuffix(out, "entries 4, seq 1..4\nok\n") {
+		t.Fatalf("verify: exit %d %q", code, out)
+	}
+	code, out, _ = walCLI(t, "--home", h, "--json", "wal", "stat")
+	var st wal.StatReport
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || st.ByType["future.thing"] != 1 || st.Events != 4 {
+		t.Fatalf("stat: exit %d %v %+v", code, err, st)
+	}
+	// Type and stream filters on the same log.
+	code, out, _ = walCLI(t, "--home", h, "wal", "dump", "--type", "future.*,recovery.applied")
+	if lines := walEdgeParse(t, out); code != 0 || len(lines) != 2 || lines[0].Seq != 1 || lines[1].Seq != 4 {
+		t.Fatalf("--type list: exit %d %q", code, out)
+	}
+	code, out, _ = walCLI(t, "--home", h, "wal", "dump", "--type", "nothing.like.this")
+	if code != 0 || out != "" {
+		t.Fatalf("--type matching nothing: exit %d %q", code, out)
+	}
+}
+
 // TestWalEdgeDamageInEarlierSegment: damage inside an entry of a segment
 // that is not the last is corruption: verify exits 3 naming the segment,
 // the frame's offset and the seq; dump prints what precedes it, then
 // exits 3; stat counts it; none of them writes.
+func TestWalEdgeDamageInEarlierSegment(t *testing.T) {
+	damages := []struct {
+		name   string
+		damage func(frame []byte) // frame: the uvarint length and the entry
+		reason string             // "" when the reason is not pinned
+	}{
+		{"entry byte", func(fr []byte) { fr[len(fr)/2] ^= 0x40 }, wal.ReasonBadCRC},
+		{"length prefix", func(fr []byte) { fr[0] ^= 0x10 }, ""},
+	}
+	places := []struct {
+		name string
+		pick func(n int) int // which of the segment's n frames
+	}{
+		{"first entry", func(int) int { return 0 }},
+		{"middle entry", func(n int) int { return n / 2 }},
+		{"last entry", func(n int) int { return n - 1 }},
+	}
+	for _, tc := range damages {
+		for _, pl := range places {
+			t.Run(tc.name+" of "+pl.name, func(t *testing.T) {
+				h := walEdgeClosedHome(t, 20)
+				dir := filepath.Join(h, "wal")
+				segs := walEdgeSegments(t, dir)
+				if len(segs) < 3 {
+					t.Fatalf("segments %v, want at least 3", segs)
+				}
+				seg := segs[1]
+				first, _ := strconv.ParseUint(seg, 10, 64)
+				b, err := os.ReadFile(filepath.Join(dir, seg))
+				if err != nil {
+					t.Fatal(err)
+				}
+				frames := walEdgeFrames(t, b)
+				if len(frames) < 3 {
+					t.Fatalf("%d frames in %s", len(frames), seg)
+				}
+				k := pl.pick(len(frames))
+				off, end := frames[k], len(b)
+				if k+1 < len(frames) {
+					end = frames[k+1]
+				}
+				tc.damage(b[off:end])
+				if err := os.WriteFile(filepath.Join(dir, seg), b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				seq := first + uint64(k)
+				before := walEdgeDigest(t, h)
+
+				code, out, errs := walCLI(t, "--home", h, "wal", "verify")
+				where := fmt.Sprintf("segment %s offset %d seq %d: ", seg, off, seq)
+				if code != exitCorrupt || !strings.HasPrefix(out, fmt.Sprintf("segments %d, entries 19, seq 1..20\nCORRUPT %s", len(segs), where)) ||
+					!strings.HasSuffix(out, ", 1 entries lost)\n") || strings.Count(out, "\n") != 2 ||
+					!strings.HasPrefix(errs, "cmlab: wal: corrupt: 1 damaged stretch(es), first at "+where) || !strings.HasSuffix(errs, "run 'cmlab recover --salvage'\n") {
+					t.Fatalf("verify: exit %d\n%s%s", code, out, errs)
+				}
+				code, out, _ = walCLI(t, "--home", h, "--json", "wal", "verify")
+				var rep wal.Report
+				if err := json.Unmarshal([]byte(out), &rep); err != nil || code != exitCorrupt {
+					t.Fatalf("verify --json: exit %d %v", code, err)
+				}
+				if len(rep.Bad) != 1 || rep.TornTail != nil || rep.Entries != 19 || rep.First != 1 || rep.Last != 20 {
+					t.Fatalf("verify --json: %+v", rep)
+				}
+				bad := rep.Bad[0]
+				if bad.Segment != seg || bad.Offset != int64(off) || bad.Seq != seq || bad.Lost != 1 || bad.Length != int64(end-off) || bad.TornTail || (tc.reason != "" && bad.Reason != tc.reason) {
+					t.Fatalf("damage reported as %+v; want segment %s offset %d length %d seq %d", bad, seg, off, end-off, seq)
+				}
+
+				code, out, errs = walCLI(t, "--home", h, "wal", "dump")
+				walEdgeSeqs(t, walEdgeParse(t, out), 1, seq-1)
+				if code != exitCorrupt || !strings.HasPrefix(errs, "cmlab: wal: corrupt: "+where) {
+					t.Fatalf("dump: exit %d, stderr %q; want exit 3 naming %q", code, errs, where)
+				}
+				// A range that ends before the damage is readable.
+				code, out, errs = walCLI(t, "--home", h, "wal", "dump", "--to", strconv.FormatUint(seq-1, 10))
+				if walEdgeSeqs(t, walEdgeParse(t, out), 1, seq-1); code != 0 || errs != "" {
+					t.Fatalf("dump --to before the damage: exit %d %s", code, errs)
+				}
+
+				code, out, _ = walCLI(t, "--home", h, "--json", "wal", "stat")
+				var st wal.StatReport
+				if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 {
+					t.Fatalf("stat: exit %d %v", code, err)
+				}
+				if st.Damaged != 1 || st.TornTail || st.Events != 19 || st.Last != 20 || len(st.Segments) != len(segs) || st.Segments[1].Entries != len(frames)-1 {
+					t.Fatalf("stat %+v", st)
+				}
+				code, out, _ = walCLI(t, "--home", h, "wal", "stat")
+				if code != 0 || !strings.Contains(out, ", 19 events, seq 1..20, 1 damaged stretch(es): run 'cmlab wal verify'\n") {
+					t.Fatalf("stat: exit %d %q", code, out)
+				}
+				walEdgeUnchanged(t, h, before, "wal verify|dump|stat of a damaged log")
+			})
+		}
+	}
+}
+
 // TestWalEdgeTornTailNotRepaired: half a frame at the end of the last
 // segment is a torn tail: reported, exit 0, every good event dumped, and
 // left in place — only Open cuts it.
+func TestWalEdgeTornTailNotRepaired(t *testing.T) {
+	h := walEdgeClosedHome(t, 12)
+	dir := filepath.Join(h, "wal")
+	segs := walEdgeSegments(t, dir)
+	last := filepath.Join(dir, segs[len(segs)-1])
+	b, err := os.ReadFile(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := walEdgeFrames(t, b)
+	frame := b[frames[len(frames)-1]:]
+	torn := frame[:len(frame)/2]
+	if err := os.WriteFile(last, append(append([]byte(nil), b...), torn...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := walEdgeDigest(t, h)
+
+	code, out, errs := walCLI(t, "--home", h, "wal", "verify")
+	want := fmt.Sprintf("segments %d, entries 12, seq 1..12\ntorn tail (repaired at the next open, or a write in progress): segment %s offset %d seq 13: %s (%d bytes, torn tail)\nok\n",
+		len(segs), segs[len(segs)-1], len(b), wal.ReasonIncomplete, len(torn))
+	if code != 0 || out != want || errs != "" {
+		t.Fatalf("verify: exit %d\n%s%s\nwant\n%s", code, out, errs, want)
+	}
+	code, out, _ = walCLI(t, "--home", h, "--json", "wal", "verify")
+	var rep wal.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 || len(rep.Bad) != 0 || rep.TornTail == nil ||
+		rep.TornTail.Offset != int64(len(b)) || rep.TornTail.Seq != 13 || !rep.TornTail.TornTail {
+		t.Fatalf("verify --json: exit %d %v %s", code, err, out)
+	}
+	code, out, errs = walCLI(t, "--home", h, "wal", "dump")
+	if walEdgeSeqs(t, walEdgeParse(t, out), 1, 12); code != 0 || errs != "" {
+		t.Fatalf("dump: exit %d %s", code, errs)
+	}
+	code, out, _ = walCLI(t, "--home", h, "--json", "wal", "stat")
+	var st wal.StatReport
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || !st.TornTail || st.Damaged != 0 || st.Events != 12 || st.Last != 12 {
+		t.Fatalf("stat: exit %d %v %s", code, err, out)
+	}
+	code, out, _ = walCLI(t, "--home", h, "wal", "stat")
+	if code != 0 || !strings.Contains(out, ", 12 events, seq 1..12, bad bytes at the tail") {
+		t.Fatalf("stat: exit %d %q", code, out)
+	}
+	walEdgeUnchanged(t, h, before, "wal verify|dump|stat of a torn tail")
+
+	// The tail was really torn: Open cuts it and quarantines the bytes.
+	l, err := wal.Open(wal.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if rep := l.Repaired(); rep == nil || rep.Length != int64(len(torn)) {
+		t.Fatalf("Open did not repair the torn tail: %+v", rep)
+	}
+}
+
 // TestWalEdgeWriterChild is the child of the tests below, re-executed
 // from the test binary: "append" appends walEdgeAppenders×walEdgePerAppender
 // events concurrently to the log in $CMLAB_TEST_WAL_EDGE_DIR, in two
 // halves (it says "half" and waits for "go" on stdin in between), and
 // closes it; "hold" appends walEdgeHeld events, says "ready" and waits to
 // be killed.
+func TestWalEdgeWriterChild(t *testing.T) {
+	mode := os.Getenv(walEdgeChildEnv)
+	if mode == "" {
+		t.Skip("child process only")
+	}
+	dir := os.Getenv(walEdgeDirEnv)
+	ctx := context.Background()
+	switch mode {
+	case "append":
+		l, err := wal.Open(wal.Options{Dir: dir, SegmentSize: 1 << 20})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		// Two halves: the parent lets the second go once its follower
+		// has printed the first, so the follow surely spans a live write.
+		in := bufio.NewScanner(os.Stdin)
+		for half := 0; half < 2; half++ {
+			var wg sync.WaitGroup
+			errc := make(chan error, walEdgeAppenders)
+			for g := 0; g < walEdgeAppenders; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for k := half * walEdgePerAppender / 2; k < (half+1)*walEdgePerAppender/2; k++ {
+						if _, err := l.Append(ctx, walEdgeOutput(g, k)); err != nil {
+							errc <- err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errc)
+			for err := range errc {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+			if half == 0 {
+				fmt.Println("half")
+				if !in.Scan() || in.Text() != "go" {
+					os.Exit(2)
+				}
+			}
+		}
+		if err := l.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	case "hold":
+		l, err := wal.Open(wal.Options{Dir: dir, SegmentSize: 2 << 20})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		for k := 0; k < walEdgeHeld; k++ {
+			if _, err := l.Append(ctx, walEdgeOutput(0, k)); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+		}
+		fmt.Println("ready")
+		select {}
+	}
+	os.Exit(2)
+}
+
+const (
+	walEdgeAppenders   = 4
+	walEdgePerAppender = 60
+	walEdgeOutputBytes = 8 << 10
+	walEdgeHeld        = 40
+)
+
 // walEdgeOutput is the k-th event of appender g: 8 KiB of output on
 // stream g<g> at spool offset k.
+func walEdgeOutput(g, k int) *events.Event {
+	return events.MustNew(fmt.Sprintf("g%d", g), &events.PtyOutput{SpoolOffset: int64(k), Data: bytes.Repeat([]byte{byte('a' + g)}, walEdgeOutputBytes)})
+}
+
 // walEdgeCheckOutput fails unless lines are seqs 1..n of walEdgeOutput
 // events in which each appender's events come in its own order.
+func walEdgeCheckOutput(t *testing.T, lines []walEdgeDumpLine, appenders, perAppender int) {
+	t.Helper()
+	walEdgeSeqs(t, lines, 1, uint64(appenders*perAppender))
+	next := map[string]int64{}
+	for _, d := range lines {
+		var p struct {
+			SpoolOffset int64  `json:"spool_offset"`
+			Data        []byte `json:"data"`
+		}
+		if err := json.Unmarshal(d.Data, &p); err != nil || d.Type != events.TypePtyOutput {
+			t.Fatalf("seq %d: %s %s %v", d.Seq, d.Type, d.Data, err)
+		}
+		g, err := strconv.Atoi(strings.TrimPrefix(d.Stream, "g"))
+		if err != nil || g < 0 || g >= appenders {
+			t.Fatalf("seq %d on stream %q", d.Seq, d.Stream)
+		}
+		if p.SpoolOffset != next[d.Stream] || !bytes.Equal(p.Data, bytes.Repeat([]byte{byte('a' + g)}, walEdgeOutputBytes)) {
+			t.Fatalf("seq %d: stream %s offset %d (want %d), %d data bytes", d.Seq, d.Stream, p.SpoolOffset, next[d.Stream], len(p.Data))
+		}
+		next[d.Stream]++
+	}
+}
+
 // TestWalEdgeFollowAnotherProcess: 'wal dump --follow' started on an
 // empty log directory prints every event another process appends —
 // concurrently, across segment files and their preallocated zeros —
 // exactly once and in order, and returns when its context ends.
+func TestWalEdgeFollowAnotherProcess(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wal")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out walDumpBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- dumpWAL(ctx, dir, &walDumpOpts{from: 1, follow: true, poll: 2 * time.Millisecond}, &out)
+	}()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWalEdgeWriterChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), walEdgeChildEnv+"=append", walEdgeDirEnv+"="+dir)
+	var childErr bytes.Buffer
+	cmd.Stderr = &childErr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if sc.Text() == "half" {
+				// The follower must print the first half while the
+				// writer still holds the log.
+				deadline := time.Now().Add(10 * time.Second)
+				for out.lines() < walEdgeAppenders*walEdgePerAppender/2 && time.Now().Before(deadline) {
+					time.Sleep(2 * time.Millisecond)
+				}
+				if out.lines() != walEdgeAppenders*walEdgePerAppender/2 {
+					stdin.Close() // the child exits 2 without "go"
+					break
+				}
+				fmt.Fprintln(stdin, "go")
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("writer: %v (follower had printed %d lines)\n%s", err, out.lines(), childErr.String())
+		}
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("writer did not finish")
+	}
+	n := walEdgeAppenders * walEdgePerAppender
+	if segs := walEdgeSegments(t, dir); len(segs) < 2 {
+		t.Fatalf("the writer filled %d segment(s), want several", len(segs))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for out.lines() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("followed %d lines, want %d", out.lines(), n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("dump --follow did not return after its context ended")
+	}
+	out.mu.Lock()
+	got := out.b.String()
+	out.mu.Unlock()
+	walEdgeCheckOutput(t, walEdgeParse(t, got), walEdgeAppenders, walEdgePerAppender)
+}
+
 // TestWalEdgeDumpFollowStopsAtTo: with --follow and --to, dump returns
 // once seq --to has gone by — also when it is the last event on disk and
 // when the filters leave it out — instead of waiting for a later event.
@@ -220,7 +815,191 @@ func TestWalEdgeDumpFollowStopsAtTo(t *testing.T) {
 // are not damage: verify is ok, stat shows them as preallocated, dump
 // prints every event; a frame torn half-way into them is a torn tail.
 // Nothing is written either time.
+func TestWalEdgeKilledWriterPreallocatedTail(t *testing.T) {
+	h := t.TempDir()
+	dir := filepath.Join(h, "wal")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWalEdgeWriterChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), walEdgeChildEnv+"=hold", walEdgeDirEnv+"="+dir)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var childErr bytes.Buffer
+	cmd.Stderr = &childErr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	defer func() {
+		if !killed {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	}()
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if sc.Text() == "ready" {
+				ready <- true
+				return
+			}
+		}
+		ready <- false
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("writer ended before it was ready: %s", childErr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("writer not ready")
+	}
+	// The zeros are written in the background: wait for a size that is a
+	// whole number of preallocation units past the data.
+	segs := walEdgeSegments(t, dir)
+	last := filepath.Join(dir, segs[len(segs)-1])
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fi, err := os.Stat(last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() > 0 && fi.Size()%(1<<20) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("last segment is %d bytes, no preallocation", fi.Size())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed = true
+	if err := cmd.Wait(); err == nil || !cmd.ProcessState.Sys().(syscall.WaitStatus).Signaled() {
+		t.Fatalf("writer not killed: %v", err)
+	}
+	if segs2 := walEdgeSegments(t, dir); !reflect.DeepEqual(segs2, segs) {
+		t.Fatalf("segments %v became %v", segs, segs2)
+	}
+	before := walEdgeDigest(t, h)
+	n := uint64(walEdgeHeld)
+
+	code, out, errs := walCLI(t, "--home", h, "wal", "verify")
+	if want := fmt.Sprintf("segments %d, entries %d, seq 1..%d\nok\n", len(segs), n, n); code != 0 || out != want || errs != "" {
+		t.Fatalf("verify: exit %d\n%s%s\nwant\n%s", code, out, errs, want)
+	}
+	code, out, _ = walCLI(t, "--home", h, "--json", "wal", "stat")
+	var st wal.StatReport
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 {
+		t.Fatalf("stat: exit %d %v", code, err)
+	}
+	tail := st.Segments[len(st.Segments)-1]
+	if st.Events != n || st.Last != n || st.Damaged != 0 || st.TornTail || st.ByType[events.TypePtyOutput] != n ||
+		tail.Preallocated == 0 || tail.Size%(1<<20) != 0 || tail.Last != n {
+		t.Fatalf("stat %+v", st)
+	}
+	data := tail.Size - tail.Preallocated
+	code, out, _ = walCLI(t, "--home", h, "wal", "stat")
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("%d (+%d preallocated)", data, tail.Preallocated)) {
+		t.Fatalf("stat: exit %d %q", code, out)
+	}
+	code, out, errs = walCLI(t, "--home", h, "wal", "dump")
+	if code != 0 || errs != "" {
+		t.Fatalf("dump: exit %d %s", code, errs)
+	}
+	walEdgeCheckOutput(t, walEdgeParse(t, out), 1, walEdgeHeld)
+	walEdgeUnchanged(t, h, before, "wal verify|dump|stat of a killed writer's log")
+
+	// Half of the next frame written into the zeros, as a write cut short.
+	b, err := os.ReadFile(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := walEdgeFrames(t, b[:data])
+	frame := b[frames[len(frames)-1]:data]
+	f, err := os.OpenFile(last, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(frame[:len(frame)/2], data); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	before = walEdgeDigest(t, h)
+	code, out, errs = walCLI(t, "--home", h, "wal", "verify")
+	want := fmt.Sprintf("segments %d, entries %d, seq 1..%d\ntorn tail (repaired at the next open, or a write in progress): segment %s offset %d seq %d: ", len(segs), n, n, segs[len(segs)-1], data, n+1)
+	if code != 0 || !strings.HasPrefix(out, want) || !strings.HasSuffix(out, ", torn tail)\nok\n") || errs != "" {
+		t.Fatalf("verify of a torn write into the zeros: exit %d\n%s%s\nwant prefix\n%s", code, out, errs, want)
+	}
+	code, out, errs = walCLI(t, "--home", h, "wal", "dump")
+	if walEdgeCheckOutput(t, walEdgeParse(t, out), 1, walEdgeHeld); code != 0 || errs != "" {
+		t.Fatalf("dump: exit %d %s", code, errs)
+	}
+	code, out, _ = walCLI(t, "--home", h, "--json", "wal", "stat")
+	st = wal.StatReport{}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || !st.TornTail || st.Damaged != 0 || st.Events != n {
+		t.Fatalf("stat: exit %d %v %s", code, err, out)
+	}
+	walEdgeUnchanged(t, h, before, "wal verify|dump|stat of a torn write into preallocated zeros")
+}
+
 // TestWalEdgeMissingSegmentAndStrayFiles: a segment file gone from the
 // middle of the log is corruption named at the end of the segment before
 // it; files that are not segments (tidwall's .START/.END, notes, a
 // directory with a segment's name) are ignored.
+func TestWalEdgeMissingSegmentAndStrayFiles(t *testing.T) {
+	h := walEdgeClosedHome(t, 20)
+	dir := filepath.Join(h, "wal")
+	segs := walEdgeSegments(t, dir)
+	if len(segs) < 3 {
+		t.Fatalf("segments %v, want at least 3", segs)
+	}
+	for _, name := range []string{"00000000000000000001.START", "notes.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("not a segment"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "00000000000000000099"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	before := walEdgeDigest(t, h)
+	code, out, errs := walCLI(t, "--home", h, "wal", "verify")
+	if code != 0 || out != fmt.Sprintf("segments %d, entries 20, seq 1..20\nok\n", len(segs)) || errs != "" {
+		t.Fatalf("verify with stray files: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, _ = walCLI(t, "--home", h, "wal", "dump")
+	if walEdgeSeqs(t, walEdgeParse(t, out), 1, 20); code != 0 {
+		t.Fatalf("dump with stray files: exit %d", code)
+	}
+	walEdgeUnchanged(t, h, before, "wal verify|dump with stray files")
+
+	first1, _ := strconv.ParseUint(segs[1], 10, 64)
+	first2, _ := strconv.ParseUint(segs[2], 10, 64)
+	fi, err := os.Stat(filepath.Join(dir, segs[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, segs[1])); err != nil {
+		t.Fatal(err)
+	}
+	before = walEdgeDigest(t, h)
+	lost := first2 - first1
+	code, out, errs = walCLI(t, "--home", h, "wal", "verify")
+	want := fmt.Sprintf("segments %d, entries %d, seq 1..20\nCORRUPT segment %s offset %d seq %d: %s (0 bytes, %d entries lost)\n", len(segs)-1, 20-lost, segs[0], fi.Size(), first1, wal.ReasonMissing, lost)
+	if code != exitCorrupt || out != want || !strings.HasSuffix(errs, "run 'cmlab recover --salvage'\n") {
+		t.Fatalf("verify without %s: exit %d\n%s%s\nwant\n%s", segs[1], code, out, errs, want)
+	}
+	code, out, errs = walCLI(t, "--home", h, "wal", "dump")
+	walEdgeSeqs(t, walEdgeParse(t, out), 1, first1-1)
+	if wantErr := fmt.Sprintf("cmlab: wal: corrupt: segment %s starts at seq %d, expected %d\n", segs[2], first2, first1); code != exitCorrupt || errs != wantErr {
+		t.Fatalf("dump without %s: exit %d %q, want %q", segs[1], code, errs, wantErr)
+	}
+	code, out, _ = walCLI(t, "--home", h, "--json", "wal", "stat")
+	var st wal.StatReport
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || st.Damaged != 1 || st.Events != 20-lost || len(st.Segments) != len(segs)-1 {
+		t.Fatalf("stat without %s: exit %d %v %s", segs[1], code, err, out)
+	}
+	walEdgeUnchanged(t, h, before, "wal verify|dump|stat without a segment")
+}
