@@ -881,3 +881,418 @@ func TestAdvFaultAtNthCall(t *testing.T) {
 		})
 	}
 }
+
+// gatedWriteWriter holds the first WriteBatch until release is closed.
+type gatedWriteWriter struct {
+	Writer
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedWriteWriter) WriteBatch(first uint64, e [][]byte) (bool, error) {
+	g.once.Do(func() {
+		close(g.entered)
+		<-g.release
+	})
+	return g.Writer.WriteBatch(first, e)
+}
+
+// advReopenHolds reopens the closed log in dir and checks that it holds
+// exactly the acknowledged events (by seq, byte for byte): after a clean
+// Close every written group was acknowledged, and nothing an append was
+// refused for (a context error, ErrClosed) was written.
+func advReopenHolds(t *testing.T, dir string, acked map[uint64]*events.Event) {
+	t.Helper()
+	l, err := Open(Options{Dir: dir, Now: fixedNow, NoSync: true})
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer l.Close()
+	if l.Repaired() != nil || l.LastSeq() != uint64(len(acked)) {
+		t.Fatalf("reopened: repaired %+v, LastSeq %d, %d acknowledged", l.Repaired(), l.LastSeq(), len(acked))
+	}
+	n := 0
+	for ev, err := range l.Events(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		w := acked[ev.Seq]
+		if w == nil || !bytes.Equal(entryBytes(t, ev), entryBytes(t, w)) {
+			t.Fatalf("seq %d in the log was not acknowledged as this event", ev.Seq)
+		}
+	}
+	if n != len(acked) {
+		t.Fatalf("%d events in the log, %d acknowledged", n, len(acked))
+	}
+}
+
+// Appends blocked on a full queue whose context is cancelled while Close
+// waits for them: each returns the context's error and writes nothing;
+// every queued append is answered (acknowledged, or ErrClosed if Close
+// came first), and the reopened log holds exactly the acknowledged ones.
+func TestAdvCancelledAppendsRacingClose(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wal")
+	l, err := Open(Options{Dir: dir, Now: fixedNow, SegmentSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gatedWriteWriter{Writer: l.w, entered: make(chan struct{}), release: make(chan struct{})}
+	l.w = g
+	type result struct {
+		ev   *events.Event
+		seqs []uint64
+		err  error
+	}
+	results := make(chan result, 2048)
+	appendOne := func(ctx context.Context, ev *events.Event) {
+		seqs, err := l.Append(ctx, ev)
+		results <- result{ev, seqs, err}
+	}
+	go appendOne(context.Background(), advEvent(0, 30))
+	<-g.entered // the committer holds the first group in its WriteBatch
+	queueCap := cap(l.reqs)
+	const blocked = 40
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := 1; i <= queueCap+blocked; i++ {
+		go appendOne(ctx, advEvent(i, 30))
+	}
+	waitFor(t, "a full queue and appenders blocked on it", func() bool {
+		return len(l.reqs) == queueCap && l.queued.Load() == int64(1+queueCap+blocked)
+	})
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	waitFor(t, "Close to wait for the blocked appenders", func() bool {
+		if l.sendMu.TryRLock() {
+			l.sendMu.RUnlock()
+			return false
+		}
+		return true
+	})
+	cancel()
+	acked := map[uint64]*events.Event{}
+	var canceled, refused int
+	for i := 0; i < blocked; i++ {
+		r := <-results // the blocked ones answer first: nothing else can move
+		if !errors.Is(r.err, context.Canceled) || r.seqs != nil {
+			t.Fatalf("append blocked on the full queue: %v %v", r.seqs, r.err)
+		}
+		canceled++
+	}
+	close(g.release)
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for i := 0; i < 1+queueCap; i++ {
+		r := <-results
+		switch {
+		case r.err == nil:
+			if len(r.seqs) != 1 || r.seqs[0] != r.ev.Seq || acked[r.ev.Seq] != nil {
+				t.Fatalf("acknowledged %v, event seq %d", r.seqs, r.ev.Seq)
+			}
+			acked[r.ev.Seq] = r.ev
+		case errors.Is(r.err, ErrClosed):
+			refused++
+		default:
+			t.Fatalf("queued append: %v", r.err)
+		}
+	}
+	if len(acked) == 0 {
+		t.Fatal("the group held in WriteBatch was not acknowledged")
+	}
+	t.Logf("%d acknowledged, %d refused by Close, %d cancelled", len(acked), refused, canceled)
+	advReopenHolds(t, dir, acked)
+}
+
+// Appenders with contexts cancelled at random moments race several Close
+// calls: every Append either succeeds, or fails with ErrClosed or its
+// context's error; every Close returns nil after the log is closed; the
+// reopened log holds exactly the acknowledged events.
+func TestAdvAppendsWithCancelledContextsRaceClose(t *testing.T) {
+	for round := 0; round < 6; round++ {
+		dir := filepath.Join(t.TempDir(), "wal")
+		l, err := Open(Options{Dir: dir, Now: fixedNow, SegmentSize: 2048})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		acked := map[uint64]*events.Event{}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for w := 0; w < 16; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for i := 0; ; i++ {
+					ctx, cancel := context.WithCancel(context.Background())
+					switch (w + i + round) % 4 {
+					case 0:
+						cancel() // cancelled before the call
+					case 1:
+						go cancel() // cancelled during it
+					}
+					evs := []*events.Event{advEvent(w*10000+i*2, 20)}
+					if i%3 == 0 {
+						evs = append(evs, advEvent(w*10000+i*2+1, 20))
+					}
+					seqs, err := l.Append(ctx, evs...)
+					cancel()
+					switch {
+					case err == nil:
+						mu.Lock()
+						for k, ev := range evs {
+							if seqs[k] != ev.Seq || acked[ev.Seq] != nil {
+								mu.Unlock()
+								t.Errorf("seq %d acknowledged twice or not the event's", seqs[k])
+								return
+							}
+							acked[ev.Seq] = ev
+						}
+						mu.Unlock()
+					case errors.Is(err, ErrClosed):
+						return
+					case errors.Is(err, context.Canceled):
+					default:
+						t.Errorf("append: %v", err)
+						return
+					}
+				}
+			}()
+		}
+		close(start)
+		waitFor(t, "some appends", func() bool { return l.LastSeq() >= 20 })
+		closes := make(chan error, 3)
+		var reopenMu sync.Mutex // the checks' own Opens take turns
+		for range 3 {
+			go func() {
+				err := l.Close()
+				if err == nil {
+					// Whichever Close returns, the lock is free.
+					reopenMu.Lock()
+					defer reopenMu.Unlock()
+					if l2, oerr := Open(Options{Dir: dir, NoSync: true}); oerr == nil {
+						l2.Close()
+					} else if errors.Is(oerr, ErrLocked) {
+						err = fmt.Errorf("the lock is still held after Close returned: %w", oerr)
+					}
+				}
+				closes <- err
+			}()
+		}
+		wg.Wait()
+		for range 3 {
+			if err := <-closes; err != nil {
+				t.Fatalf("round %d: Close: %v", round, err)
+			}
+		}
+		if t.Failed() {
+			return
+		}
+		for range 3 {
+			if _, err := l.Append(context.Background(), testEvent(1)); !errors.Is(err, ErrClosed) {
+				t.Fatalf("append after Close: %v", err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatalf("Close again: %v", err)
+			}
+		}
+		advReopenHolds(t, dir, acked)
+	}
+}
+
+// A Reader following the log from another goroutine and a live cursor
+// over Log.Events (woken by Changed) read every entry, in order and byte
+// for byte, while 16 appenders write across several segment cycles —
+// with small segments, and with preallocated ones.
+func TestAdvFollowersUnderSixteenAppenders(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		segSize, payload int
+		per              int
+	}{
+		{"8KiB-segments", 8 << 10, 150, 40},
+		{"1MiB-preallocated", 1 << 20, 5000, 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "wal")
+			l, err := Open(Options{Dir: dir, SegmentSize: tc.segSize, Preallocate: 1 << 20, Now: fixedNow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			const workers = 16
+			n := workers * tc.per
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+
+			type followed struct {
+				evs []*events.Event
+				err error
+			}
+			r := mustReader(t, dir)
+			viaReader := make(chan followed, 1)
+			go func() {
+				var f followed
+				for ev, err := range r.Follow(ctx, 1, time.Millisecond) {
+					if err != nil {
+						f.err = err
+						break
+					}
+					f.evs = append(f.evs, ev)
+					if len(f.evs) == n {
+						break
+					}
+				}
+				viaReader <- f
+			}()
+			viaEvents := make(chan followed, 1)
+			go func() {
+				var f followed
+				next := uint64(1)
+				for next <= uint64(n) {
+					changed := l.Changed()
+					for ev, err := range l.Events(next) {
+						if err != nil {
+							f.err = err
+							viaEvents <- f
+							return
+						}
+						f.evs = append(f.evs, ev)
+						next = ev.Seq + 1
+					}
+					if next > uint64(n) {
+						break
+					}
+					select {
+					case <-changed:
+					case <-ctx.Done():
+						f.err = ctx.Err()
+						viaEvents <- f
+						return
+					}
+				}
+				viaEvents <- f
+			}()
+
+			var mu sync.Mutex
+			bySeq := map[uint64]*events.Event{}
+			var wg sync.WaitGroup
+			for w := 0; w < workers; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < tc.per; i++ {
+						ev := advEvent(w*tc.per+i, tc.payload+i*7%300)
+						seqs, err := l.Append(context.Background(), ev)
+						if err != nil {
+							t.Errorf("append: %v", err)
+							return
+						}
+						mu.Lock()
+						bySeq[seqs[0]] = ev
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+			if segs, _ := listSegments(dir); len(segs) < 4 {
+				t.Fatalf("%d segments: the workload did not cycle", len(segs))
+			}
+			for name, ch := range map[string]chan followed{"Reader.Follow": viaReader, "Log.Events": viaEvents} {
+				f := <-ch
+				if f.err != nil {
+					t.Fatalf("%s: after %d events: %v", name, len(f.evs), f.err)
+				}
+				if len(f.evs) != n {
+					t.Fatalf("%s read %d events, want %d", name, len(f.evs), n)
+				}
+				for i, ev := range f.evs {
+					w := bySeq[uint64(i+1)]
+					if ev.Seq != uint64(i+1) || w == nil || !bytes.Equal(entryBytes(t, ev), entryBytes(t, w)) {
+						t.Fatalf("%s: event %d (seq %d) is not the one appended", name, i, ev.Seq)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Verify, Stat and Reader.LastSeq of a log that 16 appenders are writing
+// (they read without the lock, as `cmlab wal verify|stat` do next to the
+// daemon): never damage, never an error, and never behind what the log
+// has acknowledged.
+func TestAdvVerifyAndStatWhileWriting(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		segSize, payload int
+	}{
+		{"4KiB-segments", 4 << 10, 100},
+		{"1MiB-preallocated", 1 << 20, 3000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "wal")
+			l, err := Open(Options{Dir: dir, SegmentSize: tc.segSize, Preallocate: 1 << 20, Now: fixedNow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			const workers, per = 16, 40
+			done := make(chan struct{})
+			var wg sync.WaitGroup
+			for w := 0; w < workers; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < per; i++ {
+						if _, err := l.Append(context.Background(), advEvent(w*per+i, tc.payload)); err != nil {
+							t.Errorf("append: %v", err)
+							return
+						}
+					}
+				}()
+			}
+			go func() { wg.Wait(); close(done) }()
+			r := mustReader(t, dir)
+			checks := 0
+			for finished := false; !finished; checks++ {
+				select {
+				case <-done:
+					finished = true // one more round on the finished log
+				default:
+				}
+				acked := l.LastSeq()
+				rep, err := Verify(dir)
+				if err != nil || len(rep.Bad) != 0 || rep.First != 1 || rep.Last < acked || rep.Entries != rep.Last {
+					t.Fatalf("check %d: Verify with %d acknowledged: %+v %v", checks, acked, rep, err)
+				}
+				st, err := Stat(dir)
+				var byType uint64
+				for _, c := range st.ByType {
+					byType += c
+				}
+				if err != nil || st.Damaged != 0 || st.Last < acked || st.Events != st.Last || byType != st.Events {
+					t.Fatalf("check %d: Stat with %d acknowledged: %+v %v", checks, acked, st, err)
+				}
+				if last, err := r.LastSeq(); err != nil || last < acked {
+					t.Fatalf("check %d: Reader.LastSeq %d %v with %d acknowledged", checks, last, err, acked)
+				}
+			}
+			if t.Failed() {
+				return
+			}
+			if checks < 3 {
+				t.Fatalf("only %d checks ran during the appends", checks)
+			}
+			rep, err := Verify(dir)
+			if err != nil || rep.TornTail != nil || rep.Last != workers*per {
+				t.Fatalf("Verify at the end: %+v %v", rep, err)
+			}
+		})
+	}
+}
