@@ -810,13 +810,12 @@ func TestWalEdgeDumpFollowStopsAtTo(t *testing.T) {
 	}
 }
 
-// TestWalEdgeKilledWriterPreallocatedTail: a writer SIGKILLed while it
-// held the log leaves its last segment ending in preallocated zeros. They
-// are not damage: verify is ok, stat shows them as preallocated, dump
-// prints every event; a frame torn half-way into them is a torn tail.
-// Nothing is written either time.
-func TestWalEdgeKilledWriterPreallocatedTail(t *testing.T) {
-	h := t.TempDir()
+// walEdgeKilledWriter has a child process open the log of home h with
+// 2 MiB segments, append walEdgeHeld events and wait; once the zeros
+// preallocated ahead of its entries are on disk, it SIGKILLs the child.
+// It returns the segment names.
+func walEdgeKilledWriter(t *testing.T, h string) []string {
+	t.Helper()
 	dir := filepath.Join(h, "wal")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestWalEdgeWriterChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), walEdgeChildEnv+"=hold", walEdgeDirEnv+"="+dir)
@@ -883,6 +882,19 @@ func TestWalEdgeKilledWriterPreallocatedTail(t *testing.T) {
 	if segs2 := walEdgeSegments(t, dir); !reflect.DeepEqual(segs2, segs) {
 		t.Fatalf("segments %v became %v", segs, segs2)
 	}
+	return segs
+}
+
+// TestWalEdgeKilledWriterPreallocatedTail: a writer SIGKILLed while it
+// held the log leaves its last segment ending in preallocated zeros. They
+// are not damage: verify is ok, stat shows them as preallocated, dump
+// prints every event; a frame torn half-way into them is a torn tail.
+// Nothing is written either time.
+func TestWalEdgeKilledWriterPreallocatedTail(t *testing.T) {
+	h := t.TempDir()
+	dir := filepath.Join(h, "wal")
+	segs := walEdgeKilledWriter(t, h)
+	last := filepath.Join(dir, segs[len(segs)-1])
 	before := walEdgeDigest(t, h)
 	n := uint64(walEdgeHeld)
 
@@ -1002,4 +1014,154 @@ func TestWalEdgeMissingSegmentAndStrayFiles(t *testing.T) {
 		t.Fatalf("stat without %s: exit %d %v %s", segs[1], code, err, out)
 	}
 	walEdgeUnchanged(t, h, before, "wal verify|dump|stat without a segment")
+}
+
+// TestWalEdgeFollowAcrossRestart: 'wal dump --follow' left running over a
+// SIGKILLed writer whose last write was torn half-way into its
+// preallocated zeros goes on, once the next writer's Open has cut the torn
+// tail, with that writer's wal.repaired event and its appends: every event
+// once, in order, nothing of the torn frame.
+func TestWalEdgeFollowAcrossRestart(t *testing.T) {
+	h := t.TempDir()
+	dir := filepath.Join(h, "wal")
+	segs := walEdgeKilledWriter(t, h)
+	last := filepath.Join(dir, segs[len(segs)-1])
+	st, err := wal.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail := st.Segments[len(st.Segments)-1]
+	data := tail.Size - tail.Preallocated
+	b, err := os.ReadFile(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := walEdgeFrames(t, b[:data])
+	f, err := os.OpenFile(last, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(b[frames[len(frames)-1]:data][:(data-int64(frames[len(frames)-1]))/2], data); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out walDumpBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- dumpWAL(ctx, dir, &walDumpOpts{from: 1, follow: true, poll: 2 * time.Millisecond}, &out)
+	}()
+	walEdgeAwaitLines(t, &out, walEdgeHeld)
+
+	l, err := wal.Open(wal.Options{Dir: dir, SegmentSize: 2 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if rep := l.Repaired(); rep == nil || rep.Offset != data {
+		t.Fatalf("Open repaired %+v, want the torn frame at offset %d", rep, data)
+	}
+	const more = 5
+	for k := 0; k < more; k++ {
+		if _, err := l.Append(context.Background(), walEdgeOutput(0, walEdgeHeld+k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	walEdgeAwaitLines(t, &out, walEdgeHeld+1+more)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	out.mu.Lock()
+	lines := walEdgeParse(t, out.b.String())
+	out.mu.Unlock()
+	walEdgeSeqs(t, lines, 1, walEdgeHeld+1+more)
+	if lines[walEdgeHeld].Type != events.TypeWalRepaired {
+		t.Fatalf("seq %d is %s, want %s", walEdgeHeld+1, lines[walEdgeHeld].Type, events.TypeWalRepaired)
+	}
+	walEdgeCheckOutput(t, lines[:walEdgeHeld], 1, walEdgeHeld)
+	for k, d := range lines[walEdgeHeld+1:] {
+		var p events.PtyOutput
+		if err := json.Unmarshal(d.Data, &p); err != nil || d.Type != events.TypePtyOutput || d.Stream != "g0" || p.SpoolOffset != int64(walEdgeHeld+k) || len(p.Data) != walEdgeOutputBytes {
+			t.Fatalf("seq %d after the restart: %s on %s, offset %d, %d bytes (%v)", d.Seq, d.Type, d.Stream, p.SpoolOffset, len(p.Data), err)
+		}
+	}
+}
+
+// walEdgeAwaitLines waits until out holds n lines, and fails if it holds
+// more or if they do not come within 10 s.
+func walEdgeAwaitLines(t *testing.T, out *walDumpBuffer, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for out.lines() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("followed %d lines, want %d", out.lines(), n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if got := out.lines(); got != n {
+		t.Fatalf("followed %d lines, want %d", got, n)
+	}
+}
+
+// TestWalEdgeDumpWhileAnotherProcessWrites: one-shot dumps of a log that
+// another process is appending to (concurrently, across segments and
+// preallocated zeros) each exit 0 with a gapless prefix of the log,
+// whatever moment of a write they catch; verify and stat meanwhile report
+// no damage to acknowledged entries.
+func TestWalEdgeDumpWhileAnotherProcessWrites(t *testing.T) {
+	h := t.TempDir()
+	dir := filepath.Join(h, "wal")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWalEdgeWriterChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), walEdgeChildEnv+"=append", walEdgeDirEnv+"="+dir)
+	cmd.Stdin = strings.NewReader("go\n")
+	var childErr bytes.Buffer
+	cmd.Stderr = &childErr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	n := walEdgeAppenders * walEdgePerAppender
+	dumps, partial := 0, 0
+	deadline := time.After(60 * time.Second)
+	for running := true; running; {
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Fatalf("writer: %v\n%s", err, childErr.String())
+			}
+			running = false
+		case <-deadline:
+			cmd.Process.Kill()
+			t.Fatal("writer did not finish")
+		default:
+		}
+		var out bytes.Buffer
+		if err := dumpWAL(context.Background(), dir, &walDumpOpts{from: 1}, &out); err != nil {
+			t.Fatalf("dump %d of a live log: %v", dumps, err)
+		}
+		lines := walEdgeParse(t, out.String())
+		walEdgeSeqs(t, lines, 1, uint64(len(lines)))
+		if len(lines) < n {
+			partial++
+		}
+		for _, c := range []string{"verify", "stat"} {
+			if code, out, errs := walCLI(t, "--home", h, "wal", c); code != 0 || strings.Contains(out, "CORRUPT") || strings.Contains(out, "damaged") {
+				t.Fatalf("wal %s of a live log: exit %d\n%s%s", c, code, out, errs)
+			}
+		}
+		dumps++
+	}
+	var out bytes.Buffer
+	if err := dumpWAL(context.Background(), dir, &walDumpOpts{from: 1}, &out); err != nil {
+		t.Fatal(err)
+	}
+	walEdgeCheckOutput(t, walEdgeParse(t, out.String()), walEdgeAppenders, walEdgePerAppender)
+	t.Logf("%d dumps while the writer ran, %d of them partial", dumps, partial)
 }
