@@ -34,8 +34,9 @@ import (
 // commands changes a byte of the home.
 
 const (
-	walEdgeChildEnv = "CMLAB_TEST_WAL_EDGE_CHILD" // "append" or "hold"
+	walEdgeChildEnv = "CMLAB_TEST_WAL_EDGE_CHILD" // "append", "hold" or "cli"
 	walEdgeDirEnv   = "CMLAB_TEST_WAL_EDGE_DIR"
+	walEdgeArgsEnv  = "CMLAB_TEST_WAL_EDGE_ARGS" // JSON list of "cli" arguments
 )
 
 // walEdgeClosedHome is walHome (n events on streams a and b, 1 KiB
@@ -563,7 +564,7 @@ func TestWalEdgeTornTailNotRepaired(t *testing.T) {
 // events concurrently to the log in $CMLAB_TEST_WAL_EDGE_DIR, in two
 // halves (it says "half" and waits for "go" on stdin in between), and
 // closes it; "hold" appends walEdgeHeld events, says "ready" and waits to
-// be killed.
+// be killed; "cli" runs cmlab with the arguments in $CMLAB_TEST_WAL_EDGE_ARGS.
 func TestWalEdgeWriterChild(t *testing.T) {
 	mode := os.Getenv(walEdgeChildEnv)
 	if mode == "" {
@@ -614,6 +615,12 @@ func TestWalEdgeWriterChild(t *testing.T) {
 			os.Exit(2)
 		}
 		os.Exit(0)
+	case "cli":
+		var args []string
+		if err := json.Unmarshal([]byte(os.Getenv(walEdgeArgsEnv)), &args); err != nil {
+			os.Exit(2)
+		}
+		os.Exit(run(&globalOpts{stdout: os.Stdout, stderr: os.Stderr}, args))
 	case "hold":
 		l, err := wal.Open(wal.Options{Dir: dir, SegmentSize: 2 << 20})
 		if err != nil {
@@ -1164,4 +1171,63 @@ func TestWalEdgeDumpWhileAnotherProcessWrites(t *testing.T) {
 	}
 	walEdgeCheckOutput(t, walEdgeParse(t, out.String()), walEdgeAppenders, walEdgePerAppender)
 	t.Logf("%d dumps while the writer ran, %d of them partial", dumps, partial)
+}
+
+// TestWalEdgeFollowInterrupted: the 'cmlab wal dump --follow' process
+// prints the log and waits; an interrupt (Ctrl-C) ends it with exit 0 and
+// nothing more printed.
+func TestWalEdgeFollowInterrupted(t *testing.T) {
+	h := walEdgeClosedHome(t, 12)
+	args, _ := json.Marshal([]string{"--home", h, "wal", "dump", "--follow", "--poll", "5ms"})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWalEdgeWriterChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), walEdgeChildEnv+"=cli", walEdgeArgsEnv+"="+string(args))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var childErr bytes.Buffer
+	cmd.Stderr = &childErr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var got []string
+	deadline := time.After(10 * time.Second)
+	for len(got) < 12 {
+		select {
+		case ln, ok := <-lines:
+			if !ok {
+				t.Fatalf("dump --follow ended after %d lines: %s", len(got), childErr.String())
+			}
+			got = append(got, ln)
+		case <-deadline:
+			t.Fatalf("dump --follow printed %d lines", len(got))
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	for reading := true; reading; { // until the child closes its stdout
+		select {
+		case ln, ok := <-lines:
+			if ok {
+				got = append(got, ln)
+			}
+			reading = ok
+		case <-time.After(10 * time.Second):
+			t.Fatal("dump --follow did not end on an interrupt")
+		}
+	}
+	if err := cmd.Wait(); err != nil || childErr.Len() != 0 {
+		t.Fatalf("interrupted dump --follow: %v, stderr %q", err, childErr.String())
+	}
+	walEdgeSeqs(t, walEdgeParse(t, strings.Join(got, "\n")+"\n"), 1, 12)
 }
