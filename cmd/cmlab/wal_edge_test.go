@@ -1231,3 +1231,44 @@ func TestWalEdgeFollowInterrupted(t *testing.T) {
 	}
 	walEdgeSeqs(t, walEdgeParse(t, strings.Join(got, "\n")+"\n"), 1, 12)
 }
+
+// TestWalEdgeFollowStopsAtDamage: --follow does not wait at damage to
+// acknowledged entries: in an earlier segment at once, in the last one
+// once a second read finds it again (a first sighting may be a write in
+// progress); exit 3 after the events before it.
+func TestWalEdgeFollowStopsAtDamage(t *testing.T) {
+	for _, which := range []string{"earlier", "last"} {
+		t.Run(which+" segment", func(t *testing.T) {
+			// 12 events fill two segments and end the second; 20 leave
+			// an empty third after Close.
+			n := map[string]int{"earlier": 20, "last": 12}[which]
+			h := walEdgeClosedHome(t, n)
+			dir := filepath.Join(h, "wal")
+			segs := walEdgeSegments(t, dir)
+			seg := segs[1]
+			if which == "last" && seg != segs[len(segs)-1] {
+				t.Fatalf("segments %v: %s is not the last", segs, seg)
+			}
+			first, _ := strconv.ParseUint(seg, 10, 64)
+			b, err := os.ReadFile(filepath.Join(dir, seg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			frames := walEdgeFrames(t, b)
+			b[frames[1]+(frames[2]-frames[1])/2] ^= 0x40
+			if err := os.WriteFile(filepath.Join(dir, seg), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var out walDumpBuffer
+			err = dumpWAL(ctx, dir, &walDumpOpts{from: 1, follow: true, poll: 2 * time.Millisecond}, &out)
+			var ec *exitCodeError
+			if ctx.Err() != nil || !errors.As(err, &ec) || ec.code != exitCorrupt || !errors.Is(err, wal.ErrCorrupt) ||
+				!strings.Contains(err.Error(), fmt.Sprintf("segment %s offset %d seq %d: ", seg, frames[1], first+1)) {
+				t.Fatalf("dump --follow of a damaged log: %v (context: %v)", err, ctx.Err())
+			}
+			walEdgeSeqs(t, walEdgeParse(t, out.b.String()), 1, first)
+		})
+	}
+}
