@@ -124,8 +124,9 @@ themselves (their p99 over their median) shows how low that ratio can go
 on this disk, since every acknowledgement waits for a whole fsync.
 --segment-size sets the log's segment size for cmlab's runs and the stall
 probe (smaller segments: shorter pauses while tidwall/wal grows its
-in-memory tail, more segment files). Everything is fsynced for real, in
---dir (default: a temporary directory, removed afterwards).`,
+in-memory tail, more segment files). Everything is fsynced for real, in a
+new directory made inside --dir (default: the system's temporary
+directory) and removed afterwards unless --keep.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, f := range strings.Split(appenders, ",") {
@@ -135,8 +136,13 @@ in-memory tail, more segment files). Everything is fsynced for real, in
 				}
 				o.appenders = append(o.appenders, k)
 			}
-			if o.n < 1 || o.size < 64 || o.batch < 1 || o.repeat < 1 {
-				return &usageError{msg: "--n ≥ 1, --size ≥ 64, --batch ≥ 1 and --repeat ≥ 1 are required"}
+			if o.n < 1 || o.size < 64 || o.batch < 1 || o.repeat < 1 || o.baselineN < 1 {
+				return &usageError{msg: "--n ≥ 1, --size ≥ 64, --batch ≥ 1, --repeat ≥ 1 and --baseline-n ≥ 1 are required"}
+			}
+			for _, k := range o.appenders {
+				if k > o.n {
+					return &usageError{msg: fmt.Sprintf("--n %d is fewer events than --appenders %d: every appender needs at least one", o.n, k)}
+				}
 			}
 			if o.segSize < minBenchSegment {
 				return &usageError{msg: fmt.Sprintf("--segment-size must be at least %d bytes", minBenchSegment)}
@@ -157,8 +163,8 @@ in-memory tail, more segment files). Everything is fsynced for real, in
 	c.Flags().IntVar(&o.size, "size", 200, "entry size in bytes (approximate)")
 	c.Flags().IntVar(&o.batch, "batch", 256, "events per Append in the single-caller batch run")
 	c.Flags().IntVar(&o.baselineN, "baseline-n", 2000, "events of the per-entry-fsync baseline")
-	c.Flags().StringVar(&o.dir, "dir", "", "directory for the logs (default: a temporary one)")
-	c.Flags().BoolVar(&o.keep, "keep", false, "keep the logs")
+	c.Flags().StringVar(&o.dir, "dir", "", "where to make the run's directory of logs (default: the system's temporary directory)")
+	c.Flags().BoolVar(&o.keep, "keep", false, "keep the logs (the directory is printed in --json output)")
 	c.Flags().IntVar(&o.repeat, "repeat", 3, "runs per configuration; the median is reported")
 	c.Flags().IntVar(&o.segSize, "segment-size", wal.DefaultSegmentSize, "segment size in bytes of the log under test (and of the stall probe)")
 	return c
@@ -186,16 +192,14 @@ func runBenchWal(ctx context.Context, o *benchWalOpts, progress io.Writer) (*ben
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	root := o.dir
-	if root == "" {
-		d, err := os.MkdirTemp("", "cmlab-bench-wal-")
-		if err != nil {
-			return nil, err
-		}
-		root = d
-		if !o.keep {
-			defer os.RemoveAll(d)
-		}
+	// A fresh directory for every invocation, also inside --dir: a log
+	// left there by an earlier run must not be appended to.
+	root, err := os.MkdirTemp(o.dir, "cmlab-bench-wal-")
+	if err != nil {
+		return nil, fmt.Errorf("--dir: %w", err)
+	}
+	if !o.keep {
+		defer os.RemoveAll(root)
 	}
 	run := 0
 	newDir := func() string {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -207,5 +208,62 @@ func TestBenchWalSmoke(t *testing.T) {
 	code, _, errs = walCLI(t, "bench", "wal", "--segment-size", "65535")
 	if code != 2 || !strings.Contains(errs, "--segment-size must be at least 65536 bytes") {
 		t.Fatalf("exit %d: %s", code, errs)
+	}
+}
+
+// Counts that cannot make a measurement are usage errors, refused before
+// any fsync work (they panicked or ended in a JSON error of +Inf).
+func TestBenchWalBadCounts(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--baseline-n", "-1"}, "--baseline-n ≥ 1 are required"},
+		{[]string{"--baseline-n", "0"}, "--baseline-n ≥ 1 are required"},
+		{[]string{"--n", "4", "--appenders", "1,8"}, "--n 4 is fewer events than --appenders 8: every appender needs at least one"},
+	} {
+		dir := t.TempDir()
+		args := append([]string{"--json", "bench", "wal", "--repeat", "1", "--n", "64", "--baseline-n", "8", "--appenders", "1", "--batch", "8", "--dir", dir}, c.args...)
+		code, out, errs := walCLI(t, args...)
+		if code != exitUsage || out != "" || !strings.Contains(errs, c.want) {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q", c.args, code, out, errs)
+		}
+		if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+			t.Fatalf("%v: --dir holds %d entries (%v), want none", c.args, len(ents), err)
+		}
+	}
+}
+
+// Two runs into one --dir each get a new directory (the second used to
+// append to the first's logs and fail with "out of order"), removed
+// afterwards unless --keep.
+func TestBenchWalDirTwice(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"--json", "bench", "wal", "--repeat", "1", "--segment-size", "65536", "--n", "64", "--baseline-n", "8", "--appenders", "1", "--batch", "8", "--dir", dir}
+	var kept []string
+	for i, extra := range [][]string{{"--keep"}, {"--keep"}, nil} {
+		code, out, errs := walCLI(t, append(args, extra...)...)
+		if code != 0 {
+			t.Fatalf("run %d: exit %d: %s", i, code, errs)
+		}
+		var res benchWalResult
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatal(err)
+		}
+		if filepath.Dir(res.Dir) != dir || slices.Contains(kept, res.Dir) {
+			t.Fatalf("run %d: dir %q (earlier: %q)", i, res.Dir, kept)
+		}
+		kept = append(kept, res.Dir)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, filepath.Join(dir, e.Name()))
+	}
+	if !slices.Equal(names, kept[:2]) && !slices.Equal(names, []string{kept[1], kept[0]}) {
+		t.Fatalf("--dir holds %q, want the two kept runs %q", names, kept[:2])
 	}
 }
