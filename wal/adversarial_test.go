@@ -1296,3 +1296,373 @@ func TestAdvVerifyAndStatWhileWriting(t *testing.T) {
 		})
 	}
 }
+
+// Damage confined to the middle segment of a log (segments 1-3, 4-6, 7-9
+// and 10): Open refuses naming segment, offset and sequence and changes
+// nothing; Verify reports exactly that stretch; Salvage quarantines
+// exactly the damaged bytes, puts a placeholder at each lost sequence,
+// rewrites only that segment, and the log then verifies and opens clean
+// with every intact entry byte for byte.
+func TestAdvSalvageMiddleSegment(t *testing.T) {
+	src := t.TempDir()
+	evs := buildLog(t, src, 10, 700)
+	fr := frames(t, filepath.Join(src, "wal"))
+	orig := snapshot(t, filepath.Join(src, "wal"))
+	mid := segmentName(4)
+	at := map[uint64]frameLoc{}
+	for _, f := range fr {
+		at[f.seq] = f
+	}
+	if at[4].seg != mid || at[6].seg != mid || at[7].seg != segmentName(7) || len(orig) != 4 {
+		t.Fatalf("test setup: unexpected layout %v", fr)
+	}
+	frameOf := func(seq uint64) []byte { f := at[seq]; return orig[f.seg][f.off : f.off+f.len] }
+	junk := bytes.Repeat([]byte{0xEE}, 17)
+	for _, tc := range []struct {
+		name    string
+		damage  func(seg []byte) []byte // returns the middle segment's new bytes
+		bad     BadEntry                // what Verify reports (Length -1: not checked)
+		lost    []uint64
+		dropped int
+		quar    func(seg []byte) [][]byte // the quarantined bytes, given the damaged segment
+	}{
+		{
+			name:   "truncated-inside-a-frame",
+			damage: func(b []byte) []byte { return b[:at[5].off+10] },
+			bad:    BadEntry{Segment: mid, Offset: int64(at[5].off), Length: 10, Seq: 5, Lost: 2, Reason: ReasonIncomplete},
+			lost:   []uint64{5, 6},
+			quar:   func(b []byte) [][]byte { return [][]byte{b[at[5].off:]} },
+		},
+		{
+			name:   "zeroed-whole",
+			damage: func(b []byte) []byte { return make([]byte, len(b)) },
+			bad:    BadEntry{Segment: mid, Offset: 0, Length: int64(len(orig[mid])), Seq: 4, Lost: 3, Reason: ReasonZeroFill},
+			lost:   []uint64{4, 5, 6},
+			quar:   func(b []byte) [][]byte { return [][]byte{b} },
+		},
+		{
+			name:   "emptied",
+			damage: func(b []byte) []byte { return nil },
+			bad:    BadEntry{Segment: mid, Offset: 0, Length: 0, Seq: 4, Lost: 3, Reason: ReasonMissing},
+			lost:   []uint64{4, 5, 6},
+			quar:   func([]byte) [][]byte { return nil },
+		},
+		{
+			name: "frame-cut-out",
+			damage: func(b []byte) []byte {
+				return append(bytes.Clone(b[:at[5].off]), b[at[6].off:]...)
+			},
+			bad:  BadEntry{Segment: mid, Offset: int64(at[5].off), Length: 0, Seq: 5, Lost: 1, Reason: ReasonMissing},
+			lost: []uint64{5},
+			quar: func([]byte) [][]byte { return nil },
+		},
+		{
+			name:    "junk-appended",
+			damage:  func(b []byte) []byte { return append(bytes.Clone(b), junk...) },
+			bad:     BadEntry{Segment: mid, Offset: int64(len(orig[mid])), Length: int64(len(junk)), Seq: 7, Lost: 0, Reason: ReasonBadLength},
+			dropped: 1,
+			quar:    func([]byte) [][]byte { return [][]byte{junk} },
+		},
+		{
+			name: "frame-duplicated",
+			damage: func(b []byte) []byte {
+				out := bytes.Clone(b[:at[5].off])
+				out = append(out, frameOf(4)...)
+				return append(out, b[at[5].off:]...)
+			},
+			bad:     BadEntry{Segment: mid, Offset: int64(at[5].off), Length: int64(at[4].len), Seq: 5, Lost: 0, Reason: ReasonSeq},
+			dropped: 1,
+			quar:    func([]byte) [][]byte { return [][]byte{frameOf(4)} },
+		},
+		{
+			name: "length-prefix-runs-past-the-end",
+			damage: func(b []byte) []byte {
+				out := bytes.Clone(b)
+				out[at[5].off], out[at[5].off+1] = 0xff, 0x7f
+				return out
+			},
+			// The scan finds seq 6 again after the bad frame: only 5 is lost.
+			bad:  BadEntry{Segment: mid, Offset: int64(at[5].off), Length: int64(at[5].len), Seq: 5, Lost: 1, Reason: ReasonIncomplete},
+			lost: []uint64{5},
+			quar: func(b []byte) [][]byte { return [][]byte{b[at[5].off : at[5].off+at[5].len]} },
+		},
+		{
+			name: "crc-of-the-last-entry",
+			damage: func(b []byte) []byte {
+				out := bytes.Clone(b)
+				out[at[6].off+at[6].len-1] ^= 0x01
+				return out
+			},
+			bad:  BadEntry{Segment: mid, Offset: int64(at[6].off), Length: int64(at[6].len), Seq: 6, Lost: 1, Reason: ReasonBadCRC},
+			lost: []uint64{6},
+			quar: func(b []byte) [][]byte { return [][]byte{b[at[6].off:]} },
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := map[string][]byte{}
+			for n, b := range orig {
+				files[n] = bytes.Clone(b)
+			}
+			files[mid] = tc.damage(files[mid])
+			home := restore(t, files)
+			dir, qdir := filepath.Join(home, "wal"), filepath.Join(home, "quarantine")
+
+			rep, err := Verify(dir)
+			var ce *CorruptError
+			if !errors.As(err, &ce) || len(rep.Bad) != 1 || rep.TornTail != nil {
+				t.Fatalf("Verify: %v, bad %v, torn %v", err, rep.Bad, rep.TornTail)
+			}
+			if rep.Bad[0] != tc.bad {
+				t.Fatalf("Verify reports %+v, want %+v", rep.Bad[0], tc.bad)
+			}
+			_, err = Open(Options{Dir: dir, NoSync: true})
+			where := fmt.Sprintf("segment %s offset %d seq %d", tc.bad.Segment, tc.bad.Offset, tc.bad.Seq)
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(fmt.Sprint(err), where) {
+				t.Fatalf("Open: %v, want ErrCorrupt naming %q", err, where)
+			}
+			if after := snapshot(t, dir); len(after) != len(files) || !bytes.Equal(after[mid], files[mid]) {
+				t.Fatal("the refused Open changed the segments")
+			}
+			if len(quarantined(t, home)) != 0 {
+				t.Fatal("the refused Open quarantined bytes")
+			}
+
+			srep, err := Salvage(dir, qdir)
+			if err != nil {
+				t.Fatalf("Salvage: %v", err)
+			}
+			var lost []uint64
+			for _, le := range srep.Lost {
+				lost = append(lost, le.Seq)
+				if le.Segment != mid || le.Offset != tc.bad.Offset || le.Length != tc.bad.Length || le.Reason != tc.bad.Reason {
+					t.Fatalf("lost entry %+v does not describe the damage %+v", le, tc.bad)
+				}
+			}
+			if !equalSeqs(lost, tc.lost) || len(srep.Dropped) != tc.dropped {
+				t.Fatalf("Salvage lost %v dropped %v, want %v and %d", lost, srep.Dropped, tc.lost, tc.dropped)
+			}
+			if len(srep.Rewritten) != 1 || srep.Rewritten[0] != mid {
+				t.Fatalf("rewritten %v, want only %s", srep.Rewritten, mid)
+			}
+			wantQ := tc.quar(files[mid])
+			q := quarantined(t, home)
+			if len(srep.Quarantined) != len(wantQ) || len(q) != len(wantQ) {
+				t.Fatalf("quarantined %v (%d files), want %d", srep.Quarantined, len(q), len(wantQ))
+			}
+			for i, name := range srep.Quarantined {
+				if !bytes.Equal(q[name], wantQ[i]) {
+					t.Fatalf("quarantine %s holds %d bytes, want the %d damaged bytes", name, len(q[name]), len(wantQ[i]))
+				}
+			}
+			after := snapshot(t, dir)
+			for name, b := range orig {
+				if name != mid && !bytes.Equal(after[name], b) {
+					t.Fatalf("Salvage changed the intact segment %s", name)
+				}
+			}
+			if v, err := Verify(dir); err != nil || v.Entries != 10 || v.TornTail != nil {
+				t.Fatalf("Verify after Salvage: %+v %v", v, err)
+			}
+			l, err := Open(Options{Dir: dir, NoSync: true})
+			if err != nil {
+				t.Fatalf("Open after Salvage: %v", err)
+			}
+			defer l.Close()
+			if l.Repaired() != nil || l.LastSeq() != 10 {
+				t.Fatalf("after Salvage: repaired %+v last %d", l.Repaired(), l.LastSeq())
+			}
+			isLost := map[uint64]bool{}
+			for _, s := range tc.lost {
+				isLost[s] = true
+			}
+			n := 0
+			for ev, err := range l.Events(1) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				n++
+				if isLost[ev.Seq] {
+					p, err := events.DecodeAs[*events.WalSalvaged](ev)
+					if err != nil || ev.Type != events.TypeWalSalvaged || ev.Stream != "wal" || p.LostSeq != ev.Seq || p.Segment != mid {
+						t.Fatalf("placeholder at %d: %+v %v", ev.Seq, p, err)
+					}
+					continue
+				}
+				if !bytes.Equal(entryBytes(t, ev), entryBytes(t, evs[ev.Seq-1])) {
+					t.Fatalf("intact seq %d changed", ev.Seq)
+				}
+			}
+			if n != 10 {
+				t.Fatalf("%d events after Salvage", n)
+			}
+			l.Close()
+			if again, err := Salvage(dir, qdir); err != nil || len(again.Lost) != 0 || len(again.Rewritten) != 0 || len(again.Dropped) != 0 {
+				t.Fatalf("second Salvage: %+v %v", again, err)
+			}
+		})
+	}
+}
+
+// A crash image of a preallocated log (zeros ending its last segment)
+// with one entry of a middle segment damaged: Salvage replaces just that
+// entry and leaves the last segment alone; Open then trims the zeros
+// without a repair.
+func TestAdvSalvageMiddleSegmentOfPreallocatedCrashImage(t *testing.T) {
+	root := t.TempDir()
+	l := openT(t, Options{Dir: filepath.Join(root, "wal"), SegmentSize: 1 << 20})
+	var evs []*events.Event
+	for i := 0; i < 36; i++ {
+		ev := advEvent(i, 100<<10)
+		if _, err := l.Append(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	crash := filepath.Join(root, "crash", "wal")
+	copyLogDir(t, filepath.Join(root, "wal"), crash)
+	segs, _ := listSegments(crash)
+	lastPath, lastBytes, lastScan := tailScan(t, crash)
+	if len(segs) < 3 || lastScan.Prealloc == 0 {
+		t.Fatalf("test setup: %d segments, %d preallocated bytes in the last", len(segs), lastScan.Prealloc)
+	}
+	mid := segs[1]
+	var target goodEntry
+	if _, err := scanDir(crash, true, func(sc *segmentScan, _ []byte) error {
+		if sc.Segment == mid {
+			target = sc.Good[1]
+		}
+		return nil
+	}); err != nil || target.Seq == 0 {
+		t.Fatalf("scan: %v", err)
+	}
+	writeAt(t, filepath.Join(crash, mid.Name), target.Off+target.Len/2, []byte{0x5a, 0xa5})
+	if _, err := Open(Options{Dir: crash, NoSync: true}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("segment %s offset %d seq %d", mid.Name, target.Off, target.Seq)) {
+		t.Fatalf("Open: %v", err)
+	}
+	rep, err := Salvage(crash, filepath.Join(root, "crash", "quarantine"))
+	if err != nil || len(rep.Lost) != 1 || rep.Lost[0].Seq != target.Seq || len(rep.Rewritten) != 1 || rep.Rewritten[0] != mid.Name {
+		t.Fatalf("Salvage: %+v %v", rep, err)
+	}
+	if b, err := os.ReadFile(lastPath); err != nil || !bytes.Equal(b, lastBytes) {
+		t.Fatalf("Salvage changed the last segment (%v)", err)
+	}
+	l2, err := Open(Options{Dir: crash, SegmentSize: 1 << 20, Now: fixedNow})
+	if err != nil {
+		t.Fatalf("Open after Salvage: %v", err)
+	}
+	defer l2.Close()
+	if l2.Repaired() != nil || l2.LastSeq() != uint64(len(evs)) {
+		t.Fatalf("repaired %+v last %d", l2.Repaired(), l2.LastSeq())
+	}
+	n := 0
+	for ev, err := range l2.Events(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if ev.Seq == target.Seq {
+			if ev.Type != events.TypeWalSalvaged {
+				t.Fatalf("seq %d is %s, want the placeholder", ev.Seq, ev.Type)
+			}
+		} else if !bytes.Equal(entryBytes(t, ev), entryBytes(t, evs[ev.Seq-1])) {
+			t.Fatalf("seq %d changed", ev.Seq)
+		}
+	}
+	if n != len(evs) {
+		t.Fatalf("%d events", n)
+	}
+}
+
+// Every cut Open makes is recorded, even when recording one failed. Open
+// cuts a torn tail and appends wal.repaired; when that write fails
+// (nothing written, a short write leaving half the event's frame, an
+// fsync error) Open fails, and the next Open must still leave a
+// wal.repaired event naming every file the cuts put in quarantine — the
+// original torn bytes included, not only the half-written event that the
+// next Open cuts from the same offset.
+func TestAdvEveryCutRecordedAfterFailedRepairRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		segSize int
+		fails   []string // the faults armed for consecutive failing Opens
+	}{
+		{"write", 1 << 20, []string{"write"}},
+		{"sync", 1 << 20, []string{"sync"}},
+		{"short-preallocated", 1 << 20, []string{"short"}},
+		{"short", 4 << 10, []string{"short"}},
+		{"short-then-write", 1 << 20, []string{"short", "write"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			evs := buildLog(t, home, 4, tc.segSize)
+			dir := filepath.Join(home, "wal")
+			torn := []byte{0xd0, 0x01, 0xC1, 0x12, 0x34}
+			if err := appendToTail(dir, torn); err != nil {
+				t.Fatal(err)
+			}
+			for i, kind := range tc.fails {
+				f := &Faults{}
+				switch kind {
+				case "write":
+					f.FailWrite(syscall.ENOSPC)
+				case "short":
+					f.ShortWrite(syscall.ENOSPC)
+				case "sync":
+					f.FailSync(syscall.EIO)
+				}
+				if l, err := Open(Options{Dir: dir, SegmentSize: tc.segSize, Faults: f, Now: fixedNow}); err == nil || f.Fired() != 1 {
+					if err == nil {
+						l.Close()
+					}
+					t.Fatalf("open %d with a %s fault on the repair record: %v (fired %d)", i, kind, err, f.Fired())
+				}
+			}
+			l, err := Open(Options{Dir: dir, SegmentSize: tc.segSize, Now: fixedNow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			q := quarantined(t, home)
+			firstCut := segmentName(1) + "-at-" + fmt.Sprint(framesLen(t, evs)) + ".torn"
+			if !bytes.Equal(q[firstCut], torn) {
+				t.Fatalf("quarantine %v: %s does not hold the torn bytes", q, firstCut)
+			}
+			recorded := map[string]bool{}
+			n := 0
+			for ev, err := range l.Events(1) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				n++
+				if ev.Seq <= uint64(len(evs)) {
+					if !bytes.Equal(entryBytes(t, ev), entryBytes(t, evs[ev.Seq-1])) {
+						t.Fatalf("seq %d changed", ev.Seq)
+					}
+					continue
+				}
+				r, err := events.DecodeAs[*events.WalRepaired](ev)
+				if err != nil || ev.Type != events.TypeWalRepaired {
+					t.Fatalf("seq %d after the entries is %s (%v), want wal.repaired", ev.Seq, ev.Type, err)
+				}
+				if recorded[r.Quarantine] {
+					t.Fatalf("%s recorded twice", r.Quarantine)
+				}
+				if b, ok := q[r.Quarantine]; !ok || int64(len(b)) != r.Length {
+					t.Fatalf("seq %d records %+v; the quarantine holds %d bytes under that name (%v)", ev.Seq, r, len(b), ok)
+				}
+				recorded[r.Quarantine] = true
+			}
+			for name := range q {
+				if !recorded[name] {
+					t.Errorf("quarantine file %s is recorded by no wal.repaired event (recorded: %v)", name, recorded)
+				}
+			}
+			if l.Repaired() == nil && n == len(evs)+1 && tc.fails[len(tc.fails)-1] != "sync" {
+				t.Fatalf("the last Open recorded nothing itself")
+			}
+			if rep, err := Verify(dir); err != nil || rep.TornTail != nil || rep.Last != l.LastSeq() {
+				t.Fatalf("Verify: %+v %v", rep, err)
+			}
+		})
+	}
+}

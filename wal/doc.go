@@ -54,7 +54,10 @@
 // entry after them — is cut: the bytes go to the quarantine directory in a
 // file named <segment>-at-<offset>.torn, the segment is truncated and
 // fsynced, and a wal.repaired event is appended (directly, before the
-// committer starts; Apply is not called for it). Damage anywhere else is
+// committer starts; Apply is not called for it). A cut whose event an
+// earlier Open failed or died writing (the segment ends at the cut, or
+// half the event's frame is cut from there now) is recorded by the next
+// Open, before its own. Damage anywhere else is
 // corruption of acknowledged data: Open refuses with a *CorruptError
 // (wrapping ErrCorrupt) naming segment, byte offset and sequence, and
 // changes nothing. Salvage is the operator's explicit way past it: every

@@ -197,9 +197,13 @@ func Open(opts Options) (*Log, error) {
 }
 
 func open(opts Options, lock *dirLock) (*Log, error) {
-	rep, tailSize, err := repairTail(opts.Dir, opts.QuarantineDir, opts.NoSync)
+	reps, tailSize, err := repairTailRecords(opts.Dir, opts.QuarantineDir, opts.NoSync)
 	if err != nil {
 		return nil, err
+	}
+	var rep *events.WalRepaired
+	if len(reps) > 0 {
+		rep = reps[len(reps)-1]
 	}
 	tw, err := twal.Open(opts.Dir, &twal.Options{NoSync: true, SegmentSize: opts.SegmentSize, DirPerms: 0o700, FilePerms: 0o600})
 	if err != nil {
@@ -243,25 +247,34 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 		tw.Close()
 		return nil, fmt.Errorf("wal: fsync %s: %w", opts.Dir, err)
 	}
-	if rep != nil {
+	if len(reps) > 0 {
 		// Recorded directly, before the committer starts: the engine's
 		// catch-up re-applies everything after its checkpoint, so Apply is
-		// not called for it.
-		rep.FirstSeq = l.last + 1
-		ev, err := events.New("wal", rep)
-		if err == nil {
+		// not called for them. Every cut was made at the same place: each
+		// record's first lost sequence is the one after the entries.
+		entries := make([][]byte, 0, len(reps))
+		for i, r := range reps {
+			r.FirstSeq = l.last + 1
+			var ev *events.Event
+			if ev, err = events.New("wal", r); err != nil {
+				break
+			}
 			ev.TS = opts.Now().UnixMilli()
 			var entry []byte
-			if entry, err = EncodeEntry(withSeq(ev, l.last+1)); err == nil {
-				err = l.writeGroup(l.last+1, [][]byte{entry})
+			if entry, err = EncodeEntry(withSeq(ev, l.last+1+uint64(i))); err != nil {
+				break
 			}
+			entries = append(entries, entry)
+		}
+		if err == nil {
+			err = l.writeGroup(l.last+1, entries)
 		}
 		if err != nil {
 			tww.close(false)
 			tw.Close()
 			return nil, fmt.Errorf("wal: record repair: %w", err)
 		}
-		l.last++
+		l.last += uint64(len(reps))
 		if l.first == 0 {
 			l.first = 1
 		}

@@ -31,15 +31,27 @@ func (e *CorruptError) Error() string {
 
 func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
-// repairTail checks every entry of every segment in dir. Damage that is a
-// torn tail (bad bytes running to the end of the last segment with no good
-// entry after them) is cut: the bytes are copied to a quarantine file named
-// after segment and offset and fsynced, then the segment is truncated and
-// fsynced. Any other damage is refused with a *CorruptError and changes
-// nothing. Preallocated zeros ending the last segment are truncated. It
-// returns the repair (nil if none) and the tail segment's size.
-// noSync (Options.NoSync) skips the fsyncs.
+// repairTail is repairTailRecords returning only the last record: this
+// Open's cut, else the newest unrecorded one (nil if none).
 func repairTail(dir, qdir string, noSync bool) (*events.WalRepaired, int64, error) {
+	reps, size, err := repairTailRecords(dir, qdir, noSync)
+	if len(reps) == 0 {
+		return nil, size, err
+	}
+	return reps[len(reps)-1], size, err
+}
+
+// repairTailRecords checks every entry of every segment in dir. Damage
+// that is a torn tail (bad bytes running to the end of the last segment
+// with no good entry after them) is cut: the bytes are copied to a
+// quarantine file named after segment and offset and fsynced, then the
+// segment is truncated and fsynced. Any other damage is refused with a
+// *CorruptError and changes nothing. Preallocated zeros ending the last
+// segment are truncated. It returns the wal.repaired records to append,
+// oldest first — the earlier cuts at the same place whose records were
+// never written (see unrecordedRepairs), then this cut — and the tail
+// segment's size. noSync (Options.NoSync) skips the fsyncs.
+func repairTailRecords(dir, qdir string, noSync bool) ([]*events.WalRepaired, int64, error) {
 	ds, err := scanDir(dir, false, nil)
 	if err != nil {
 		return nil, 0, fmt.Errorf("wal: scan %s: %w", dir, err)
@@ -78,7 +90,7 @@ func repairTail(dir, qdir string, noSync bool) (*events.WalRepaired, int64, erro
 				return nil, 0, fmt.Errorf("wal: trim preallocated space: %w", err)
 			}
 		}
-		return unrecordedRepair(qdir, tail.Segment.Name, tailSize), tailSize, nil
+		return unrecordedRepairs(qdir, tail.Segment.Name, tailSize), tailSize, nil
 	}
 	seg := filepath.Join(dir, torn.Segment)
 	data, err := os.ReadFile(seg)
@@ -88,6 +100,11 @@ func repairTail(dir, qdir string, noSync bool) (*events.WalRepaired, int64, erro
 	if int64(len(data)) != torn.Offset+torn.Length+tail.Prealloc {
 		return nil, 0, fmt.Errorf("wal: repair: %s changed size during open", seg)
 	}
+	// Cuts made here before whose records were never written: an Open
+	// that failed or died writing the wal.repaired event (a short write
+	// leaves half its frame, cut now from the same offset). Looked up
+	// before this cut's own quarantine file exists.
+	reps := unrecordedRepairs(qdir, torn.Segment, torn.Offset)
 	qname, err := quarantine(qdir, fmt.Sprintf("%s-at-%d.torn", torn.Segment, torn.Offset), data[torn.Offset:torn.Offset+torn.Length], noSync)
 	if err != nil {
 		return nil, 0, fmt.Errorf("wal: repair: %w", err)
@@ -95,14 +112,14 @@ func repairTail(dir, qdir string, noSync bool) (*events.WalRepaired, int64, erro
 	if err := truncateSync(seg, torn.Offset, noSync); err != nil {
 		return nil, 0, fmt.Errorf("wal: repair: %w", err)
 	}
-	return &events.WalRepaired{
+	return append(reps, &events.WalRepaired{
 		Segment:    torn.Segment,
 		Offset:     torn.Offset,
 		Length:     torn.Length,
 		Quarantine: qname,
 		Reason:     torn.Reason,
 		FirstSeq:   torn.Seq,
-	}, torn.Offset, nil
+	}), torn.Offset, nil
 }
 
 // quarantine writes b to a new file in qdir named name (a numeric suffix is
@@ -161,15 +178,20 @@ func truncateSync(path string, size int64, noSync bool) error {
 	return f.Close()
 }
 
-// unrecordedRepair finds a repair whose wal.repaired event was lost: an
-// Open that cut a torn tail and crashed before appending the event. Then
-// the last segment still ends exactly at the cut, and the quarantine holds
-// <segment>-at-<size>.torn (the newest, if suffixed copies exist). Once the
-// event is appended the segment grows past the cut, so a repair is never
-// recorded twice.
-func unrecordedRepair(qdir, seg string, size int64) *events.WalRepaired {
+// unrecordedRepairs finds the repairs whose wal.repaired events were lost:
+// an Open that cut a torn tail and crashed or failed before its event was
+// written whole. Then the last segment still ends exactly at the cut (or
+// the next Open finds a torn tail there again: the half-written event),
+// and the quarantine holds <segment>-at-<size>.torn and, for each further
+// cut at that place, a suffixed copy. None of them can have its event in
+// the log: an event is appended at the cut, so a segment holding one
+// grows past it. They are returned oldest first. (Not found: the cuts
+// named in a group of such records that was itself torn after its first
+// record, which needs two failed Opens in a row; the next cut is then at
+// another offset.)
+func unrecordedRepairs(qdir, seg string, size int64) []*events.WalRepaired {
 	base := fmt.Sprintf("%s-at-%d.torn", seg, size)
-	name := ""
+	var out []*events.WalRepaired
 	for i := 0; i <= 1000; i++ {
 		n := base
 		if i > 0 {
@@ -178,11 +200,16 @@ func unrecordedRepair(qdir, seg string, size int64) *events.WalRepaired {
 		if _, err := os.Stat(filepath.Join(qdir, n)); err != nil {
 			break
 		}
-		name = n
+		if r := unrecordedRepair(qdir, seg, size, n); r != nil {
+			out = append(out, r)
+		}
 	}
-	if name == "" {
-		return nil
-	}
+	return out
+}
+
+// unrecordedRepair is the record of the quarantine file name, a cut at
+// seg:size; nil if it cannot be read or is empty.
+func unrecordedRepair(qdir, seg string, size int64, name string) *events.WalRepaired {
 	b, err := os.ReadFile(filepath.Join(qdir, name))
 	if err != nil || len(b) == 0 {
 		return nil
