@@ -1666,3 +1666,81 @@ func TestAdvEveryCutRecordedAfterFailedRepairRecords(t *testing.T) {
 		})
 	}
 }
+
+// cmlab never cuts the front of its log, so a log whose first segment is
+// not 00000000000000000001 has lost acknowledged entries, exactly as one
+// missing a middle segment has: Verify and Stat report it, Open refuses
+// naming segment, offset and sequence, and Salvage puts placeholders at
+// the lost sequences in a new first segment.
+func TestAdvMissingFirstSegments(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		removed []uint64 // first seqs of the removed segments
+	}{
+		{"first", []uint64{1}},
+		{"first-two", []uint64{1, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			evs := buildLog(t, home, 10, 700) // segments 1-3, 4-6, 7-9, 10
+			dir := filepath.Join(home, "wal")
+			for _, s := range tc.removed {
+				if err := os.Remove(filepath.Join(dir, segmentName(s))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lost := uint64(3 * len(tc.removed))
+			want := BadEntry{Segment: segmentName(1), Offset: 0, Seq: 1, Lost: lost, Reason: ReasonMissing}
+			rep, err := Verify(dir)
+			if !errors.Is(err, ErrCorrupt) || len(rep.Bad) != 1 || rep.Bad[0] != want {
+				t.Fatalf("Verify: %v, bad %+v, want %+v", err, rep.Bad, want)
+			}
+			if st, err := Stat(dir); err != nil || st.Damaged != 1 {
+				t.Fatalf("Stat: damaged %d, %v", st.Damaged, err)
+			}
+			if _, err := Open(Options{Dir: dir, NoSync: true}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "segment "+segmentName(1)+" offset 0 seq 1") {
+				t.Fatalf("Open: %v", err)
+			}
+			srep, err := Salvage(dir, filepath.Join(home, "quarantine"))
+			if err != nil {
+				t.Fatalf("Salvage: %v", err)
+			}
+			if uint64(len(srep.Lost)) != lost || len(srep.Rewritten) != 1 || srep.Rewritten[0] != segmentName(1) {
+				t.Fatalf("Salvage: %+v", srep)
+			}
+			for i, le := range srep.Lost {
+				if le.Seq != uint64(i+1) || le.Reason != ReasonMissing || le.Prev != nil || le.Next == nil || le.Next.Seq != lost+1 {
+					t.Fatalf("lost entry %d: %+v", i, le)
+				}
+			}
+			if v, err := Verify(dir); err != nil || v.Entries != 10 || v.First != 1 {
+				t.Fatalf("Verify after Salvage: %+v %v", v, err)
+			}
+			l, err := Open(Options{Dir: dir, NoSync: true})
+			if err != nil {
+				t.Fatalf("Open after Salvage: %v", err)
+			}
+			defer l.Close()
+			if l.FirstSeq() != 1 || l.LastSeq() != 10 || l.Repaired() != nil {
+				t.Fatalf("first %d last %d repaired %+v", l.FirstSeq(), l.LastSeq(), l.Repaired())
+			}
+			n := 0
+			for ev, err := range l.Events(1) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				n++
+				if ev.Seq <= lost {
+					if p, err := events.DecodeAs[*events.WalSalvaged](ev); err != nil || p.LostSeq != ev.Seq {
+						t.Fatalf("seq %d: %s %+v %v", ev.Seq, ev.Type, p, err)
+					}
+				} else if !bytes.Equal(entryBytes(t, ev), entryBytes(t, evs[ev.Seq-1])) {
+					t.Fatalf("seq %d changed", ev.Seq)
+				}
+			}
+			if n != 10 {
+				t.Fatalf("%d events", n)
+			}
+		})
+	}
+}

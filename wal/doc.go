@@ -57,10 +57,11 @@
 // committer starts; Apply is not called for it). A cut whose event an
 // earlier Open failed or died writing (the segment ends at the cut, or
 // half the event's frame is cut from there now) is recorded by the next
-// Open, before its own. Damage anywhere else is
-// corruption of acknowledged data: Open refuses with a *CorruptError
-// (wrapping ErrCorrupt) naming segment, byte offset and sequence, and
-// changes nothing. Salvage is the operator's explicit way past it: every
+// Open, before its own. Damage anywhere else — a log whose first segment
+// does not start at sequence 1 included, since cmlab never cuts the front
+// of its log — is corruption of acknowledged data: Open refuses with a
+// *CorruptError (wrapping ErrCorrupt) naming segment, byte offset and
+// sequence, and changes nothing. Salvage is the operator's explicit way past it: every
 // intact entry kept byte for byte, damaged bytes quarantined, each lost
 // entry replaced by a wal.salvaged placeholder at its own seq.
 //

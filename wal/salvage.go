@@ -69,6 +69,11 @@ func Salvage(dir, quarantineDir string) (SalvageReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("wal: salvage: %w", err)
 	}
+	if ds.First > 1 {
+		if err := salvageHead(dir, ds.First, &rep); err != nil {
+			return rep, fmt.Errorf("wal: salvage %s: %w", segmentName(1), err)
+		}
+	}
 	for i := range ds.Segments {
 		sc := &ds.Segments[i]
 		var bad []BadEntry
@@ -168,33 +173,12 @@ func salvageSegment(dir, qdir string, sc *segmentScan, bad []BadEntry, rep *Salv
 			rep.Dropped = append(rep.Dropped, *b)
 			continue
 		}
-		var prev, next *Neighbour
+		var prev *Neighbour
 		if b.Seq > 1 {
 			prev = neighbour(b.Seq - 1)
 		}
-		next = neighbour(b.Seq + b.Lost)
-		guess := guessFrom(prev, next)
-		for k := uint64(0); k < b.Lost; k++ {
-			seq := b.Seq + k
-			ph := &events.WalSalvaged{LostSeq: seq, Segment: b.Segment, Offset: b.Offset, Length: b.Length, Quarantine: qname, Reason: b.Reason, Guess: guess}
-			ev, err := events.New("wal", ph)
-			if err != nil {
-				return err
-			}
-			ev.Seq = seq
-			switch {
-			case prev != nil:
-				ev.TS = prev.TS
-			case next != nil:
-				ev.TS = next.TS
-			}
-			entry, err := EncodeEntry(ev)
-			if err != nil {
-				return err
-			}
-			out = binary.AppendUvarint(out, uint64(len(entry)))
-			out = append(out, entry...)
-			rep.Lost = append(rep.Lost, LostEntry{Seq: seq, Segment: b.Segment, Offset: b.Offset, Length: b.Length, Reason: b.Reason, Quarantine: qname, Prev: prev, Next: next, Guess: guess})
+		if out, err = appendPlaceholders(out, b, qname, prev, neighbour(b.Seq+b.Lost), rep); err != nil {
+			return err
 		}
 	}
 	out = append(out, tail...)
@@ -204,6 +188,57 @@ func salvageSegment(dir, qdir string, sc *segmentScan, bad []BadEntry, rep *Salv
 		return err
 	}
 	rep.Rewritten = append(rep.Rewritten, sc.Segment.Name)
+	return nil
+}
+
+// appendPlaceholders appends to out, for each sequence b lost, a frame
+// holding a wal.salvaged placeholder, and reports them in rep.
+func appendPlaceholders(out []byte, b *BadEntry, qname string, prev, next *Neighbour, rep *SalvageReport) ([]byte, error) {
+	guess := guessFrom(prev, next)
+	for k := uint64(0); k < b.Lost; k++ {
+		seq := b.Seq + k
+		ph := &events.WalSalvaged{LostSeq: seq, Segment: b.Segment, Offset: b.Offset, Length: b.Length, Quarantine: qname, Reason: b.Reason, Guess: guess}
+		ev, err := events.New("wal", ph)
+		if err != nil {
+			return out, err
+		}
+		ev.Seq = seq
+		switch {
+		case prev != nil:
+			ev.TS = prev.TS
+		case next != nil:
+			ev.TS = next.TS
+		}
+		entry, err := EncodeEntry(ev)
+		if err != nil {
+			return out, err
+		}
+		out = binary.AppendUvarint(out, uint64(len(entry)))
+		out = append(out, entry...)
+		rep.Lost = append(rep.Lost, LostEntry{Seq: seq, Segment: b.Segment, Offset: b.Offset, Length: b.Length, Reason: b.Reason, Quarantine: qname, Prev: prev, Next: next, Guess: guess})
+	}
+	return out, nil
+}
+
+// salvageHead writes the first segment anew when the log starts at first
+// > 1: a placeholder at each sequence before it (see scanDir).
+func salvageHead(dir string, first uint64, rep *SalvageReport) error {
+	b := BadEntry{Segment: segmentName(1), Offset: 0, Seq: 1, Lost: first - 1, Reason: ReasonMissing}
+	var next *Neighbour
+	readEvents(dir, first, first, func(ev *events.Event, err error) bool {
+		if err == nil && ev.Seq == first {
+			next = &Neighbour{Seq: first, Type: ev.Type, Stream: ev.Stream, TS: ev.TS}
+		}
+		return false
+	})
+	out, err := appendPlaceholders(nil, &b, "", nil, next, rep)
+	if err != nil {
+		return err
+	}
+	if err := home.WriteFileAtomic(filepath.Join(dir, b.Segment), out); err != nil {
+		return err
+	}
+	rep.Rewritten = append(rep.Rewritten, b.Segment)
 	return nil
 }
 

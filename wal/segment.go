@@ -357,6 +357,12 @@ func scanDir(dir string, keep bool, each func(sc *segmentScan, data []byte) erro
 		ds.First = segs[0].First
 	}
 	next := ds.First
+	if ds.First > 1 {
+		// cmlab never cuts the front of its log: the entries before the
+		// first segment were acknowledged and are gone, like those of a
+		// missing middle segment. Salvage recreates the first segment.
+		ds.Bad = append(ds.Bad, BadEntry{Segment: segmentName(1), Offset: 0, Seq: 1, Lost: ds.First - 1, Reason: ReasonMissing})
+	}
 	for i, seg := range segs {
 		data, err := os.ReadFile(filepath.Join(dir, seg.Name))
 		if err != nil {
