@@ -1744,3 +1744,65 @@ func TestAdvMissingFirstSegments(t *testing.T) {
 		})
 	}
 }
+
+// tidwall/wal acts on its truncation markers when it opens a log: for
+// <seq>.START it deletes every segment before seq, for <seq>.END every
+// segment after it. cmlab never truncates through tidwall, and its own
+// scan ignores such names, so a stray marker (another tool, a restored
+// backup) must make Open refuse and change nothing, not delete
+// acknowledged entries.
+func TestAdvOpenRefusesTidwallTruncationMarkers(t *testing.T) {
+	for _, suffix := range []string{".START", ".END"} {
+		t.Run(suffix[1:], func(t *testing.T) {
+			home := t.TempDir()
+			buildLog(t, home, 10, 700) // segments 1-3, 4-6, 7-9, 10
+			dir := filepath.Join(home, "wal")
+			marker := filepath.Join(dir, segmentName(4)+suffix)
+			if err := os.WriteFile(marker, orDie(t, os.ReadFile, filepath.Join(dir, segmentName(4))), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			before := snapshot(t, dir)
+			l, err := Open(Options{Dir: dir, NoSync: true})
+			if err == nil {
+				l.Close()
+				t.Fatalf("Open accepted a log with %s", filepath.Base(marker))
+			}
+			if !strings.Contains(err.Error(), filepath.Base(marker)) {
+				t.Fatalf("Open: %v, want it to name %s", err, filepath.Base(marker))
+			}
+			after := snapshot(t, dir)
+			if len(after) != len(before) {
+				t.Fatalf("the refused Open left %d segments of %d", len(after), len(before))
+			}
+			for name, b := range before {
+				if !bytes.Equal(after[name], b) {
+					t.Fatalf("the refused Open changed %s", name)
+				}
+			}
+			if _, err := os.Stat(marker); err != nil {
+				t.Fatalf("the marker is gone: %v", err)
+			}
+			// Moved away, the log opens whole.
+			if err := os.Rename(marker, filepath.Join(home, filepath.Base(marker))); err != nil {
+				t.Fatal(err)
+			}
+			l, err = Open(Options{Dir: dir, NoSync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if l.FirstSeq() != 1 || l.LastSeq() != 10 {
+				t.Fatalf("first %d last %d", l.FirstSeq(), l.LastSeq())
+			}
+		})
+	}
+}
+
+func orDie[A, R any](t *testing.T, f func(A) (R, error), a A) R {
+	t.Helper()
+	r, err := f(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

@@ -61,9 +61,12 @@
 // does not start at sequence 1 included, since cmlab never cuts the front
 // of its log — is corruption of acknowledged data: Open refuses with a
 // *CorruptError (wrapping ErrCorrupt) naming segment, byte offset and
-// sequence, and changes nothing. Salvage is the operator's explicit way past it: every
-// intact entry kept byte for byte, damaged bytes quarantined, each lost
-// entry replaced by a wal.salvaged placeholder at its own seq.
+// sequence, and changes nothing. Salvage is the operator's explicit way
+// past it: every intact entry kept byte for byte, damaged bytes
+// quarantined, each lost entry replaced by a wal.salvaged placeholder at
+// its own seq. Open also refuses, changing nothing, a directory holding a
+// tidwall/wal truncation marker (<seq>.START, <seq>.END), for which
+// tidwall would delete segments.
 //
 // # Reading
 //

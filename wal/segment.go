@@ -24,7 +24,8 @@ import (
 // A segment holds consecutive sequences; the next segment's name is the
 // sequence after this segment's last entry. tidwall/wal also knows
 // ".START"/".END" files from its truncation; cmlab never truncates through
-// tidwall, so such names (and every other non-20-digit name) are ignored.
+// tidwall, so the scanner ignores such names (and every other non-20-digit
+// name), and Open refuses a log holding a marker (see truncationMarkers).
 
 // segmentNameLen is the length of a segment file name.
 const segmentNameLen = 20
@@ -72,6 +73,33 @@ func listSegments(dir string) ([]segmentFile, error) {
 		out = append(out, segmentFile{Name: name, First: first})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].First < out[j].First })
+	return out, nil
+}
+
+// truncationMarkers returns the names in dir that tidwall/wal's Open
+// takes for the markers of an interrupted truncation (its rule: the
+// 20-digit index of a segment, then ".START" or ".END"). It acts on them
+// by deleting segments — every one before a START, every one after an
+// END — so Open refuses a log holding one: cmlab never truncates, a
+// marker there is not cmlab's.
+func truncationMarkers(dir string) ([]string, error) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, de := range des {
+		name := de.Name()
+		if de.IsDir() || len(name) < segmentNameLen {
+			continue
+		}
+		if first, err := strconv.ParseUint(name[:segmentNameLen], 10, 64); err != nil || first == 0 {
+			continue
+		}
+		if rest := name[segmentNameLen:]; rest == ".START" || rest == ".END" {
+			out = append(out, name)
+		}
+	}
 	return out, nil
 }
 
