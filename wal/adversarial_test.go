@@ -1806,3 +1806,98 @@ func orDie[A, R any](t *testing.T, f func(A) (R, error), a A) R {
 	}
 	return r
 }
+
+// Frames whose length prefix changes width (entries of 127/128 and
+// 16383/16384 bytes) landing exactly on, one byte short of and one byte
+// past the segment size: the writer's mirror of tidwall's cycle rule
+// holds after every append, and the directory is fsynced exactly when a
+// segment file was created.
+func TestAdvFramesAtSegmentBoundaries(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		frames []int // frame sizes (length prefix included), appended one by one
+		seg    int
+	}{
+		// entry 127 → frame 128; entry 128 → frame 130.
+		{"exact-fit-1-byte-prefix", []int{128, 128, 128, 128}, 256},
+		{"exact-fit-2-byte-prefix", []int{130, 130, 130, 130}, 260},
+		{"one-short", []int{128, 130, 128, 130, 128}, 259},
+		{"one-past", []int{128, 130, 128, 130, 128}, 257},
+		// entry 16383 → frame 16385; entry 16384 → frame 16387.
+		{"3-byte-prefix", []int{16385, 16387, 16385, 16387}, 16385 + 16387},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "wal")
+			l, err := Open(Options{Dir: dir, SegmentSize: tc.seg, Now: fixedNow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			cw := &countingWriter{Writer: l.w}
+			l.w = cw
+			var want []*events.Event
+			tail := 0 // bytes in the tail segment, by tidwall's rule
+			for i, frame := range tc.frames {
+				ev := advRawEvent(t, uint64(i+1), frame)
+				if framesLen(t, []*events.Event{ev}) != frame {
+					t.Fatalf("test setup: frame %d", frame)
+				}
+				ev.Seq = 0
+				before, dirSyncs := len(orDie(t, listSegments, dir)), cw.dirSyncs
+				if _, err := l.Append(context.Background(), ev); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, ev)
+				wantCycle := tail > tc.seg // before the entry
+				if wantCycle {
+					tail = 0
+				}
+				tail += frame
+				if tail >= tc.seg { // after it
+					wantCycle, tail = true, 0
+				}
+				after := len(orDie(t, listSegments, dir))
+				if (after > before) != wantCycle || (cw.dirSyncs > dirSyncs) != wantCycle {
+					t.Fatalf("frame %d: segments %d → %d, directory fsyncs %d → %d, want a new segment: %v", i, before, after, dirSyncs, cw.dirSyncs, wantCycle)
+				}
+				if l.tww.tail != tail {
+					t.Fatalf("frame %d: writer counts %d bytes in the tail, tidwall's rule %d", i, l.tww.tail, tail)
+				}
+				advCheckWriter(t, l)
+			}
+			advReadAll(t, l, want)
+			advCheckSegments(t, dir, tc.seg)
+		})
+	}
+}
+
+// advRawEvent returns a minimal event for seq (short id, msgpack string
+// payload) whose frame is exactly frame bytes.
+func advRawEvent(t *testing.T, seq uint64, frame int) *events.Event {
+	t.Helper()
+	build := func(n int) *events.Event {
+		var data []byte
+		switch {
+		case n < 32:
+			data = []byte{0xa0 | byte(n)}
+		case n < 256:
+			data = []byte{0xd9, byte(n)}
+		default:
+			data = []byte{0xda, byte(n >> 8), byte(n)}
+		}
+		data = append(data, strings.Repeat("r", n)...)
+		return &events.Event{Seq: seq, V: 1, ID: fmt.Sprintf("id-%d", seq), Type: "adv.raw", TS: fixedNow().UnixMilli(), Stream: "s", Data: data}
+	}
+	for n := 0; n < 1<<16; {
+		got := framesLen(t, []*events.Event{build(n)})
+		if got == frame {
+			return build(n)
+		}
+		if got > frame {
+			break
+		}
+		n += max(1, (frame-got)/2)
+	}
+	t.Fatalf("no raw event of a %d-byte frame", frame)
+	return nil
+}
