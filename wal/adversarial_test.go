@@ -1590,6 +1590,9 @@ func TestAdvEveryCutRecordedAfterFailedRepairRecords(t *testing.T) {
 		{"sync", 1 << 20, []string{"sync"}},
 		{"short-preallocated", 1 << 20, []string{"short"}},
 		{"short", 4 << 10, []string{"short"}},
+		{"short-twice", 4 << 10, []string{"short", "short"}},
+		{"short-three-times-preallocated", 1 << 20, []string{"short", "short", "short"}},
+		{"write-short-sync", 1 << 20, []string{"write", "short", "sync"}},
 		{"short-then-write", 1 << 20, []string{"short", "write"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1646,6 +1649,9 @@ func TestAdvEveryCutRecordedAfterFailedRepairRecords(t *testing.T) {
 				}
 				if recorded[r.Quarantine] {
 					t.Fatalf("%s recorded twice", r.Quarantine)
+				}
+				if r.FirstSeq <= uint64(len(evs)) || r.FirstSeq > ev.Seq {
+					t.Fatalf("seq %d records a cut whose first lost seq is %d", ev.Seq, r.FirstSeq)
 				}
 				if b, ok := q[r.Quarantine]; !ok || int64(len(b)) != r.Length {
 					t.Fatalf("seq %d records %+v; the quarantine holds %d bytes under that name (%v)", ev.Seq, r, len(b), ok)

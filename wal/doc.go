@@ -56,8 +56,8 @@
 // fsynced, and a wal.repaired event is appended (directly, before the
 // committer starts; Apply is not called for it). A cut whose event an
 // earlier Open failed or died writing (the segment ends at the cut, or
-// half the event's frame is cut from there now) is recorded by the next
-// Open, before its own. Damage anywhere else — a log whose first segment
+// the half-written event is the torn tail cut now) is recorded by the
+// next Open, before its own. Damage anywhere else — a log whose first segment
 // does not start at sequence 1 included, since cmlab never cuts the front
 // of its log — is corruption of acknowledged data: Open refuses with a
 // *CorruptError (wrapping ErrCorrupt) naming segment, byte offset and

@@ -257,11 +257,12 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 	if len(reps) > 0 {
 		// Recorded directly, before the committer starts: the engine's
 		// catch-up re-applies everything after its checkpoint, so Apply is
-		// not called for them. Every cut was made at the same place: each
-		// record's first lost sequence is the one after the entries.
+		// not called for them.
 		entries := make([][]byte, 0, len(reps))
 		for i, r := range reps {
-			r.FirstSeq = l.last + 1
+			if r.FirstSeq == 0 {
+				r.FirstSeq = l.last + 1
+			}
 			var ev *events.Event
 			if ev, err = events.New("wal", r); err != nil {
 				break

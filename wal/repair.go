@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/cmlab/cmlab/events"
@@ -32,7 +34,7 @@ func (e *CorruptError) Error() string {
 func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
 // repairTail is repairTailRecords returning only the last record: this
-// Open's cut, else the newest unrecorded one (nil if none).
+// Open's cut, else the last unrecorded one (nil if none).
 func repairTail(dir, qdir string, noSync bool) (*events.WalRepaired, int64, error) {
 	reps, size, err := repairTailRecords(dir, qdir, noSync)
 	if len(reps) == 0 {
@@ -90,7 +92,11 @@ func repairTailRecords(dir, qdir string, noSync bool) ([]*events.WalRepaired, in
 				return nil, 0, fmt.Errorf("wal: trim preallocated space: %w", err)
 			}
 		}
-		return unrecordedRepairs(qdir, tail.Segment.Name, tailSize), tailSize, nil
+		reps, err := unrecordedRepairsIn(dir, qdir, tail.Segment, tailSize)
+		if err != nil {
+			return nil, 0, fmt.Errorf("wal: repair: %w", err)
+		}
+		return reps, tailSize, nil
 	}
 	seg := filepath.Join(dir, torn.Segment)
 	data, err := os.ReadFile(seg)
@@ -100,11 +106,11 @@ func repairTailRecords(dir, qdir string, noSync bool) ([]*events.WalRepaired, in
 	if int64(len(data)) != torn.Offset+torn.Length+tail.Prealloc {
 		return nil, 0, fmt.Errorf("wal: repair: %s changed size during open", seg)
 	}
-	// Cuts made here before whose records were never written: an Open
-	// that failed or died writing the wal.repaired event (a short write
-	// leaves half its frame, cut now from the same offset). Looked up
-	// before this cut's own quarantine file exists.
-	reps := unrecordedRepairs(qdir, torn.Segment, torn.Offset)
+	// Cuts made before whose records were never written whole: an Open
+	// that failed or died writing its wal.repaired events (a short write
+	// leaves half a frame, cut now). Looked up before this cut's own
+	// quarantine file exists.
+	reps := unrecordedRepairs(qdir, tail.Segment, data[:torn.Offset])
 	qname, err := quarantine(qdir, fmt.Sprintf("%s-at-%d.torn", torn.Segment, torn.Offset), data[torn.Offset:torn.Offset+torn.Length], noSync)
 	if err != nil {
 		return nil, 0, fmt.Errorf("wal: repair: %w", err)
@@ -178,29 +184,110 @@ func truncateSync(path string, size int64, noSync bool) error {
 	return f.Close()
 }
 
-// unrecordedRepairs finds the repairs whose wal.repaired events were lost:
-// an Open that cut a torn tail and crashed or failed before its event was
-// written whole. Then the last segment still ends exactly at the cut (or
-// the next Open finds a torn tail there again: the half-written event),
-// and the quarantine holds <segment>-at-<size>.torn and, for each further
-// cut at that place, a suffixed copy. None of them can have its event in
-// the log: an event is appended at the cut, so a segment holding one
-// grows past it. They are returned oldest first. (Not found: the cuts
-// named in a group of such records that was itself torn after its first
-// record, which needs two failed Opens in a row; the next cut is then at
-// another offset.)
-func unrecordedRepairs(qdir, seg string, size int64) []*events.WalRepaired {
-	base := fmt.Sprintf("%s-at-%d.torn", seg, size)
-	var out []*events.WalRepaired
-	for i := 0; i <= 1000; i++ {
-		n := base
-		if i > 0 {
-			n = fmt.Sprintf("%s.%d", base, i)
+// unrecordedRepairsIn is unrecordedRepairs for the first size bytes of
+// segment seg of the log in dir.
+func unrecordedRepairsIn(dir, qdir string, seg segmentFile, size int64) ([]*events.WalRepaired, error) {
+	if !hasCuts(qdir, seg.Name) {
+		return nil, nil
+	}
+	data, err := os.ReadFile(filepath.Join(dir, seg.Name))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) < size {
+		return nil, fmt.Errorf("%s shrank during open", seg.Name)
+	}
+	return unrecordedRepairs(qdir, seg, data[:size]), nil
+}
+
+// hasCuts reports whether qdir holds a tail cut of segment seg.
+func hasCuts(qdir, seg string) bool {
+	m, _ := filepath.Glob(filepath.Join(qdir, seg+"-at-*.torn*"))
+	return len(m) > 0
+}
+
+// unrecordedRepairs finds the cuts of segment seg whose wal.repaired
+// events are not in the log: an Open that cut a torn tail and crashed or
+// failed before its events were written whole (a short write leaves half
+// an event's frame, which the next Open cuts in turn, from the same or a
+// later offset). data are the entries of seg up to where the next record
+// goes. Each such cut lies at or after the start of the run of
+// wal.repaired events ending data — at a cut, nothing but records is
+// appended until an Open has written all of its own — so every quarantine
+// file <seg>-at-<offset>.torn[.k] with an offset in that stretch that no
+// event of the run names is returned, ordered by offset and suffix, its
+// FirstSeq the sequence of the entry that now stands at its offset. (A
+// stale quarantine file of an earlier log in the same place would be
+// recorded too; nothing is lost by that.)
+func unrecordedRepairs(qdir string, seg segmentFile, data []byte) []*events.WalRepaired {
+	if !hasCuts(qdir, seg.Name) {
+		return nil
+	}
+	des, err := os.ReadDir(qdir)
+	if err != nil {
+		return nil
+	}
+	type cut struct {
+		off  int64
+		k    int
+		name string
+	}
+	var cuts []cut
+	for _, de := range des {
+		rest, ok := strings.CutPrefix(de.Name(), seg.Name+"-at-")
+		if !ok || de.IsDir() {
+			continue
 		}
-		if _, err := os.Stat(filepath.Join(qdir, n)); err != nil {
+		offText, suffix, ok := strings.Cut(rest, ".torn")
+		off, err := strconv.ParseInt(offText, 10, 64)
+		if !ok || err != nil || off < 0 || off > int64(len(data)) {
+			continue
+		}
+		k := 0
+		if suffix != "" {
+			kText, ok := strings.CutPrefix(suffix, ".")
+			if k, err = strconv.Atoi(kText); !ok || err != nil || k < 1 {
+				continue
+			}
+		}
+		cuts = append(cuts, cut{off, k, de.Name()})
+	}
+	if len(cuts) == 0 {
+		return nil
+	}
+	sort.Slice(cuts, func(i, j int) bool {
+		if cuts[i].off != cuts[j].off {
+			return cuts[i].off < cuts[j].off
+		}
+		return cuts[i].k < cuts[j].k
+	})
+	sc := scanSegment(seg, data, true, true)
+	seqAt := map[int64]uint64{int64(len(data)): sc.Next}
+	for _, g := range sc.Good {
+		seqAt[g.Off] = g.Seq
+	}
+	from := int64(len(data))
+	recorded := map[string]bool{}
+	for i := len(sc.Good) - 1; i >= 0; i-- {
+		g := sc.Good[i]
+		ev, err := DecodeEntry(g.Entry, g.Seq)
+		if err != nil || ev.Type != events.TypeWalRepaired {
 			break
 		}
-		if r := unrecordedRepair(qdir, seg, size, n); r != nil {
+		r, err := events.DecodeAs[*events.WalRepaired](ev)
+		if err != nil {
+			break
+		}
+		recorded[r.Quarantine] = true
+		from = g.Off
+	}
+	var out []*events.WalRepaired
+	for _, c := range cuts {
+		if c.off < from || recorded[c.name] {
+			continue
+		}
+		if r := unrecordedRepair(qdir, seg.Name, c.off, c.name); r != nil {
+			r.FirstSeq = seqAt[c.off]
 			out = append(out, r)
 		}
 	}
