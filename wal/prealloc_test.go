@@ -355,29 +355,47 @@ func TestPreallocationUnderLoad(t *testing.T) {
 // A live reader that finds zeros with a good frame after them in
 // preallocated space (what a write in progress can look like) pauses
 // there; finding the same bytes again on its next read is corruption.
+// A one-shot Events looks twice itself, as Verify does.
 func TestLiveReaderGapInPreallocatedSpace(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "wal")
 	gapImage(t, dir, 3, func(dataEnd int) int { return dataEnd + 300 }) // the gap
+	c := &cursor{dir: dir}
+	n := 0
+	stop, err := c.read(1, math.MaxUint64, true, func(ev *events.Event, err error) bool {
+		n++
+		if err != nil || ev.Seq != uint64(n) {
+			t.Fatalf("event %d: seq %d, %v", n, ev.Seq, err)
+		}
+		return true
+	})
+	if stop || err != nil || n != 2 {
+		t.Fatalf("first sighting: stop %v, %v after %d events; want a pause after 2", stop, err, n)
+	}
+	if _, err := c.read(1, math.MaxUint64, true, func(*events.Event, error) bool { n++; return true }); !errors.Is(err, ErrCorrupt) || n != 2 {
+		t.Fatalf("second sighting: %v after %d more events, want ErrCorrupt and none", err, n-2)
+	}
 	r, err := OpenReader(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	var got error
+	n = 0
 	for ev, err := range r.Events(1) {
 		if err != nil {
-			t.Fatalf("first sighting reported: %v", err)
+			got = err
+			break
 		}
 		n++
 		if ev.Seq != uint64(n) {
 			t.Fatalf("seq %d", ev.Seq)
 		}
 	}
-	if n != 2 {
-		t.Fatalf("read %d events before the gap, want 2", n)
+	if n != 2 || !errors.Is(got, ErrCorrupt) {
+		t.Fatalf("Events: %d events then %v, want 2 then ErrCorrupt", n, got)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var got error
+	got = nil
 	n = 0
 	for _, err := range r.Follow(ctx, 1, time.Millisecond) {
 		if err != nil {

@@ -241,9 +241,25 @@ func (r *Reader) Events(from uint64) iter.Seq2[*events.Event, error] {
 		if from == 0 {
 			from = 1
 		}
-		c := &cursor{dir: r.dir}
-		if _, err := c.read(from, math.MaxUint64, true, yield); err != nil {
-			yield(nil, err)
+		c := &cursor{dir: r.dir, suspect: -1}
+		var pausedSeg string
+		pausedOff := int64(-1)
+		for {
+			stop, err := c.read(from, math.MaxUint64, true, yield)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if stop || c.suspect != c.off || (c.seg.Name == pausedSeg && c.off == pausedOff) {
+				return
+			}
+			// Paused at the first sighting of a bad frame with good ones
+			// after it in the last segment: a write in progress looks like
+			// that for an instant, damage looks like that again. Read once
+			// more (Follow does so at its next poll), or a one-shot read
+			// would end there silently, hiding the damage and every entry
+			// after it. Each pass either moves on or stops here.
+			pausedSeg, pausedOff = c.seg.Name, c.off
 		}
 	}
 }

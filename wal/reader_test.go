@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,4 +117,60 @@ func TestReaderStopsBeforeTornTailAndReportsCorruption(t *testing.T) {
 		t.Fatalf("after %d events: %v", n, gotErr)
 	}
 	_ = last
+}
+
+// Damage in the last segment with good entries after it is corruption for
+// a one-shot read too: the first sighting pauses a live read (a write in
+// progress looks the same for an instant), and Events reads again instead
+// of ending there with no error and the later entries silently missing.
+func TestReaderEventsReportsDamageInTheLastSegment(t *testing.T) {
+	// A log whose last segment file holds two entries (a log can end
+	// in an empty segment when its last entry filled the one before).
+	var dir string
+	var inLast []frameLoc
+	for n := 12; len(inLast) < 2; n++ {
+		if n > 40 {
+			t.Fatal("no log size left several entries in the last segment")
+		}
+		home := t.TempDir()
+		buildLog(t, home, n, 700)
+		dir = filepath.Join(home, "wal")
+		segs, err := listSegments(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inLast = nil
+		for _, f := range frames(t, dir) {
+			if f.seg == segs[len(segs)-1].Name {
+				inLast = append(inLast, f)
+			}
+		}
+	}
+	first := inLast[0]
+	if first.seq < 2 {
+		t.Fatalf("the last segment starts at seq %d: want earlier segments", first.seq)
+	}
+	seg, err := os.ReadFile(filepath.Join(dir, first.seg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := first.off + first.len/2
+	writeAt(t, filepath.Join(dir, first.seg), int64(at), []byte{seg[at] ^ 0x40})
+	r, _ := OpenReader(dir)
+	var gotErr error
+	n := uint64(0)
+	for ev, err := range r.Events(1) {
+		if err != nil {
+			gotErr = err
+			break
+		}
+		n++
+		if ev.Seq != n {
+			t.Fatalf("event %d has seq %d", n, ev.Seq)
+		}
+	}
+	want := fmt.Sprintf("segment %s offset %d seq %d", first.seg, first.off, first.seq)
+	if !errors.Is(gotErr, ErrCorrupt) || n != first.seq-1 || !strings.Contains(gotErr.Error(), want) {
+		t.Fatalf("after %d events: %v; want ErrCorrupt naming %q after %d events", n, gotErr, want, first.seq-1)
+	}
 }

@@ -1272,3 +1272,41 @@ func TestWalEdgeFollowStopsAtDamage(t *testing.T) {
 		})
 	}
 }
+
+// A one-shot dump of a log damaged in its last segment, with good entries
+// after the damage, exits 3 naming the place, as verify does (it used to
+// print the entries before the damage and exit 0, dropping the rest
+// silently: the reader paused at the first sighting as if at a write in
+// progress and never looked again).
+func TestWalEdgeDumpDamageInLastSegment(t *testing.T) {
+	h := walEdgeClosedHome(t, 12)
+	dir := filepath.Join(h, "wal")
+	segs := walEdgeSegments(t, dir)
+	last := filepath.Join(dir, segs[len(segs)-1])
+	b, err := os.ReadFile(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := walEdgeFrames(t, b)
+	if len(frames) < 2 {
+		t.Fatalf("the last segment holds %d frames, want good ones after the damage", len(frames))
+	}
+	b[frames[0]+(frames[1]-frames[0])/2] ^= 0x40
+	if err := os.WriteFile(last, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := walEdgeDigest(t, h)
+	if code, _, _ := walCLI(t, "--home", h, "wal", "verify"); code != exitCorrupt {
+		t.Fatalf("verify: exit %d", code)
+	}
+	code, out, errs := walCLI(t, "--home", h, "wal", "dump")
+	if code != exitCorrupt || !strings.Contains(errs, "segment "+segs[len(segs)-1]+" offset 0") {
+		t.Fatalf("dump: exit %d, %d lines, stderr %q; want exit 3 naming the segment", code, strings.Count(out, "\n"), errs)
+	}
+	first, err := strconv.ParseUint(segs[len(segs)-1], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	walEdgeSeqs(t, walEdgeParse(t, out), 1, first-1)
+	walEdgeUnchanged(t, h, before, "verify and dump")
+}
