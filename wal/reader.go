@@ -352,7 +352,7 @@ func (r Report) OK() bool { return len(r.Bad) == 0 }
 // stretch; when any is not a torn tail, the error is a *CorruptError
 // (wrapping ErrCorrupt) over the same list.
 func Verify(dir string) (Report, error) {
-	rep := Report{Dir: dir}
+	rep := Report{Dir: dir, Bad: []BadEntry{}} // [] in JSON, not null
 	var extra []BadEntry
 	ds, err := scanDir(dir, true, func(sc *segmentScan, _ []byte) error {
 		for _, g := range sc.Good {
@@ -415,7 +415,7 @@ type StatReport struct {
 // Stat reads the log in dir without its lock and summarises it: segments,
 // sizes, first and last seq, event counts by type.
 func Stat(dir string) (StatReport, error) {
-	st := StatReport{Dir: dir, ByType: map[string]uint64{}, LockPID: LockHolder(dir)}
+	st := StatReport{Dir: dir, Segments: []SegmentStat{}, ByType: map[string]uint64{}, LockPID: LockHolder(dir)} // [] in JSON, not null
 	ds, err := scanDir(dir, true, func(sc *segmentScan, _ []byte) error {
 		for _, g := range sc.Good {
 			ev, err := DecodeEntry(g.Entry, g.Seq)

@@ -3,6 +3,7 @@ package wal
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -172,5 +173,37 @@ func TestReaderEventsReportsDamageInTheLastSegment(t *testing.T) {
 	want := fmt.Sprintf("segment %s offset %d seq %d", first.seg, first.off, first.seq)
 	if !errors.Is(gotErr, ErrCorrupt) || n != first.seq-1 || !strings.Contains(gotErr.Error(), want) {
 		t.Fatalf("after %d events: %v; want ErrCorrupt naming %q after %d events", n, gotErr, want, first.seq-1)
+	}
+}
+
+// Lists in Verify's and Stat's reports are [] in JSON when empty, not
+// null, for clients that iterate over them.
+func TestReportListsAreEmptyNotNull(t *testing.T) {
+	home := t.TempDir()
+	buildLog(t, home, 3, 700)
+	rep, err := Verify(filepath.Join(home, "wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(`"bad":[]`)) {
+		t.Fatalf("verify report %s", b)
+	}
+	empty := filepath.Join(t.TempDir(), "wal")
+	if err := os.Mkdir(empty, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Stat(empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err = json.Marshal(st); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(`"segments":[]`)) || !bytes.Contains(b, []byte(`"by_type":{}`)) || st.Events != 0 {
+		t.Fatalf("stat report %s", b)
 	}
 }
