@@ -128,6 +128,9 @@ events as they are appended, until interrupted.`,
 			if o.to != 0 && o.to < o.from {
 				return &usageError{msg: "--to is before --from"}
 			}
+			if o.poll <= 0 {
+				return &usageError{msg: fmt.Sprintf("--poll must be positive, not %s", o.poll)}
+			}
 			dir, err := walDir(g)
 			if err != nil {
 				return err

@@ -192,6 +192,8 @@ func TestWalEdgeUsageErrors(t *testing.T) {
 		{"non-numeric from", []string{"wal", "dump", "--from", "x"}, `cmlab: invalid argument "x" for "--from" flag`},
 		{"bad type pattern", []string{"wal", "dump", "--type", "feedback.[", "--type", "x"}, "cmlab: bad --type pattern \"feedback.[\"\n"},
 		{"bad poll", []string{"wal", "dump", "--poll", "soon"}, `cmlab: invalid argument "soon" for "--poll" flag`},
+		{"zero poll", []string{"wal", "dump", "--follow", "--poll", "0s"}, "cmlab: --poll must be positive, not 0s\n"},
+		{"negative poll", []string{"wal", "dump", "--follow", "--poll", "-5ms"}, "cmlab: --poll must be positive, not -5ms\n"},
 		{"dump argument", []string{"wal", "dump", "7"}, `cmlab: unknown command "7" for "cmlab wal dump"`},
 		{"verify argument", []string{"wal", "verify", "x"}, `cmlab: unknown command "x" for "cmlab wal verify"`},
 		{"stat flag of dump", []string{"wal", "stat", "--from", "1"}, "cmlab: unknown flag: --from\n"},
