@@ -1907,3 +1907,37 @@ func advRawEvent(t *testing.T, seq uint64, frame int) *events.Event {
 	t.Fatalf("no raw event of a %d-byte frame", frame)
 	return nil
 }
+
+// One *events.Event passed twice to an Append would be written twice but
+// carry only the second sequence: Apply would see seq 2 twice and never
+// seq 1, so the live views would differ from a rebuild from the log. It is
+// refused as an invalid event, and nothing is written.
+func TestAdvAppendRefusesTheSameEventTwice(t *testing.T) {
+	var applied []uint64
+	l := openT(t, Options{Dir: filepath.Join(t.TempDir(), "wal"), Apply: func(evs []*events.Event) error {
+		for _, ev := range evs {
+			applied = append(applied, ev.Seq)
+		}
+		return nil
+	}})
+	a, b := testEvent(1), testEvent(2)
+	many := make([]*events.Event, 40)
+	for i := range many {
+		many[i] = testEvent(10 + i)
+	}
+	many[33] = many[7]
+	for _, batch := range [][]*events.Event{{a, a}, {a, b, a}, many} {
+		if seqs, err := l.Append(context.Background(), batch...); !errors.Is(err, ErrInvalidEvent) || seqs != nil {
+			t.Fatalf("Append of %d events holding one twice: %v %v", len(batch), seqs, err)
+		}
+	}
+	if l.LastSeq() != 0 || len(applied) != 0 || l.Err() != nil {
+		t.Fatalf("after refused appends: LastSeq %d, applied %v, Err %v", l.LastSeq(), applied, l.Err())
+	}
+	if seqs, err := l.Append(context.Background(), a, b); err != nil || seqs[0] != 1 || seqs[1] != 2 || a.Seq != 1 || b.Seq != 2 {
+		t.Fatalf("Append of two events: %v %v (seqs %d %d)", seqs, err, a.Seq, b.Seq)
+	}
+	if len(applied) != 2 || applied[0] != 1 || applied[1] != 2 {
+		t.Fatalf("applied %v", applied)
+	}
+}

@@ -32,7 +32,8 @@ var (
 	// ErrNotFound is returned by Read for a sequence outside the log.
 	ErrNotFound = errors.New("wal: not found")
 	// ErrInvalidEvent is returned by Append for an event that lacks type,
-	// version or id, or whose envelope cannot be encoded. Nothing is written.
+	// version or id, whose envelope cannot be encoded, or that is passed
+	// twice to one Append. Nothing is written.
 	ErrInvalidEvent = errors.New("wal: invalid event")
 )
 
@@ -336,6 +337,11 @@ func (l *Log) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if i := repeated(evs); i >= 0 {
+		// The committer sets Seq on the caller's events: one *Event twice
+		// would be written twice but carry (and show Apply) one sequence.
+		return nil, fmt.Errorf("%w: event %d is event %d again", ErrInvalidEvent, i, slices.Index(evs, evs[i]))
+	}
 	// Encoding happens here, in the appenders' goroutines, in parallel; the
 	// committer only patches the seq and computes the CRC.
 	now := l.opts.Now().UnixMilli()
@@ -409,6 +415,27 @@ func (l *Log) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error
 		seqs[i] = res.first + uint64(i)
 	}
 	return seqs, nil
+}
+
+// repeated returns the index of the first non-nil event of evs that
+// appears earlier in it, -1 if none.
+func repeated(evs []*events.Event) int {
+	if len(evs) <= 16 {
+		for i := 1; i < len(evs); i++ {
+			if evs[i] != nil && slices.Contains(evs[:i], evs[i]) {
+				return i
+			}
+		}
+		return -1
+	}
+	seen := make(map[*events.Event]struct{}, len(evs))
+	for i, ev := range evs {
+		if _, ok := seen[ev]; ok && ev != nil {
+			return i
+		}
+		seen[ev] = struct{}{}
+	}
+	return -1
 }
 
 // encodeUnsequenced encodes ev as an entry with seq 0 and no CRC yet.
