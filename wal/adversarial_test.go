@@ -2051,3 +2051,74 @@ func TestAdvFollowerAcrossFailureAndRepair(t *testing.T) {
 		})
 	}
 }
+
+// Torn tails cut by successive Opens — right after a recorded repair, and
+// after more appends — are each recorded exactly once; quarantine files
+// of other segments, of offsets past the entries, and names that only
+// look like cuts are never recorded.
+func TestAdvEachCutRecordedOnce(t *testing.T) {
+	home := t.TempDir()
+	dir, qdir := filepath.Join(home, "wal"), filepath.Join(home, "quarantine")
+	buildLog(t, home, 4, 1<<20)
+	if err := os.MkdirAll(qdir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{
+		segmentName(7) + "-at-0.torn",               // another segment
+		segmentName(1) + "-at-99999.torn",           // past the entries
+		segmentName(1) + "-at-12.torn.x",            // not a cut's name
+		segmentName(1) + "-at-5.salvaged",           // a salvage's, not a cut's
+		segmentName(1) + "-at-" + "notanumber.torn", // no offset
+	} {
+		if err := os.WriteFile(filepath.Join(qdir, name), []byte{1, 2, 3}, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	torn := []byte{0xd0, 0x01, 0xC1, 0x12, 0x34}
+	var cuts []string
+	for round, appendAfter := range []int{0, 0, 3, 0} {
+		if err := appendToTail(dir, torn); err != nil {
+			t.Fatal(err)
+		}
+		l, err := Open(Options{Dir: dir, SegmentSize: 1 << 20, Now: fixedNow, NoSync: true})
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if l.Repaired() == nil {
+			t.Fatalf("round %d: no repair", round)
+		}
+		cuts = append(cuts, l.Repaired().Quarantine)
+		for i := 0; i < appendAfter; i++ {
+			if _, err := l.Append(context.Background(), testEvent(100+i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := Open(Options{Dir: dir, SegmentSize: 1 << 20, Now: fixedNow, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.Repaired() != nil {
+		t.Fatalf("a clean reopen recorded %+v", l.Repaired())
+	}
+	var recorded []string
+	for ev, err := range l.Events(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == events.TypeWalRepaired {
+			r, err := events.DecodeAs[*events.WalRepaired](ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recorded = append(recorded, r.Quarantine)
+		}
+	}
+	if strings.Join(recorded, " ") != strings.Join(cuts, " ") {
+		t.Fatalf("recorded %v, want each cut once: %v", recorded, cuts)
+	}
+}
