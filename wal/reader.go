@@ -92,6 +92,11 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 		return false, nil
 	}
 	if !c.started {
+		if from < segs[0].First {
+			// cmlab never cuts the front of its log (see scanDir): the
+			// entries before the first segment are missing, not absent.
+			return true, fmt.Errorf("%w: segment %s offset 0 seq 1: %s: the log starts at seq %d", ErrCorrupt, segmentName(1), ReasonMissing, segs[0].First)
+		}
 		i := 0
 		for j, s := range segs {
 			if s.First <= from {

@@ -207,3 +207,45 @@ func TestReportListsAreEmptyNotNull(t *testing.T) {
 		t.Fatalf("stat report %s", b)
 	}
 }
+
+// A log missing its first segment is missing acknowledged entries for a
+// reader too, as for Verify and Open: reading from before the first
+// segment present is corruption, not a silent later start.
+func TestReaderReportsAMissingFirstSegment(t *testing.T) {
+	home := t.TempDir()
+	buildLog(t, home, 10, 700) // segments 1-3, 4-6, 7-9, 10
+	dir := filepath.Join(home, "wal")
+	if err := os.Remove(filepath.Join(dir, segmentName(1))); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := OpenReader(dir)
+	for _, from := range []uint64{0, 1, 3} {
+		n := 0
+		var got error
+		for _, err := range r.Events(from) {
+			if err != nil {
+				got = err
+				break
+			}
+			n++
+		}
+		want := "segment 00000000000000000001 offset 0 seq 1: missing entries: the log starts at seq 4"
+		if n != 0 || !errors.Is(got, ErrCorrupt) || !strings.Contains(got.Error(), want) {
+			t.Fatalf("Events(%d): %d events then %v, want none and %q", from, n, got, want)
+		}
+	}
+	// Reading from a sequence the log still holds needs nothing missing.
+	n := 0
+	for ev, err := range r.Events(4) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if ev.Seq != uint64(3+n) {
+			t.Fatalf("seq %d", ev.Seq)
+		}
+	}
+	if n != 7 {
+		t.Fatalf("Events(4): %d events, want 7", n)
+	}
+}
