@@ -358,8 +358,13 @@ func TestAdvTinySegmentsSixteenAppenders(t *testing.T) {
 			}
 			advCheckWriter(t, l)
 			segs := advCheckSegments(t, dir, tc.segSize)
+			// Which event got seq 1 depends on scheduling, and sizes vary:
+			// one entry per segment only if every frame reaches the size.
 			frame := framesLen(t, want[:1])
-			if tc.segSize < frame {
+			for i := range want {
+				frame = min(frame, framesLen(t, want[i:i+1]))
+			}
+			if tc.segSize <= frame {
 				// One entry per segment, then the empty segment tidwall
 				// opened after the last.
 				if len(segs) != n+1 || segs[n].Count != 0 || segs[n].Size != 0 || segs[n].Segment.First != n+1 {
