@@ -1779,6 +1779,10 @@ func TestAdvOpenRefusesTidwallTruncationMarkers(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := snapshot(t, dir)
+			// Verify says what Open will do, though every entry is good.
+			if _, err := Verify(dir); err == nil || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), filepath.Base(marker)+" is a tidwall/wal truncation marker") {
+				t.Fatalf("Verify: %v, want an error naming %s", err, filepath.Base(marker))
+			}
 			l, err := Open(Options{Dir: dir, NoSync: true})
 			if err == nil {
 				l.Close()
@@ -1802,6 +1806,9 @@ func TestAdvOpenRefusesTidwallTruncationMarkers(t *testing.T) {
 			// Moved away, the log opens whole.
 			if err := os.Rename(marker, filepath.Join(home, filepath.Base(marker))); err != nil {
 				t.Fatal(err)
+			}
+			if rep, err := Verify(dir); err != nil || rep.Entries != 10 {
+				t.Fatalf("Verify without the marker: %+v %v", rep, err)
 			}
 			l, err = Open(Options{Dir: dir, NoSync: true})
 			if err != nil {

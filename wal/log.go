@@ -198,12 +198,8 @@ func Open(opts Options) (*Log, error) {
 }
 
 func open(opts Options, lock *dirLock) (*Log, error) {
-	markers, err := truncationMarkers(opts.Dir)
-	if err != nil {
+	if err := refuseMarkers(opts.Dir); err != nil {
 		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
-	}
-	if len(markers) > 0 {
-		return nil, fmt.Errorf("wal: open %s: %s is a tidwall/wal truncation marker, for which tidwall would delete segments; cmlab never truncates its log: move it out of the directory", opts.Dir, markers[0])
 	}
 	reps, tailSize, err := repairTailRecords(opts.Dir, opts.QuarantineDir, opts.NoSync)
 	if err != nil {

@@ -358,6 +358,10 @@ func (r Report) OK() bool { return len(r.Bad) == 0 }
 // (wrapping ErrCorrupt) over the same list.
 func Verify(dir string) (Report, error) {
 	rep := Report{Dir: dir, Bad: []BadEntry{}} // [] in JSON, not null
+	if err := refuseMarkers(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		// The entries may all be good, but Open would refuse the log.
+		return rep, fmt.Errorf("wal: verify %s: %w", dir, err)
+	}
 	var extra []BadEntry
 	ds, err := scanDir(dir, true, func(sc *segmentScan, _ []byte) error {
 		for _, g := range sc.Good {

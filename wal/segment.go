@@ -103,6 +103,19 @@ func truncationMarkers(dir string) ([]string, error) {
 	return out, nil
 }
 
+// refuseMarkers is the error for a log directory holding a truncation
+// marker (nil if none): Open refuses such a log, and Verify says so.
+func refuseMarkers(dir string) error {
+	markers, err := truncationMarkers(dir)
+	if err != nil {
+		return err
+	}
+	if len(markers) > 0 {
+		return fmt.Errorf("%s is a tidwall/wal truncation marker, for which tidwall would delete segments; cmlab never truncates its log: move it out of the directory", markers[0])
+	}
+	return nil
+}
+
 // frameAt parses the frame at data[off:]: it returns the entry bytes, the
 // frame's total length, and a reason when the frame is not complete.
 func frameAt(data []byte, off int) (entry []byte, n int, reason string) {

@@ -968,8 +968,9 @@ func TestWalEdgeKilledWriterPreallocatedTail(t *testing.T) {
 
 // TestWalEdgeMissingSegmentAndStrayFiles: a segment file gone from the
 // middle of the log is corruption named at the end of the segment before
-// it; files that are not segments (tidwall's .START/.END, notes, a
-// directory with a segment's name) are ignored.
+// it; files that are not segments (notes, a directory with a segment's
+// name) are ignored; a tidwall truncation marker (.START/.END), for which
+// Open refuses the log, makes verify fail saying so.
 func TestWalEdgeMissingSegmentAndStrayFiles(t *testing.T) {
 	h := walEdgeClosedHome(t, 20)
 	dir := filepath.Join(h, "wal")
@@ -977,7 +978,18 @@ func TestWalEdgeMissingSegmentAndStrayFiles(t *testing.T) {
 	if len(segs) < 3 {
 		t.Fatalf("segments %v, want at least 3", segs)
 	}
-	for _, name := range []string{"00000000000000000001.START", "notes.txt"} {
+	marker := filepath.Join(dir, "00000000000000000001.START")
+	if err := os.WriteFile(marker, []byte("not a segment"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := walCLI(t, "--home", h, "wal", "verify")
+	if code != 1 || out != "" || !strings.Contains(errs, "00000000000000000001.START is a tidwall/wal truncation marker") {
+		t.Fatalf("verify with a truncation marker: exit %d\n%s%s", code, out, errs)
+	}
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"notes.txt"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte("not a segment"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -986,7 +998,7 @@ func TestWalEdgeMissingSegmentAndStrayFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := walEdgeDigest(t, h)
-	code, out, errs := walCLI(t, "--home", h, "wal", "verify")
+	code, out, errs = walCLI(t, "--home", h, "wal", "verify")
 	if code != 0 || out != fmt.Sprintf("segments %d, entries 20, seq 1..20\nok\n", len(segs)) || errs != "" {
 		t.Fatalf("verify with stray files: exit %d\n%s%s", code, out, errs)
 	}
