@@ -99,13 +99,52 @@ func (h Home) Rel(p string) string {
 	return filepath.ToSlash(r)
 }
 
-// Ensure creates the home's directories (0700) if they are missing.
+// Ensure creates the home's directories (0700) if they are missing, and
+// makes their entries durable (MkdirAllSync).
 func (h Home) Ensure() error {
 	for _, d := range []string{h.Dir, h.WALDir(), h.StateDir(), h.QuarantineDir(),
 		h.path("feedback"), h.path("lab"), h.path("lab", "sessions"), h.ExportsDir(),
 		h.path("pty"), h.path("steps")} {
-		if err := os.MkdirAll(d, DirPerm); err != nil {
+		if err := MkdirAllSync(d); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// MkdirAllSync is os.MkdirAll (0700) that also makes the directories it
+// creates durable: a new directory's name lives in its parent, so each
+// such parent is fsynced. Without that a power cut could take a new log
+// directory away with the fsynced segments inside it. It does nothing to
+// a directory that exists.
+func MkdirAllSync(dir string) error { return mkdirAllSync(dir, SyncDir) }
+
+func mkdirAllSync(dir string, syncDir func(string) error) error {
+	dir = filepath.Clean(dir)
+	var created []string // missing before, deepest first
+	for d := dir; ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil {
+			if !fi.IsDir() {
+				return fmt.Errorf("mkdir %s: %s is not a directory", dir, d)
+			}
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		created = append(created, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if len(created) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, DirPerm); err != nil {
+		return err
+	}
+	for i := len(created) - 1; i >= 0; i-- {
+		if err := syncDir(filepath.Dir(created[i])); err != nil {
+			return fmt.Errorf("fsync %s: %w", filepath.Dir(created[i]), err)
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -107,5 +108,49 @@ func TestWriteFileAtomicReplaces(t *testing.T) {
 	ents, _ := os.ReadDir(filepath.Dir(p))
 	if len(ents) != 1 {
 		t.Fatalf("%d files left beside it, want only the file", len(ents))
+	}
+}
+
+// MkdirAllSync creates the missing directories (0700) and fsyncs the
+// parent of each one it created, and only those; an existing directory
+// costs no fsync; a file in the way is an error naming it.
+func TestMkdirAllSync(t *testing.T) {
+	root := t.TempDir()
+	var synced []string
+	rec := func(d string) error { synced = append(synced, d); return nil }
+	dir := filepath.Join(root, "a", "b", "c")
+	if err := mkdirAllSync(dir, rec); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{root, filepath.Join(root, "a"), filepath.Join(root, "a", "b")}
+	if !slices.Equal(synced, want) {
+		t.Fatalf("fsynced %q, want %q", synced, want)
+	}
+	for _, d := range []string{filepath.Join(root, "a"), filepath.Join(root, "a", "b"), dir} {
+		fi, err := os.Stat(d)
+		if err != nil || !fi.IsDir() || fi.Mode().Perm() != DirPerm {
+			t.Fatalf("%s: %v %v", d, fi, err)
+		}
+	}
+	synced = nil
+	if err := mkdirAllSync(dir, rec); err != nil || len(synced) != 0 {
+		t.Fatalf("existing: %v, fsynced %q", err, synced)
+	}
+	if err := mkdirAllSync(filepath.Join(root, "a", "d"), rec); err != nil || !slices.Equal(synced, []string{filepath.Join(root, "a")}) {
+		t.Fatalf("one level: %v, fsynced %q", err, synced)
+	}
+	file := filepath.Join(root, "f")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	synced = nil
+	for _, d := range []string{file, filepath.Join(file, "x")} {
+		if err := mkdirAllSync(d, rec); err == nil || !strings.Contains(err.Error(), file) || len(synced) != 0 {
+			t.Fatalf("%s: %v, fsynced %q", d, err, synced)
+		}
+	}
+	failing := func(string) error { return errors.New("disk gone") }
+	if err := mkdirAllSync(filepath.Join(root, "g"), failing); err == nil || !strings.Contains(err.Error(), "fsync "+root+": disk gone") {
+		t.Fatalf("fsync failure: %v", err)
 	}
 }

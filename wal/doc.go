@@ -29,7 +29,9 @@
 // the committer writes the next group meanwhile;
 // tidwall fsyncs a filled segment itself before opening the next), a
 // directory fsync when any of them created a segment file (tidwall/wal
-// does not; files.go mirrors its cycle rule to know), then Options.Apply
+// does not; files.go mirrors its cycle rule to know; a log or quarantine
+// directory Open creates is made durable in its parent the same way),
+// then Options.Apply
 // (the projections), and only then the acknowledgements, in sequence
 // order. A write or fsync error puts the log into a failed state: every
 // waiting appender gets the error, nothing more is acknowledged or

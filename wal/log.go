@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"iter"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -182,7 +181,7 @@ func Open(opts Options) (*Log, error) {
 	if opts.QuarantineDir == "" {
 		opts.QuarantineDir = filepath.Join(filepath.Dir(filepath.Clean(opts.Dir)), "quarantine")
 	}
-	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+	if err := mkdirAll(opts.Dir, opts.NoSync); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
 	lock, err := lockDir(opts.Dir)

@@ -128,10 +128,21 @@ func repairTailRecords(dir, qdir string, noSync bool) ([]*events.WalRepaired, in
 	}), torn.Offset, nil
 }
 
+// mkdirAll creates dir and, unless noSync, makes every directory it
+// creates durable (home.MkdirAllSync): a new log directory must survive a
+// power cut with the fsynced segments in it, and a new quarantine
+// directory with the bytes cut from the log.
+func mkdirAll(dir string, noSync bool) error {
+	if noSync {
+		return os.MkdirAll(dir, home.DirPerm)
+	}
+	return home.MkdirAllSync(dir)
+}
+
 // quarantine writes b to a new file in qdir named name (a numeric suffix is
 // added if it exists), fsyncs it and qdir, and returns the file's name.
 func quarantine(qdir, name string, b []byte, noSync bool) (string, error) {
-	if err := os.MkdirAll(qdir, 0o700); err != nil {
+	if err := mkdirAll(qdir, noSync); err != nil {
 		return "", err
 	}
 	final := name
