@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,19 +165,23 @@ func advCheckSegments(t *testing.T, dir string, segSize int) []segmentScan {
 // from 1): Log.Events, Log.Read, Reader.Events and Reader.LastSeq.
 func advReadAll(t *testing.T, l *Log, want []*events.Event) {
 	t.Helper()
-	n := 0
-	for ev, err := range l.Events(1) {
-		if err != nil {
-			t.Fatalf("Events: %v", err)
+	same := func(name string, evs iter.Seq2[*events.Event, error]) {
+		t.Helper()
+		n := 0
+		for ev, err := range evs {
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if n >= len(want) || ev.Seq != uint64(n+1) || !bytes.Equal(entryBytes(t, ev), entryBytes(t, want[n])) {
+				t.Fatalf("%s: event %d (seq %d) is not the one appended", name, n, ev.Seq)
+			}
+			n++
 		}
-		if n >= len(want) || ev.Seq != uint64(n+1) || !bytes.Equal(entryBytes(t, ev), entryBytes(t, want[n])) {
-			t.Fatalf("Events: event %d (seq %d) is not the one appended", n, ev.Seq)
+		if n != len(want) {
+			t.Fatalf("%s yielded %d, want %d", name, n, len(want))
 		}
-		n++
 	}
-	if n != len(want) {
-		t.Fatalf("Events yielded %d, want %d", n, len(want))
-	}
+	same("Events", l.Events(1))
 	for i, w := range want {
 		ev, err := l.Read(uint64(i + 1))
 		if err != nil || !bytes.Equal(entryBytes(t, ev), entryBytes(t, w)) {
@@ -184,19 +189,7 @@ func advReadAll(t *testing.T, l *Log, want []*events.Event) {
 		}
 	}
 	r := mustReader(t, l.Dir())
-	n = 0
-	for ev, err := range r.Events(1) {
-		if err != nil {
-			t.Fatalf("Reader.Events: %v", err)
-		}
-		if n >= len(want) || ev.Seq != uint64(n+1) || !bytes.Equal(entryBytes(t, ev), entryBytes(t, want[n])) {
-			t.Fatalf("Reader.Events: event %d (seq %d) is not the one appended", n, ev.Seq)
-		}
-		n++
-	}
-	if n != len(want) {
-		t.Fatalf("Reader.Events yielded %d, want %d", n, len(want))
-	}
+	same("Reader.Events", r.Events(1))
 	if last, err := r.LastSeq(); err != nil || last != uint64(len(want)) {
 		t.Fatalf("Reader.LastSeq %d %v, want %d", last, err, len(want))
 	}

@@ -67,6 +67,19 @@ func walEdgeSegments(t *testing.T, dir string) []string {
 	return segs
 }
 
+// walEdgeLastSegment returns the path, bytes and frame offsets of the
+// last segment of the log in dir.
+func walEdgeLastSegment(t *testing.T, dir string) (string, []byte, []int) {
+	t.Helper()
+	segs := walEdgeSegments(t, dir)
+	last := filepath.Join(dir, segs[len(segs)-1])
+	b, err := os.ReadFile(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return last, b, walEdgeFrames(t, b)
+}
+
 // walEdgeFrames returns the byte offset of every frame (uvarint length,
 // then the entry) of a segment's bytes.
 func walEdgeFrames(t *testing.T, b []byte) []int {
@@ -510,12 +523,7 @@ func TestWalEdgeTornTailNotRepaired(t *testing.T) {
 	h := walEdgeClosedHome(t, 12)
 	dir := filepath.Join(h, "wal")
 	segs := walEdgeSegments(t, dir)
-	last := filepath.Join(dir, segs[len(segs)-1])
-	b, err := os.ReadFile(last)
-	if err != nil {
-		t.Fatal(err)
-	}
-	frames := walEdgeFrames(t, b)
+	last, b, frames := walEdgeLastSegment(t, dir)
 	frame := b[frames[len(frames)-1]:]
 	torn := frame[:len(frame)/2]
 	if err := os.WriteFile(last, append(append([]byte(nil), b...), torn...), 0o600); err != nil {
@@ -1296,12 +1304,7 @@ func TestWalEdgeDumpDamageInLastSegment(t *testing.T) {
 	h := walEdgeClosedHome(t, 12)
 	dir := filepath.Join(h, "wal")
 	segs := walEdgeSegments(t, dir)
-	last := filepath.Join(dir, segs[len(segs)-1])
-	b, err := os.ReadFile(last)
-	if err != nil {
-		t.Fatal(err)
-	}
-	frames := walEdgeFrames(t, b)
+	last, b, frames := walEdgeLastSegment(t, dir)
 	if len(frames) < 2 {
 		t.Fatalf("the last segment holds %d frames, want good ones after the damage", len(frames))
 	}
