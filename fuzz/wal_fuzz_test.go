@@ -124,6 +124,9 @@ func FuzzEnvelope(f *testing.F) {
 	}
 	f.Add([]byte{0x80})
 	f.Add([]byte{0xc0})
+	// A field declaring a 1.9 GB bin in 16 bytes: the decoder must not
+	// allocate by the declared length (a worker was OOM-killed at 17 GB).
+	f.Add([]byte("\x87\xa5000\xac\xca\xc6t\xfd00\x950000"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ev, err := events.DecodeEnvelope(b)
 		if err != nil {
