@@ -67,6 +67,16 @@ func walEdgeSegments(t *testing.T, dir string) []string {
 	return segs
 }
 
+// walEdgeChild makes the command that re-runs this test binary as
+// TestWalEdgeWriterChild with env added; its stderr goes to the buffer.
+func walEdgeChild(env ...string) (*exec.Cmd, *bytes.Buffer) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWalEdgeWriterChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	return cmd, &stderr
+}
+
 // walEdgeLastSegment returns the path, bytes and frame offsets of the
 // last segment of the log in dir.
 func walEdgeLastSegment(t *testing.T, dir string) (string, []byte, []int) {
@@ -703,10 +713,7 @@ func TestWalEdgeFollowAnotherProcess(t *testing.T) {
 	go func() {
 		done <- dumpWAL(ctx, dir, &walDumpOpts{from: 1, follow: true, poll: 2 * time.Millisecond}, &out)
 	}()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestWalEdgeWriterChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), walEdgeChildEnv+"=append", walEdgeDirEnv+"="+dir)
-	var childErr bytes.Buffer
-	cmd.Stderr = &childErr
+	cmd, childErr := walEdgeChild(walEdgeChildEnv+"=append", walEdgeDirEnv+"="+dir)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -834,14 +841,11 @@ func TestWalEdgeDumpFollowStopsAtTo(t *testing.T) {
 func walEdgeKilledWriter(t *testing.T, h string) []string {
 	t.Helper()
 	dir := filepath.Join(h, "wal")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestWalEdgeWriterChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), walEdgeChildEnv+"=hold", walEdgeDirEnv+"="+dir)
+	cmd, childErr := walEdgeChild(walEdgeChildEnv+"=hold", walEdgeDirEnv+"="+dir)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var childErr bytes.Buffer
-	cmd.Stderr = &childErr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -1146,11 +1150,8 @@ func TestWalEdgeDumpWhileAnotherProcessWrites(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestWalEdgeWriterChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), walEdgeChildEnv+"=append", walEdgeDirEnv+"="+dir)
+	cmd, childErr := walEdgeChild(walEdgeChildEnv+"=append", walEdgeDirEnv+"="+dir)
 	cmd.Stdin = strings.NewReader("go\n")
-	var childErr bytes.Buffer
-	cmd.Stderr = &childErr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -1201,14 +1202,11 @@ func TestWalEdgeDumpWhileAnotherProcessWrites(t *testing.T) {
 func TestWalEdgeFollowInterrupted(t *testing.T) {
 	h := walEdgeClosedHome(t, 12)
 	args, _ := json.Marshal([]string{"--home", h, "wal", "dump", "--follow", "--poll", "5ms"})
-	cmd := exec.Command(os.Args[0], "-test.run=^TestWalEdgeWriterChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), walEdgeChildEnv+"=cli", walEdgeArgsEnv+"="+string(args))
+	cmd, childErr := walEdgeChild(walEdgeChildEnv+"=cli", walEdgeArgsEnv+"="+string(args))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var childErr bytes.Buffer
-	cmd.Stderr = &childErr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
