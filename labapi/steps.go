@@ -1,6 +1,7 @@
 package labapi
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -152,11 +153,21 @@ func (st *stepRoutes) plan(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// apply takes a request id like every mutating route: the recovery.applied
+// event carries it with the response, so a retry gets that answer back and
+// applies nothing. (A plan with nothing to apply appends nothing and
+// records nothing: its retry plans again, and again applies nothing.)
 func (st *stepRoutes) apply(w http.ResponseWriter, r *http.Request) error {
-	p := recovery.Recover(st.j, recovery.PlanOptions{LiveAfter: st.j.StartSeq()})
-	if _, err := recovery.Apply(r.Context(), st.j, p, recovery.ApplyOptions{}); err != nil {
-		return stepError(err)
+	body, err := readBody(r)
+	if err != nil {
+		return err
 	}
-	writeJSON(w, http.StatusOK, p)
-	return nil
+	return st.s.idempotent(w, r, "POST /api/recovery/apply", body, func(req, rh string) (any, error) {
+		p := recovery.Recover(st.j, recovery.PlanOptions{LiveAfter: st.j.StartSeq()})
+		opts := recovery.ApplyOptions{Req: req, ReqHash: rh, Snapshot: func(p *recovery.Plan) (json.RawMessage, error) { return json.Marshal(p) }}
+		if _, err := recovery.Apply(r.Context(), st.j, p, opts); err != nil {
+			return nil, stepError(err)
+		}
+		return p, nil
+	})
 }

@@ -1,9 +1,14 @@
 package labapi
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/recovery"
 )
 
 func stepHash(c string) string { return "sha256-" + strings.Repeat(c, 64) }
@@ -131,5 +136,46 @@ func TestStepRoutesHostile(t *testing.T) {
 	}
 	if tl.lastSeq() != last {
 		t.Fatalf("hostile bodies appended %d events", tl.lastSeq()-last)
+	}
+}
+
+// POST /api/recovery/apply takes a request id like every mutating route
+// (SPEC §6): its retry gets the first answer back, flagged as a replay,
+// and appends nothing; the id with another body is IDEMPOTENCY_KEY_REUSED.
+// (It used to ignore request ids: a retry planned again.)
+func TestRecoveryApplyRequestID(t *testing.T) {
+	tl := newTestLab(t, func(o *Options) {
+		// A step left executing before this daemon started: the plan
+		// puts it up for review.
+		j, err := recovery.NewJournal(o.Engine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if _, err := j.RecordRequest(ctx, &events.StepPlanned{MandateID: "m1", Steps: []events.PlannedStep{{StepID: "a", Tool: "sh", ParamsHash: stepHash("1"), PreHash: stepHash("2")}}}, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := j.RecordRequest(ctx, &events.StepExecuting{MandateID: "m1", StepID: "a", ObservedPreHash: stepHash("2")}, "", ""); err != nil {
+			t.Fatal(err)
+		}
+	})
+	before := tl.lastSeq()
+	first := tl.do("POST", "/api/recovery/apply", "", "X-CM-LAB-REQUEST-ID", "r-apply")
+	var plan recovery.Plan
+	if err := json.Unmarshal(first.body, &plan); err != nil || first.status != 200 || plan.Applied != 2 || len(plan.Steps) != 1 || plan.Steps[0].Action != recovery.ActionNeedsReview {
+		t.Fatalf("apply: %d %s", first.status, first.body)
+	}
+	if got := tl.lastSeq(); got != before+2 {
+		t.Fatalf("apply appended %d events, want 2 (step.needs_review, recovery.applied)", got-before)
+	}
+	again := tl.do("POST", "/api/recovery/apply", "", "X-CM-LAB-REQUEST-ID", "r-apply")
+	if again.status != 200 || again.header.Get("X-CM-LAB-IDEMPOTENT-REPLAY") != "true" || !bytes.Equal(bytes.TrimSpace(again.body), bytes.TrimSpace(first.body)) {
+		t.Fatalf("retry: %d replay=%q %s\nfirst %s", again.status, again.header.Get("X-CM-LAB-IDEMPOTENT-REPLAY"), again.body, first.body)
+	}
+	if r := tl.do("POST", "/api/recovery/apply", `{"only":"m1"}`, "X-CM-LAB-REQUEST-ID", "r-apply"); r.status != 409 || r.code() != "IDEMPOTENCY_KEY_REUSED" {
+		t.Fatalf("other body: %d %s", r.status, r.body)
+	}
+	if got := tl.lastSeq(); got != before+2 {
+		t.Fatalf("retries appended %d events", got-before-2)
 	}
 }

@@ -200,6 +200,12 @@ type ApplyOptions struct {
 	Only map[string]bool
 	// Extra decisions to record in recovery.applied (auto-resume choices).
 	Extra []events.RecoveryDecision
+	// Req, when set, is the request id the recovery.applied event carries,
+	// with ReqHash and the response snapshot Snapshot returns (called with
+	// the plan as it is once that event is appended), so that a retry of
+	// the request is answered from the log (POST /api/recovery/apply).
+	Req, ReqHash string
+	Snapshot     func(*Plan) (json.RawMessage, error)
 }
 
 // Apply appends the plan's decisions through j, then one recovery.applied
@@ -230,6 +236,15 @@ func Apply(ctx context.Context, j *Journal, p *Plan, opts ApplyOptions) (int, er
 	ev, err := events.New("recovery", &events.RecoveryApplied{Decisions: decisions, Auto: opts.Auto})
 	if err != nil {
 		return n, err
+	}
+	if opts.Req != "" && opts.Snapshot != nil {
+		p.Applied += n + 1 // as it will be once ev is appended
+		snap, err := opts.Snapshot(p)
+		p.Applied -= n + 1
+		if err != nil {
+			return n, err
+		}
+		ev.WithRequest(opts.Req, opts.ReqHash, snap)
 	}
 	if err := j.appendRaw(ctx, ev); err != nil {
 		return n, err
