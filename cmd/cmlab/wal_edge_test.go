@@ -708,11 +708,7 @@ func TestWalEdgeFollowAnotherProcess(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out walDumpBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- dumpWAL(ctx, dir, &walDumpOpts{from: 1, follow: true, poll: 2 * time.Millisecond}, &out)
-	}()
+	out, done := followDump(ctx, dir, &walDumpOpts{from: 1, follow: true, poll: 2 * time.Millisecond})
 	cmd, childErr := walEdgeChild(walEdgeChildEnv+"=append", walEdgeDirEnv+"="+dir)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -796,11 +792,7 @@ func TestWalEdgeDumpFollowStopsAtTo(t *testing.T) {
 			h, l := walHome(t, 5) // seq 7 will be on stream b
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			var out walDumpBuffer
-			done := make(chan error, 1)
-			go func() {
-				done <- dumpWAL(ctx, filepath.Join(h, "wal"), &walDumpOpts{from: 6, to: 7, stream: tc.stream, follow: true, poll: 2 * time.Millisecond}, &out)
-			}()
+			out, done := followDump(ctx, filepath.Join(h, "wal"), &walDumpOpts{from: 6, to: 7, stream: tc.stream, follow: true, poll: 2 * time.Millisecond})
 			for _, p := range []events.Payload{&events.WalSalvaged{LostSeq: 5}, &events.RecoveryApplied{}} {
 				stream := "a"
 				if _, ok := p.(*events.RecoveryApplied); ok {
@@ -1081,12 +1073,8 @@ func TestWalEdgeFollowAcrossRestart(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out walDumpBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- dumpWAL(ctx, dir, &walDumpOpts{from: 1, follow: true, poll: 2 * time.Millisecond}, &out)
-	}()
-	walEdgeAwaitLines(t, &out, walEdgeHeld)
+	out, done := followDump(ctx, dir, &walDumpOpts{from: 1, follow: true, poll: 2 * time.Millisecond})
+	walEdgeAwaitLines(t, out, walEdgeHeld)
 
 	l, err := wal.Open(wal.Options{Dir: dir, SegmentSize: 2 << 20})
 	if err != nil {
@@ -1102,7 +1090,7 @@ func TestWalEdgeFollowAcrossRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	walEdgeAwaitLines(t, &out, walEdgeHeld+1+more)
+	walEdgeAwaitLines(t, out, walEdgeHeld+1+more)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -150,15 +150,20 @@ func (l *walDumpBuffer) lines() int {
 	return strings.Count(l.b.String(), "\n")
 }
 
+// followDump runs 'wal dump' with o (o.follow set) on the log in dir in
+// the background, until ctx ends; done gets its result.
+func followDump(ctx context.Context, dir string, o *walDumpOpts) (out *walDumpBuffer, done <-chan error) {
+	out = &walDumpBuffer{}
+	res := make(chan error, 1)
+	go func() { res <- dumpWAL(ctx, dir, o, out) }()
+	return out, res
+}
+
 func TestWalDumpFollow(t *testing.T) {
 	h, l := walHome(t, 3)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out walDumpBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- dumpWAL(ctx, filepath.Join(h, "wal"), &walDumpOpts{from: 1, follow: true, poll: 5 * time.Millisecond}, &out)
-	}()
+	out, done := followDump(ctx, filepath.Join(h, "wal"), &walDumpOpts{from: 1, follow: true, poll: 5 * time.Millisecond})
 	for i := 0; i < 20; i++ {
 		if _, err := l.Append(context.Background(), events.MustNew("c", &events.WalSalvaged{LostSeq: uint64(100 + i)})); err != nil {
 			t.Fatal(err)
