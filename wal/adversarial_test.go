@@ -1118,11 +1118,7 @@ func TestAdvFollowersUnderSixteenAppenders(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "wal")
-			l, err := Open(Options{Dir: dir, SegmentSize: tc.segSize, Preallocate: 1 << 20, Now: fixedNow})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
+			l := openT(t, Options{Dir: dir, SegmentSize: tc.segSize, Preallocate: 1 << 20, Now: fixedNow})
 			const workers = 16
 			n := workers * tc.per
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -1237,11 +1233,7 @@ func TestAdvVerifyAndStatWhileWriting(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "wal")
-			l, err := Open(Options{Dir: dir, SegmentSize: tc.segSize, Preallocate: 1 << 20, Now: fixedNow})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
+			l := openT(t, Options{Dir: dir, SegmentSize: tc.segSize, Preallocate: 1 << 20, Now: fixedNow})
 			// The appenders go on until both they have appended per events
 			// each and the checks below have run minChecks times, so that
 			// the checks overlap the appends however fast the disk is.
@@ -1624,11 +1616,7 @@ func TestAdvEveryCutRecordedAfterFailedRepairRecords(t *testing.T) {
 					t.Fatalf("open %d with a %s fault on the repair record: %v (fired %d)", i, kind, err, f.Fired())
 				}
 			}
-			l, err := Open(Options{Dir: dir, SegmentSize: tc.segSize, Now: fixedNow})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
+			l := openT(t, Options{Dir: dir, SegmentSize: tc.segSize, Now: fixedNow})
 			q := quarantined(t, home)
 			firstCut := segmentName(1) + "-at-" + fmt.Sprint(framesLen(t, evs)) + ".torn"
 			if !bytes.Equal(q[firstCut], torn) {
@@ -1845,11 +1833,7 @@ func TestAdvFramesAtSegmentBoundaries(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "wal")
-			l, err := Open(Options{Dir: dir, SegmentSize: tc.seg, Now: fixedNow})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
+			l := openT(t, Options{Dir: dir, SegmentSize: tc.seg, Now: fixedNow})
 			cw := &countingWriter{Writer: l.w}
 			l.w = cw
 			var want []*events.Event
@@ -2102,11 +2086,7 @@ func TestAdvEachCutRecordedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l, err := Open(Options{Dir: dir, SegmentSize: 1 << 20, Now: fixedNow, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openT(t, Options{Dir: dir, SegmentSize: 1 << 20, Now: fixedNow, NoSync: true})
 	if l.Repaired() != nil {
 		t.Fatalf("a clean reopen recorded %+v", l.Repaired())
 	}
