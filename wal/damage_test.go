@@ -332,10 +332,11 @@ func TestRepairRecordedAfterCrashBeforeTheEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The cut without the event, as a crash between the two would leave it.
-	rep, _, err := repairTail(dir, qdir, true)
-	if err != nil || rep == nil {
-		t.Fatalf("repairTail: %+v %v", rep, err)
+	reps, _, err := repairTailRecords(dir, qdir, true)
+	if err != nil || len(reps) != 1 {
+		t.Fatalf("repairTailRecords: %+v %v", reps, err)
 	}
+	rep := reps[0]
 	l, err := Open(Options{Dir: dir, NoSync: true})
 	if err != nil {
 		t.Fatal(err)

@@ -33,16 +33,6 @@ func (e *CorruptError) Error() string {
 
 func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
-// repairTail is repairTailRecords returning only the last record: this
-// Open's cut, else the last unrecorded one (nil if none).
-func repairTail(dir, qdir string, noSync bool) (*events.WalRepaired, int64, error) {
-	reps, size, err := repairTailRecords(dir, qdir, noSync)
-	if len(reps) == 0 {
-		return nil, size, err
-	}
-	return reps[len(reps)-1], size, err
-}
-
 // repairTailRecords checks every entry of every segment in dir. Damage
 // that is a torn tail (bad bytes running to the end of the last segment
 // with no good entry after them) is cut: the bytes are copied to a
@@ -110,7 +100,7 @@ func repairTailRecords(dir, qdir string, noSync bool) ([]*events.WalRepaired, in
 	// that failed or died writing its wal.repaired events (a short write
 	// leaves half a frame, cut now). Looked up before this cut's own
 	// quarantine file exists.
-	reps := unrecordedRepairs(qdir, tail.Segment, data[:torn.Offset])
+	reps := unrecordedRepairs(qdir, tail.Segment, data[:torn.Offset], tailCuts(qdir, tail.Segment.Name))
 	qname, err := quarantine(qdir, fmt.Sprintf("%s-at-%d.torn", torn.Segment, torn.Offset), data[torn.Offset:torn.Offset+torn.Length], noSync)
 	if err != nil {
 		return nil, 0, fmt.Errorf("wal: repair: %w", err)
@@ -196,9 +186,11 @@ func truncateSync(path string, size int64, noSync bool) error {
 }
 
 // unrecordedRepairsIn is unrecordedRepairs for the first size bytes of
-// segment seg of the log in dir.
+// segment seg of the log in dir; it reads the segment only if qdir holds
+// cuts of it.
 func unrecordedRepairsIn(dir, qdir string, seg segmentFile, size int64) ([]*events.WalRepaired, error) {
-	if !hasCuts(qdir, seg.Name) {
+	cuts := tailCuts(qdir, seg.Name)
+	if len(cuts) == 0 {
 		return nil, nil
 	}
 	data, err := os.ReadFile(filepath.Join(dir, seg.Name))
@@ -208,50 +200,32 @@ func unrecordedRepairsIn(dir, qdir string, seg segmentFile, size int64) ([]*even
 	if int64(len(data)) < size {
 		return nil, fmt.Errorf("%s shrank during open", seg.Name)
 	}
-	return unrecordedRepairs(qdir, seg, data[:size]), nil
+	return unrecordedRepairs(qdir, seg, data[:size], cuts), nil
 }
 
-// hasCuts reports whether qdir holds a tail cut of segment seg.
-func hasCuts(qdir, seg string) bool {
-	m, _ := filepath.Glob(filepath.Join(qdir, seg+"-at-*.torn*"))
-	return len(m) > 0
+// tailCut is the quarantine file <seg>-at-<off>.torn[.k] of a tail cut.
+type tailCut struct {
+	off  int64
+	k    int
+	name string
 }
 
-// unrecordedRepairs finds the cuts of segment seg whose wal.repaired
-// events are not in the log: an Open that cut a torn tail and crashed or
-// failed before its events were written whole (a short write leaves half
-// an event's frame, which the next Open cuts in turn, from the same or a
-// later offset). data are the entries of seg up to where the next record
-// goes. Each such cut lies at or after the start of the run of
-// wal.repaired events ending data — at a cut, nothing but records is
-// appended until an Open has written all of its own — so every quarantine
-// file <seg>-at-<offset>.torn[.k] with an offset in that stretch that no
-// event of the run names is returned, ordered by offset and suffix, its
-// FirstSeq the sequence of the entry that now stands at its offset. (A
-// stale quarantine file of an earlier log in the same place would be
-// recorded too; nothing is lost by that.)
-func unrecordedRepairs(qdir string, seg segmentFile, data []byte) []*events.WalRepaired {
-	if !hasCuts(qdir, seg.Name) {
-		return nil
-	}
+// tailCuts lists the tail cuts of segment seg in qdir, ordered by offset
+// and suffix (none if qdir cannot be read).
+func tailCuts(qdir, seg string) []tailCut {
 	des, err := os.ReadDir(qdir)
 	if err != nil {
 		return nil
 	}
-	type cut struct {
-		off  int64
-		k    int
-		name string
-	}
-	var cuts []cut
+	var cuts []tailCut
 	for _, de := range des {
-		rest, ok := strings.CutPrefix(de.Name(), seg.Name+"-at-")
+		rest, ok := strings.CutPrefix(de.Name(), seg+"-at-")
 		if !ok || de.IsDir() {
 			continue
 		}
 		offText, suffix, ok := strings.Cut(rest, ".torn")
 		off, err := strconv.ParseInt(offText, 10, 64)
-		if !ok || err != nil || off < 0 || off > int64(len(data)) {
+		if !ok || err != nil || off < 0 {
 			continue
 		}
 		k := 0
@@ -261,10 +235,7 @@ func unrecordedRepairs(qdir string, seg segmentFile, data []byte) []*events.WalR
 				continue
 			}
 		}
-		cuts = append(cuts, cut{off, k, de.Name()})
-	}
-	if len(cuts) == 0 {
-		return nil
+		cuts = append(cuts, tailCut{off, k, de.Name()})
 	}
 	sort.Slice(cuts, func(i, j int) bool {
 		if cuts[i].off != cuts[j].off {
@@ -272,6 +243,25 @@ func unrecordedRepairs(qdir string, seg segmentFile, data []byte) []*events.WalR
 		}
 		return cuts[i].k < cuts[j].k
 	})
+	return cuts
+}
+
+// unrecordedRepairs finds, among the cuts of segment seg, those whose
+// wal.repaired events are not in the log: an Open that cut a torn tail and
+// crashed or failed before its events were written whole (a short write
+// leaves half an event's frame, which the next Open cuts in turn, from the
+// same or a later offset). data are the entries of seg up to where the
+// next record goes. Each such cut lies at or after the start of the run of
+// wal.repaired events ending data — at a cut, nothing but records is
+// appended until an Open has written all of its own — so every cut with an
+// offset in that stretch that no event of the run names is returned, in
+// the order of cuts, its FirstSeq the sequence of the entry that now
+// stands at its offset. (A stale quarantine file of an earlier log in the
+// same place would be recorded too; nothing is lost by that.)
+func unrecordedRepairs(qdir string, seg segmentFile, data []byte, cuts []tailCut) []*events.WalRepaired {
+	if len(cuts) == 0 {
+		return nil
+	}
 	sc := scanSegment(seg, data, true, true)
 	seqAt := map[int64]uint64{int64(len(data)): sc.Next}
 	for _, g := range sc.Good {
@@ -294,7 +284,7 @@ func unrecordedRepairs(qdir string, seg segmentFile, data []byte) []*events.WalR
 	}
 	var out []*events.WalRepaired
 	for _, c := range cuts {
-		if c.off < from || recorded[c.name] {
+		if c.off < from || c.off > int64(len(data)) || recorded[c.name] {
 			continue
 		}
 		if r := unrecordedRepair(qdir, seg.Name, c.off, c.name); r != nil {
