@@ -5,8 +5,8 @@
 //
 //	wal/                          segments + LOCK
 //	state/checkpoint.json         last applied WAL index + byte size of every view file
-//	state/daemon.json             pid, listen address, token file of the running daemon
-//	state/token                   random bearer token, mode 0600
+//	state/daemon.json             pid, listen address, token file and nonce of the running daemon
+//	state/token                   the operator token (64 hex characters), mode 0600
 //	quarantine/                   bytes cut from the log by repair
 //	feedback/feedback.jsonl
 //	lab/runs.jsonl  lab/experiments.jsonl
@@ -16,4 +16,12 @@
 //	steps/steps.jsonl
 //
 // The home is chosen by --home, else $CMLAB_HOME, else ~/.cm.
+//
+// state/token holds the operator token, the secret that opens the terminal,
+// steps, recovery, /metrics and /mcp (token.go). The daemon refuses to start
+// when the home, state/ or state/token is not private to the user it runs
+// as (CheckPrivate) or the token carries less than 256 bits; a command run
+// by one user in another user's home refuses to write there (CheckOwner).
+// The Lab token that GET /api/config hands out is not stored in the home:
+// each daemon run draws its own (package labapi).
 package home

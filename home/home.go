@@ -1,8 +1,6 @@
 package home
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -148,32 +146,6 @@ func mkdirAllSync(dir string, syncDir func(string) error) error {
 		}
 	}
 	return nil
-}
-
-// Token returns the home's bearer token, creating state/token (0600) with
-// 32 random bytes in hex when it does not exist yet.
-func (h Home) Token() (string, error) {
-	b, err := os.ReadFile(h.TokenFile())
-	if err == nil {
-		tok := strings.TrimSpace(string(b))
-		if tok != "" {
-			return tok, nil
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", err
-	}
-	if err := os.MkdirAll(h.StateDir(), DirPerm); err != nil {
-		return "", err
-	}
-	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", err
-	}
-	tok := hex.EncodeToString(raw[:])
-	if err := WriteFileAtomic(h.TokenFile(), []byte(tok+"\n")); err != nil {
-		return "", err
-	}
-	return tok, nil
 }
 
 // WriteFileAtomic replaces path with data: write a temporary file beside

@@ -73,7 +73,7 @@ func TestEnsureAndTokenPermissions(t *testing.T) {
 			t.Errorf("%s: mode %v, want %v", d, fi.Mode().Perm(), DirPerm)
 		}
 	}
-	tok, err := h.Token()
+	tok, err := h.OperatorToken()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +87,9 @@ func TestEnsureAndTokenPermissions(t *testing.T) {
 	if fi.Mode().Perm() != FilePerm {
 		t.Fatalf("token file mode %v, want %v", fi.Mode().Perm(), FilePerm)
 	}
-	again, err := h.Token()
+	again, err := h.OperatorToken()
 	if err != nil || again != tok {
-		t.Fatalf("second Token() = %q, %v; want the same token", again, err)
+		t.Fatalf("second OperatorToken() = %q, %v; want the same token", again, err)
 	}
 }
 
