@@ -33,7 +33,7 @@ func newAPITarget(tb testing.TB, dir string) *apiTarget {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", Token: "tok", SessionID: "lab_fuzz", AllowedRoots: []string{root}})
+	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: "tok", SessionID: "lab_fuzz", AllowedRoots: []string{root}})
 	if err != nil {
 		eng.Close()
 		tb.Fatal(err)

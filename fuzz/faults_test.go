@@ -66,7 +66,7 @@ func runFaultTrial(t *testing.T, arm func(*wal.Faults), armAfter int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", Token: "tok", SessionID: "lab_faults"})
+	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: "tok", SessionID: "lab_faults"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 // postFeedback posts one feedback entry through a fresh server on eng.
 func postFeedback(t *testing.T, eng *engine.Engine, notes string) *httptest.ResponseRecorder {
 	t.Helper()
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", Token: "tok", SessionID: "lab_legacy"})
+	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: "tok", SessionID: "lab_legacy"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func FuzzPtyBodies(f *testing.F) {
 		eng.Close()
 		f.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", Token: "tok", SessionID: "lab_pty", Pty: mgr})
+	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: "tok", SessionID: "lab_pty", Pty: mgr})
 	if err != nil {
 		f.Fatal(err)
 	}

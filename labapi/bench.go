@@ -86,7 +86,7 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	case err := <-done:
 		return nil, err
 	}
-	tok, err := h.Token()
+	tok, err := h.OperatorToken()
 	if err != nil {
 		return nil, err
 	}

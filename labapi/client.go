@@ -3,11 +3,11 @@ package labapi
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,10 +22,17 @@ import (
 
 // DaemonInfo is state/daemon.json: how CLI commands find the running
 // daemon. serve writes it once it listens and removes it on clean shutdown.
+//
+// Nonce is drawn per daemon run and echoed by its GET /api/health; a
+// client sends a token only to a listener that echoes it (a stale file
+// whose pid and port were reused by another program gets nothing). It is
+// not a secret: it proves only that the listener read this file, which
+// only the home's owner can.
 type DaemonInfo struct {
 	Pid       int    `json:"pid"`
 	Listen    string `json:"listen"`
 	TokenFile string `json:"tokenFile"`
+	Nonce     string `json:"nonce"`
 	SessionID string `json:"sessionId,omitempty"`
 	StartedAt string `json:"startedAt,omitempty"`
 	Version   string `json:"version,omitempty"`
@@ -63,8 +70,10 @@ func RemoveDaemonInfo(h home.Home, pid int) error {
 }
 
 // ReadDaemonInfo returns the running daemon of h. A missing file, an
-// unreadable one, a dead pid or an address that refuses connections all
-// mean ErrNoDaemon.
+// unreadable one, a dead pid, or a listener that is not this home's
+// daemon (it refuses connections, or its /api/health does not echo the
+// file's nonce) all mean ErrNoDaemon. Nothing secret is sent to the
+// listener to find out.
 func ReadDaemonInfo(h home.Home) (*DaemonInfo, error) {
 	b, err := os.ReadFile(h.DaemonFile())
 	if err != nil {
@@ -74,20 +83,40 @@ func ReadDaemonInfo(h home.Home) (*DaemonInfo, error) {
 		return nil, err
 	}
 	var info DaemonInfo
-	if err := json.Unmarshal(b, &info); err != nil || info.Pid <= 0 || info.Listen == "" {
+	if err := json.Unmarshal(b, &info); err != nil || info.Pid <= 0 || info.Listen == "" || info.Nonce == "" {
 		return nil, ErrNoDaemon
 	}
 	if !pidAlive(info.Pid) {
 		return nil, ErrNoDaemon
 	}
-	// A killed daemon's pid may have been reused: it is ours only if its
-	// address still accepts connections.
-	if c, err := net.DialTimeout("tcp", info.Listen, 2*time.Second); err != nil {
+	// A killed daemon's pid and port may have been reused: the listener is
+	// ours only if it echoes the nonce.
+	if !daemonEchoesNonce(info.Listen, info.Nonce) {
 		return nil, ErrNoDaemon
-	} else {
-		c.Close()
 	}
 	return &info, nil
+}
+
+// daemonEchoesNonce asks listen's GET /api/health, with no token, whether
+// it is the daemon that wrote nonce.
+func daemonEchoesNonce(listen, nonce string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, NewClient(listen, "").base+"/api/health", nil)
+	if err != nil {
+		return false
+	}
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var h Health
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&h) != nil {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(h.Nonce), []byte(nonce)) == 1
 }
 
 func pidAlive(pid int) bool {
@@ -137,30 +166,26 @@ type DialOptions struct {
 }
 
 // Dial returns a client for home h: the running daemon when state/daemon.json
-// names a live one, else an in-process server over an engine opened here
-// (repair and catch-up included). closeFn releases what Dial opened; call
-// it once the command is done.
+// names a live one (authenticating with the operator token of state/token),
+// else an in-process server over an engine opened here (repair and
+// catch-up included). closeFn releases what Dial opened; call it once the
+// command is done. Dial refuses to open a home that belongs to another
+// user (home.CheckOwner): what it would write there would be this user's.
 func Dial(ctx context.Context, h home.Home, opts DialOptions) (*Client, func() error, error) {
 	if info, err := ReadDaemonInfo(h); err == nil {
-		tf := info.TokenFile
-		if tf == "" {
-			tf = h.TokenFile()
-		}
-		b, err := os.ReadFile(tf)
+		tok, err := ReadOperatorToken(h, info)
 		if err != nil {
-			return nil, nil, fmt.Errorf("daemon pid %d runs but its token is unreadable: %w", info.Pid, err)
+			return nil, nil, err
 		}
-		return NewClient(info.Listen, strings.TrimSpace(string(b))), func() error { return nil }, nil
+		return NewClient(info.Listen, tok), func() error { return nil }, nil
 	} else if !errors.Is(err, ErrNoDaemon) {
+		return nil, nil, err
+	}
+	if err := h.CheckOwner(); err != nil {
 		return nil, nil, err
 	}
 	eng, err := engine.Open(ctx, engine.Options{Home: h})
 	if err != nil {
-		return nil, nil, err
-	}
-	tok, err := h.Token()
-	if err != nil {
-		eng.Close()
 		return nil, nil, err
 	}
 	roots := opts.AllowedRoots
@@ -168,7 +193,9 @@ func Dial(ctx context.Context, h home.Home, opts DialOptions) (*Client, func() e
 		roots = DefaultAllowedRoots(nil)
 	}
 	srv, err := New(Options{
-		Engine: eng, Listen: "127.0.0.1:0", Token: tok,
+		// No OperatorToken: the in-process server, reached by no socket,
+		// draws its own, which never leaves this process.
+		Engine: eng, Listen: "127.0.0.1:0",
 		SessionID: "lab_" + uuid.NewString(), AllowedRoots: roots, Version: opts.Version,
 	})
 	if err != nil {
@@ -179,7 +206,22 @@ func Dial(ctx context.Context, h home.Home, opts DialOptions) (*Client, func() e
 		srv.Close()
 		return eng.Close()
 	}
-	return NewLocalClient(srv.Handler(), tok), closeFn, nil
+	return NewLocalClient(srv.Handler(), srv.OperatorToken()), closeFn, nil
+}
+
+// ReadOperatorToken reads the operator token of the running daemon info
+// (state/token of h unless daemon.json names another file). The error
+// names the file and why it cannot be read, never the token.
+func ReadOperatorToken(h home.Home, info *DaemonInfo) (string, error) {
+	tf := info.TokenFile
+	if tf == "" {
+		tf = h.TokenFile()
+	}
+	b, err := os.ReadFile(tf)
+	if err != nil {
+		return "", fmt.Errorf("daemon pid %d runs but its operator token is unreadable: %w; fix: run the command as the user who owns %s", info.Pid, err, h.Dir)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // Do sends one request. in is nil, []byte / json.RawMessage (sent as is) or

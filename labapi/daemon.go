@@ -71,6 +71,15 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 	if info, err := ReadDaemonInfo(o.Home); err == nil {
 		return fmt.Errorf("a daemon already serves this home (pid %d at %s): stop it first or use its API", info.Pid, info.Listen)
 	}
+	// The operator token opens a shell as this user: refuse to serve a home
+	// someone else could read it from (or plant one in) before anything runs.
+	if err := o.Home.Ensure(); err != nil {
+		return err
+	}
+	tok, err := o.Home.OperatorToken()
+	if err != nil {
+		return fmt.Errorf("operator token: %w", err)
+	}
 	eng, err := engine.Open(ctx, engine.Options{Home: o.Home, ReadOnly: o.ReadOnly, FeedbackSweep: feedbackSweep})
 	if err != nil {
 		return err
@@ -115,18 +124,15 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 			}
 		}()
 	}
-	tok, err := o.Home.Token()
-	if err != nil {
-		return fmt.Errorf("token: %w", err)
-	}
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.Listen, err)
 	}
 	addr := ln.Addr().String()
+	nonce := newSecret()
 	exitCh := make(chan struct{})
 	srv, err := New(Options{
-		Engine: eng, Listen: addr, Token: tok, SessionID: "lab_" + uuid.NewString(),
+		Engine: eng, Listen: addr, OperatorToken: tok, Nonce: nonce, SessionID: "lab_" + uuid.NewString(),
 		AllowedRoots: DefaultAllowedRoots(o.AllowRoots), ReadOnly: o.ReadOnly, Pty: mgr,
 		Version: Version, Logger: o.Logger, Task: o.Task, ExitAfterSubmit: o.ExitAfterSubmit,
 		OnExit: func() { close(exitCh) }, UIDir: o.UIDir,
@@ -156,7 +162,7 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 		ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn)}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
-	info := DaemonInfo{Pid: os.Getpid(), Listen: addr, TokenFile: o.Home.TokenFile(), SessionID: srv.opts.SessionID,
+	info := DaemonInfo{Pid: os.Getpid(), Listen: addr, TokenFile: o.Home.TokenFile(), Nonce: nonce, SessionID: srv.opts.SessionID,
 		StartedAt: time.Now().UTC().Format(time.RFC3339Nano), Version: Version}
 	if err := WriteDaemonInfo(o.Home, info); err != nil {
 		hs.Close()

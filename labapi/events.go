@@ -18,7 +18,7 @@ import (
 const sseBatch = 256
 
 func (s *Server) registerEventRoutes() {
-	s.route("GET /api/events", authAlways, s.handleEvents)
+	s.route("GET /api/events", authLabStream, s.handleEvents)
 }
 
 // StreamEvent is the JSON of one SSE data line: the envelope with its
@@ -34,9 +34,25 @@ type StreamEvent struct {
 	Data   json.RawMessage `json:"data"`
 }
 
-// handleEvents (token required: the stream carries terminal output and
-// step transitions; EventSource clients, which cannot set headers, may
-// pass ?token=) streams the log as server-sent events: "id: <seq>", "event:
+// labStreamTypes are the events the Lab token may see on /api/events: the
+// Lab's own records, which its routes serve anyway. Everything else —
+// terminal input and output, steps, recovery, the log's own events and
+// idempotency snapshots (which hold terminal answers) — needs the
+// operator token. Seqs stay the log's, so a Lab stream has gaps and
+// Last-Event-ID resumes it the same way.
+var labStreamTypes = map[string]bool{
+	events.TypeLabSessionStarted:   true,
+	events.TypeFeedbackSubmitted:   true,
+	events.TypeFeedbackIngested:    true,
+	events.TypeRunImported:         true,
+	events.TypeExperimentCreated:   true,
+	events.TypeExperimentSubmitted: true,
+	events.TypeExperimentUpdated:   true,
+}
+
+// handleEvents (a token required; the Lab token sees labStreamTypes only,
+// the operator token everything; EventSource clients, which cannot set
+// headers, may pass the Lab token as ?token=) streams the log as server-sent events: "id: <seq>", "event:
 // <type>", "data: <StreamEvent JSON>". It starts after Last-Event-ID when
 // the client resumes, else after ?since= (default: from the start). Each
 // client reads the log itself, woken by Log().Changed(), so a slow client
@@ -56,6 +72,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 		after = n
 	}
+	labOnly := s.tokenKind(r) != tokenOperator
 	lg := s.opts.Engine.Log()
 	if last := lg.LastSeq(); after > last {
 		return NewError(CodeInvalidCursor, fmt.Sprintf("%s %d is beyond the end of the log (%d)", argName, after, last), "Reset since=0.").With("walIndex", last)
@@ -93,20 +110,23 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		last := lg.LastSeq()
 		sent := 0
 		for next <= last {
-			if sent%sseBatch == 0 {
-				rc.SetWriteDeadline(time.Now().Add(s.opts.SSEWriteTimeout))
-			}
 			ev, err := lg.Read(next)
 			if err != nil {
 				fmt.Fprintf(bw, "event: error\ndata: %s\n\n", mustJSON(map[string]string{"error": err.Error()}))
 				flush()
 				return nil
 			}
+			next++
+			if labOnly && !labStreamTypes[ev.Type] {
+				continue
+			}
+			if sent%sseBatch == 0 {
+				rc.SetWriteDeadline(time.Now().Add(s.opts.SSEWriteTimeout))
+			}
 			if err := writeSSE(bw, ev); err != nil {
 				m.sseDropped.Add(1)
 				return nil
 			}
-			next++
 			sent++
 			m.sseSent.Add(1)
 			if sent%sseBatch == 0 {

@@ -123,7 +123,8 @@ func TestSSEHeartbeatAndSlowClient(t *testing.T) {
 		o.SSEHeartbeat = 20 * time.Millisecond
 		o.SSEWriteTimeout = 200 * time.Millisecond
 	})
-	res, err := http.Get(tl.hs.URL + "/api/events?token=" + tl.token)
+	// EventSource's way: the Lab token in the query (the events below are Lab events).
+	res, err := http.Get(tl.hs.URL + "/api/events?token=" + tl.srv.LabToken())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,9 @@ func TestSSEOutlivesReadTimeout(t *testing.T) {
 	hs.Start()
 	defer hs.Close()
 	tl.srv.SetListen(strings.TrimPrefix(hs.URL, "http://"))
-	res, err := http.Get(hs.URL + "/api/events?token=" + tl.token)
+	req, _ := http.NewRequest("GET", hs.URL+"/api/events", nil)
+	req.Header.Set("X-CM-LAB-TOKEN", tl.token)
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

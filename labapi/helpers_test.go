@@ -34,7 +34,7 @@ func newTestLab(t *testing.T, mod ...func(*Options)) *testLab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := h.Token()
+	tok, err := h.OperatorToken()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func newTestLab(t *testing.T, mod ...func(*Options)) *testLab {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{Engine: eng, Listen: "127.0.0.1:0", Token: tok, SessionID: "lab_test", AllowedRoots: []string{root}, Version: "test"}
+	opts := Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: tok, SessionID: "lab_test", AllowedRoots: []string{root}, Version: "test"}
 	for _, m := range mod {
 		m(&opts)
 	}
@@ -59,6 +59,17 @@ func newTestLab(t *testing.T, mod ...func(*Options)) *testLab {
 		eng.Close()
 	})
 	return tl
+}
+
+// privateTempDir is t.TempDir() made 0700: a daemon refuses a home that
+// group or others can enter.
+func privateTempDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	if err := os.Chmod(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 type resp struct {

@@ -21,7 +21,7 @@ import (
 func (s *Server) registerLabRoutes() {
 	s.route("GET /api/config", authNone, s.handleConfig)
 	s.route("GET /api/health", authNone, s.handleHealth)
-	s.route("GET /metrics", authNone, s.handleMetrics)
+	s.route("GET /metrics", authAlways, s.handleMetrics)
 	s.route("GET /api/session", authPostOnly, s.handleSession)
 
 	s.route("GET /api/feedback", authPostOnly, s.handleFeedbackPoll)
@@ -94,7 +94,7 @@ type configResponse struct {
 }
 
 func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) error {
-	c := configResponse{SessionID: s.opts.SessionID, Token: s.opts.Token, Version: s.opts.Version,
+	c := configResponse{SessionID: s.opts.SessionID, Token: s.opts.LabToken, Version: s.opts.Version,
 		AllowedRoots: append([]string{}, s.opts.AllowedRoots...), Task: s.opts.Task,
 		ExitAfterSubmit: s.opts.ExitAfterSubmit, ReadOnly: s.opts.ReadOnly}
 	c.UI.BlindMetricsDefault, c.UI.RevealMetricsEnabled = true, true
@@ -109,10 +109,13 @@ type Health struct {
 	Fix      string `json:"fix,omitempty"`
 	WalIndex uint64 `json:"walIndex"`
 	ReadOnly bool   `json:"readOnly,omitempty"`
+	// Nonce echoes state/daemon.json's: how a client tells this home's
+	// daemon from a program that took over a dead daemon's port. Not a secret.
+	Nonce string `json:"nonce,omitempty"`
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
-	h := Health{Status: "ok", WalIndex: s.opts.Engine.Log().LastSeq(), ReadOnly: s.opts.ReadOnly}
+	h := Health{Status: "ok", WalIndex: s.opts.Engine.Log().LastSeq(), ReadOnly: s.opts.ReadOnly, Nonce: s.opts.Nonce}
 	if err := s.errFn(); err != nil {
 		h.Status, h.Cause = "degraded", err.Error()
 		h.Fix = degradedError(err).Fix()

@@ -22,7 +22,10 @@ func TestConfigHealthSession(t *testing.T) {
 	if r.status != 200 || r.header.Get("Cache-Control") != "no-store" || r.header.Get("Content-Type") != "application/json; charset=utf-8" {
 		t.Fatalf("config: %d %v", r.status, r.header)
 	}
-	want := `{"sessionId":"lab_test","token":"` + tl.token + `","version":"test","runnerEnabled":false,"runnerAllowNetwork":false,"runnerAllowWorkflowExec":false,"allowedRoots":["` + tl.root + `"],"ui":{"blindMetricsDefault":true,"revealMetricsEnabled":true},"task":{"type":"compare","experimentId":"exp_1"},"exitAfterSubmit":2}` + "\n"
+	if tl.srv.LabToken() == tl.token || len(tl.srv.LabToken()) != 64 {
+		t.Fatalf("Lab token %q: want 64 hex characters, not the operator token", tl.srv.LabToken())
+	}
+	want := `{"sessionId":"lab_test","token":"` + tl.srv.LabToken() + `","version":"test","runnerEnabled":false,"runnerAllowNetwork":false,"runnerAllowWorkflowExec":false,"allowedRoots":["` + tl.root + `"],"ui":{"blindMetricsDefault":true,"revealMetricsEnabled":true},"task":{"type":"compare","experimentId":"exp_1"},"exitAfterSubmit":2}` + "\n"
 	if string(r.body) != want {
 		t.Fatalf("config =\n%s\nwant\n%s", r.body, want)
 	}

@@ -94,7 +94,7 @@ func TestDaemonResumesInBackground(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			work := t.TempDir()
-			h := home.Home{Dir: t.TempDir()}
+			h := home.Home{Dir: privateTempDir(t)}
 			last := blockingMandate(t, h, work)
 			now := func() time.Time { return last.Add(90 * time.Minute) }
 

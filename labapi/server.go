@@ -3,7 +3,9 @@ package labapi
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,8 +40,20 @@ type Options struct {
 	Engine *engine.Engine
 	// Listen is the address the daemon listens on (for the Host check).
 	Listen string
-	// Token is the bearer token required on POSTs and terminal/step routes.
-	Token string
+	// OperatorToken (state/token) opens every route: the terminal, steps,
+	// recovery, the full event stream, /metrics and /mcp, and the Lab
+	// routes. It is never served over HTTP. Empty: New draws a random one
+	// (an in-process server, reached by no socket: Server.OperatorToken
+	// gives it to the in-process caller).
+	OperatorToken string
+	// LabToken is what GET /api/config hands to the Lab's browser client;
+	// it opens the Lab routes only (feedback, runs, experiments, export,
+	// session, and the Lab part of the event stream). Empty: New draws a
+	// random one for this server. It must differ from OperatorToken.
+	LabToken string
+	// Nonce is echoed by GET /api/health: the daemon's nonce of
+	// state/daemon.json (see DaemonInfo). Empty: none.
+	Nonce string
 	// SessionID is this daemon run's Lab session ("lab_<uuid>").
 	SessionID string
 	// AllowedRoots are the absolute directories imports may come from.
@@ -80,6 +94,10 @@ type Server struct {
 	submits   atomic.Int64
 	exitOnce  sync.Once
 
+	// routes lists every registered pattern with its auth, for the
+	// tests that hold each route to its secret.
+	routes []routeAuth
+
 	// errFn reports the engine's failed state; tests replace it.
 	errFn func() error
 
@@ -92,18 +110,36 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() { close(s.done) })
 }
 
-// authMode says what a route requires.
+// authMode says what a route requires (SPEC §6, "Auth, two secrets").
 type authMode int
 
 const (
-	authPostOnly authMode = iota // Lab routes: token on POST, reads open
-	authAlways                   // terminal and step routes: token on every method
-	authNone                     // /api/config, /api/health
+	authPostOnly authMode = iota // Lab routes: Lab or operator token on POST, reads open
+	authAlways                   // terminal, steps, recovery, /metrics, /mcp: operator token on every method
+	authNone                     // /api/config, /api/health, the UI's assets
+	// authAlwaysRead: operator token on every method, and a POST that only
+	// reads (the terminal's wait_for, wait_prompt, read_spool): served
+	// while degraded.
+	authAlwaysRead
+	// authLabStream: /api/events: Lab or operator token on GET; the Lab
+	// token sees the Lab's events only (labStreamTypes).
+	authLabStream
 )
 
-// authAlwaysRead: token on every method, and a POST that only reads (the
-// terminal's wait_for, wait_prompt, read_spool): served while degraded.
-const authAlwaysRead authMode = authNone + 1
+// tokenKind is what a request's token opens.
+type tokenKind int
+
+const (
+	tokenNone     tokenKind = iota // no token, or one that matches neither secret
+	tokenLab                       // the Lab token of /api/config
+	tokenOperator                  // state/token
+)
+
+// routeAuth is one registered pattern and what it requires.
+type routeAuth struct {
+	pattern string
+	auth    authMode
+}
 
 // handlerFunc is a route body; a returned error is written as the envelope.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
@@ -122,6 +158,15 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.SSEWriteTimeout <= 0 {
 		opts.SSEWriteTimeout = 10 * time.Second
+	}
+	if opts.OperatorToken == "" {
+		opts.OperatorToken = newSecret()
+	}
+	if opts.LabToken == "" {
+		opts.LabToken = newSecret()
+	}
+	if opts.LabToken == opts.OperatorToken {
+		return nil, errors.New("labapi: the Lab token must differ from the operator token (the Lab token is served by /api/config)")
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, idem: newIdempotency(),
 		lab: newLabState(), metrics: newMetrics(), startedAt: time.Now(), done: make(chan struct{})}
@@ -211,10 +256,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // Every method but GET and HEAD is a write: it is refused on a read-only
 // server and, while the log is failed, answered 503 DEGRADED.
 func (s *Server) route(pattern string, auth authMode, h handlerFunc) {
+	s.routes = append(s.routes, routeAuth{pattern, auth})
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		write := r.Method != http.MethodGet && r.Method != http.MethodHead && auth != authAlwaysRead
-		if auth == authAlways || auth == authAlwaysRead || (auth == authPostOnly && write) {
-			if !s.tokenOK(r) {
+		switch kind := s.tokenKind(r); {
+		case auth == authAlways || auth == authAlwaysRead:
+			if kind != tokenOperator {
+				writeError(w, operatorTokenError(kind))
+				return
+			}
+		case auth == authLabStream || (auth == authPostOnly && write):
+			if kind == tokenNone {
 				writeError(w, NewError(CodeUnauthorized, "Missing or invalid X-CM-LAB-TOKEN", "Fetch /api/config and send its token in the X-CM-LAB-TOKEN header."))
 				return
 			}
@@ -271,18 +323,63 @@ func (s *Server) appendEvent(ctx context.Context, evs ...*events.Event) ([]uint6
 	return seqs, nil
 }
 
-func (s *Server) tokenOK(r *http.Request) bool {
+// operatorTokenError is the 401 of a route that needs the operator token.
+// It never names the token, only where the operator finds it.
+func operatorTokenError(kind tokenKind) *APIError {
+	msg := "this route needs the operator token"
+	if kind == tokenLab {
+		msg += "; the Lab token of /api/config opens the Lab routes only"
+	}
+	return NewError(CodeUnauthorized, msg,
+		"Send the operator token from state/token in the daemon's home (readable by its owner only) in X-CM-LAB-TOKEN or Authorization: Bearer; cmlab commands and cmlab mcp do this when run as the home's owner.")
+}
+
+// tokenKind says which secret the request carries: X-CM-LAB-TOKEN, else
+// Authorization: Bearer; for GET /api/events also ?token= (EventSource
+// cannot send headers), which is matched against the Lab token only so
+// that the operator token never travels in a URL.
+func (s *Server) tokenKind(r *http.Request) tokenKind {
 	tok := r.Header.Get("X-CM-LAB-TOKEN")
 	if tok == "" {
 		if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") {
 			tok = strings.TrimPrefix(a, "Bearer ")
 		}
 	}
+	fromQuery := false
 	if tok == "" && r.Method == http.MethodGet && r.URL.Path == "/api/events" {
-		tok = r.URL.Query().Get("token") // EventSource cannot send headers
+		tok, fromQuery = r.URL.Query().Get("token"), true
 	}
-	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.Token)) == 1
+	if tok == "" {
+		return tokenNone
+	}
+	// Both compared every time: the answer's timing says nothing of which matched.
+	op := subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.OperatorToken)) == 1
+	lab := subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.LabToken)) == 1
+	switch {
+	case op && !fromQuery:
+		return tokenOperator
+	case lab:
+		return tokenLab
+	}
+	return tokenNone
 }
+
+// newSecret draws 32 random bytes in hex: a Lab token per server, the
+// nonce of daemon.json, the operator token of an in-process server.
+func newSecret() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("labapi: no randomness: " + err.Error()) // crypto/rand never fails on Linux
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// LabToken is the Lab token /api/config hands out.
+func (s *Server) LabToken() string { return s.opts.LabToken }
+
+// OperatorToken is the token that opens every route, for in-process callers
+// (cmlab mcp without a daemon, Dial); never serve it.
+func (s *Server) OperatorToken() string { return s.opts.OperatorToken }
 
 func (s *Server) hostAllowed(host string) bool {
 	h, port, err := net.SplitHostPort(host)

@@ -98,7 +98,7 @@ func openBridgeOn(t *testing.T, h home.Home, eng *engine.Engine) *bridge {
 		eng.Close()
 		t.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", Token: testToken, SessionID: "lab_test", Pty: mgr})
+	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: testToken, SessionID: "lab_test", Pty: mgr})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func runChild() {
 	if err != nil {
 		fail(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), Token: testToken, SessionID: "lab_child", Pty: mgr})
+	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), OperatorToken: testToken, SessionID: "lab_child", Pty: mgr})
 	if err != nil {
 		fail(err)
 	}

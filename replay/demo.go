@@ -143,7 +143,7 @@ func demoLab(ctx context.Context, opts DemoOptions, runDirs []string, res *DemoR
 		return ctx.Err()
 	}
 	res.SessionID = info.SessionID
-	tok, err := opts.Home.Token()
+	tok, err := opts.Home.OperatorToken()
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,7 @@ func TestReadOnlyServeOfReplayedHome(t *testing.T) {
 		stop()
 		t.Fatalf("read-only daemon did not start: %v", err)
 	}
-	tok, err := at.Token()
+	tok, err := at.OperatorToken()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -87,6 +86,9 @@ func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog
 	} else if !errors.Is(err, labapi.ErrNoDaemon) {
 		return nil, nil, err
 	}
+	if err := h.CheckOwner(); err != nil {
+		return nil, nil, err
+	}
 	fmt.Fprintf(stderr, "cmlab mcp: no daemon runs for %s; opening the home in this process (start 'cmlab serve' to share it)\n", h.Dir)
 	eng, err := engine.Open(ctx, engine.Options{Home: h})
 	if err != nil {
@@ -117,13 +119,10 @@ func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog
 		defer cancel()
 		return mgr.Close(cctx)
 	}
-	tok, err := h.Token()
-	if err != nil {
-		closeMgr()
-		return fail(err)
-	}
+	// No OperatorToken: the in-process server, reached by no socket, draws
+	// its own, which never leaves this process.
 	srv, err := labapi.New(labapi.Options{
-		Engine: eng, Listen: "127.0.0.1:0", Token: tok, SessionID: "lab_" + uuid.NewString(),
+		Engine: eng, Listen: "127.0.0.1:0", SessionID: "lab_" + uuid.NewString(),
 		AllowedRoots: labapi.DefaultAllowedRoots(nil), Pty: mgr, Version: labapi.Version, Logger: logger,
 	})
 	if err != nil {
@@ -147,22 +146,19 @@ func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog
 		}
 		return err
 	}
-	return mcp.InProcess(srv.Handler(), tok), closeFn, nil
+	return mcp.InProcess(srv.Handler(), srv.OperatorToken()), closeFn, nil
 }
 
-// mcpDaemonTarget is the running daemon's address and token.
+// mcpDaemonTarget is the running daemon's address and operator token
+// (ReadDaemonInfo has checked the listener echoes daemon.json's nonce).
 func mcpDaemonTarget(h home.Home) (string, string, error) {
 	info, err := labapi.ReadDaemonInfo(h)
 	if err != nil {
 		return "", "", err
 	}
-	tf := info.TokenFile
-	if tf == "" {
-		tf = h.TokenFile()
-	}
-	b, err := os.ReadFile(tf)
+	tok, err := labapi.ReadOperatorToken(h, info)
 	if err != nil {
-		return "", "", fmt.Errorf("daemon pid %d runs but its token is unreadable: %w", info.Pid, err)
+		return "", "", err
 	}
-	return info.Listen, strings.TrimSpace(string(b)), nil
+	return info.Listen, tok, nil
 }

@@ -296,7 +296,7 @@ func mcpStartDaemonOpts(t testing.TB, h home.Home, readOnly bool) *mcpDaemon {
 		})
 	}
 	t.Cleanup(stop)
-	tok, err := h.Token()
+	tok, err := h.OperatorToken()
 	if err != nil {
 		t.Fatal(err)
 	}

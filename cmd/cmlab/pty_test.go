@@ -29,7 +29,7 @@ func ptyStartDaemon(t *testing.T, h home.Home) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := h.Token()
+	tok, err := h.OperatorToken()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func ptyStartDaemon(t *testing.T, h home.Home) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), Token: tok, SessionID: "lab_ptycli", Pty: mgr})
+	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), OperatorToken: tok, SessionID: "lab_ptycli", Pty: mgr})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -182,11 +182,11 @@ func recStartDaemon(t *testing.T, h home.Home) *engine.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := h.Token()
+	tok, err := h.OperatorToken()
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", Token: tok, SessionID: "lab_t"})
+	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: tok, SessionID: "lab_t"})
 	if err != nil {
 		t.Fatal(err)
 	}
