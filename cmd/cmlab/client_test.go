@@ -104,3 +104,14 @@ func TestLabCLIWithoutDaemon(t *testing.T) {
 		t.Fatalf("status: %d %s", code, out)
 	}
 }
+
+// privateDir is t.TempDir() made 0700: a daemon, and the CLI reading its
+// operator token, refuse a home that group or others can enter.
+func privateDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	if err := os.Chmod(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}

@@ -626,7 +626,7 @@ func mcpListTools(t *testing.T, cs *sdk.ClientSession) {
 
 // TestMCPStdioInProcess: `cmlab mcp` with no daemon opens the home itself.
 func TestMCPStdioInProcess(t *testing.T) {
-	h := home.Home{Dir: t.TempDir()}
+	h := home.Home{Dir: privateDir(t)}
 	cs, stderr, tag := mcpStdio(t, h)
 	mcpListTools(t, cs)
 	mcpSeedFlow(t, cs, h, "conv1")
@@ -647,7 +647,7 @@ func TestMCPStdioInProcess(t *testing.T) {
 // client; feedback submitted over HTTP pages through lab_feedback_poll with
 // no duplicate and no gap.
 func TestMCPStdioThroughDaemon(t *testing.T) {
-	h := home.Home{Dir: t.TempDir()}
+	h := home.Home{Dir: privateDir(t)}
 	d := mcpStartDaemon(t, h)
 	cs, stderr, _ := mcpStdio(t, h)
 	if !strings.Contains(stderr.String(), "using the daemon at "+d.base) {
@@ -809,7 +809,7 @@ func mcpFeedbackPaging(t *testing.T, cs *sdk.ClientSession, d *mcpDaemon) {
 // TestMCPStreamableHTTP: the same tools at /mcp on the daemon; 401 without
 // the token.
 func TestMCPStreamableHTTP(t *testing.T) {
-	h := home.Home{Dir: t.TempDir()}
+	h := home.Home{Dir: privateDir(t)}
 	d := mcpStartDaemon(t, h)
 
 	for _, hdr := range []map[string]string{{}, {"X-CM-LAB-TOKEN": "wrong"}} {
@@ -872,7 +872,7 @@ func TestMCPStreamableHTTP(t *testing.T) {
 // TestMCPStdioProtocolErrors: lines that are not JSON-RPC messages get
 // JSON-RPC errors from the spawned `cmlab mcp` and the session goes on.
 func TestMCPStdioProtocolErrors(t *testing.T) {
-	p := mcpSpawnRaw(t, home.Home{Dir: t.TempDir()})
+	p := mcpSpawnRaw(t, home.Home{Dir: privateDir(t)})
 	dec := json.NewDecoder(p.stdout)
 	next := func() map[string]any {
 		t.Helper()
@@ -958,7 +958,7 @@ func BenchmarkMCPToolCall(b *testing.B) {
 // TestMCPReadOnlyDaemon: a read-only daemon (a replayed home) still serves
 // the read tools at /mcp; writes are refused with the API's error.
 func TestMCPReadOnlyDaemon(t *testing.T) {
-	h := home.Home{Dir: t.TempDir()}
+	h := home.Home{Dir: privateDir(t)}
 	d := mcpStartDaemon(t, h)
 	var posted []string
 	for i := range 3 {
@@ -986,7 +986,7 @@ func TestMCPReadOnlyDaemon(t *testing.T) {
 // (exit 0, terminals and what runs in them gone, the home unlocked) while
 // its stdin stays open.
 func TestMCPStdioSIGTERM(t *testing.T) {
-	h := home.Home{Dir: t.TempDir()}
+	h := home.Home{Dir: privateDir(t)}
 	tag := fmt.Sprintf("sigterm-%d-%d", os.Getpid(), time.Now().UnixNano())
 	p := mcpSpawnRaw(t, h, mcpTagEnv+"="+tag)
 	defer p.stdin.Close()

@@ -37,7 +37,7 @@ func ptyStartDaemon(t *testing.T, h home.Home) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), OperatorToken: tok, SessionID: "lab_ptycli", Pty: mgr})
+	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), OperatorToken: tok, Nonce: "nonce-" + t.Name(), SessionID: "lab_ptycli", Pty: mgr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func ptyStartDaemon(t *testing.T, h home.Home) {
 	hs.Listener.Close()
 	hs.Listener = ln
 	hs.Start()
-	if err := labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: ln.Addr().String(), TokenFile: h.TokenFile()}); err != nil {
+	if err := labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: ln.Addr().String(), TokenFile: h.TokenFile(), Nonce: "nonce-" + t.Name()}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -66,7 +66,7 @@ func ptyStartDaemon(t *testing.T, h home.Home) {
 // TestPtyCLI drives 'cmlab pty …' against a daemon registered in
 // state/daemon.json.
 func TestPtyCLI(t *testing.T) {
-	h := home.Home{Dir: t.TempDir()}
+	h := home.Home{Dir: privateDir(t)}
 	cli := func(args ...string) (int, string, string) {
 		t.Helper()
 		var out, errb bytes.Buffer

@@ -31,7 +31,7 @@ func recLastSeq(t *testing.T, h home.Home) uint64 {
 // world changed and no expected post: one reset, one review.
 func recCrashedHome(t *testing.T, review bool) (home.Home, string) {
 	t.Helper()
-	h := home.Home{Dir: t.TempDir()}
+	h := home.Home{Dir: privateDir(t)}
 	work := t.TempDir()
 	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
 	if err != nil {
@@ -108,7 +108,7 @@ func TestRecoverNeedsReviewExit4(t *testing.T) {
 }
 
 func TestRunMandateCLI(t *testing.T) {
-	h := home.Home{Dir: t.TempDir()}
+	h := home.Home{Dir: privateDir(t)}
 	work := t.TempDir()
 	spec := `{"id":"m1","steps":[
  {"id":"one","argv":["sh","-c","printf 1 >> one.txt; echo did one"],"env":["PATH"],"world":["one.txt"],"expect_post":{"one.txt":"1"}},
@@ -150,7 +150,7 @@ func TestRunMandateCLI(t *testing.T) {
 }
 
 func TestStepCLI(t *testing.T) {
-	h := home.Home{Dir: t.TempDir()}
+	h := home.Home{Dir: privateDir(t)}
 	work := t.TempDir()
 	plan := filepath.Join(work, "plan.json")
 	os.WriteFile(plan, []byte(fmt.Sprintf(`{"steps":[{"step_id":"s","tool":"deploy","params_hash":"%s"}]}`, recovery.HashBytes([]byte("p")))), 0o600)
@@ -186,14 +186,14 @@ func recStartDaemon(t *testing.T, h home.Home) *engine.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: tok, SessionID: "lab_t"})
+	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: tok, Nonce: "nonce-" + t.Name(), SessionID: "lab_t"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	addr := strings.TrimPrefix(hs.URL, "http://")
 	srv.SetListen(addr)
-	if err := labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: addr, TokenFile: h.TokenFile()}); err != nil {
+	if err := labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: addr, TokenFile: h.TokenFile(), Nonce: "nonce-" + t.Name()}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -232,7 +232,7 @@ func TestRecoverThroughDaemon(t *testing.T) {
 // transition through its API (the daemon stays the single writer) and
 // runs the commands itself.
 func TestRunThroughDaemon(t *testing.T) {
-	h := home.Home{Dir: t.TempDir()}
+	h := home.Home{Dir: privateDir(t)}
 	eng := recStartDaemon(t, h)
 	work := t.TempDir()
 	mp := filepath.Join(work, "m.json")
@@ -260,7 +260,7 @@ func TestRunThroughDaemon(t *testing.T) {
 // crash left open with exactly one END (daemon_crashed); a plain recover
 // and a second --apply append nothing.
 func TestRecoverClosesOpenBlock(t *testing.T) {
-	h := home.Home{Dir: t.TempDir()}
+	h := home.Home{Dir: privateDir(t)}
 	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
 	if err != nil {
 		t.Fatal(err)
