@@ -80,23 +80,38 @@ func (m *idempotency) lock(req string) func() {
 }
 
 // requestID is the trimmed X-CM-LAB-REQUEST-ID header, else the body's
-// requestId (or request_id) field.
-func requestID(r *http.Request, body []byte) string {
-	if h := strings.TrimSpace(r.Header.Get("X-CM-LAB-REQUEST-ID")); h != "" {
-		return h
-	}
+// requestId (or request_id) field. A body field that is there but not a
+// string (a number, an object, a boolean; null counts as absent) is
+// INVALID_ARGUMENT, header or not: a client that sends one believes its
+// request is deduplicated, and silently ignoring the id would act twice.
+func requestID(r *http.Request, body []byte) (string, error) {
 	var probe struct {
-		RequestID  any `json:"requestId"`
-		RequestID2 any `json:"request_id"`
+		RequestID  json.RawMessage `json:"requestId"`
+		RequestID2 json.RawMessage `json:"request_id"`
 	}
+	var fromBody string
 	if json.Unmarshal(body, &probe) == nil {
-		for _, v := range []any{probe.RequestID, probe.RequestID2} {
-			if s, ok := v.(string); ok && strings.TrimSpace(s) != "" {
-				return strings.TrimSpace(s)
+		for _, f := range []struct {
+			name string
+			raw  json.RawMessage
+		}{{"requestId", probe.RequestID}, {"request_id", probe.RequestID2}} {
+			if len(f.raw) == 0 || string(f.raw) == "null" {
+				continue
+			}
+			var s string
+			if json.Unmarshal(f.raw, &s) != nil {
+				return "", NewError(CodeInvalidArgument, f.name+" must be a string, not "+truncate(string(f.raw), 40),
+					"Send the request id as a JSON string (or in the X-CM-LAB-REQUEST-ID header).").With("field", f.name)
+			}
+			if s = strings.TrimSpace(s); s != "" && fromBody == "" {
+				fromBody = s
 			}
 		}
 	}
-	return ""
+	if h := strings.TrimSpace(r.Header.Get("X-CM-LAB-REQUEST-ID")); h != "" {
+		return h, nil
+	}
+	return fromBody, nil
 }
 
 // bodyHash is the hash of a request body for telling a retry from a reused
@@ -137,7 +152,10 @@ type mutation func(req, reqHash string) (resp any, err error)
 // different body is IDEMPOTENCY_KEY_REUSED; concurrent duplicates wait for
 // the first. Without a request id, act simply runs.
 func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, route string, body []byte, act mutation) error {
-	req := requestID(r, body)
+	req, err := requestID(r, body)
+	if err != nil {
+		return err
+	}
 	if req == "" {
 		resp, err := act("", "")
 		if err != nil {
