@@ -463,3 +463,66 @@ func (s *syncBuffer) Len() int {
 	defer s.mu.Unlock()
 	return s.b.Len()
 }
+
+// TestOriginMustBeExact (issue 15 §4): an Origin is accepted only when it
+// is exactly "http://" + the Host the request was sent to, with the
+// daemon's port; `http://localhost` without a port was accepted before.
+func TestOriginMustBeExact(t *testing.T) {
+	tl := newTestLab(t)
+	port := tl.hs.URL[strings.LastIndex(tl.hs.URL, ":")+1:]
+	cases := []struct {
+		origin, host string
+		status       int
+	}{
+		{"http://localhost", "localhost:" + port, 403},
+		{"http://localhost", "localhost", 403},
+		{"http://127.0.0.1", "", 403},
+		{"https://127.0.0.1:" + port, "", 403},
+		{"http://127.0.0.1:" + port + "/", "", 403},
+		{"http://127.0.0.1:1", "", 403},
+		{"http://127.0.0.1:" + port + ".evil.example", "", 403},
+		{"http://localhost:" + port, "", 403}, // sent to 127.0.0.1: another origin
+		{"http://127.0.0.1:" + port, "localhost:" + port, 403},
+		{"http://LOCALHOST:" + port, "localhost:" + port, 403},
+		{"http://localhost:" + port + "@evil.example", "", 403},
+		{"", "", 403},
+		{"null", "", 403},
+		{"http://127.0.0.1:" + port, "", 200},
+		{"http://localhost:" + port, "localhost:" + port, 200},
+		{"http://[::1]:" + port, "[::1]:" + port, 200},
+	}
+	for _, c := range cases {
+		for _, route := range []struct{ method, path, body string }{{"GET", "/api/config", ""}, {"POST", "/api/feedback", `{"notes":"o"}`}} {
+			req, _ := http.NewRequest(route.method, tl.hs.URL+route.path, strings.NewReader(route.body))
+			req.Header.Set("X-CM-LAB-TOKEN", tl.token)
+			req.Header["Origin"] = []string{c.origin} // Set would drop an empty one
+			if c.host != "" {
+				req.Host = c.host
+			}
+			seq := tl.lastSeq()
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != c.status {
+				t.Errorf("%s %s Origin %q Host %q: %d %s, want %d", route.method, route.path, c.origin, c.host, res.StatusCode, b, c.status)
+			}
+			if c.status != 200 && tl.lastSeq() != seq {
+				t.Errorf("refused request appended")
+			}
+		}
+	}
+	// Two Origin headers are no origin at all.
+	req, _ := http.NewRequest("GET", tl.hs.URL+"/api/config", nil)
+	req.Header["Origin"] = []string{"http://127.0.0.1:" + port, "http://evil.example"}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 403 {
+		t.Fatalf("two Origin headers: %d", res.StatusCode)
+	}
+}

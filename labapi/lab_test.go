@@ -526,7 +526,7 @@ func TestSameOriginAndBearer(t *testing.T) {
 	port := tl.hs.URL[strings.LastIndex(tl.hs.URL, ":")+1:]
 	for _, hdr := range [][]string{
 		{"Origin", tl.hs.URL},
-		{"Origin", "http://localhost:" + port},
+		{"Origin", "http://localhost:" + port, "Host", "localhost:" + port},
 		{"X-CM-LAB-TOKEN", "", "Authorization", "Bearer " + tl.token},
 		{"Host", "localhost:" + port},
 	} {

@@ -230,8 +230,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(rw, NewError(CodeForbidden, "Host "+r.Host+" is not this daemon", "Connect to 127.0.0.1 or localhost (DNS-rebinding guard)."))
 		return
 	}
-	if o := r.Header.Get("Origin"); o != "" && !s.originAllowed(o) {
-		writeError(rw, NewError(CodeForbidden, "cross-origin request refused", "Use the Lab page served by this daemon."))
+	if o, sent := r.Header["Origin"]; sent && (len(o) != 1 || !s.originAllowed(o[0], r.Host)) {
+		writeError(rw, NewError(CodeForbidden, "cross-origin request refused: Origin must be exactly this daemon's http://host:port", "Use the Lab page served by this daemon."))
 		return
 	}
 	h, pattern := s.mux.Handler(r)
@@ -398,13 +398,23 @@ func (s *Server) hostAllowed(host string) bool {
 	return lh != "" && h == lh && lh != "0.0.0.0" && lh != "::"
 }
 
-func (s *Server) originAllowed(origin string) bool {
-	for _, p := range []string{"http://", "https://"} {
-		if strings.HasPrefix(origin, p) {
-			return s.hostAllowed(strings.TrimPrefix(origin, p))
-		}
+// originAllowed: a browser's Origin must be exactly the origin the request
+// was sent to — "http://" + its Host, byte for byte — and that Host must
+// pass hostAllowed with the port the daemon listens on spelled out. So
+// "http://localhost" without the port, https://, a trailing slash, "null",
+// another port or another of the loopback names are all refused (a page
+// on http://localhost:8080 is another origin, whatever it proxies to).
+func (s *Server) originAllowed(origin, reqHost string) bool {
+	hostPort, ok := strings.CutPrefix(origin, "http://")
+	if !ok || hostPort != reqHost || !s.hostAllowed(hostPort) {
+		return false
 	}
-	return false
+	_, port, err := net.SplitHostPort(hostPort)
+	_, listenPort, _ := net.SplitHostPort(s.opts.Listen)
+	if err != nil || port == "" {
+		return listenPort == "80" // only port 80 may go unspelled
+	}
+	return listenPort == "" || listenPort == "0" || port == listenPort
 }
 
 // readBody reads at most MaxBody bytes; an empty body reads as "{}".
