@@ -3,10 +3,14 @@ package labapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -150,5 +154,83 @@ func TestReadOnlyDaemon(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStaleDaemonInfoGetsNoToken (issue 15 §4): state/daemon.json names a
+// live pid (this test's: as after pid reuse) and a listener on 127.0.0.1
+// that is not this home's daemon. Clients ask its /api/health for the
+// file's nonce without a token and, not getting it, send it nothing
+// secret: Dial works in-process and no request carries a token. A
+// listener that echoes the nonce (it read daemon.json) is the daemon.
+func TestStaleDaemonInfoGetsNoToken(t *testing.T) {
+	ctx := context.Background()
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	if err := h.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	opTok, err := h.OperatorToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []string // method path and auth headers of every request the fake saw
+	echo := ""       // the nonce the fake answers with
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Path+" token="+r.Header.Get("X-CM-LAB-TOKEN")+" auth="+r.Header.Get("Authorization")+" query="+r.URL.RawQuery)
+		n := echo
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"status":"ok","walIndex":0,"nonce":%q}`, n)
+	}))
+	defer fake.Close()
+	listen := strings.TrimPrefix(fake.URL, "http://")
+	nonce := "n-" + strings.Repeat("7", 30)
+	if err := WriteDaemonInfo(h, DaemonInfo{Pid: os.Getpid(), Listen: listen, TokenFile: h.TokenFile(), Nonce: nonce}); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []string{"", "some-other-nonce", nonce[:len(nonce)-1]} {
+		mu.Lock()
+		echo = e
+		mu.Unlock()
+		if _, err := ReadDaemonInfo(h); !errors.Is(err, ErrNoDaemon) {
+			t.Fatalf("fake echoing %q taken for the daemon: %v", e, err)
+		}
+		c, closeFn, err := Dial(ctx, h, DialOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Remote {
+			t.Fatalf("Dial chose the fake listener (echo %q)", e)
+		}
+		if err := c.Do(ctx, "POST", "/api/feedback", "", map[string]any{"notes": "local"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		closeFn()
+	}
+	mu.Lock()
+	seen := append([]string(nil), got...)
+	mu.Unlock()
+	if len(seen) == 0 {
+		t.Fatal("the fake was never asked: the check did not run")
+	}
+	for _, s := range seen {
+		if s != "GET /api/health token= auth= query=" || strings.Contains(s, opTok) {
+			t.Fatalf("the fake listener got %q", s)
+		}
+	}
+	// Old daemon.json files without a nonce are not trusted either.
+	WriteDaemonInfo(h, DaemonInfo{Pid: os.Getpid(), Listen: listen, TokenFile: h.TokenFile()})
+	if _, err := ReadDaemonInfo(h); !errors.Is(err, ErrNoDaemon) {
+		t.Fatalf("nonce-less daemon.json: %v", err)
+	}
+	// The listener that echoes the nonce is the daemon.
+	WriteDaemonInfo(h, DaemonInfo{Pid: os.Getpid(), Listen: listen, TokenFile: h.TokenFile(), Nonce: nonce})
+	mu.Lock()
+	echo = nonce
+	mu.Unlock()
+	if info, err := ReadDaemonInfo(h); err != nil || info.Listen != listen {
+		t.Fatalf("echoing listener: %v", err)
 	}
 }
