@@ -98,8 +98,14 @@ func (h Home) Rel(p string) string {
 }
 
 // Ensure creates the home's directories (0700) if they are missing, and
-// makes their entries durable (MkdirAllSync).
+// makes their entries durable (MkdirAllSync). Everything that writes to a
+// home comes through here first (engine.Open, recover --salvage), so it
+// also refuses a home owned by another user (CheckOwner): root running a
+// command in a user's home would leave files that user cannot open.
 func (h Home) Ensure() error {
+	if err := h.CheckOwner(); err != nil {
+		return err
+	}
 	for _, d := range []string{h.Dir, h.WALDir(), h.StateDir(), h.QuarantineDir(),
 		h.path("feedback"), h.path("lab"), h.path("lab", "sessions"), h.ExportsDir(),
 		h.path("pty"), h.path("steps")} {

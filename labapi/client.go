@@ -169,8 +169,8 @@ type DialOptions struct {
 // names a live one (authenticating with the operator token of state/token),
 // else an in-process server over an engine opened here (repair and
 // catch-up included). closeFn releases what Dial opened; call it once the
-// command is done. Dial refuses to open a home that belongs to another
-// user (home.CheckOwner): what it would write there would be this user's.
+// command is done. Opening the engine refuses a home that belongs to
+// another user (home.Ensure): what it would write there would be this user's.
 func Dial(ctx context.Context, h home.Home, opts DialOptions) (*Client, func() error, error) {
 	if info, err := ReadDaemonInfo(h); err == nil {
 		tok, err := ReadOperatorToken(h, info)
@@ -179,9 +179,6 @@ func Dial(ctx context.Context, h home.Home, opts DialOptions) (*Client, func() e
 		}
 		return NewClient(info.Listen, tok), func() error { return nil }, nil
 	} else if !errors.Is(err, ErrNoDaemon) {
-		return nil, nil, err
-	}
-	if err := h.CheckOwner(); err != nil {
 		return nil, nil, err
 	}
 	eng, err := engine.Open(ctx, engine.Options{Home: h})

@@ -115,3 +115,56 @@ func privateDir(t *testing.T) string {
 	}
 	return d
 }
+
+// TestRootRefusesForeignHome (issue 15 §4): root running a writing command
+// in a home owned by another user refuses, naming the fix, and writes
+// nothing there (files it made would be root's, and the owner's daemon
+// could not open them).
+func TestRootRefusesForeignHome(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to own a home as uid 65534; run the tests as root to cover it")
+	}
+	h := filepath.Join(privateDir(t), "home")
+	if code, _, errs := cli(t, "--home", h, "feedback", "add", "--notes", "mine"); code != 0 {
+		t.Fatalf("setup: %d %s", code, errs)
+	}
+	snapshot := func() map[string]string {
+		m := map[string]string{}
+		filepath.Walk(h, func(p string, fi os.FileInfo, err error) error {
+			if err == nil {
+				b, _ := os.ReadFile(p)
+				m[p] = fi.Mode().String() + " " + string(b)
+			}
+			return err
+		})
+		return m
+	}
+	if err := filepath.Walk(h, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, 65534, 65534)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot()
+	for _, args := range [][]string{
+		{"feedback", "add", "--notes", "root"},
+		{"runs", "list"},
+		{"recover", "--apply"},
+	} {
+		code, out, errs := cli(t, append([]string{"--home", h}, args...)...)
+		if code == 0 || !strings.Contains(errs, "owned by uid 65534") || !strings.Contains(errs, "sudo -u '#65534'") || !strings.Contains(errs, "chown -R 0 "+h) {
+			t.Fatalf("%v as root in uid 65534's home: exit %d\n%s%s", args, code, out, errs)
+		}
+	}
+	after := snapshot()
+	if len(after) != len(before) {
+		t.Fatalf("files changed: %d → %d", len(before), len(after))
+	}
+	for p, v := range before {
+		if after[p] != v {
+			t.Fatalf("%s changed", p)
+		}
+	}
+}

@@ -86,9 +86,6 @@ func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog
 	} else if !errors.Is(err, labapi.ErrNoDaemon) {
 		return nil, nil, err
 	}
-	if err := h.CheckOwner(); err != nil {
-		return nil, nil, err
-	}
 	fmt.Fprintf(stderr, "cmlab mcp: no daemon runs for %s; opening the home in this process (start 'cmlab serve' to share it)\n", h.Dir)
 	eng, err := engine.Open(ctx, engine.Options{Home: h})
 	if err != nil {
