@@ -234,3 +234,41 @@ func TestStaleDaemonInfoGetsNoToken(t *testing.T) {
 		t.Fatalf("echoing listener: %v", err)
 	}
 }
+
+// TestCheckListen (issue 15 §4): only loopback is served without
+// --allow-remote; with it, a warning says what is exposed. Nothing here
+// binds to a non-loopback address.
+func TestCheckListen(t *testing.T) {
+	for _, c := range []struct {
+		listen string
+		remote bool
+	}{
+		{"127.0.0.1:7788", false}, {"127.0.0.2:0", false}, {"[::1]:0", false}, {"localhost:7788", false},
+		{"0.0.0.0:7788", true}, {":7788", true}, {"[::]:7788", true}, {"192.168.1.5:7788", true},
+		{"10.0.0.1:0", true}, {"example.com:80", true}, {"[::ffff:10.0.0.1]:1", true},
+	} {
+		w, err := CheckListen(c.listen, false)
+		if c.remote != errors.Is(err, ErrRemoteListen) || w != "" {
+			t.Errorf("CheckListen(%q, false) = %q, %v; remote %v", c.listen, w, err, c.remote)
+		}
+		if c.remote && (!strings.Contains(err.Error(), "--allow-remote") || !strings.Contains(err.Error(), c.listen)) {
+			t.Errorf("refusal %q does not name the address and --allow-remote", err)
+		}
+		w, err = CheckListen(c.listen, true)
+		if err != nil || (w != "") != c.remote || (c.remote && !strings.Contains(w, "WARNING")) {
+			t.Errorf("CheckListen(%q, true) = %q, %v", c.listen, w, err)
+		}
+	}
+	if _, err := CheckListen("nonsense", true); err == nil {
+		t.Error("CheckListen accepted an address without a port")
+	}
+	// RunDaemon refuses before touching the home or binding.
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	err := RunDaemon(context.Background(), DaemonOptions{Home: h, Listen: "0.0.0.0:0"})
+	if !errors.Is(err, ErrRemoteListen) {
+		t.Fatalf("RunDaemon on 0.0.0.0: %v", err)
+	}
+	if _, err := os.Stat(h.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("refused daemon created its home: %v", err)
+	}
+}

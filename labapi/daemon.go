@@ -24,6 +24,8 @@ const Version = "0.1.0"
 type DaemonOptions struct {
 	Home   home.Home
 	Listen string // default 127.0.0.1:7788; port 0 picks a free port
+	// AllowRemote permits a Listen address that is not loopback (CheckListen).
+	AllowRemote bool
 	// AllowRoots are extra import roots beside the working directory and its output/.
 	AllowRoots      []string
 	Task            *Task
@@ -67,6 +69,13 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 	}
 	if o.Lookback <= 0 {
 		o.Lookback = 2 * time.Hour
+	}
+	warning, err := CheckListen(o.Listen, o.AllowRemote)
+	if err != nil {
+		return err
+	}
+	if warning != "" {
+		o.Logger.Warn(warning, "listen", o.Listen)
 	}
 	if info, err := ReadDaemonInfo(o.Home); err == nil {
 		return fmt.Errorf("a daemon already serves this home (pid %d at %s): stop it first or use its API", info.Pid, info.Listen)
@@ -190,6 +199,36 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 		o.Logger.Warn("shutdown did not drain in time", "err", err)
 	}
 	return nil
+}
+
+// ErrRemoteListen is wrapped when --listen names an address other
+// machines can reach and --allow-remote was not given.
+var ErrRemoteListen = errors.New("listen address is not loopback")
+
+// CheckListen refuses a listen address that is not loopback (an IP of
+// 127.0.0.0/8 or ::1, or "localhost") unless allowRemote; with it, the
+// answer is the warning to print. Anything else — 0.0.0.0, ::, an empty
+// host, a LAN address, a host name — is remote: the Lab token is served
+// to whoever connects, and the operator token then travels in clear text.
+func CheckListen(listen string, allowRemote bool) (warning string, err error) {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", fmt.Errorf("--listen %q: want host:port: %w", listen, err)
+	}
+	if host == "localhost" {
+		return "", nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return "", nil
+	}
+	what := host
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		what = "every interface"
+	}
+	if !allowRemote {
+		return "", fmt.Errorf("--listen %s: %w: it would serve %s, where other machines can fetch the Lab token and write to the Lab; fix: listen on 127.0.0.1 (the default), or pass --allow-remote if that is meant", listen, ErrRemoteListen, what)
+	}
+	return fmt.Sprintf("WARNING: listening on %s (%s): other machines can reach the Lab API and fetch its Lab token from /api/config, and the operator token crosses the network in clear text; use a firewall or an SSH tunnel to 127.0.0.1 instead", listen, what), nil
 }
 
 // resumeLogger logs the end of each mandate resumed at start: per step its

@@ -168,3 +168,25 @@ func TestRootRefusesForeignHome(t *testing.T) {
 		}
 	}
 }
+
+// TestServeListenNeedsAllowRemote (issue 15 §4): serve on a non-loopback
+// address is a usage error without --allow-remote; with it, a warning is
+// printed. (The home below is refused before anything binds, so the test
+// never listens beyond loopback.) A loose home is refused naming chmod.
+func TestServeListenNeedsAllowRemote(t *testing.T) {
+	h := filepath.Join(t.TempDir(), "home")
+	code, _, errs := cli(t, "--home", h, "serve", "--listen", "0.0.0.0:0")
+	if code != 2 || !strings.Contains(errs, "--allow-remote") || !strings.Contains(errs, "0.0.0.0:0") {
+		t.Fatalf("serve --listen 0.0.0.0:0: exit %d %s", code, errs)
+	}
+	if _, err := os.Stat(h); !os.IsNotExist(err) {
+		t.Fatalf("refused serve created the home: %v", err)
+	}
+	if err := os.MkdirAll(h, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = cli(t, "--home", h, "serve", "--listen", "0.0.0.0:0", "--allow-remote")
+	if code != 1 || !strings.Contains(errs, "WARNING: listening on 0.0.0.0:0 (every interface)") || !strings.Contains(errs, "chmod 700 "+h) {
+		t.Fatalf("serve --allow-remote on a 0755 home: exit %d %s", code, errs)
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 type serveOpts struct {
 	listen          string
+	allowRemote     bool
 	allowRoots      []string
 	taskCompare     string
 	taskReview      string
@@ -38,9 +39,16 @@ run start-up recovery, start the terminal manager, append lab.session.started,
 listen, and write state/daemon.json so that CLI commands use this daemon.
 
 The API is wire-compatible with content-machine's Experiment Lab: GET
-/api/config gives the session id and token; every POST needs the token in
-X-CM-LAB-TOKEN. The daemon listens on loopback unless --listen says otherwise;
---listen 127.0.0.1:0 picks a free port (printed, and written to daemon.json).
+/api/config gives the session id and the Lab token; every Lab POST needs it
+in X-CM-LAB-TOKEN. The Lab token opens the Lab routes only: the terminal,
+steps, recovery, /metrics, /mcp and the full event stream need the operator
+token, which only state/token holds (the CLI and cmlab mcp read it). serve
+refuses a home, state/ or state/token that group or others can access, or
+that another user owns.
+
+The daemon listens on loopback unless --listen says otherwise (a non-loopback
+address needs --allow-remote and prints a warning); --listen 127.0.0.1:0 picks
+a free port (printed, and written to daemon.json).
 
 SIGINT/SIGTERM stop accepting, drain requests, close terminals, checkpoint
 the views and remove state/daemon.json.`,
@@ -60,6 +68,13 @@ the views and remove state/daemon.json.`,
 			if o.exitAfterSubmit < 0 {
 				return &usageError{"--exit-after-submit must be ≥ 0"}
 			}
+			warning, err := labapi.CheckListen(o.listen, o.allowRemote)
+			if err != nil {
+				return &usageError{err.Error()}
+			}
+			if warning != "" {
+				fmt.Fprintln(g.stderr, "cmlab serve: "+warning)
+			}
 			var task *labapi.Task
 			switch {
 			case o.taskCompare != "":
@@ -75,7 +90,7 @@ the views and remove state/daemon.json.`,
 			}
 			logger := slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: level}))
 			return labapi.RunDaemon(ctx, labapi.DaemonOptions{
-				Home: h, Listen: o.listen, AllowRoots: o.allowRoots, Task: task,
+				Home: h, Listen: o.listen, AllowRemote: o.allowRemote, AllowRoots: o.allowRoots, Task: task,
 				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui,
 				Ready: func(info labapi.DaemonInfo) {
 					if g.json {
@@ -89,7 +104,8 @@ the views and remove state/daemon.json.`,
 	}
 	c.SetContext(context.Background())
 	f := c.Flags()
-	f.StringVar(&o.listen, "listen", "127.0.0.1:7788", "address to listen on (loopback by default; port 0 picks one)")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:7788", "address to listen on (loopback by default; port 0 picks one; another address needs --allow-remote)")
+	f.BoolVar(&o.allowRemote, "allow-remote", false, "allow a --listen address other machines can reach (prints a warning)")
 	f.StringArrayVar(&o.allowRoots, "allow-root", nil, "extra directory runs may be imported from (repeatable)")
 	f.StringVar(&o.taskCompare, "task-compare", "", "focus the Lab on comparing experiment EXP")
 	f.StringVar(&o.taskReview, "task-review", "", "focus the Lab on reviewing run RUN")
