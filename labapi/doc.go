@@ -29,6 +29,14 @@
 //     distinct concurrent submits cannot both succeed.
 //   - A rejected request appends nothing. Writes are refused with 503
 //     DEGRADED while the log is failed, and with 403 on a read-only server.
+//   - Two secrets (SPEC §6): the Lab token, which GET /api/config serves to
+//     anyone on loopback, opens the Lab routes (authPostOnly) and the Lab
+//     events of /api/events (labStreamTypes) only; the operator token of
+//     state/token opens everything and is never written to a response or
+//     the log. Every route declares which it needs when it is registered
+//     (Server.route), and the auth tests hold each registered route to it.
+//   - An Origin, when sent, is exactly "http://" + Host with the daemon's
+//     port; Host is a loopback name or the listen address.
 //   - The event stream reads the log itself (woken by Log().Changed()), so
 //     a slow client never holds up appends; a client whose writes stall
 //     past SSEWriteTimeout is dropped and resumes with Last-Event-ID.
@@ -42,14 +50,17 @@
 //	var out struct{ FeedbackID string `json:"feedbackId"` }
 //	err = c.Do(ctx, "POST", "/api/feedback", reqID, body, &out)
 //
-// Dial reads state/daemon.json ({pid, listen, tokenFile, …}, written by
-// `cmlab serve` once it listens and removed on clean shutdown). When it
-// names a live pid, the client sends HTTP requests to that address with
-// the token from tokenFile (X-CM-LAB-TOKEN) and the request id
-// (X-CM-LAB-REQUEST-ID). When no daemon runs (no file, or a dead pid),
+// Dial reads state/daemon.json ({pid, listen, tokenFile, nonce, …}, written
+// by `cmlab serve` once it listens and removed on clean shutdown). When it
+// names a live pid whose listener's /api/health echoes the nonce (asked
+// without a token), the client sends HTTP requests to that address with
+// the operator token from tokenFile (X-CM-LAB-TOKEN) and the request id
+// (X-CM-LAB-REQUEST-ID). When no daemon runs (no file, a dead pid, or a
+// listener that does not echo the nonce),
 // Dial opens the home's engine in this process — taking the log's lock,
-// repairing and catching up as serve would — builds the same Server and
-// calls its Handler in-process, so validation and errors are the same code
+// repairing and catching up as serve would — builds the same Server (with
+// an operator token of its own that never leaves the process) and calls
+// its Handler in-process, so validation and errors are the same code
 // path. closeFn closes that engine. A non-2xx answer comes back as
 // *APIError with the envelope's code, message and context (Fix()).
 package labapi
