@@ -170,7 +170,8 @@ func ValidateToken(tok string) error {
 	for i := 0; i < len(tok); i++ {
 		c := tok[i]
 		if c <= ' ' || c > '~' {
-			return fmt.Errorf("%w: it holds a byte that is not printable ASCII (0x%02x at %d)", ErrWeakToken, c, i)
+			// The position only: an error must not carry bytes of a secret.
+			return fmt.Errorf("%w: byte %d is not printable ASCII (or is a space)", ErrWeakToken, i)
 		}
 		isHex := c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 		isB64 := c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || strings.IndexByte("+/-_=", c) >= 0
