@@ -145,3 +145,36 @@ func TestCheckOwnerOwnHome(t *testing.T) {
 		t.Fatalf("own home: %v", err)
 	}
 }
+
+// TestCopyTo: a copy holds every file's bytes (0600, directories 0700)
+// but not state/daemon.json; a symlink in the home is refused; an
+// existing destination is refused.
+func TestCopyTo(t *testing.T) {
+	h := newPrivateHome(t)
+	os.WriteFile(h.FeedbackFile(), []byte("{\"a\":1}\n"), 0o644)
+	os.WriteFile(h.DaemonFile(), []byte(`{"pid":1}`), 0o600)
+	dst := filepath.Join(t.TempDir(), "copy")
+	n, err := h.CopyTo(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Home{Dir: dst}
+	b, err := os.ReadFile(c.FeedbackFile())
+	fi, _ := os.Stat(c.FeedbackFile())
+	if err != nil || string(b) != "{\"a\":1}\n" || fi.Mode().Perm() != FilePerm || n < int64(len(b)) {
+		t.Fatalf("copied feedback %q %v %v, %d bytes", b, fi.Mode(), err, n)
+	}
+	if _, err := os.Stat(c.DaemonFile()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("daemon.json copied: %v", err)
+	}
+	if tok, err := c.OperatorToken(); err != nil || tok == "" {
+		t.Fatalf("copy's token: %v", err)
+	}
+	if _, err := h.CopyTo(dst); err == nil {
+		t.Fatal("copied over an existing destination")
+	}
+	os.Symlink("/etc/passwd", filepath.Join(h.Dir, "lab", "link"))
+	if _, err := h.CopyTo(filepath.Join(t.TempDir(), "copy2")); err == nil || !strings.Contains(err.Error(), "link") {
+		t.Fatalf("symlink copied: %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/cmlab/cmlab/engine"
@@ -57,6 +58,11 @@ const feedbackSweep = time.Second
 // ctx ends (SIGINT/SIGTERM) or the task's submissions are done. Shutdown
 // stops accepting, drains requests, closes the terminals, closes the engine
 // (checkpoint) and removes state/daemon.json.
+//
+// A ReadOnly daemon whose home is on a read-only filesystem serves a
+// private copy of it (home.CopyTo into a 0700 temporary directory, removed
+// at the end), writes no state/daemon.json there (it cannot), and reports
+// the copy's token file in DaemonInfo.
 func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:7788"
@@ -82,14 +88,33 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 	}
 	// The operator token opens a shell as this user: refuse to serve a home
 	// someone else could read it from (or plant one in) before anything runs.
-	if err := o.Home.Ensure(); err != nil {
+	served, onROFS := o.Home, o.ReadOnly && o.Home.OnReadOnlyFS()
+	if onROFS {
+		// The log cannot be opened on a read-only filesystem (its lock
+		// file, its last segment): serve a private copy instead, which
+		// nothing can make differ from the home while it stays read-only.
+		if err := o.Home.CheckPrivate(); err != nil {
+			return fmt.Errorf("operator token: %w", err)
+		}
+		tmp, err := os.MkdirTemp("", "cmlab-readonly-")
+		if err != nil {
+			return fmt.Errorf("%s is on a read-only filesystem and no private copy can be made: %w", o.Home.Dir, err)
+		}
+		defer os.RemoveAll(tmp)
+		served = home.Home{Dir: filepath.Join(tmp, "home")}
+		n, err := o.Home.CopyTo(served.Dir)
+		if err != nil {
+			return fmt.Errorf("%s is on a read-only filesystem; copying it to serve it: %w", o.Home.Dir, err)
+		}
+		o.Logger.Warn("the home is on a read-only filesystem: serving a private copy, without state/daemon.json", "home", o.Home.Dir, "copy", served.Dir, "bytes", n)
+	} else if err := o.Home.Ensure(); err != nil {
 		return err
 	}
-	tok, err := o.Home.OperatorToken()
+	tok, err := served.OperatorToken()
 	if err != nil {
 		return fmt.Errorf("operator token: %w", err)
 	}
-	eng, err := engine.Open(ctx, engine.Options{Home: o.Home, ReadOnly: o.ReadOnly, FeedbackSweep: feedbackSweep})
+	eng, err := engine.Open(ctx, engine.Options{Home: served, ReadOnly: o.ReadOnly, FeedbackSweep: feedbackSweep})
 	if err != nil {
 		return err
 	}
@@ -173,11 +198,15 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 	go func() { serveErr <- hs.Serve(ln) }()
 	info := DaemonInfo{Pid: os.Getpid(), Listen: addr, TokenFile: o.Home.TokenFile(), Nonce: nonce, SessionID: srv.opts.SessionID,
 		StartedAt: time.Now().UTC().Format(time.RFC3339Nano), Version: Version}
-	if err := WriteDaemonInfo(o.Home, info); err != nil {
-		hs.Close()
-		return fmt.Errorf("writing state/daemon.json: %w", err)
+	if onROFS {
+		info.TokenFile = served.TokenFile() // a copy of state/token, or one made for this run
+	} else {
+		if err := WriteDaemonInfo(o.Home, info); err != nil {
+			hs.Close()
+			return fmt.Errorf("writing state/daemon.json: %w", err)
+		}
+		defer RemoveDaemonInfo(o.Home, info.Pid)
 	}
-	defer RemoveDaemonInfo(o.Home, info.Pid)
 	o.Logger.Info("serving", "listen", addr, "session", info.SessionID, "readOnly", o.ReadOnly)
 	if o.Ready != nil {
 		o.Ready(info)
