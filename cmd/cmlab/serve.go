@@ -50,6 +50,10 @@ The daemon listens on loopback unless --listen says otherwise (a non-loopback
 address needs --allow-remote and prints a warning); --listen 127.0.0.1:0 picks
 a free port (printed, and written to daemon.json).
 
+--read-only serves a replayed home and refuses every write; on a read-only
+filesystem it serves a private temporary copy of the home and writes no
+state/daemon.json.
+
 SIGINT/SIGTERM stop accepting, drain requests, close terminals, checkpoint
 the views and remove state/daemon.json.`,
 		Example: `  cmlab serve
