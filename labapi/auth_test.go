@@ -117,6 +117,28 @@ func TestOperatorRoutesRefuseLabToken(t *testing.T) {
 	tl := newPtyLab(t)
 	lab := labTokenFromConfig(t, tl)
 	mcpHdr := []string{"Accept", "application/json, text/event-stream", "Content-Type", "application/json"}
+	refused := 0 // each refused request carries request id refused-N
+	t.Cleanup(func() {
+		// The shell keeps writing events (output, prompts) on its own, so
+		// "nothing changed" is: no event of the log carries a refused
+		// request's id (every act records its request id).
+		acted := false
+		for ev, err := range tl.eng.Log().Events(1) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			acted = acted || ev.Req == "ok-POST /api/pty/{conversationId}/exec_block"
+			if strings.HasPrefix(ev.Req, "refused-") {
+				t.Errorf("a refused request acted: event %d %s carries request id %s", ev.Seq, ev.Type, ev.Req)
+			}
+		}
+		if !acted {
+			t.Error("the operator's exec_block left no event with its request id: the check above proves nothing")
+		}
+		if refused < 4*len(operatorRoutes()) {
+			t.Errorf("only %d refused requests", refused)
+		}
+	})
 	for _, rt := range operatorRoutes() {
 		t.Run(rt.pattern, func(t *testing.T) {
 			hdr := mcpHdr
@@ -126,8 +148,8 @@ func TestOperatorRoutesRefuseLabToken(t *testing.T) {
 				{"X-CM-LAB-TOKEN", ""},
 				{"X-CM-LAB-TOKEN", "wrong"},
 			} {
-				seq := tl.lastSeq()
-				r := tl.do(rt.method, rt.path, rt.body, append(append([]string{}, hdr...), bad...)...)
+				refused++
+				r := tl.do(rt.method, rt.path, rt.body, append(append([]string{"X-CM-LAB-REQUEST-ID", fmt.Sprint("refused-", refused)}, hdr...), bad...)...)
 				if r.status != 401 || r.code() != CodeUnauthorized {
 					t.Fatalf("with %v: %d %s, want 401 UNAUTHORIZED", bad, r.status, truncate(string(r.body), 300))
 				}
@@ -146,11 +168,8 @@ func TestOperatorRoutesRefuseLabToken(t *testing.T) {
 				if bad[1] == lab && !strings.Contains(env.Error.Message, "Lab token") {
 					t.Fatalf("message %q does not say the Lab token opens the Lab only", env.Error.Message)
 				}
-				if got := tl.lastSeq(); got != seq {
-					t.Fatalf("refused request appended: seq %d → %d", seq, got)
-				}
 			}
-			r := tl.do(rt.method, rt.path, rt.body, hdr...)
+			r := tl.do(rt.method, rt.path, rt.body, append([]string{"X-CM-LAB-REQUEST-ID", "ok-" + rt.pattern}, hdr...)...)
 			if r.status != rt.status || !strings.Contains(string(r.body), rt.want) {
 				t.Fatalf("with the operator token: %d %s, want %d with %q", r.status, truncate(string(r.body), 400), rt.status, rt.want)
 			}
