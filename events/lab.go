@@ -37,16 +37,51 @@ type Ratings struct {
 	Sync     *int `json:"sync,omitempty"`
 }
 
-// AutoMetricsSnapshot is a copy of a run's normalized metrics at rating time.
-// Present fields may be null, so none is omitted.
+// MetricsRead says which reports a metrics record was computed from. It
+// decides which keys the record's JSON carries (content-machine's rule,
+// src/lab/metrics/extract.ts: a report that was read yields its keys, null
+// where it lacks the value; one that was not read yields none). It is
+// recorded in the event, never shown in the JSON.
+type MetricsRead struct {
+	Sync    bool `json:"sync,omitempty"`
+	Caption bool `json:"caption,omitempty"`
+}
+
+// AutoMetricsSnapshot is a run's normalized metrics as computed at rating
+// time, recorded in the event so a replay writes the same line.
+//
+// JSON keys: syncRating, captionOverall and proxyScoreOverall always (null
+// when unknown). With Read set (producers since content-machine parity),
+// meanDriftMs and maxDriftMs are present when the sync report was read and
+// captionCoverageRatio and ocrConfidenceMean when the caption report was,
+// null where the report lacks them, absent otherwise. Entries recorded
+// before Read existed carry all seven keys, as they were written then.
 type AutoMetricsSnapshot struct {
-	SyncRating           *int     `json:"syncRating"`
-	CaptionOverall       *int     `json:"captionOverall"`
-	ProxyScoreOverall    *int     `json:"proxyScoreOverall"`
-	MeanDriftMs          *float64 `json:"meanDriftMs"`
-	MaxDriftMs           *float64 `json:"maxDriftMs"`
-	CaptionCoverageRatio *float64 `json:"captionCoverageRatio"`
-	OcrConfidenceMean    *float64 `json:"ocrConfidenceMean"`
+	SyncRating           *int         `json:"syncRating"`
+	CaptionOverall       *int         `json:"captionOverall"`
+	ProxyScoreOverall    *int         `json:"proxyScoreOverall"`
+	MeanDriftMs          *float64     `json:"meanDriftMs"`
+	MaxDriftMs           *float64     `json:"maxDriftMs"`
+	CaptionCoverageRatio *float64     `json:"captionCoverageRatio"`
+	OcrConfidenceMean    *float64     `json:"ocrConfidenceMean"`
+	Read                 *MetricsRead `json:"read,omitempty"`
+}
+
+// MarshalJSON writes the snapshot's keys by the rule above; Read itself is
+// not part of the JSON.
+func (m AutoMetricsSnapshot) MarshalJSON() ([]byte, error) {
+	all := m.Read == nil
+	var w jsonObj
+	w.num("syncRating", intNum(m.SyncRating), true)
+	w.num("captionOverall", intNum(m.CaptionOverall), true)
+	w.num("proxyScoreOverall", intNum(m.ProxyScoreOverall), true)
+	sync := all || m.Read.Sync
+	caption := all || m.Read.Caption
+	w.num("meanDriftMs", floatNum(m.MeanDriftMs), sync)
+	w.num("maxDriftMs", floatNum(m.MaxDriftMs), sync)
+	w.num("captionCoverageRatio", floatNum(m.CaptionCoverageRatio), caption)
+	w.num("ocrConfidenceMean", floatNum(m.OcrConfidenceMean), caption)
+	return w.end()
 }
 
 // FeedbackReports are report paths discovered for traceability.
@@ -106,23 +141,76 @@ type RunFingerprint struct {
 	Script *FileStat `json:"script,omitempty"`
 }
 
-// RunReports are the known report paths of a run.
+// RunReports are the known report paths of a run. Producers set the
+// content-machine keys (syncReportPath, captionReportPath, scorePath, as
+// its LabRun schema names them); Sync, Caption and Score are the keys runs
+// imported by earlier cmlab versions were recorded with, kept so their
+// events still project as they did.
 type RunReports struct {
-	Sync    string `json:"sync,omitempty"`
-	Caption string `json:"caption,omitempty"`
-	Score   string `json:"score,omitempty"`
+	SyncReportPath    string `json:"syncReportPath,omitempty"`
+	CaptionReportPath string `json:"captionReportPath,omitempty"`
+	ScorePath         string `json:"scorePath,omitempty"`
+	Sync              string `json:"sync,omitempty"`
+	Caption           string `json:"caption,omitempty"`
+	Score             string `json:"score,omitempty"`
 }
 
 // AutoMetricsSummary holds a run's normalized metrics.
+//
+// JSON keys: syncRating, captionOverall and proxyScoreOverall always (null
+// when unknown); syncLabel, meanDriftMs and maxDriftMs when the sync report
+// was read (Read.Sync), captionCoverageRatio and ocrConfidenceMean when the
+// caption report was (Read.Caption), null where the report lacks them
+// (content-machine, src/lab/metrics/extract.ts). Without Read (summaries
+// recorded before it existed) a key is present when it has a value.
 type AutoMetricsSummary struct {
-	SyncRating           *int     `json:"syncRating"`
-	SyncLabel            string   `json:"syncLabel,omitempty"`
-	MeanDriftMs          *float64 `json:"meanDriftMs,omitempty"`
-	MaxDriftMs           *float64 `json:"maxDriftMs,omitempty"`
-	CaptionOverall       *int     `json:"captionOverall"`
-	CaptionCoverageRatio *float64 `json:"captionCoverageRatio,omitempty"`
-	OcrConfidenceMean    *float64 `json:"ocrConfidenceMean,omitempty"`
-	ProxyScoreOverall    *int     `json:"proxyScoreOverall"`
+	SyncRating           *int         `json:"syncRating"`
+	SyncLabel            string       `json:"syncLabel,omitempty"`
+	MeanDriftMs          *float64     `json:"meanDriftMs,omitempty"`
+	MaxDriftMs           *float64     `json:"maxDriftMs,omitempty"`
+	CaptionOverall       *int         `json:"captionOverall"`
+	CaptionCoverageRatio *float64     `json:"captionCoverageRatio,omitempty"`
+	OcrConfidenceMean    *float64     `json:"ocrConfidenceMean,omitempty"`
+	ProxyScoreOverall    *int         `json:"proxyScoreOverall"`
+	Read                 *MetricsRead `json:"read,omitempty"`
+}
+
+// MarshalJSON writes the summary's keys by the rule above.
+func (m AutoMetricsSummary) MarshalJSON() ([]byte, error) {
+	var r MetricsRead
+	if m.Read != nil {
+		r = *m.Read
+	}
+	var w jsonObj
+	w.num("syncRating", intNum(m.SyncRating), true)
+	switch {
+	case m.SyncLabel != "":
+		w.str("syncLabel", m.SyncLabel)
+	case r.Sync:
+		w.num("syncLabel", nil, true)
+	}
+	w.num("meanDriftMs", floatNum(m.MeanDriftMs), r.Sync)
+	w.num("maxDriftMs", floatNum(m.MaxDriftMs), r.Sync)
+	w.num("captionOverall", intNum(m.CaptionOverall), true)
+	w.num("captionCoverageRatio", floatNum(m.CaptionCoverageRatio), r.Caption)
+	w.num("ocrConfidenceMean", floatNum(m.OcrConfidenceMean), r.Caption)
+	w.num("proxyScoreOverall", intNum(m.ProxyScoreOverall), true)
+	return w.end()
+}
+
+// SnapshotOf is the feedback snapshot of summary s (content-machine's
+// buildAutoMetricsSnapshotFromSummary): the same values and key rule.
+func SnapshotOf(s *AutoMetricsSummary) *AutoMetricsSnapshot {
+	if s == nil {
+		return nil
+	}
+	read := MetricsRead{}
+	if s.Read != nil {
+		read = *s.Read
+	}
+	return &AutoMetricsSnapshot{SyncRating: s.SyncRating, CaptionOverall: s.CaptionOverall,
+		ProxyScoreOverall: s.ProxyScoreOverall, MeanDriftMs: s.MeanDriftMs, MaxDriftMs: s.MaxDriftMs,
+		CaptionCoverageRatio: s.CaptionCoverageRatio, OcrConfidenceMean: s.OcrConfidenceMean, Read: &read}
 }
 
 // LabRun is one line of lab/runs.jsonl. CreatedAt is set by the projector
@@ -171,6 +259,14 @@ type Winner struct {
 // experimentId wins. CreatedAt (on creation) and UpdatedAt (on updates) are
 // set by producers from values they already hold or left empty for the
 // projector to fill from the event's ts.
+//
+// Sparse records (producers since content-machine parity) have the JSON
+// shape content-machine's strict LabExperiment schema accepts
+// (src/lab/schema/experiment.ts): hypothesis, topic and winner.reason are
+// omitted when empty (the schema wants them non-empty when present) and
+// questions when the creator sent none. Records recorded before Sparse
+// existed keep the shape they were written with (every key present).
+// Sparse itself is not part of the JSON.
 type LabExperiment struct {
 	SchemaVersion int             `json:"schemaVersion"`
 	ExperimentID  string          `json:"experimentId"`
@@ -186,6 +282,61 @@ type LabExperiment struct {
 	Questions     []Question      `json:"questions"`
 	Answers       json.RawMessage `json:"answers,omitempty"`
 	UpdatedAt     string          `json:"updatedAt,omitempty"`
+	Sparse        bool            `json:"sparse,omitempty"`
+}
+
+// MarshalJSON writes the record in its shape (see Sparse).
+func (x LabExperiment) MarshalJSON() ([]byte, error) {
+	type winner struct {
+		VariantID string `json:"variantId"`
+		Reason    string `json:"reason,omitempty"`
+	}
+	type sparse struct {
+		SchemaVersion int             `json:"schemaVersion"`
+		ExperimentID  string          `json:"experimentId"`
+		SessionID     string          `json:"sessionId"`
+		CreatedAt     string          `json:"createdAt"`
+		Name          string          `json:"name"`
+		Hypothesis    string          `json:"hypothesis,omitempty"`
+		Topic         string          `json:"topic,omitempty"`
+		BaselineRunID string          `json:"baselineRunId"`
+		Variants      []Variant       `json:"variants"`
+		Status        string          `json:"status"`
+		Winner        *winner         `json:"winner,omitempty"`
+		Questions     *[]Question     `json:"questions,omitempty"`
+		Answers       json.RawMessage `json:"answers,omitempty"`
+		UpdatedAt     string          `json:"updatedAt,omitempty"`
+	}
+	type full struct {
+		SchemaVersion int             `json:"schemaVersion"`
+		ExperimentID  string          `json:"experimentId"`
+		SessionID     string          `json:"sessionId"`
+		CreatedAt     string          `json:"createdAt"`
+		Name          string          `json:"name"`
+		Hypothesis    string          `json:"hypothesis"`
+		Topic         string          `json:"topic"`
+		BaselineRunID string          `json:"baselineRunId"`
+		Variants      []Variant       `json:"variants"`
+		Status        string          `json:"status"`
+		Winner        *Winner         `json:"winner,omitempty"`
+		Questions     []Question      `json:"questions"`
+		Answers       json.RawMessage `json:"answers,omitempty"`
+		UpdatedAt     string          `json:"updatedAt,omitempty"`
+	}
+	if !x.Sparse {
+		return marshalNoEscape(full{x.SchemaVersion, x.ExperimentID, x.SessionID, x.CreatedAt, x.Name, x.Hypothesis,
+			x.Topic, x.BaselineRunID, x.Variants, x.Status, x.Winner, x.Questions, x.Answers, x.UpdatedAt})
+	}
+	v := sparse{SchemaVersion: x.SchemaVersion, ExperimentID: x.ExperimentID, SessionID: x.SessionID, CreatedAt: x.CreatedAt,
+		Name: x.Name, Hypothesis: x.Hypothesis, Topic: x.Topic, BaselineRunID: x.BaselineRunID, Variants: x.Variants,
+		Status: x.Status, Answers: x.Answers, UpdatedAt: x.UpdatedAt}
+	if x.Winner != nil {
+		v.Winner = &winner{x.Winner.VariantID, x.Winner.Reason}
+	}
+	if x.Questions != nil {
+		v.Questions = &x.Questions
+	}
+	return marshalNoEscape(v)
 }
 
 // ExperimentCreated appends the first record of an experiment. Stream: session id.

@@ -390,11 +390,25 @@ func fastExperiment(m *mp, x *events.LabExperiment) bool {
 			if b := m.binBytes(); len(b) > 0 {
 				x.Answers = b
 			}
+		case "sparse":
+			x.Sparse = m.bool()
 		default:
 			return false
 		}
 	}
 	return !m.bad
+}
+
+// bool reads true or false.
+func (m *mp) bool() bool {
+	switch m.byte1() {
+	case 0xc3:
+		return true
+	case 0xc2:
+		return false
+	}
+	m.bad = true
+	return false
 }
 
 // fastFields reads one map of up to three string fields named k0, k1, k2.

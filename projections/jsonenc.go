@@ -283,7 +283,7 @@ func appendLabRun(dst []byte, r *events.LabRun) ([]byte, error) {
 		o.value("reports", r.Reports)
 	}
 	if m := r.AutoMetricsSummary; m != nil {
-		if m.MeanDriftMs == nil && m.MaxDriftMs == nil && m.CaptionCoverageRatio == nil && m.OcrConfidenceMean == nil {
+		if m.Read == nil && m.MeanDriftMs == nil && m.MaxDriftMs == nil && m.CaptionCoverageRatio == nil && m.OcrConfidenceMean == nil {
 			o.key("autoMetricsSummary")
 			s := newObj(o.b)
 			s.intPtr("syncRating", m.SyncRating)
@@ -306,8 +306,13 @@ func appendLabExperiment(dst []byte, x *events.LabExperiment) ([]byte, error) {
 	o.str("sessionId", x.SessionID)
 	o.str("createdAt", x.CreatedAt)
 	o.str("name", x.Name)
-	o.str("hypothesis", x.Hypothesis)
-	o.str("topic", x.Topic)
+	if x.Sparse {
+		o.strOmit("hypothesis", x.Hypothesis)
+		o.strOmit("topic", x.Topic)
+	} else {
+		o.str("hypothesis", x.Hypothesis)
+		o.str("topic", x.Topic)
+	}
 	o.str("baselineRunId", x.BaselineRunID)
 	o.key("variants")
 	if x.Variants == nil {
@@ -331,11 +336,16 @@ func appendLabExperiment(dst []byte, x *events.LabExperiment) ([]byte, error) {
 		o.key("winner")
 		w := newObj(o.b)
 		w.str("variantId", x.Winner.VariantID)
-		w.str("reason", x.Winner.Reason)
+		if x.Sparse {
+			w.strOmit("reason", x.Winner.Reason)
+		} else {
+			w.str("reason", x.Winner.Reason)
+		}
 		o.b, _ = w.end(false)
 	}
-	o.key("questions")
-	if x.Questions == nil {
+	if x.Questions == nil && x.Sparse {
+		// omitted, as content-machine omits questions nobody sent
+	} else if o.key("questions"); x.Questions == nil {
 		o.b = append(o.b, "null"...)
 	} else {
 		o.b = append(o.b, '[')

@@ -54,6 +54,10 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 				p.Entry.AutoMetricsSnapshot = &events.AutoMetricsSnapshot{MeanDriftMs: &v}
 				p.Entry.Tags = []string{}
 			}
+			if n%5 == 1 {
+				v, r := 0.8, 90
+				p.Entry.AutoMetricsSnapshot = &events.AutoMetricsSnapshot{CaptionOverall: &r, CaptionCoverageRatio: &v, Read: &events.MetricsRead{Caption: true}}
+			}
 			got, err := appendFeedbackEntry(nil, &p.Entry)
 			check("feedback", got, err, &p.Entry)
 		case *events.RunImported:
@@ -64,6 +68,11 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 				p.Run.Reports = &events.RunReports{Sync: "s.json"}
 				p.Run.Fingerprint.Script = &events.FileStat{SizeBytes: 3}
 			}
+			if n%3 == 1 {
+				v := 12.5
+				p.Run.AutoMetricsSummary = &events.AutoMetricsSummary{MeanDriftMs: &v, Read: &events.MetricsRead{Sync: true, Caption: n%2 == 0}}
+				p.Run.Reports = &events.RunReports{SyncReportPath: "/a/sync-report.json"}
+			}
 			got, err := appendLabRun(nil, &p.Run)
 			check("run", got, err, &p.Run)
 		case *events.ExperimentCreated:
@@ -73,6 +82,17 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 			}
 			got, err := appendLabExperiment(nil, &p.Experiment)
 			check("experiment", got, err, &p.Experiment)
+			// The sparse shape, with and without the values it omits.
+			x := p.Experiment
+			x.Sparse = true
+			if n%3 == 0 {
+				x.Hypothesis, x.Topic = "", ""
+				x.Winner = &events.Winner{VariantID: "baseline"}
+			} else {
+				x.Winner = &events.Winner{VariantID: "v", Reason: trickyStrings[n%len(trickyStrings)]}
+			}
+			got, err = appendLabExperiment(nil, &x)
+			check("sparse experiment", got, err, &x)
 		case *events.ExperimentSubmitted:
 			got, err := appendLabExperiment(nil, &p.Experiment)
 			check("submitted", got, err, &p.Experiment)
@@ -121,6 +141,8 @@ func TestFastDecodeMatchesReflective(t *testing.T) {
 		{},
 		{ExperimentID: "e", Variants: []events.Variant{}, Questions: []events.Question{{ID: "q"}}},
 		{ExperimentID: "w", Winner: &events.Winner{VariantID: "v"}, Answers: json.RawMessage(`{}`)},
+		{ExperimentID: "s", Sparse: true, Variants: []events.Variant{}, Winner: &events.Winner{VariantID: "v"}},
+		{ExperimentID: "t", Sparse: true, Hypothesis: "h", Questions: []events.Question{}},
 	} {
 		check(events.MustNew("lab_x", &events.ExperimentCreated{Experiment: x}))
 		check(events.MustNew("lab_x", &events.ExperimentUpdated{Experiment: x}))
