@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"net/http"
 	"os"
@@ -41,29 +42,78 @@ func (s *Server) registerLabRoutes() {
 	s.route("POST /api/export", authPostOnly, s.handleExport)
 
 	if s.opts.UIDir != "" {
+		// content-machine's layout (src/lab/server/static.ts): the page at
+		// / and /index.html, its assets under /lab/ (index.html loads
+		// /lab/app.css and /lab/app.js).
 		s.route("GET /{$}", authNone, s.handleUI)
-		s.route("GET /{asset}", authNone, s.handleUI)
+		s.route("GET /index.html", authNone, s.handleUI)
+		s.route("GET /lab/{path...}", authNone, s.handleUI)
 	}
 }
 
-// handleUI serves the Lab's browser client from Options.UIDir: one path
-// segment, a plain file name, nothing outside that directory.
+// handleUI serves the Lab's browser client from Options.UIDir as
+// content-machine does: 200 with its Content-Type table and Cache-Control
+// no-store, or the plain-text 404 of every non-API path. Files are opened
+// inside UIDir (os.OpenInRoot: no "..", no symlink out of it); names
+// starting with a dot are not served.
 func (s *Server) handleUI(w http.ResponseWriter, r *http.Request) error {
-	name := r.PathValue("asset")
-	if name == "" {
-		name = "index.html"
+	rel := "index.html"
+	if strings.HasPrefix(r.URL.Path, "/lab/") {
+		rel = r.PathValue("path")
 	}
-	if err := home.ValidateID(name); err != nil || strings.HasPrefix(name, ".") {
-		return NewError(CodeNotFound, "no such asset", "")
+	for _, seg := range strings.Split(rel, "/") {
+		if seg == "" || strings.HasPrefix(seg, ".") {
+			notFoundText(w)
+			return nil
+		}
 	}
-	p := filepath.Join(s.opts.UIDir, name)
-	fi, err := os.Stat(p)
+	f, err := os.OpenInRoot(s.opts.UIDir, rel)
+	if err != nil {
+		notFoundText(w)
+		return nil
+	}
+	defer f.Close()
+	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
-		return NewError(CodeNotFound, "no such asset: "+name, "Check --ui points at the Lab's assets directory (index.html, app.js, app.css).")
+		notFoundText(w)
+		return nil
 	}
+	w.Header().Set("Content-Type", uiContentType(rel))
 	w.Header().Set("Cache-Control", "no-store")
-	http.ServeFile(w, r, p)
+	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		io.Copy(w, f)
+	}
 	return nil
+}
+
+// uiContentType is content-machine's table (contentTypeForPath).
+func uiContentType(name string) string {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".html":
+		return "text/html; charset=utf-8"
+	case ".js":
+		return "application/javascript; charset=utf-8"
+	case ".css":
+		return "text/css; charset=utf-8"
+	case ".svg":
+		return "image/svg+xml"
+	case ".png":
+		return "image/png"
+	case ".ico":
+		return "image/x-icon"
+	}
+	return "application/octet-stream"
+}
+
+// notFoundText is content-machine's answer for a path outside /api/ that
+// serves nothing: 404, body "Not found", no Content-Type.
+func notFoundText(w http.ResponseWriter) {
+	w.Header()["Content-Type"] = nil // no sniffed type either
+	w.Header().Set("Content-Length", "9")
+	w.WriteHeader(http.StatusNotFound)
+	io.WriteString(w, "Not found")
 }
 
 func newID(prefix string) string {
@@ -245,7 +295,12 @@ func checkID(field, id string) error {
 	return nil
 }
 
-// runSnapshot fills a feedback entry's run-derived fields.
+// runSnapshot fills a feedback entry's run-derived fields as
+// content-machine does at the moment of rating (deriveRunSnapshotForFeedback
+// in src/lab/server/server.ts): the run directory is discovered again and
+// the metrics recomputed from the reports now present, so reports written
+// after the import count. The values go into the event; a replay writes
+// them back and never reads the run directory.
 func runSnapshot(e *events.FeedbackEntry, run events.LabRun) {
 	e.Topic = run.Topic
 	e.ArtifactsDir = run.ArtifactsDir
@@ -257,11 +312,7 @@ func runSnapshot(e *events.FeedbackEntry, run events.LabRun) {
 	if d.syncReport != "" || d.captionReport != "" || d.score != "" {
 		e.Reports = &events.FeedbackReports{SyncReportPath: d.syncReport, CaptionReportPath: d.captionReport, ScorePath: d.score}
 	}
-	if m := run.AutoMetricsSummary; m != nil {
-		e.AutoMetricsSnapshot = &events.AutoMetricsSnapshot{SyncRating: m.SyncRating, CaptionOverall: m.CaptionOverall,
-			ProxyScoreOverall: m.ProxyScoreOverall, MeanDriftMs: m.MeanDriftMs, MaxDriftMs: m.MaxDriftMs,
-			CaptionCoverageRatio: m.CaptionCoverageRatio, OcrConfidenceMean: m.OcrConfidenceMean}
-	}
+	e.AutoMetricsSnapshot = events.SnapshotOf(autoMetrics(d))
 }
 
 func (s *Server) handleFeedbackAdd(w http.ResponseWriter, r *http.Request) error {
@@ -273,7 +324,7 @@ func (s *Server) handleFeedbackAdd(w http.ResponseWriter, r *http.Request) error
 			}
 			run, ok := s.lab.run(b.RunID)
 			if !ok {
-				return nil, NewError(CodeNotFound, "Run not found: "+b.RunID, "Import the run first (POST /api/runs/import) and use its runId.").With("runId", b.RunID)
+				return nil, runNotFound(b.RunID)
 			}
 			e.RunID = run.RunID
 			runSnapshot(&e, run)
@@ -351,10 +402,13 @@ func (s *Server) handleRunsImport(w http.ResponseWriter, r *http.Request) error 
 			d.video = t.videoPath
 		}
 		if !d.any() {
-			return nil, NewError(CodeInvalidArgument, "No known artifacts found in "+t.artifactsDir,
-				"Import a directory holding video.mp4, script.json or a report (sync-report.json, caption-report.json, score.json).")
+			return nil, NewError(CodeInvalidArgument, "No recognizable artifacts found in directory",
+				"Import an artifacts directory containing at least video.mp4 or script.json (or import a .mp4 path).").With("artifactsDir", t.artifactsDir)
 		}
 		fp := &events.RunFingerprint{Video: fileStat(d.video), Script: fileStat(d.script)}
+		if fp.Video == nil && fp.Script == nil {
+			fp = nil // content-machine records no fingerprint then
+		}
 		s.importMu.Lock()
 		defer s.importMu.Unlock()
 		prev, seen := s.lab.runByRealpath(t.realDir)
@@ -367,12 +421,18 @@ func (s *Server) handleRunsImport(w http.ResponseWriter, r *http.Request) error 
 			}
 			return resp, nil
 		}
-		run := events.LabRun{SchemaVersion: 1, RunID: newID("run_"), SessionID: s.opts.SessionID,
-			Topic: strings.TrimSpace(b.Topic), ArtifactsDir: t.artifactsDir, ArtifactsDirRealpath: t.realDir,
-			Fingerprint: fp, VideoPath: d.video, AutoMetricsSummary: autoMetrics(d)}
-		if d.syncReport != "" || d.captionReport != "" || d.score != "" {
-			run.Reports = &events.RunReports{Sync: d.syncReport, Caption: d.captionReport, Score: d.score}
+		// The topic is read from script.json (content-machine); a topic in
+		// the body is a cmlab extension, used when the script names none.
+		topic := scriptTopic(d.script)
+		if topic == "" {
+			topic = strings.TrimSpace(b.Topic)
 		}
+		// reports is always present, {} when no report was found, as
+		// content-machine writes it.
+		run := events.LabRun{SchemaVersion: 1, RunID: newID("run_"), SessionID: s.opts.SessionID,
+			Topic: topic, ArtifactsDir: t.artifactsDir, ArtifactsDirRealpath: t.realDir,
+			Fingerprint: fp, VideoPath: d.video, AutoMetricsSummary: autoMetrics(d),
+			Reports: &events.RunReports{SyncReportPath: d.syncReport, CaptionReportPath: d.captionReport, ScorePath: d.score}}
 		resp := map[string]string{"runId": run.RunID}
 		if seen {
 			run.SupersedesRunID = prev.RunID
@@ -419,9 +479,15 @@ func (s *Server) lookupRun(r *http.Request) (events.LabRun, error) {
 	}
 	run, ok := s.lab.run(id)
 	if !ok {
-		return events.LabRun{}, NewError(CodeNotFound, "Run not found: "+id, "List runs with GET /api/runs.").With("runId", id)
+		return events.LabRun{}, runNotFound(id)
 	}
 	return run, nil
+}
+
+// runNotFound is content-machine's answer for an unknown run id, on every
+// route that names one (getLabRunById): 404 NOT_FOUND.
+func runNotFound(id string) error {
+	return NewError(CodeNotFound, "Run not found: "+id, "List runs with GET /api/runs; import the run first (POST /api/runs/import).").With("runId", id)
 }
 
 func (s *Server) handleRunGet(w http.ResponseWriter, r *http.Request) error {
@@ -472,7 +538,11 @@ func (s *Server) handleRunVideo(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "video/mp4")
 	w.Header().Set("Accept-Ranges", "bytes")
 	w.Header().Set("Cache-Control", "no-store")
-	// ServeContent answers HEAD, single and multiple ranges (206), and 416.
+	// Ranges as content-machine reads them (range.go), then ServeContent
+	// answers HEAD, the full file or the single range (206).
+	if normalizeVideoRange(w, r, fi.Size()) {
+		return nil
+	}
 	http.ServeContent(w, r, "", time.Time{}, f)
 	return nil
 }
@@ -538,7 +608,7 @@ func (s *Server) handleExperimentCreate(w http.ResponseWriter, r *http.Request) 
 			return nil, err
 		}
 		if _, ok := s.lab.run(base); !ok {
-			return nil, NewError(CodeInvalidArgument, "Unknown baselineRunId: "+base, "Import the run first and use its runId.").With("runId", base)
+			return nil, runNotFound(base)
 		}
 		var vin []variantBody
 		vraw := bytes.TrimSpace(b.Variants)
@@ -568,7 +638,7 @@ func (s *Server) handleExperimentCreate(w http.ResponseWriter, r *http.Request) 
 				return nil, err
 			}
 			if _, ok := s.lab.run(runID); !ok {
-				return nil, NewError(CodeInvalidArgument, "Unknown variant runId: "+runID, "Import the run first and use its runId.").With("runId", runID)
+				return nil, runNotFound(runID)
 			}
 			label := strings.TrimSpace(v.Label)
 			if label == "" {
@@ -579,7 +649,11 @@ func (s *Server) handleExperimentCreate(w http.ResponseWriter, r *http.Request) 
 		if len(variants) == 0 {
 			return nil, NewError(CodeInvalidArgument, "No valid variants provided", "Provide variants as [{ label, runId }].")
 		}
-		questions := []events.Question{}
+		// Questions stay nil (omitted from the record) when none were sent.
+		var questions []events.Question
+		if b.Questions != nil {
+			questions = []events.Question{}
+		}
 		seenQ := map[string]bool{}
 		for _, q := range b.Questions {
 			q.ID, q.Prompt = strings.TrimSpace(q.ID), strings.TrimSpace(q.Prompt)
@@ -595,7 +669,7 @@ func (s *Server) handleExperimentCreate(w http.ResponseWriter, r *http.Request) 
 		}
 		exp := events.LabExperiment{SchemaVersion: 1, ExperimentID: newID("exp_"), SessionID: s.opts.SessionID,
 			Name: name, Hypothesis: strings.TrimSpace(b.Hypothesis), Topic: strings.TrimSpace(b.Topic),
-			BaselineRunID: base, Variants: variants, Status: "queued", Questions: questions}
+			BaselineRunID: base, Variants: variants, Status: "queued", Questions: questions, Sparse: true}
 		resp := map[string]string{"experimentId": exp.ExperimentID}
 		if err := s.appendAnswer(r.Context(), s.opts.SessionID, &events.ExperimentCreated{Experiment: exp}, req, rh, resp); err != nil {
 			return nil, err
@@ -630,7 +704,7 @@ func (s *Server) handleExperimentGet(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	if exp.Questions == nil {
+	if exp.Questions == nil && !exp.Sparse {
 		exp.Questions = []events.Question{}
 	}
 	writeJSON(w, http.StatusOK, exp)
@@ -863,9 +937,15 @@ func exportTarget(root, p string) (string, error) {
 	return filepath.Join(dirReal, filepath.Base(p)), nil
 }
 
+// buildExport is content-machine's export document (handleExportRoute in
+// src/lab/server/server.ts, LabExportSchema): the session's experiments
+// (last record of each, in the order they first appeared), its feedback
+// entries in file order, and the runs of the session or named by those
+// experiments or entries, newest first; two-space indented, no final
+// newline, as JSON.stringify(payload, null, 2) writes it.
 func (s *Server) buildExport(sid string) ([]byte, int, error) {
-	var exps []events.LabExperiment
-	for _, e := range s.lab.experimentList() {
+	exps := []events.LabExperiment{}
+	for _, e := range s.lab.experimentsByFirstAppearance() {
 		if e.SessionID == sid {
 			exps = append(exps, e)
 		}
@@ -899,16 +979,22 @@ func (s *Server) buildExport(sid string) ([]byte, int, error) {
 			runs = append(runs, run)
 		}
 	}
-	if exps == nil {
-		exps = []events.LabExperiment{}
-	}
-	doc := map[string]any{"schemaVersion": 1, "exportedAt": events.FormatISO(time.Now().UnixMilli()), "sessionId": sid,
-		"runs": runs, "experiments": exps, "feedback": feedback}
-	b, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
+	doc := struct {
+		SchemaVersion int                    `json:"schemaVersion"`
+		ExportedAt    string                 `json:"exportedAt"`
+		SessionID     string                 `json:"sessionId"`
+		Runs          []events.LabRun        `json:"runs"`
+		Experiments   []events.LabExperiment `json:"experiments"`
+		Feedback      []json.RawMessage      `json:"feedback"`
+	}{1, events.FormatISO(time.Now().UnixMilli()), sid, runs, exps, feedback}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // JSON.stringify does not escape <, > and &
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
 		return nil, 0, err
 	}
-	return append(b, '\n'), len(feedback), nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), len(feedback), nil
 }
 
 // scanFeedback calls fn for every valid complete entry of the store.

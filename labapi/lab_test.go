@@ -271,13 +271,23 @@ func TestExperimentValidation(t *testing.T) {
 		{`{"baselineRunId":"` + a + `","variants":"x"}`, "Missing variants"},
 		{`{"baselineRunId":"` + a + `","variants":[]}`, "Missing variants"},
 		{`{"baselineRunId":"` + a + `","variants":[{"label":"B"}]}`, "No valid variants provided"},
-		{`{"baselineRunId":"run_nope","variants":[{"runId":"` + b + `"}]}`, "Unknown baselineRunId"},
-		{`{"baselineRunId":"` + a + `","variants":[{"runId":"run_nope"}]}`, "Unknown variant runId"},
 		{`{"baselineRunId":"` + a + `","variants":[{"runId":"` + b + `"}],"questions":[{"id":"q","prompt":"p","type":"scale"}]}`, "Invalid question"},
 	} {
 		r := create(tc.body)
 		if r.status != 400 || r.code() != CodeInvalidArgument || !strings.Contains(string(r.body), tc.msg) {
 			t.Errorf("create %s: %d %s, want %q", tc.body, r.status, r.body, tc.msg)
+		}
+	}
+	// Unknown runs are 404 NOT_FOUND "Run not found" (content-machine's
+	// getLabRunById), the baseline checked before the variants are read.
+	for _, body := range []string{
+		`{"baselineRunId":"run_nope","variants":[{"runId":"` + b + `"}]}`,
+		`{"baselineRunId":"run_nope"}`,
+		`{"baselineRunId":"` + a + `","variants":[{"runId":"run_nope"}]}`,
+	} {
+		r := create(body)
+		if r.status != 404 || r.code() != CodeNotFound || !strings.Contains(string(r.body), `"Run not found: run_nope"`) {
+			t.Errorf("create %s: %d %s, want 404 Run not found", body, r.status, r.body)
 		}
 	}
 	r := create(`{"baselineRunId":"` + a + `","variants":[{"runId":"` + b + `"},{"label":"C","runId":"` + c + `"}]}`)
@@ -341,11 +351,11 @@ func TestImportErrorsAndRoots(t *testing.T) {
 	os.Symlink(outside, link)
 	for _, tc := range []struct{ path, code, msg string }{
 		{"", CodeInvalidArgument, "Missing path"},
-		{filepath.Join(tl.root, "nope"), CodeFileNotFound, "File not found"},
-		{outside, CodeForbidden, "outside the allowed roots"},
-		{link, CodeForbidden, "outside the allowed roots"},
+		{filepath.Join(tl.root, "nope"), CodeFileNotFound, "Path not found"},
+		{outside, CodeForbidden, "outside allowed roots"},
+		{link, CodeForbidden, "outside allowed roots"},
 		{tl.root + "/../" + filepath.Base(outside), CodeFileNotFound, ""},
-		{empty, CodeInvalidArgument, "No known artifacts"},
+		{empty, CodeInvalidArgument, "No recognizable artifacts found in directory"},
 	} {
 		b, _ := json.Marshal(map[string]string{"path": tc.path})
 		r := tl.do("POST", "/api/runs/import", string(b))
@@ -445,13 +455,25 @@ func TestUIAssets(t *testing.T) {
 	if r := tl.do("GET", "/", ""); r.status != 200 || string(r.body) != "<html>lab</html>" {
 		t.Fatalf("index: %d %s", r.status, r.body)
 	}
-	if r := tl.do("GET", "/app.js", ""); r.status != 200 || string(r.body) != "init();" {
-		t.Fatalf("app.js: %d %s", r.status, r.body)
+	// content-machine's layout: / and /index.html are the page, the
+	// assets live under /lab/ (its index.html loads /lab/app.js).
+	if r := tl.do("GET", "/index.html", ""); r.status != 200 || string(r.body) != "<html>lab</html>" || r.header.Get("Content-Type") != "text/html; charset=utf-8" {
+		t.Fatalf("index.html: %d %v %s", r.status, r.header, r.body)
 	}
-	for _, p := range []string{"/..%2Fsecret", "/.hidden", "/nope.js", "/api/nope"} {
-		if r := tl.do("GET", p, ""); r.status != 404 || r.code() != CodeNotFound {
-			t.Fatalf("%s: %d %s", p, r.status, r.body)
+	if r := tl.do("GET", "/lab/app.js", ""); r.status != 200 || string(r.body) != "init();" ||
+		r.header.Get("Content-Type") != "application/javascript; charset=utf-8" || r.header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("lab/app.js: %d %v %s", r.status, r.header, r.body)
+	}
+	os.Symlink("/etc/passwd", filepath.Join(ui, "passwd"))
+	// Misses outside /api/ are content-machine's plain-text 404 (no
+	// Content-Type); misses under /api/ keep the JSON envelope.
+	for _, p := range []string{"/app.js", "/lab/..%2Fsecret", "/lab/.hidden", "/lab/nope.js", "/lab/", "/lab/passwd", "/nope.js", "/lab"} {
+		if r := tl.do("GET", p, ""); r.status != 404 || string(r.body) != "Not found" || r.header.Get("Content-Type") != "" {
+			t.Fatalf("%s: %d %v %s", p, r.status, r.header, r.body)
 		}
+	}
+	if r := tl.do("GET", "/api/nope", ""); r.status != 404 || r.code() != CodeNotFound {
+		t.Fatalf("/api/nope: %d %s", r.status, r.body)
 	}
 }
 

@@ -130,6 +130,18 @@ func (st *labState) experimentList() []events.LabExperiment {
 	return out
 }
 
+// experimentsByFirstAppearance is the last record of every experiment, in
+// the order each experiment first appeared in the log.
+func (st *labState) experimentsByFirstAppearance() []events.LabExperiment {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	out := make([]events.LabExperiment, 0, len(st.expOrder))
+	for _, id := range st.expOrder {
+		out = append(out, *st.exps[id])
+	}
+	return out
+}
+
 func (st *labState) sessionStarted(id string) (int64, bool) {
 	st.mu.RLock()
 	defer st.mu.RUnlock()

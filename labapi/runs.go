@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/cmlab/cmlab/events"
 )
@@ -45,16 +46,54 @@ func (d discovered) any() bool {
 		d.score != "" || d.syncReport != "" || d.captionReport != ""
 }
 
+// discover finds a run directory's artifacts by content-machine's rules
+// (src/lab/metrics/discover.ts): script, timestamps, visuals and score
+// under their fixed names; the sync report is the first of
+// sync-report.json, sync-report-attempt1.json and the caption report the
+// first of caption-report.json, caption-report-attempt1.json,
+// caption-quality.json present; the video is video.mp4, else the first
+// file, by name, whose name ends in .mp4 in any case (content-machine
+// takes any entry so named; a directory so named is skipped here).
 func discover(dir string) discovered {
-	at := func(name string) string {
+	entries, _ := os.ReadDir(dir) // sorted by name, as Node's readdir
+	present := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		present[e.Name()] = true
+	}
+	file := func(name string) string {
 		p := filepath.Join(dir, name)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
 			return p
 		}
 		return ""
 	}
-	return discovered{video: at(fileVideo), script: at(fileScript), timestamps: at(fileTimestamps),
-		visuals: at(fileVisuals), score: at(fileScore), syncReport: at(fileSyncReport), captionReport: at(fileCaptionReport)}
+	first := func(names ...string) string {
+		for _, n := range names {
+			if present[n] {
+				return filepath.Join(dir, n)
+			}
+		}
+		return ""
+	}
+	d := discovered{script: file(fileScript), timestamps: file(fileTimestamps), visuals: file(fileVisuals), score: file(fileScore),
+		syncReport:    first(fileSyncReport, "sync-report-attempt1.json"),
+		captionReport: first(fileCaptionReport, "caption-report-attempt1.json", "caption-quality.json"),
+		video:         file(fileVideo)}
+	if d.video == "" {
+		for _, e := range entries {
+			if isMP4(e.Name()) {
+				if d.video = file(e.Name()); d.video != "" {
+					break
+				}
+			}
+		}
+	}
+	return d
+}
+
+// isMP4 reports whether name ends in .mp4, in any case.
+func isMP4(name string) bool {
+	return len(name) >= 4 && strings.EqualFold(name[len(name)-4:], ".mp4")
 }
 
 func fileStat(p string) *events.FileStat {
@@ -92,7 +131,10 @@ type importTarget struct {
 	videoPath    string // the file given, when a file was given
 }
 
-// resolveImport applies seed 000's canonicalization and the allowed roots.
+// resolveImport applies seed 000's canonicalization and the allowed roots,
+// in content-machine's order (src/lab/services/runs.ts): the path must
+// exist, a file stands for its directory (and is the video when its name
+// ends in .mp4), then the directory's real path must lie in a root.
 func resolveImport(path string, roots []string) (*importTarget, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -101,29 +143,54 @@ func resolveImport(path string, roots []string) (*importTarget, error) {
 	fi, err := os.Stat(abs)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, NewError(CodeFileNotFound, "File not found: "+path, "Check the path; import a run's artifacts directory or its video file.").With("path", path)
+			return nil, NewError(CodeFileNotFound, "Path not found: "+abs, "Paste an absolute path to an artifacts directory or a rendered .mp4 file.").With("path", abs)
 		}
-		return nil, NewError(CodeInvalidArgument, "Cannot read path: "+err.Error(), "Check the path's permissions.").With("path", path)
+		return nil, NewError(CodeInvalidArgument, "Cannot read path: "+err.Error(), "Check the path's permissions.").With("path", abs)
 	}
 	t := &importTarget{artifactsDir: abs}
 	if !fi.IsDir() {
 		t.artifactsDir = filepath.Dir(abs)
-		t.videoPath = abs
+		if isMP4(abs) {
+			t.videoPath = abs
+		}
 	}
 	real, err := filepath.EvalSymlinks(t.artifactsDir)
 	if err != nil {
-		return nil, NewError(CodeFileNotFound, "File not found: "+path, "Check the path.").With("path", path)
+		return nil, NewError(CodeFileNotFound, "Path not found: "+abs, "Check the path.").With("path", abs)
 	}
 	t.realDir = real
-	if !insideAnyRoot(real, roots) {
-		return nil, NewError(CodeForbidden, "Path is outside the allowed roots: "+path,
-			"Restart the Lab with --allow-root "+t.artifactsDir+" (or a parent directory) to import from there.").With("allowedRoots", roots)
-	}
 	rfi, err := os.Stat(real)
 	if err != nil || !rfi.IsDir() {
-		return nil, NewError(CodeInvalidArgument, "Not a directory: "+t.artifactsDir, "Import an artifacts directory or a video file inside one.")
+		return nil, NewError(CodeInvalidArgument, "Not a directory: "+t.artifactsDir, "Import an artifacts directory or a video file path inside an artifacts directory.")
+	}
+	if !insideAnyRoot(real, roots) {
+		return nil, NewError(CodeForbidden, "Path is outside allowed roots: "+t.artifactsDir,
+			"Restart the Lab with --allow-root "+t.artifactsDir+" (or a parent directory) to import from there.").With("path", t.artifactsDir).With("allowedRoots", roots)
 	}
 	return t, nil
+}
+
+// scriptTopic is the topic content-machine reads from script.json at
+// import (src/lab/services/runs.ts): meta.topic (metadata.topic when meta
+// is absent or null), else title; trimmed; "" when none.
+func scriptTopic(path string) string {
+	m, ok := readJSONMap(path)
+	if !ok {
+		return ""
+	}
+	meta := m["meta"]
+	if meta == nil {
+		meta = m["metadata"]
+	}
+	if o, ok := meta.(map[string]any); ok {
+		if t, ok := o["topic"].(string); ok && strings.TrimSpace(t) != "" {
+			return strings.TrimSpace(t)
+		}
+	}
+	if t, ok := m["title"].(string); ok {
+		return strings.TrimSpace(t)
+	}
+	return ""
 }
 
 func insideAnyRoot(real string, roots []string) bool {
@@ -152,72 +219,191 @@ func insideDir(p, dirReal string) (string, bool) {
 	return real, true
 }
 
-// autoMetrics reads a run's normalized metrics from its reports, best
-// effort: a report that is missing or unreadable leaves its fields null.
+// autoMetrics reads a run's normalized metrics from its reports as
+// content-machine does (src/lab/metrics/extract.ts): a report that is
+// missing, unreadable or not of the expected shape yields nothing; a sync
+// report {rating, ratingLabel?, metrics?{meanDriftMs?, maxDriftMs?}} yields
+// syncRating (rounded, clamped to 0–100), syncLabel, meanDriftMs and
+// maxDriftMs; a caption report {captionQuality?{overall?{score},
+// coverage?{coverageRatio}, ocrConfidence?{mean}}} yields captionOverall
+// (score 0..1 ×100), captionCoverageRatio and ocrConfidenceMean; a score.json
+// of the score stage's shape yields proxyScoreOverall (overall ×100).
 func autoMetrics(d discovered) *events.AutoMetricsSummary {
-	s := &events.AutoMetricsSummary{}
-	if m := readJSONMap(d.syncReport); m != nil {
-		s.SyncRating = score100(m, "rating", "syncRating", "score")
-		if l, ok := m["label"].(string); ok {
-			s.SyncLabel = l
-		} else if l, ok := m["ratingLabel"].(string); ok {
-			s.SyncLabel = l
+	s := &events.AutoMetricsSummary{Read: &events.MetricsRead{}}
+	if m, ok := readJSONMap(d.syncReport); ok {
+		rating, ok1 := numberAt(m, "rating")
+		label, ok2 := optString(m, "ratingLabel")
+		metrics, ok3 := optObject(m, "metrics")
+		mean, ok4 := optNumber(metrics, "meanDriftMs")
+		max, ok5 := optNumber(metrics, "maxDriftMs")
+		if ok1 && ok2 && ok3 && ok4 && ok5 {
+			s.Read.Sync = true
+			s.SyncRating = round0to100(rating)
+			s.SyncLabel = label
+			s.MeanDriftMs, s.MaxDriftMs = mean, max
 		}
-		s.MeanDriftMs = num(m, "meanDriftMs")
-		s.MaxDriftMs = num(m, "maxDriftMs")
 	}
-	if m := readJSONMap(d.captionReport); m != nil {
-		s.CaptionOverall = score100(m, "overall", "overallScore", "score")
-		s.CaptionCoverageRatio = num(m, "coverageRatio", "captionCoverageRatio")
-		s.OcrConfidenceMean = num(m, "ocrConfidenceMean")
+	if m, ok := readJSONMap(d.captionReport); ok {
+		cq, ok1 := optObject(m, "captionQuality")
+		overall, ok2 := optObject(cq, "overall")
+		coverage, ok3 := optObject(cq, "coverage")
+		ocr, ok4 := optObject(cq, "ocrConfidence")
+		score, ok5 := reqNumberIn(overall, "score")
+		ratio, ok6 := reqNumberIn(coverage, "coverageRatio")
+		mean, ok7 := reqNumberIn(ocr, "mean")
+		if ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7 {
+			s.Read.Caption = true
+			if score != nil {
+				s.CaptionOverall = round0to100(*score * 100)
+			}
+			s.CaptionCoverageRatio, s.OcrConfidenceMean = ratio, mean
+		}
 	}
-	if m := readJSONMap(d.score); m != nil {
-		s.ProxyScoreOverall = score100(m, "overall", "overallScore", "score")
+	if m, ok := readJSONMap(d.score); ok {
+		if overall, ok := scoreOverall(m); ok {
+			s.ProxyScoreOverall = round0to100(overall * 100)
+		}
 	}
 	return s
 }
 
-func readJSONMap(p string) map[string]any {
+// readJSONMap reads a JSON object from p (at most 16 MiB).
+func readJSONMap(p string) (map[string]any, bool) {
 	if p == "" {
-		return nil
+		return nil, false
 	}
 	b, err := os.ReadFile(p)
 	if err != nil || len(b) > 16<<20 {
-		return nil
+		return nil, false
 	}
 	var m map[string]any
-	if json.Unmarshal(b, &m) != nil {
-		return nil
+	if json.Unmarshal(b, &m) != nil || m == nil {
+		return nil, false
 	}
-	return m
+	return m, true
 }
 
-func num(m map[string]any, keys ...string) *float64 {
-	for _, k := range keys {
-		v := m[k]
-		if o, ok := v.(map[string]any); ok {
-			v = o["score"]
-		}
-		if f, ok := v.(float64); ok && !math.IsNaN(f) && !math.IsInf(f, 0) {
-			return &f
-		}
-	}
-	return nil
+// numberAt is m[key] when it is a number.
+func numberAt(m map[string]any, key string) (float64, bool) {
+	f, ok := m[key].(float64)
+	return f, ok
 }
 
-// score100 normalizes a score to an integer 0–100 (a 0–1 fraction is scaled).
-func score100(m map[string]any, keys ...string) *int {
-	f := num(m, keys...)
-	if f == nil {
-		return nil
+// optString: absent is ("", true), a string is (it, true), anything else fails.
+func optString(m map[string]any, key string) (string, bool) {
+	v, present := m[key]
+	if !present {
+		return "", true
 	}
-	v := *f
-	if v > 0 && v <= 1 && v != math.Trunc(v) {
-		v *= 100
+	s, ok := v.(string)
+	return s, ok
+}
+
+// optObject: absent (or m nil) is (nil, true), an object is (it, true),
+// anything else (null included) fails, as an optional zod object does.
+func optObject(m map[string]any, key string) (map[string]any, bool) {
+	v, present := m[key]
+	if !present {
+		return nil, true
 	}
-	n := int(math.Round(v))
-	if n < 0 || n > 100 {
-		return nil
+	o, ok := v.(map[string]any)
+	return o, ok
+}
+
+// optNumber: absent (or m nil) is (nil, true), a number is (&it, true),
+// anything else fails.
+func optNumber(m map[string]any, key string) (*float64, bool) {
+	v, present := m[key]
+	if !present {
+		return nil, true
 	}
+	f, ok := v.(float64)
+	if !ok {
+		return nil, false
+	}
+	return &f, true
+}
+
+// reqNumberIn: with m nil (its object absent) (nil, true); else m[key]
+// must be a number.
+func reqNumberIn(m map[string]any, key string) (*float64, bool) {
+	if m == nil {
+		return nil, true
+	}
+	f, ok := m[key].(float64)
+	if !ok {
+		return nil, false
+	}
+	return &f, true
+}
+
+// scoreOverall checks m against the score stage's output shape
+// (content-machine's ScoreOutputSchema) and returns its overall.
+func scoreOverall(m map[string]any) (float64, bool) {
+	in, ok := m["input"].(map[string]any)
+	if !ok {
+		return 0, false
+	}
+	if _, ok := in["scriptPath"].(string); !ok {
+		return 0, false
+	}
+	if v, present := in["packagePath"]; present {
+		if _, ok := v.(string); !ok {
+			return 0, false
+		}
+	}
+	if v, present := m["schemaVersion"]; present {
+		if _, ok := v.(string); !ok {
+			return 0, false
+		}
+	}
+	if _, ok := m["passed"].(bool); !ok {
+		return 0, false
+	}
+	overall, ok := m["overall"].(float64)
+	if !ok || overall < 0 || overall > 1 {
+		return 0, false
+	}
+	dims, ok := m["dimensions"].(map[string]any)
+	if !ok {
+		return 0, false
+	}
+	for _, v := range dims {
+		if f, ok := v.(float64); !ok || f < 0 || f > 1 {
+			return 0, false
+		}
+	}
+	checks, ok := m["checks"].([]any)
+	if !ok {
+		return 0, false
+	}
+	for _, c := range checks {
+		o, ok := c.(map[string]any)
+		if !ok {
+			return 0, false
+		}
+		_, ok1 := o["checkId"].(string)
+		_, ok2 := o["passed"].(bool)
+		_, ok3 := o["message"].(string)
+		if !ok1 || !ok2 || !ok3 {
+			return 0, false
+		}
+		if sev, present := o["severity"]; present && sev != "error" && sev != "warning" && sev != "info" {
+			return 0, false
+		}
+	}
+	created, ok := m["createdAt"].(string)
+	if !ok {
+		return 0, false
+	}
+	if _, err := time.Parse(time.RFC3339Nano, created); err != nil {
+		return 0, false
+	}
+	return overall, true
+}
+
+// round0to100 clamps x to 0–100 and rounds it (half up, as Math.round).
+func round0to100(x float64) *int {
+	n := int(math.Floor(math.Max(0, math.Min(100, x)) + 0.5))
 	return &n
 }

@@ -246,6 +246,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(rw, NewError(CodeNotFound, "method "+r.Method+" is not allowed on "+r.URL.Path, "Use one of: "+probe.h.Get("Allow")+"."))
 			return
 		}
+		if !strings.HasPrefix(r.URL.Path, "/api/") {
+			notFoundText(rw) // as content-machine answers every non-API miss
+			return
+		}
 		writeError(rw, NewError(CodeNotFound, "no route "+r.Method+" "+r.URL.Path, "See SPEC §6 for the routes of cmlab serve."))
 		return
 	}
