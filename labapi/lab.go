@@ -550,7 +550,7 @@ func (s *Server) handleRunVideo(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) handleRunArtifact(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	if !artifactAllowed(name) {
-		return NewError(CodeForbidden, "Artifact not allowed: "+truncate(name, 140), "Request one of script.json, timestamps.json, visuals.json, score.json, sync-report.json, caption-report.json, caption-quality.json, caption-settings.json (or their -attemptN variants).").With("name", truncate(name, 140))
+		return NewError(CodeForbidden, "Artifact name not allowed: "+truncate(name, 140), "Request one of script.json, timestamps.json, visuals.json, score.json, sync-report.json, caption-report.json, caption-quality.json, caption-settings.json (or their -attemptN variants).").With("name", truncate(name, 140))
 	}
 	run, err := s.lookupRun(r)
 	if err != nil {
@@ -911,7 +911,7 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) error {
 
 // exportTarget confines p to the exports directory, by real path.
 func exportTarget(root, p string) (string, error) {
-	forbidden := NewError(CodeForbidden, "Export path must be under the Lab exports directory", "Choose a path under lab/exports/ in the cmlab home (or omit path).")
+	forbidden := NewError(CodeForbidden, "Export path must be under the Lab exports directory", "Choose a path under "+root+" (lab/exports/ in the cmlab home), or omit path.").With("exportRoot", root)
 	rootReal, err := filepath.EvalSymlinks(root)
 	if err != nil {
 		return "", err
