@@ -20,6 +20,7 @@ import (
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/projections"
 	"github.com/google/uuid"
 )
 
@@ -351,6 +352,21 @@ func TestContentMachineParity(t *testing.T) {
 			}
 		}
 		got = append(got, a)
+	}
+
+	// The views this home holds are a pure function of its log (what
+	// `cmlab rebuild --check` verifies): rebuilt with the run directories
+	// gone — the metric snapshots and report paths come from the events,
+	// never from the files — they are the same bytes.
+	if err := os.RemoveAll(allowed); err != nil {
+		t.Fatal(err)
+	}
+	rebuilt := home.Home{Dir: t.TempDir()}
+	if _, err := projections.Rebuild(context.Background(), eng.Log().Events(1), rebuilt, projections.RebuildOptions{NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := projections.Compare(h, rebuilt); err != nil || d != nil {
+		t.Errorf("rebuild --check: %v %v", d, err)
 	}
 
 	if len(got) != len(golden) {
