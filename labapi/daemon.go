@@ -33,7 +33,7 @@ type DaemonOptions struct {
 	ExitAfterSubmit int
 	// ReadOnly serves a replayed home: no session event, every write refused.
 	ReadOnly bool
-	// UIDir is served at / (the Lab's browser client), when set.
+	// UIDir is served at / (the Lab's browser client: / and /lab/…), when set.
 	UIDir string
 	// Lookback is recovery's auto-resume window (default 2h).
 	Lookback time.Duration

@@ -70,8 +70,9 @@ type Options struct {
 	Task            *Task
 	ExitAfterSubmit int
 	OnExit          func()
-	// UIDir, when set, is served at / (index.html and sibling assets): point
-	// it at content-machine's assets/lab to use its browser client unchanged.
+	// UIDir, when set, is the Lab's browser client: index.html at / and
+	// /index.html, every file under /lab/ (content-machine's layout). Point
+	// it at content-machine's assets/lab to use its client unchanged.
 	UIDir string
 	// SSEHeartbeat is the comment interval on idle event streams (default 15s).
 	SSEHeartbeat time.Duration

@@ -523,4 +523,8 @@ func labBrowserFlows(t *testing.T, b *browser, ui string, mp4 []byte) {
 	if code != 0 || !strings.Contains(out, `"status": "done"`) {
 		t.Fatalf("experiment after the one-shot submit: %d %s %s", code, out, errOut)
 	}
+	// The views these daemons wrote are what a rebuild of their log gives.
+	if code, out, errOut := cli(t, "--home", h, "rebuild", "--check"); code != 0 {
+		t.Fatalf("rebuild --check: %d %s %s", code, out, errOut)
+	}
 }
