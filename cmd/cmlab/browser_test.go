@@ -89,7 +89,8 @@ type serveChild struct {
 	base   string // http://127.0.0.1:port
 	token  string
 	stderr *bytes.Buffer
-	exited chan error
+	done   chan struct{} // closed when the child has exited; err is then its Wait error
+	err    error
 }
 
 func startServe(t *testing.T, args ...string) *serveChild {
@@ -97,7 +98,7 @@ func startServe(t *testing.T, args ...string) *serveChild {
 	spec, _ := json.Marshal(append([]string{"--json", "serve", "--listen", "127.0.0.1:0", "--quiet"}, args...))
 	cmd := exec.Command(os.Args[0], "-test.run=^TestBrowserServeChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), envBrowserServeChild+"="+string(spec))
-	s := &serveChild{cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
+	s := &serveChild{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -115,15 +116,17 @@ func startServe(t *testing.T, args ...string) *serveChild {
 			ready <- info
 		}
 		io.Copy(io.Discard, br)
-		s.exited <- cmd.Wait()
+		s.err = cmd.Wait()
+		close(s.done)
 	}()
 	select {
 	case info := <-ready:
 		s.base = "http://" + info.Listen
-	case err := <-s.exited:
-		t.Fatalf("cmlab serve exited before listening: %v\n%s", err, s.stderr)
+	case <-s.done:
+		t.Fatalf("cmlab serve exited before listening: %v\n%s", s.err, s.stderr)
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
+		<-s.done // stderr is complete once Wait returned
 		t.Fatalf("cmlab serve did not start\n%s", s.stderr)
 	}
 	t.Cleanup(func() { s.stop(t) })
@@ -135,10 +138,12 @@ func startServe(t *testing.T, args ...string) *serveChild {
 	return s
 }
 
-// stop sends SIGTERM (once) and waits for the exit.
+// stop sends SIGTERM unless the child has exited, and waits for the exit.
 func (s *serveChild) stop(t *testing.T) {
-	if s.cmd.ProcessState != nil {
+	select {
+	case <-s.done:
 		return
+	default:
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	s.wait(t, 60*time.Second)
@@ -147,15 +152,12 @@ func (s *serveChild) stop(t *testing.T) {
 // wait waits for the child to exit and reports its error (nil: exit 0).
 func (s *serveChild) wait(t *testing.T, d time.Duration) error {
 	t.Helper()
-	if s.cmd.ProcessState != nil {
-		return nil
-	}
 	select {
-	case err := <-s.exited:
-		return err
+	case <-s.done:
+		return s.err
 	case <-time.After(d):
 		s.cmd.Process.Kill()
-		<-s.exited
+		<-s.done
 		return errors.New("did not exit in time")
 	}
 }
