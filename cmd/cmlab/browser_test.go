@@ -430,7 +430,8 @@ func labBrowserFlows(t *testing.T, b *browser, ui string, mp4 []byte) {
 		var hash string
 		b.run(t, step,
 			chromedp.Navigate(srv.base+"/#/runs"),
-			waitJS(`document.getElementById('importPath')`, 15*time.Second),
+			// past "Loading…": the config was read and the page rendered
+			waitJS(`document.getElementById('sessionLine').textContent.startsWith('session') && document.getElementById('importPath')`, 15*time.Second),
 			chromedp.SetValue("#importPath", path, chromedp.ByID),
 			chromedp.Evaluate(`document.getElementById('importForm').requestSubmit()`, nil),
 			waitJS(`location.hash.startsWith('#/review/') && document.getElementById('videoReview')`, 15*time.Second),
@@ -486,6 +487,10 @@ func labBrowserFlows(t *testing.T, b *browser, ui string, mp4 []byte) {
 	if exp.Status != "done" || exp.BaselineRunID != runA || len(exp.Variants) != 1 || exp.Variants[0].RunID != runB {
 		t.Fatalf("experiment after submit: %+v", exp)
 	}
+	b.run(t, "experiments page",
+		chromedp.Navigate(srv.base+"/#/experiments"),
+		waitJS(`[...document.querySelectorAll('h1')].some((h) => h.textContent.includes('Experiments')) && document.body.innerText.includes('A/B Compare') && document.body.innerText.includes('done')`, 15*time.Second))
+	b.check(t, "experiments page")
 
 	// One-shot task mode: an experiment made by an agent (as their UI test
 	// makes one), a daemon focused on it that exits after one submission.

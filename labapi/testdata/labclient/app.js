@@ -156,11 +156,23 @@ async function renderCompare(experimentId) {
   });
 }
 
+async function renderExperiments() {
+  const list = await apiGet('/api/experiments');
+  const items = Array.isArray(list.items) ? list.items : [];
+  appEl.innerHTML = `<h1>Experiments</h1><table><tbody>${items
+    .map(
+      (e) => `<tr><td>${esc(e.name)}</td><td>${esc(e.topic || '')}</td><td class="status">${esc(e.status)}</td>
+        <td><a href="#/compare/${encodeURIComponent(e.experimentId)}">Open</a></td></tr>`
+    )
+    .join('')}</tbody></table>`;
+}
+
 async function renderRoute() {
   const [page, id] = (location.hash || '#/runs').replace(/^#\/?/, '').split('?')[0].split('/');
   try {
     if (page === 'review' && id) return await renderReview(decodeURIComponent(id));
     if (page === 'compare' && id) return await renderCompare(decodeURIComponent(id));
+    if (page === 'experiments') return await renderExperiments();
     return await renderRuns();
   } catch (err) {
     appEl.innerHTML = `<div class="error">${esc(err.message)}</div>`;
