@@ -43,5 +43,13 @@
 // payload from a newer version than this binary knows is an error
 // (ErrUnknownVersion), never guessed at.
 //
+// A field added as optional, whose absence means what the payload meant
+// before it existed, needs no new version: the content-machine record shapes
+// of the Lab (RunReports' syncReportPath keys, MetricsRead on metrics,
+// LabExperiment.Sparse) were added so, and a payload without them projects
+// to exactly the bytes it did before they existed. Their JSON is written by
+// the records' MarshalJSON methods (labjson.go), which the projector's
+// encoders match byte for byte.
+//
 // This package depends on nothing else of cmlab.
 package events
