@@ -396,14 +396,18 @@ func TestLabBrowser(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(ui, "index.html")); err != nil {
 				t.Fatalf("no Lab client at %s: %v", ui, err)
 			}
-			labBrowserFlows(t, b, ui, mp4)
+			labBrowserFlows(t, b, ui, mp4, c.name == "content-machine-client")
 		})
 	}
 }
 
 // labBrowserFlows: import + review + rate, compare + submit, one-shot
 // compare with --exit-after-submit 1.
-func labBrowserFlows(t *testing.T, b *browser, ui string, mp4 []byte) {
+//
+// With theirs (content-machine's own client) it also runs their UI test's
+// good/bad swipe scenario, which only their client has: the submit carries
+// the ratings their client infers (20 for the loser, 80 for the winner).
+func labBrowserFlows(t *testing.T, b *browser, ui string, mp4 []byte, theirs bool) {
 	dir := t.TempDir()
 	h := filepath.Join(dir, "home")
 	root := filepath.Join(dir, "renders")
@@ -491,6 +495,49 @@ func labBrowserFlows(t *testing.T, b *browser, ui string, mp4 []byte) {
 		chromedp.Navigate(srv.base+"/#/experiments"),
 		waitJS(`[...document.querySelectorAll('h1')].some((h) => h.textContent.includes('Experiments')) && document.body.innerText.includes('A/B Compare') && document.body.innerText.includes('done')`, 15*time.Second))
 	b.check(t, "experiments page")
+
+	if theirs {
+		var gb struct {
+			ExperimentID string `json:"experimentId"`
+		}
+		srv.postJSON(t, "/api/experiments", map[string]any{"name": "UI E2E good/bad", "baselineRunId": runA,
+			"variants": []map[string]string{{"label": "B", "runId": runB}}}, &gb)
+		check := func(id string, on bool) string {
+			return fmt.Sprintf(`(() => { const e = document.getElementById(%q); if (e.checked !== %v) e.click(); return e.checked === %v; })()`, id, on, on)
+		}
+		var ok1, ok2, ok3, ok4 bool
+		b.run(t, "good/bad swipe",
+			chromedp.Navigate(srv.base+"/#/compare/"+gb.ExperimentID+"?goodBadMode=1"),
+			waitJS(`(() => { const a = document.getElementById('videoA'), v = document.getElementById('videoB'); return a && v && a.readyState >= 1 && v.readyState >= 1; })()`, 20*time.Second),
+			chromedp.Evaluate(check("advancedMode", true), &ok1),
+			chromedp.Evaluate(check("quickRateMode", false), &ok2),
+			chromedp.Evaluate(check("swipeMode", true), &ok3),
+			chromedp.Evaluate(check("goodBadMode", true), &ok4),
+			chromedp.Click("#swipeRight", chromedp.ByID),
+			chromedp.Click("#submitCompare", chromedp.ByID),
+			waitJS(`document.querySelector('#submitMsg .success')`, 15*time.Second))
+		if !ok1 || !ok2 || !ok3 || !ok4 {
+			t.Fatalf("good/bad swipe: mode toggles %v %v %v %v", ok1, ok2, ok3, ok4)
+		}
+		b.check(t, "good/bad swipe")
+		var all struct {
+			Items []struct {
+				RunID        string         `json:"runId"`
+				ExperimentID string         `json:"experimentId"`
+				Ratings      map[string]int `json:"ratings"`
+			} `json:"items"`
+		}
+		srv.getJSON(t, "/api/feedback?since=0", &all)
+		got := map[string]int{}
+		for _, e := range all.Items {
+			if e.ExperimentID == gb.ExperimentID {
+				got[e.RunID] = e.Ratings["overall"]
+			}
+		}
+		if len(got) != 2 || got[runA] != 20 || got[runB] != 80 {
+			t.Fatalf("good/bad swipe ratings: %v (want %s:20 %s:80)", got, runA, runB)
+		}
+	}
 
 	// One-shot task mode: an experiment made by an agent (as their UI test
 	// makes one), a daemon focused on it that exits after one submission.
