@@ -193,7 +193,7 @@ func TestOperatorRoutesCoverEveryRoute(t *testing.T) {
 		"POST /api/experiments": true, "GET /api/experiments": true, "GET /api/experiments/{experimentId}": true,
 		"POST /api/experiments/{experimentId}/submit": true, "POST /api/export": true,
 	}
-	public := map[string]bool{"GET /api/config": true, "GET /api/health": true, "GET /{$}": true, "GET /{asset}": true}
+	public := map[string]bool{"GET /api/config": true, "GET /api/health": true, "GET /{$}": true, "GET /index.html": true, "GET /lab/{path...}": true}
 	seen := map[string]bool{}
 	for _, r := range tl.srv.routes {
 		seen[r.pattern] = true

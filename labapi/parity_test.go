@@ -227,10 +227,6 @@ func TestContentMachineParity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	tok, err := h.Token()
-	if err != nil {
-		t.Fatal(err)
-	}
 	allowed := filepath.Join(base, "allowed")
 	if err := os.MkdirAll(allowed, 0o700); err != nil {
 		t.Fatal(err)
@@ -239,11 +235,12 @@ func TestContentMachineParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Options{Engine: eng, Listen: "127.0.0.1:0", Token: tok, SessionID: "lab_" + uuid.NewString(),
+	srv, err := New(Options{Engine: eng, Listen: "127.0.0.1:0", SessionID: "lab_" + uuid.NewString(),
 		AllowedRoots: []string{allowed}, Version: "test", UIDir: ui})
 	if err != nil {
 		t.Fatal(err)
 	}
+	tok := srv.LabToken() // what /api/config hands their client, and all it uses
 	defer srv.Close()
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
