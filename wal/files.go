@@ -217,8 +217,14 @@ type Faults struct {
 	shortErr   error
 	syncErr    error
 	dirSyncErr error
+	compactErr error
 	fired      int
 }
+
+// FailCompactWrite makes the next file write of a compaction (a segment
+// copied to the archive, or the manifest) fail with err before writing
+// (ENOSPC is typical).
+func (f *Faults) FailCompactWrite(err error) { f.mu.Lock(); f.compactErr = err; f.mu.Unlock() }
 
 // FailWrite makes the next WriteBatch fail with err before writing anything.
 func (f *Faults) FailWrite(err error) { f.mu.Lock(); f.writeErr = err; f.mu.Unlock() }

@@ -75,6 +75,10 @@ type Options struct {
 	Now func() time.Time
 	// Faults, when set, injects write and fsync failures (tests only).
 	Faults *Faults
+	// Archive, when set, is where Events reads the sequences before the
+	// first retained one (see Manifest) instead of the archive
+	// directories wal/MANIFEST names.
+	Archive string
 }
 
 // Log is an open, writable log. It is safe for concurrent use.
@@ -103,6 +107,8 @@ type Log struct {
 	queued atomic.Int64 // appends queued and not yet through write (a hint for the syncer)
 
 	readMu sync.Mutex // tidwall's Read is not safe for concurrent readers
+
+	compactMu sync.Mutex // one Compact at a time
 
 	reqs   chan *appendReq
 	done   chan struct{} // closed by Close
@@ -200,6 +206,13 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 	if err := refuseMarkers(opts.Dir); err != nil {
 		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
 	}
+	// A damaged manifest is reported by the scan below (and refused).
+	manifest, merr := ReadManifest(opts.Dir)
+	if merr == nil {
+		if err := finishCompaction(opts.Dir, manifest, opts.NoSync); err != nil {
+			return nil, fmt.Errorf("wal: open %s: finish compaction: %w", opts.Dir, err)
+		}
+	}
 	reps, tailSize, err := repairTailRecords(opts.Dir, opts.QuarantineDir, opts.NoSync)
 	if err != nil {
 		return nil, err
@@ -242,6 +255,10 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 	l.last, _ = tw.LastIndex()
 	if l.last == 0 {
 		l.first = 1
+	}
+	if manifest != nil {
+		// Pending segments an archive could not take stay before it.
+		l.first = manifest.firstSeq()
 	}
 	// A new log's first segment file, or one re-created by tidwall, must
 	// have a durable directory entry before anything in it is acknowledged.
@@ -752,7 +769,7 @@ func (l *Log) Read(seq uint64) (*events.Event, error) {
 // wraps ErrCorrupt for damaged bytes) is yielded once and ends the iteration.
 func (l *Log) Events(from uint64) iter.Seq2[*events.Event, error] {
 	return func(yield func(*events.Event, error) bool) {
-		readEvents(l.opts.Dir, from, l.LastSeq(), yield)
+		readEvents(l.opts.Dir, l.opts.Archive, from, l.LastSeq(), yield)
 	}
 }
 

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,7 +30,14 @@ type cursor struct {
 	// the end of the write — so the first sighting only pauses the read;
 	// the same damage found again by a later read is corruption.
 	suspect int64
+	// archive: dir is an archive directory (see readArchived), which has
+	// no manifest; a sequence it does not hold is errArchiveMissing.
+	archive bool
 }
+
+// errArchiveMissing: an archive directory lacks the segment holding a
+// sequence (readArchived turns it into a *CompactedError).
+var errArchiveMissing = errors.New("not in the archive")
 
 // readFrom returns the bytes of the segment file from off to its end. The
 // bytes live in a buffer the next readFrom reuses: a segment is read with
@@ -92,10 +100,31 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 		return false, nil
 	}
 	if !c.started {
+		base := uint64(1)
+		if !c.archive {
+			m, err := ReadManifest(c.dir)
+			if err != nil {
+				return true, err
+			}
+			base = m.firstSeq()
+			if _, segs = retainedSegments(segs, base); len(segs) == 0 || segs[0].First != base {
+				// The manifest names a segment that is not there.
+				return true, fmt.Errorf("%w: segment %s offset 0 seq %d: missing segment: wal/%s says the log starts there", ErrCorrupt, segmentName(base), base, manifestName)
+			}
+			if from < base {
+				// Callers read what lies before base from the archive
+				// (readArchived) first; this is a direct read.
+				return true, compactedError(m, from, "", nil)
+			}
+		}
 		if from < segs[0].First {
-			// cmlab never cuts the front of its log (see scanDir): the
-			// entries before the first segment are missing, not absent.
-			return true, fmt.Errorf("%w: segment %s offset 0 seq 1: %s: the log starts at seq %d", ErrCorrupt, segmentName(1), ReasonMissing, segs[0].First)
+			if c.archive {
+				return true, fmt.Errorf("%w: seq %d (the archive starts at %d)", errArchiveMissing, from, segs[0].First)
+			}
+			// cmlab cuts the front of its log only by compaction, which
+			// records it in the manifest (see scanDir): the entries before
+			// the first segment are missing, not absent.
+			return true, fmt.Errorf("%w: segment %s offset 0 seq %d: %s: the log starts at seq %d", ErrCorrupt, segmentName(base), base, ReasonMissing, segs[0].First)
 		}
 		i := 0
 		for j, s := range segs {
@@ -108,6 +137,11 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 	for {
 		data, err := c.readFrom()
 		if err != nil {
+			if errors.Is(err, os.ErrNotExist) && !c.archive {
+				if m, merr := ReadManifest(c.dir); merr == nil && m.firstSeq() > c.seg.First {
+					return true, fmt.Errorf("%w: segment %s was removed by a compaction while being read (the log now starts at seq %d); read again", ErrCompacted, c.seg.Name, m.firstSeq())
+				}
+			}
 			return true, fmt.Errorf("wal: read %s: %w", c.seg.Name, err)
 		}
 		isLast := c.seg.Name == segs[len(segs)-1].Name
@@ -198,18 +232,27 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 			continue
 		}
 		if nextSeg.First != c.next {
+			if c.archive && nextSeg.First > c.next {
+				return true, fmt.Errorf("%w: seq %d (the next segment there starts at %d)", errArchiveMissing, c.next, nextSeg.First)
+			}
 			return true, fmt.Errorf("%w: segment %s starts at seq %d, expected %d", ErrCorrupt, nextSeg.Name, nextSeg.First, c.next)
 		}
 		c.seg, c.off = *nextSeg, 0
 	}
 }
 
-// readEvents yields the events from..to of the log in dir, then stops.
-func readEvents(dir string, from, to uint64, yield func(*events.Event, error) bool) {
+// readEvents yields the events from..to of the log in dir, then stops;
+// those before the first retained seq from the archive (archive, when
+// set, instead of the directories the manifest names).
+func readEvents(dir, archive string, from, to uint64, yield func(*events.Event, error) bool) {
 	if from == 0 {
 		from = 1
 	}
 	if to < from {
+		return
+	}
+	from, ok := readArchivedPrefix(dir, archive, from, to, yield)
+	if !ok || from > to {
 		return
 	}
 	c := &cursor{dir: dir}
@@ -218,13 +261,101 @@ func readEvents(dir string, from, to uint64, yield func(*events.Event, error) bo
 	}
 }
 
+// readArchivedPrefix yields the events from..min(to, first retained seq - 1)
+// of the log in dir from its archive (see readArchived) and returns the
+// sequence to read on from in dir; ok is false when the reading is over
+// (yield stopped it, or an error was yielded).
+func readArchivedPrefix(dir, archive string, from, to uint64, yield func(*events.Event, error) bool) (next uint64, ok bool) {
+	m, err := ReadManifest(dir)
+	if err != nil {
+		yield(nil, err)
+		return 0, false
+	}
+	base := m.firstSeq()
+	if from >= base {
+		return from, true
+	}
+	stop, err := readArchived(m, archive, from, min(to, base-1), yield)
+	if err != nil {
+		yield(nil, err)
+		return 0, false
+	}
+	if stop {
+		return 0, false
+	}
+	return base, true
+}
+
+// readArchived yields the events from..to (all before the first retained
+// seq of m) from the archive directories of m's removed ranges, or from
+// archive when set (an operator who moved the archive). A deleted range,
+// or an archive lacking a segment, is a *CompactedError; damage inside an
+// archived segment wraps ErrCorrupt like damage in the log. stop is true
+// when yield asked to stop.
+func readArchived(m *Manifest, archive string, from, to uint64, yield func(*events.Event, error) bool) (stop bool, err error) {
+	for from <= to {
+		r := m.rangeOf(from)
+		if r == nil {
+			return true, compactedError(m, from, "", nil)
+		}
+		dir := cmp.Or(archive, r.Archive)
+		if dir == "" {
+			return true, compactedError(m, from, "", nil)
+		}
+		hi := min(to, r.Last)
+		got, stopped := from-1, false
+		c := &cursor{dir: dir, archive: true}
+		_, rerr := c.read(from, hi, false, func(ev *events.Event, err error) bool {
+			got = ev.Seq
+			if !yield(ev, nil) {
+				stopped = true
+				return false
+			}
+			return true
+		})
+		switch {
+		case stopped:
+			return true, nil
+		case rerr != nil && (errors.Is(rerr, errArchiveMissing) || errors.Is(rerr, os.ErrNotExist)):
+			return true, compactedError(m, got+1, dir, rerr)
+		case rerr != nil:
+			return true, fmt.Errorf("archive %s: %w", dir, rerr)
+		case got < hi:
+			return true, compactedError(m, got+1, dir, fmt.Errorf("%w: seq %d", errArchiveMissing, got+1))
+		}
+		from = hi + 1
+	}
+	return false, nil
+}
+
+// compactedError is the *CompactedError for seq of the log whose
+// manifest is m, looked for in dir ("" when not looked for).
+func compactedError(m *Manifest, seq uint64, dir string, cause error) error {
+	e := &CompactedError{Seq: seq, FirstSeq: m.firstSeq(), Archive: dir, Cause: cause}
+	if r := m.rangeOf(seq); r != nil {
+		e.Range = *r
+	} else {
+		e.Range = RemovedRange{First: seq, Last: m.firstSeq() - 1}
+	}
+	if dir != "" {
+		e.Missing = fmt.Sprintf("the segment holding seq %d", seq)
+	}
+	return e
+}
+
 // Reader reads a log without taking its lock, so it works on a log that
 // another process holds and is appending to. It sees what is on disk:
 // entries written but not yet fsynced by that process included, and a
 // write in progress at the tail is simply not there yet.
 type Reader struct {
-	dir string
+	dir     string
+	archive string
 }
+
+// SetArchive makes r read the sequences before the log's first retained
+// one from the segment files in dir, instead of the archive directories
+// wal/MANIFEST names (for an archive that was moved).
+func (r *Reader) SetArchive(dir string) { r.archive = dir }
 
 // OpenReader returns a Reader of the log in dir.
 func OpenReader(dir string) (*Reader, error) {
@@ -245,6 +376,10 @@ func (r *Reader) Events(from uint64) iter.Seq2[*events.Event, error] {
 	return func(yield func(*events.Event, error) bool) {
 		if from == 0 {
 			from = 1
+		}
+		from, ok := readArchivedPrefix(r.dir, r.archive, from, math.MaxUint64, yield)
+		if !ok {
+			return
 		}
 		c := &cursor{dir: r.dir, suspect: -1}
 		var pausedSeg string
@@ -278,6 +413,10 @@ func (r *Reader) Follow(ctx context.Context, from uint64, poll time.Duration) it
 	return func(yield func(*events.Event, error) bool) {
 		if from == 0 {
 			from = 1
+		}
+		from, ok := readArchivedPrefix(r.dir, r.archive, from, math.MaxUint64, yield)
+		if !ok {
+			return
 		}
 		c := &cursor{dir: r.dir}
 		t := time.NewTicker(poll)
@@ -323,8 +462,16 @@ func (r *Reader) LastSeq() (uint64, error) {
 	return sc.Next - 1, nil
 }
 
-// FirstSeq returns the sequence of the first entry (1 for an empty log).
+// FirstSeq returns the sequence of the first entry (1 for an empty log):
+// the first retained seq of a compacted log (see Manifest).
 func (r *Reader) FirstSeq() (uint64, error) {
+	m, err := ReadManifest(r.dir)
+	if err != nil {
+		return 0, err
+	}
+	if m != nil {
+		return m.firstSeq(), nil
+	}
 	segs, err := listSegments(r.dir)
 	if err != nil {
 		return 0, fmt.Errorf("wal: %w", err)
@@ -346,6 +493,13 @@ type Report struct {
 	// TornTail is damage at the end of the last segment that the next Open
 	// repairs (or a write in progress, when a daemon holds the log).
 	TornTail *BadEntry `json:"torn_tail,omitempty"`
+	// Manifest is wal/MANIFEST of a compacted log: First is its first
+	// retained seq, and the sequences before it are its removed ranges
+	// (archived or deleted), not checked here.
+	Manifest *Manifest `json:"manifest,omitempty"`
+	// Pending are segment files before the first retained seq that an
+	// interrupted compaction left; the next Open removes them.
+	Pending []string `json:"pending,omitempty"`
 }
 
 // OK reports whether no acknowledged entry is damaged.
@@ -374,7 +528,10 @@ func Verify(dir string) (Report, error) {
 	if err != nil {
 		return rep, fmt.Errorf("wal: verify %s: %w", dir, err)
 	}
-	rep.Segments, rep.First, rep.Last = len(ds.Segments), ds.First, ds.Last
+	rep.Segments, rep.First, rep.Last, rep.Manifest = len(ds.Segments), ds.First, ds.Last, ds.Manifest
+	for _, p := range ds.Pending {
+		rep.Pending = append(rep.Pending, p.Name)
+	}
 	for _, sc := range ds.Segments {
 		rep.Entries += uint64(sc.Count)
 	}
@@ -419,6 +576,11 @@ type StatReport struct {
 	// or a torn tail the next Open repairs).
 	TornTail bool `json:"torn_tail,omitempty"`
 	LockPID  int  `json:"lock_pid,omitempty"`
+	// Manifest is wal/MANIFEST of a compacted log (First is its first
+	// retained seq; Segments and Bytes count retained segments only).
+	Manifest *Manifest `json:"manifest,omitempty"`
+	// Pending are segment files an interrupted compaction left (see Report).
+	Pending []string `json:"pending,omitempty"`
 }
 
 // Stat reads the log in dir without its lock and summarises it: segments,
@@ -441,7 +603,10 @@ func Stat(dir string) (StatReport, error) {
 		}
 		return st, fmt.Errorf("wal: stat %s: %w", dir, err)
 	}
-	st.First, st.Last = ds.First, ds.Last
+	st.First, st.Last, st.Manifest = ds.First, ds.Last, ds.Manifest
+	for _, p := range ds.Pending {
+		st.Pending = append(st.Pending, p.Name)
+	}
 	for _, b := range ds.Bad {
 		if b.TornTail {
 			st.TornTail = true

@@ -69,9 +69,9 @@ func Salvage(dir, quarantineDir string) (SalvageReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("wal: salvage: %w", err)
 	}
-	if ds.First > 1 {
-		if err := salvageHead(dir, ds.First, &rep); err != nil {
-			return rep, fmt.Errorf("wal: salvage %s: %w", segmentName(1), err)
+	if len(ds.Segments) > 0 && ds.Segments[0].Segment.First > ds.First {
+		if err := salvageHead(dir, ds.First, ds.Segments[0].Segment.First, &rep); err != nil {
+			return rep, fmt.Errorf("wal: salvage %s: %w", segmentName(ds.First), err)
 		}
 	}
 	for i := range ds.Segments {
@@ -146,7 +146,7 @@ func salvageSegment(dir, qdir string, sc *segmentScan, bad []BadEntry, rep *Salv
 			}
 		}
 		var n *Neighbour
-		readEvents(dir, seq, seq, func(ev *events.Event, err error) bool {
+		readEvents(dir, "", seq, seq, func(ev *events.Event, err error) bool {
 			if err == nil && ev.Seq == seq {
 				n = &Neighbour{Seq: seq, Type: ev.Type, Stream: ev.Stream, TS: ev.TS}
 			}
@@ -220,12 +220,13 @@ func appendPlaceholders(out []byte, b *BadEntry, qname string, prev, next *Neigh
 	return out, nil
 }
 
-// salvageHead writes the first segment anew when the log starts at first
-// > 1: a placeholder at each sequence before it (see scanDir).
-func salvageHead(dir string, first uint64, rep *SalvageReport) error {
-	b := BadEntry{Segment: segmentName(1), Offset: 0, Seq: 1, Lost: first - 1, Reason: ReasonMissing}
+// salvageHead writes the first segment anew when the log's first segment
+// starts at first, after base (1, or the first retained seq of the
+// manifest): a placeholder at each sequence before first (see scanDir).
+func salvageHead(dir string, base, first uint64, rep *SalvageReport) error {
+	b := BadEntry{Segment: segmentName(base), Offset: 0, Seq: base, Lost: first - base, Reason: ReasonMissing}
 	var next *Neighbour
-	readEvents(dir, first, first, func(ev *events.Event, err error) bool {
+	readEvents(dir, "", first, first, func(ev *events.Event, err error) bool {
 		if err == nil && ev.Seq == first {
 			next = &Neighbour{Seq: first, Type: ev.Type, Stream: ev.Stream, TS: ev.TS}
 		}

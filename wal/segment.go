@@ -378,31 +378,80 @@ func allZero(b []byte) bool {
 type dirScan struct {
 	Segments []segmentScan
 	Bad      []BadEntry
-	First    uint64 // first sequence (1 for an empty log)
+	First    uint64 // first sequence (1 for an empty log; the manifest's first retained seq)
 	Last     uint64 // last good sequence of the last segment, 0 when empty
+	// Manifest is wal/MANIFEST, nil for a log never compacted.
+	Manifest *Manifest
+	// Pending are segments wholly before the manifest's first retained
+	// seq that an interrupted compaction left in place: not part of the
+	// log, not scanned, removed by the next Open (finishCompaction).
+	Pending []segmentFile
 }
 
 // errStopScan stops scanDir early without an error.
 var errStopScan = errors.New("stop")
 
+// retainedSegments splits segs, the segment files of a log whose manifest
+// says it starts at base, into those wholly before base that a compaction
+// was removing (pending) and the retained ones. Segments count as pending
+// only when a segment named exactly base exists: a manifest pointing
+// past the log or at a missing segment leaves every file in place (and
+// scanDir reports the missing one).
+func retainedSegments(segs []segmentFile, base uint64) (pending, kept []segmentFile) {
+	for i, s := range segs {
+		if s.First == base {
+			return segs[:i], segs[i:]
+		}
+	}
+	return nil, segs
+}
+
 // scanDir scans the segments of dir in order, reading one segment at a
 // time. each, when set, is called for every scanned segment with its
-// bytes. Gaps and overlaps between segments are reported as bad entries.
+// bytes. Gaps and overlaps between segments are reported as bad entries,
+// and so is a log that does not start where it should: at seq 1, or at
+// the first retained seq of wal/MANIFEST.
 func scanDir(dir string, keep bool, each func(sc *segmentScan, data []byte) error) (dirScan, error) {
 	segs, err := listSegments(dir)
 	if err != nil {
 		return dirScan{}, err
 	}
 	ds := dirScan{First: 1}
-	if len(segs) > 0 {
-		ds.First = segs[0].First
+	m, merr := ReadManifest(dir)
+	switch {
+	case merr != nil && errors.Is(merr, ErrCorrupt):
+		// The first retained seq is unknown: report the manifest and
+		// take the log as it stands.
+		ds.Bad = append(ds.Bad, BadEntry{Segment: manifestName, Seq: 0, Reason: "bad manifest: " + merr.Error()})
+		if len(segs) > 0 {
+			ds.First = segs[0].First
+		}
+	case merr != nil:
+		return dirScan{}, merr
+	default:
+		ds.Manifest = m
+		ds.First = m.firstSeq()
+		ds.Pending, segs = retainedSegments(segs, ds.First)
+		if len(segs) > 0 && segs[0].First < ds.First {
+			// The manifest names a first retained seq with no segment
+			// starting there: past the log, or inside a segment.
+			ds.Bad = append(ds.Bad, BadEntry{Segment: segmentName(ds.First), Offset: 0, Seq: ds.First,
+				Reason: fmt.Sprintf("missing segment: wal/%s says the log starts at seq %d, but no segment starts there (the first starts at %d)", manifestName, ds.First, segs[0].First)})
+			ds.First = segs[0].First
+		}
 	}
 	next := ds.First
-	if ds.First > 1 {
-		// cmlab never cuts the front of its log: the entries before the
-		// first segment were acknowledged and are gone, like those of a
-		// missing middle segment. Salvage recreates the first segment.
-		ds.Bad = append(ds.Bad, BadEntry{Segment: segmentName(1), Offset: 0, Seq: 1, Lost: ds.First - 1, Reason: ReasonMissing})
+	if len(segs) > 0 && segs[0].First > ds.First {
+		// cmlab cuts the front of its log only by compaction, which
+		// records the first retained seq in the manifest: the entries
+		// before the first segment were acknowledged and are gone, like
+		// those of a missing middle segment. Salvage recreates the first
+		// segment.
+		ds.Bad = append(ds.Bad, BadEntry{Segment: segmentName(ds.First), Offset: 0, Seq: ds.First, Lost: segs[0].First - ds.First, Reason: ReasonMissing})
+		next = segs[0].First
+	} else if len(segs) == 0 && ds.First > 1 {
+		// Compaction never removes the tail segment.
+		ds.Bad = append(ds.Bad, BadEntry{Segment: segmentName(ds.First), Offset: 0, Seq: ds.First, Reason: fmt.Sprintf("missing segment: wal/%s says the log starts at seq %d, but the directory holds no segment", manifestName, ds.First)})
 	}
 	for i, seg := range segs {
 		data, err := os.ReadFile(filepath.Join(dir, seg.Name))

@@ -1,0 +1,314 @@
+package wal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cmlab/cmlab/home"
+)
+
+// Compaction removes whole segments from the front of the log: every
+// segment whose entries all lie before a sequence the caller no longer
+// needs (package compact decides which), never the tail segment. Removed
+// segments are moved to an archive directory or deleted. tidwall/wal's
+// TruncateFront is not used: it rewrites the segment holding the new
+// first index through a <seq>.START marker and deletes without a
+// directory fsync, and Open must keep refusing such markers (a marker
+// that tidwall acts on deletes segments).
+//
+// The phases, each restartable after a crash at any point:
+//
+//  1. archive: copy each segment to the archive directory (temporary
+//     file, fsync, rename), then fsync that directory. A crash or an
+//     error (ENOSPC) here leaves the log as it was; copies already made
+//     are reused by the next run.
+//  2. manifest: write the new wal/MANIFEST naming the first retained seq
+//     and the removed range (tmp, fsync, rename, directory fsync). From
+//     here on the removed segments are no part of the log.
+//  3. remove: delete each removed segment file from the log directory.
+//  4. sync: fsync the log directory.
+//
+// A crash after phase 2 leaves segment files before the first retained
+// seq ("pending"): readers skip them, and the next Open or Compact
+// removes them (finishCompaction), after checking that the archive holds
+// an identical copy — making one if it does not.
+
+// CompactPhase names a point of a compaction, for CompactOptions.Hook.
+type CompactPhase string
+
+const (
+	PhaseArchive  CompactPhase = "archive"  // before copying a segment to the archive
+	PhaseManifest CompactPhase = "manifest" // before writing the new manifest
+	PhaseRemove   CompactPhase = "remove"   // before removing a segment file
+	PhaseSync     CompactPhase = "sync"     // before the final directory fsync
+)
+
+// CompactOptions configure Log.Compact.
+type CompactOptions struct {
+	// Before: remove every segment whose entries all have a seq below
+	// it. The segment holding Before, and the tail segment, stay.
+	Before uint64
+	// Archive is the directory removed segments are moved to (created if
+	// needed); empty deletes them.
+	Archive string
+	// DryRun computes what would be removed and changes nothing.
+	DryRun bool
+	// Now stamps the manifest; default time.Now.
+	Now func() time.Time
+	// Hook, when set, is called before each phase with the segment it
+	// concerns ("" for manifest and sync); an error aborts the compaction
+	// there. It is the seam crash tests kill the process in.
+	Hook func(phase CompactPhase, segment string) error
+}
+
+// CompactResult says what Compact removed (or, dry, would remove).
+type CompactResult struct {
+	FirstSeq    uint64        `json:"first_seq"`     // first retained seq before
+	NewFirstSeq uint64        `json:"new_first_seq"` // first retained seq after
+	Segments    []SegmentStat `json:"segments"`      // removed segments (Entries not counted)
+	Bytes       int64         `json:"bytes"`
+	Archive     string        `json:"archive,omitempty"`
+	DryRun      bool          `json:"dry_run,omitempty"`
+}
+
+// ErrBadArchive is returned for an archive directory that is the log
+// directory or lies inside it.
+var ErrBadArchive = errors.New("wal: bad archive directory")
+
+// Compact removes the segments of the log wholly before o.Before (see
+// the phases above). It runs beside appends: it never touches the tail
+// segment, and the committer writes only there. An error leaves the log
+// whole: before the manifest nothing was removed; after it the pending
+// files are removed by the next Open or Compact.
+func (l *Log) Compact(ctx context.Context, o CompactOptions) (CompactResult, error) {
+	l.compactMu.Lock()
+	defer l.compactMu.Unlock()
+	// Held read-locked so that Close (which releases LOCK) waits for us.
+	l.sendMu.RLock()
+	defer l.sendMu.RUnlock()
+	if l.closed {
+		return CompactResult{}, ErrClosed
+	}
+	if err := l.Err(); err != nil {
+		return CompactResult{}, err
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	dir := l.opts.Dir
+	if o.Archive != "" {
+		abs, err := checkArchive(dir, o.Archive)
+		if err != nil {
+			return CompactResult{}, err
+		}
+		o.Archive = abs
+	}
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return CompactResult{}, err
+	}
+	res := CompactResult{FirstSeq: m.firstSeq(), NewFirstSeq: m.firstSeq(), Segments: []SegmentStat{}, Archive: o.Archive, DryRun: o.DryRun}
+	if !o.DryRun {
+		// A compaction interrupted earlier: finish it first.
+		if err := finishCompaction(dir, m, l.opts.NoSync); err != nil {
+			return res, fmt.Errorf("wal: compact: finish the previous compaction: %w", err)
+		}
+	}
+	segs, err := listSegments(dir)
+	if err != nil {
+		return res, fmt.Errorf("wal: compact: %w", err)
+	}
+	_, segs = retainedSegments(segs, m.firstSeq())
+	var drop []segmentFile
+	for i := 0; i+1 < len(segs) && segs[i+1].First <= o.Before; i++ {
+		drop = append(drop, segs[i])
+	}
+	if len(drop) == 0 {
+		return res, nil
+	}
+	newFirst := segs[len(drop)].First
+	for i, s := range drop {
+		fi, err := os.Stat(filepath.Join(dir, s.Name))
+		if err != nil {
+			return res, fmt.Errorf("wal: compact: %w", err)
+		}
+		next := newFirst
+		if i+1 < len(drop) {
+			next = drop[i+1].First
+		}
+		res.Segments = append(res.Segments, SegmentStat{Name: s.Name, Size: fi.Size(), First: s.First, Last: next - 1, Entries: int(next - s.First)})
+		res.Bytes += fi.Size()
+	}
+	res.NewFirstSeq = newFirst
+	if o.DryRun {
+		return res, nil
+	}
+	hook := func(p CompactPhase, seg string) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if o.Hook != nil {
+			return o.Hook(p, seg)
+		}
+		return nil
+	}
+	fail := func(err error) (CompactResult, error) {
+		res.NewFirstSeq = res.FirstSeq
+		return res, fmt.Errorf("wal: compact: %w (nothing was removed)", err)
+	}
+	if o.Archive != "" {
+		if err := mkdirAll(o.Archive, l.opts.NoSync); err != nil {
+			return fail(err)
+		}
+		for _, s := range drop {
+			if err := hook(PhaseArchive, s.Name); err != nil {
+				return fail(err)
+			}
+			if err := archiveSegment(dir, o.Archive, s.Name, l.opts.NoSync, l.compactFault); err != nil {
+				return fail(fmt.Errorf("archive %s: %w", s.Name, err))
+			}
+		}
+		if !l.opts.NoSync {
+			if err := home.SyncDir(o.Archive); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	if err := hook(PhaseManifest, ""); err != nil {
+		return fail(err)
+	}
+	r := RemovedRange{First: res.FirstSeq, Last: newFirst - 1, Segments: len(drop), Bytes: res.Bytes, Archive: o.Archive, At: o.Now().UnixMilli()}
+	if err := writeManifest(dir, m.withRemoved(r, newFirst), l.opts.NoSync, l.compactFault); err != nil {
+		return fail(fmt.Errorf("write %s: %w", manifestName, err))
+	}
+	l.mu.Lock()
+	l.first = newFirst
+	l.mu.Unlock()
+	// The manifest is durable: the removal is decided. Errors from here
+	// on leave pending files that the next Open or Compact removes.
+	for _, s := range drop {
+		if err := hook(PhaseRemove, s.Name); err != nil {
+			return res, fmt.Errorf("wal: compact: %w (the next open finishes it)", err)
+		}
+		if err := os.Remove(filepath.Join(dir, s.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return res, fmt.Errorf("wal: compact: %w (the next open finishes it)", err)
+		}
+	}
+	if err := hook(PhaseSync, ""); err != nil {
+		return res, fmt.Errorf("wal: compact: %w (the next open finishes it)", err)
+	}
+	if !l.opts.NoSync {
+		if err := home.SyncDir(dir); err != nil {
+			return res, fmt.Errorf("wal: compact: fsync %s: %w", dir, err)
+		}
+	}
+	return res, nil
+}
+
+// compactFault is the fault seam of a compaction's file writes (segment
+// copies and the manifest): Faults.FailCompactWrite.
+func (l *Log) compactFault() error {
+	if f := l.opts.Faults; f != nil {
+		return f.take(&f.compactErr)
+	}
+	return nil
+}
+
+// checkArchive returns the absolute archive directory, refusing the log
+// directory itself and anything inside it.
+func checkArchive(dir, archive string) (string, error) {
+	abs, err := filepath.Abs(archive)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrBadArchive, err)
+	}
+	logAbs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrBadArchive, err)
+	}
+	if abs == logAbs || strings.HasPrefix(abs, logAbs+string(filepath.Separator)) {
+		return "", fmt.Errorf("%w: %s is the log directory or inside it", ErrBadArchive, archive)
+	}
+	return abs, nil
+}
+
+// archiveSegment copies segment name of the log in dir to the archive
+// directory: a temporary file, fsynced, renamed into place (the caller
+// fsyncs the archive directory). An identical copy already there is kept.
+// write, when set, is called before writing (the fault seam).
+func archiveSegment(dir, archive, name string, noSync bool, write func() error) error {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return err
+	}
+	dst := filepath.Join(archive, name)
+	if have, err := os.ReadFile(dst); err == nil && bytes.Equal(have, b) {
+		return nil
+	}
+	if write != nil {
+		if err := write(); err != nil {
+			return err
+		}
+	}
+	tmp := filepath.Join(archive, "."+name+".tmp")
+	if err := writeFileSync(tmp, b, noSync); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// finishCompaction removes the pending segments an interrupted compaction
+// left (wholly before the manifest's first retained seq, with a segment
+// starting exactly there): a segment of an archived range only once the
+// archive holds an identical copy, made now if missing. A segment it
+// cannot archive (the archive directory is gone) stays pending, harmless.
+func finishCompaction(dir string, m *Manifest, noSync bool) error {
+	if m == nil {
+		return nil
+	}
+	segs, err := listSegments(dir)
+	if err != nil {
+		return err
+	}
+	pending, _ := retainedSegments(segs, m.firstSeq())
+	if len(pending) == 0 {
+		return nil
+	}
+	removed := false
+	for _, p := range pending {
+		r := m.rangeOf(p.First)
+		if r == nil {
+			continue
+		}
+		if r.Archive != "" {
+			if err := mkdirAll(r.Archive, noSync); err != nil {
+				continue
+			}
+			if err := archiveSegment(dir, r.Archive, p.Name, noSync, nil); err != nil {
+				continue
+			}
+			if !noSync {
+				if err := home.SyncDir(r.Archive); err != nil {
+					continue
+				}
+			}
+		}
+		if err := os.Remove(filepath.Join(dir, p.Name)); err == nil {
+			removed = true
+		}
+	}
+	if removed && !noSync {
+		return home.SyncDir(dir)
+	}
+	return nil
+}

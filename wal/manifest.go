@@ -1,0 +1,239 @@
+package wal
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cmlab/cmlab/home"
+)
+
+// The compaction manifest, wal/MANIFEST, is what lets a log start at a
+// sequence other than 1. Without it a log whose first segment is not
+// 00000000000000000001 is missing acknowledged entries (corrupt, exit 3);
+// with it the log starts at FirstSeq and the sequences before it were
+// removed on purpose, each range either moved to an archive directory or
+// deleted. It is JSON, replaced atomically (.MANIFEST.tmp, fsync, rename,
+// directory fsync):
+//
+//	{"version":1,
+//	 "first_seq":4711,                 first retained seq: wal/ starts with segment 00000000000000004711
+//	 "removed":[{"first":1,"last":4710,"segments":3,"bytes":12582912,
+//	             "archive":"/abs/dir",  where the segment files went ("" or absent: deleted)
+//	             "at":1764000000000}],  unix ms of the compaction that removed them
+//	 "compacted_at":1764000000000,      unix ms of the last compaction
+//	 "sum":123456}                      CRC-32C (Castagnoli) of the same JSON with sum 0
+//
+// Removed ranges are contiguous, in order, and end at first_seq-1;
+// adjacent ranges with the same fate are merged. tidwall/wal ignores the
+// name (it is not 20 digits), and so does the segment scanner.
+
+// manifestName is the manifest file in the log directory.
+const manifestName = "MANIFEST"
+
+const manifestVersion = 1
+
+// ErrCompacted is wrapped by errors about sequences before the first
+// retained one that cannot be read: deleted by compaction, or archived to
+// a directory that does not hold them (any more). It is not corruption:
+// nothing the log acknowledged as retained is missing.
+var ErrCompacted = errors.New("wal: compacted")
+
+// Manifest is the content of wal/MANIFEST.
+type Manifest struct {
+	Version     int            `json:"version"`
+	FirstSeq    uint64         `json:"first_seq"`
+	Removed     []RemovedRange `json:"removed"`
+	CompactedAt int64          `json:"compacted_at"`
+	Sum         uint32         `json:"sum"`
+}
+
+// RemovedRange is a run of sequences compaction removed from the log
+// directory.
+type RemovedRange struct {
+	First    uint64 `json:"first"`
+	Last     uint64 `json:"last"`
+	Segments int    `json:"segments"`
+	Bytes    int64  `json:"bytes"`
+	// Archive is the absolute directory the segment files were moved to;
+	// empty when they were deleted.
+	Archive string `json:"archive,omitempty"`
+	At      int64  `json:"at"`
+}
+
+// rangeOf returns the removed range holding seq, nil if none.
+func (m *Manifest) rangeOf(seq uint64) *RemovedRange {
+	if m == nil {
+		return nil
+	}
+	for i := range m.Removed {
+		if r := &m.Removed[i]; r.First <= seq && seq <= r.Last {
+			return r
+		}
+	}
+	return nil
+}
+
+// firstSeq is the first retained sequence a manifest m says (1 without one).
+func (m *Manifest) firstSeq() uint64 {
+	if m == nil || m.FirstSeq == 0 {
+		return 1
+	}
+	return m.FirstSeq
+}
+
+func (m *Manifest) sum() (uint32, error) {
+	c := *m
+	c.Sum = 0
+	b, err := json.Marshal(&c)
+	if err != nil {
+		return 0, err
+	}
+	return crc32.Checksum(b, castagnoli), nil
+}
+
+// ReadManifest returns the manifest of the log in dir, nil (and no
+// error) when the log was never compacted. A manifest that cannot be
+// read, does not parse, fails its sum or contradicts itself is an error
+// wrapping ErrCorrupt: the first retained sequence is then unknown, so
+// Open refuses and nothing is removed.
+func ReadManifest(dir string) (*Manifest, error) {
+	b, err := os.ReadFile(filepath.Join(dir, manifestName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wal: read %s: %w", manifestName, err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, manifestName, err)
+	}
+	if m.Version != manifestVersion {
+		return nil, fmt.Errorf("%w: %s has version %d, want %d", ErrCorrupt, manifestName, m.Version, manifestVersion)
+	}
+	if want, err := m.sum(); err != nil || want != m.Sum {
+		return nil, fmt.Errorf("%w: %s: sum %d does not match its content", ErrCorrupt, manifestName, m.Sum)
+	}
+	next := uint64(1)
+	for _, r := range m.Removed {
+		if r.First != next || r.Last < r.First {
+			return nil, fmt.Errorf("%w: %s: removed range %d..%d does not follow %d", ErrCorrupt, manifestName, r.First, r.Last, next-1)
+		}
+		next = r.Last + 1
+	}
+	if m.FirstSeq != next {
+		return nil, fmt.Errorf("%w: %s: first_seq %d, but the removed ranges end at %d", ErrCorrupt, manifestName, m.FirstSeq, next-1)
+	}
+	return &m, nil
+}
+
+// writeManifest replaces dir/MANIFEST with m atomically: temporary file,
+// fsync, rename, directory fsync. write, when set, is called before the
+// temporary file is written (the fault seam).
+func writeManifest(dir string, m *Manifest, noSync bool, write func() error) error {
+	m.Version = manifestVersion
+	sum, err := m.sum()
+	if err != nil {
+		return err
+	}
+	m.Sum = sum
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	tmp := filepath.Join(dir, "."+manifestName+".tmp")
+	if write != nil {
+		if err := write(); err != nil {
+			return err
+		}
+	}
+	if err := writeFileSync(tmp, b, noSync); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, manifestName)); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if noSync {
+		return nil
+	}
+	return home.SyncDir(dir)
+}
+
+// writeFileSync creates (or truncates) path, writes b and fsyncs it.
+func writeFileSync(path string, b []byte, noSync bool) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if !noSync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+// withRemoved returns a copy of m (nil: a log never compacted) whose
+// first retained seq is first, with r appended to its removed ranges
+// (merged into the last one when they share a fate).
+func (m *Manifest) withRemoved(r RemovedRange, first uint64) *Manifest {
+	out := &Manifest{FirstSeq: first, CompactedAt: r.At}
+	if m != nil {
+		out.Removed = append(out.Removed, m.Removed...)
+	}
+	if n := len(out.Removed); n > 0 && out.Removed[n-1].Archive == r.Archive && out.Removed[n-1].Last+1 == r.First {
+		p := &out.Removed[n-1]
+		p.Last, p.Segments, p.Bytes, p.At = r.Last, p.Segments+r.Segments, p.Bytes+r.Bytes, r.At
+	} else {
+		out.Removed = append(out.Removed, r)
+	}
+	return out
+}
+
+// CompactedError is the error for sequences before the first retained one
+// that cannot be read. It wraps ErrCompacted and says how to get them back.
+type CompactedError struct {
+	Seq      uint64 // the sequence asked for
+	FirstSeq uint64 // the first retained sequence
+	Range    RemovedRange
+	// Missing, when set, is the archived segment file that is not where
+	// the manifest (or the archive directory given) says.
+	Missing string
+	// Archive is the directory that was looked in ("" for a deleted range).
+	Archive string
+	Cause   error
+}
+
+func (e *CompactedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: seq %d is before the first retained seq %d: seqs %d..%d were ", ErrCompacted, e.Seq, e.FirstSeq, e.Range.First, e.Range.Last)
+	if e.Range.Archive == "" {
+		b.WriteString("deleted by compaction; only a backup of the log directory can bring them back")
+		return b.String()
+	}
+	fmt.Fprintf(&b, "archived to %s", e.Range.Archive)
+	if e.Missing != "" {
+		fmt.Fprintf(&b, ", but %s holds no segment %s", e.Archive, e.Missing)
+	}
+	if e.Cause != nil {
+		fmt.Fprintf(&b, " (%v)", e.Cause)
+	}
+	fmt.Fprintf(&b, "; fix: restore the archive: put its segment files back in %s (or pass --archive DIR where they are now)", e.Range.Archive)
+	return b.String()
+}
+
+func (e *CompactedError) Unwrap() error { return ErrCompacted }
