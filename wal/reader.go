@@ -107,9 +107,11 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 				return true, err
 			}
 			base = m.firstSeq()
-			if _, segs = retainedSegments(segs, base); len(segs) == 0 || segs[0].First != base {
-				// The manifest names a segment that is not there.
-				return true, fmt.Errorf("%w: segment %s offset 0 seq %d: missing segment: wal/%s says the log starts there", ErrCorrupt, segmentName(base), base, manifestName)
+			if m != nil {
+				if _, segs = retainedSegments(segs, base); len(segs) == 0 || segs[0].First != base {
+					// The manifest names a segment that is not there.
+					return true, fmt.Errorf("%w: segment %s offset 0 seq %d: missing segment: wal/%s says the log starts there", ErrCorrupt, segmentName(base), base, manifestName)
+				}
 			}
 			if from < base {
 				// Callers read what lies before base from the archive
