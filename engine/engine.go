@@ -191,7 +191,10 @@ func (e *Engine) catchUp(ctx context.Context) error {
 		}
 		e.proj = p
 	}
-	from := max(e.proj.ReplayFrom(), e.log.FirstSeq())
+	// Not max'ed with the log's first seq: on a compacted log, events
+	// before it are read back from the archive (or the catch-up fails
+	// with wal.ErrCompacted), never skipped.
+	from := max(e.proj.ReplayFrom(), 1)
 	batch := make([]*events.Event, 0, catchUpBatch)
 	n := 0
 	if from <= last {

@@ -312,3 +312,46 @@ func finishCompaction(dir string, m *Manifest, noSync bool) error {
 	}
 	return nil
 }
+
+// SegmentInfo is a segment file of the retained log.
+type SegmentInfo struct {
+	Name  string `json:"name"`
+	First uint64 `json:"first_seq"`
+	Size  int64  `json:"size"`
+}
+
+// Segments lists the retained segment files of the log in dir, oldest
+// first, with their sizes: from the manifest's first retained seq on
+// (files an interrupted compaction left before it are not listed). It
+// reads no segment.
+func Segments(dir string) ([]SegmentInfo, error) {
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	segs, err := listSegments(dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	_, segs = retainedSegments(segs, m.firstSeq())
+	out := make([]SegmentInfo, 0, len(segs))
+	for _, s := range segs {
+		fi, err := os.Stat(filepath.Join(dir, s.Name))
+		if err != nil {
+			return nil, fmt.Errorf("wal: %w", err)
+		}
+		out = append(out, SegmentInfo{Name: s.Name, First: s.First, Size: fi.Size()})
+	}
+	return out, nil
+}
+
+// Removable returns how many of segs (as Segments lists them) a
+// compaction up to before removes: those wholly before it, never the
+// last. Log.Compact removes exactly these.
+func Removable(segs []SegmentInfo, before uint64) int {
+	n := 0
+	for n+1 < len(segs) && segs[n+1].First <= before {
+		n++
+	}
+	return n
+}

@@ -1,0 +1,57 @@
+// Package compact decides how much of the log's front may go and has
+// wal.Log.Compact remove it (`cmlab compact`, and the daemon's policy
+// loop). The log's own crash-safe mechanics — the manifest wal/MANIFEST
+// naming the first retained seq, archive copies, pending segments
+// finished by the next open — live in package wal (wal/compact.go).
+//
+// # The oldest seq still needed
+//
+// A segment may be removed only when every entry in it lies before the
+// oldest seq still needed: the minimum over the retention holders.
+//
+//	checkpoint             state/checkpoint.json's seq + 1: catch-up re-applies the log after it
+//	open steps             the first step event of every mandate with a step not completed or
+//	                       failed (pending, executing, needs_review): recovery classifies it from
+//	                       its transitions (openSteps, the one function that reads step state)
+//	open terminal blocks   the pty.block.begin of every block without its pty.block.end: start-up
+//	                       recovery closes it (daemon_crashed)
+//	auto-resume window     the first event newer than now - 2h: start-up recovery resumes mandates
+//	                       interrupted within it
+//	read models            1 — the daemon's in-memory read models (request-id dedupe, which must
+//	                       answer forever (SPEC §6), the Lab state, step states, terminal
+//	                       sessions) and the views' rebuild (`cmlab rebuild`, a damaged view at
+//	                       catch-up, replay --check) read the whole log. It holds only against
+//	                       deletion (ReadsArchive): archived segments stay readable through the
+//	                       log (wal reads them back from the archive the manifest names). When
+//	                       snapshots exist (issue 16 §1) this holder becomes "the snapshot seq + 1".
+//	others                 Options.Holders: e.g. a shipping cursor (state/ship.json) — anything
+//	                       that reads the log from a position of its own adds a RetentionHolder
+//
+// Holders are evaluated before the removal, and the log only grows
+// meanwhile, so each answer can only be too old (keeping more), never too
+// new. Step, block and window holders scan the retained log once (Scan):
+// whatever is open now was open at the previous compaction too and was
+// kept by it, so it lies in the retained part.
+//
+// # Policy
+//
+// Without a policy everything before the oldest needed seq goes. KeepDays
+// keeps every segment holding an event of the last N days; KeepBytes
+// removes the oldest segments while the log directory holds more than N
+// bytes. Holders win over both: a policy never removes what a holder
+// needs. The tail segment is never removed.
+//
+// # After compaction
+//
+// Archived (Options.Archive): everything still reads — wal readers follow
+// the manifest to the archive, so the daemon's start, `cmlab rebuild`,
+// `replay --to/--check`, `trace` and `wal dump` see the whole history; if
+// the archive was moved, readers take --archive DIR, and if it is gone
+// they fail with wal.ErrCompacted naming the missing range and the fix
+// (restore the archive). Deleted: the read-models holder refuses deletion
+// until snapshots exist, so today a compaction without an archive removes
+// nothing and says why.
+//
+// Loop runs a policy periodically for the daemon (cmlab serve
+// --compact-keep-days / --compact-keep-bytes / --compact-archive).
+package compact
