@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cmlab/cmlab/compact"
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/pty"
@@ -42,6 +43,10 @@ type DaemonOptions struct {
 	Ready func(info DaemonInfo)
 	// ShutdownTimeout bounds the drain of in-flight requests (default 10s).
 	ShutdownTimeout time.Duration
+	// Compaction, when set, is the retention policy the daemon runs every
+	// CompactEvery (default DefaultCompactEvery) on its log (compaction.go).
+	Compaction   *compact.Options
+	CompactEvery time.Duration
 
 	onServer  func(*Server)           // benchmarks: the server once built
 	onResumer func(*recovery.Resumer) // tests: start-up auto-resume
@@ -144,6 +149,10 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 		if len(plan.ClosedTerminal) > 0 {
 			o.Logger.Info("start-up recovery closed terminal blocks left open", "blocks", plan.ClosedTerminal)
 		}
+	}
+	if o.Compaction != nil && !o.ReadOnly {
+		stopCompaction := startCompaction(ctx, eng, o)
+		defer stopCompaction() // before the engine closes
 	}
 	var mgr *pty.Manager
 	if !o.ReadOnly {

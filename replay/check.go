@@ -40,6 +40,9 @@ type CheckOptions struct {
 	// without fsync. A custom projector must have written an event's bytes
 	// to its files when Apply returns (the divergence search watches sizes).
 	Projector ProjectorFactory
+	// Archive, when set, is where the archived segments of a compacted log
+	// are (see OpenLogArchive).
+	Archive string
 }
 
 // Divergence is one view file that differs from its re-projection.
@@ -94,7 +97,7 @@ func Check(ctx context.Context, opts CheckOptions) (*CheckReport, error) {
 		defer os.RemoveAll(d)
 		shadowRoot = d
 	}
-	log, err := OpenLog(opts.Home.WALDir())
+	log, err := OpenLogArchive(opts.Home.WALDir(), opts.Archive)
 	if err != nil {
 		return nil, err
 	}

@@ -24,8 +24,15 @@ type Log struct {
 	r *wal.Reader
 }
 
-// OpenLog opens the log in dir (home/wal) for reading.
-func OpenLog(dir string) (*Log, error) {
+// OpenLog opens the log in dir (home/wal) for reading. The sequences
+// before a compacted log's first retained one are read from the archive
+// wal/MANIFEST names; where they were deleted or the archive is gone,
+// reading them fails with an error wrapping wal.ErrCompacted.
+func OpenLog(dir string) (*Log, error) { return OpenLogArchive(dir, "") }
+
+// OpenLogArchive is OpenLog reading archived sequences from the segment
+// files in archive (when not empty) instead of where the manifest says.
+func OpenLogArchive(dir, archive string) (*Log, error) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w in %s", ErrNoLog, filepath.Base(dir))
 	}
@@ -33,6 +40,7 @@ func OpenLog(dir string) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.SetArchive(archive)
 	return &Log{r: r}, nil
 }
 

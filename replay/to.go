@@ -34,6 +34,9 @@ type ToOptions struct {
 	Projector ProjectorFactory
 	// Progress, when set, is called after each applied batch.
 	Progress func(seq uint64)
+	// Archive, when set, is where the archived segments of a compacted
+	// source log are (see OpenLogArchive).
+	Archive string
 }
 
 // ToResult describes a replayed home.
@@ -62,7 +65,7 @@ func To(ctx context.Context, opts ToOptions) (*ToResult, error) {
 	if err := ensureEmpty(opts.Into.Dir); err != nil {
 		return nil, err
 	}
-	src, err := OpenLog(opts.Src.WALDir())
+	src, err := OpenLogArchive(opts.Src.WALDir(), opts.Archive)
 	if err != nil {
 		return nil, err
 	}

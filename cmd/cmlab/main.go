@@ -39,6 +39,9 @@ func withCode(code int, err error) error { return &exitCodeError{code: code, err
 type globalOpts struct {
 	home   string
 	json   bool
+	// archive: --archive DIR of the commands that read the log (replay,
+	// trace, rebuild, wal dump) and of compact (see archiveFlag).
+	archive string
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -69,7 +72,7 @@ The home directory is --home, else $CMLAB_HOME, else ~/.cm.`,
 		newServeCmd, newStatusCmd, newWalCmd, newRebuildCmd, newBenchCmd,
 		newFeedbackCmd, newRunsCmd, newExperimentsCmd, newExportCmd,
 		newPtyCmd, newStepCmd, newRunCmd, newRecoverCmd, newReplayCmd,
-		newTraceCmd, newDemoCmd, newMCPCmd, newTortureCmd,
+		newTraceCmd, newDemoCmd, newMCPCmd, newTortureCmd, newCompactCmd,
 	} {
 		if c := mk(g); c != nil {
 			root.AddCommand(c)

@@ -51,6 +51,7 @@ are identical. Progress goes to stderr on long rebuilds.`,
 	}
 	c.Flags().StringVar(&o.into, "into", "", "write the rebuilt views into `DIR` instead of the home")
 	c.Flags().BoolVar(&o.check, "check", false, "rebuild into a temporary directory and compare with the live views")
+	archiveFlag(c.Flags(), g)
 	return c
 }
 
@@ -90,6 +91,7 @@ func runRebuild(ctx context.Context, g *globalOpts, h home.Home, o *rebuildOpts)
 	if err != nil {
 		return err
 	}
+	r.SetArchive(g.archive)
 	total, err := r.LastSeq()
 	if err != nil {
 		return err

@@ -82,6 +82,7 @@ unix milliseconds.`,
 	f.BoolVar(&o.check, "check", false, "re-project into a shadow home and compare with the live views")
 	f.Uint64Var(&o.from, "from", 0, "with --check: ignore bytes produced by events before this sequence")
 	f.BoolVar(&o.decode, "decode", false, "list stored events the current code can no longer decode")
+	archiveFlag(c.PersistentFlags(), g)
 	c.AddCommand(newReplayPrintCmd(g), newReplayStepsCmd(g))
 	if pc := newReplayPtyCmd(g); pc != nil {
 		c.AddCommand(pc)
@@ -111,7 +112,7 @@ func runReplayTo(cmd *cobra.Command, g *globalOpts, h home.Home, o *replayOpts) 
 		return &usageError{"--into must be another directory than the home"}
 	}
 	tick := replayTicker()
-	res, err := replay.To(cmd.Context(), replay.ToOptions{Src: h, Into: into, UpTo: o.to, Until: until, Progress: func(seq uint64) {
+	res, err := replay.To(cmd.Context(), replay.ToOptions{Src: h, Archive: g.archive, Into: into, UpTo: o.to, Until: until, Progress: func(seq uint64) {
 		if tick() {
 			fmt.Fprintf(g.stderr, "cmlab replay: replayed up to seq %d\n", seq)
 		}
@@ -134,7 +135,7 @@ func runReplayCheck(cmd *cobra.Command, g *globalOpts, h home.Home, o *replayOpt
 	var failures []string
 	if o.check {
 		tick := replayTicker()
-		rep, err := replay.Check(ctx, replay.CheckOptions{Home: h, From: o.from, Progress: func(pass int, seq, last uint64) {
+		rep, err := replay.Check(ctx, replay.CheckOptions{Home: h, Archive: g.archive, From: o.from, Progress: func(pass int, seq, last uint64) {
 			switch {
 			case !tick():
 			case pass == 2:
@@ -160,7 +161,7 @@ func runReplayCheck(cmd *cobra.Command, g *globalOpts, h home.Home, o *replayOpt
 		}
 	}
 	if o.decode {
-		log, err := replay.OpenLog(h.WALDir())
+		log, err := replay.OpenLogArchive(h.WALDir(), g.archive)
 		if err != nil {
 			return err
 		}
@@ -261,7 +262,7 @@ func newReplayPrintCmd(g *globalOpts) *cobra.Command {
 				return &usageError{"--from is after --to"}
 			}
 			f.Types = types
-			log, err := replay.OpenLog(h.WALDir())
+			log, err := replay.OpenLogArchive(h.WALDir(), g.archive)
 			if err != nil {
 				return err
 			}
@@ -358,7 +359,7 @@ func openHomeLog(g *globalOpts) (*replay.Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	return replay.OpenLog(h.WALDir())
+	return replay.OpenLogArchive(h.WALDir(), g.archive)
 }
 
 // replayProgressEvery is how often long replays report progress on stderr.

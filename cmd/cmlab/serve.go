@@ -24,6 +24,7 @@ type serveOpts struct {
 	lookback        time.Duration
 	quiet           bool
 	ui              string
+	compact         compactPolicyOpts
 }
 
 // newServeCmd builds 'cmlab serve'.
@@ -86,6 +87,10 @@ the views and remove state/daemon.json.`,
 			case o.taskReview != "":
 				task = &labapi.Task{Type: "review", RunID: o.taskReview}
 			}
+			policy, err := o.compact.policy()
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			level := slog.LevelInfo
@@ -96,6 +101,7 @@ the views and remove state/daemon.json.`,
 			return labapi.RunDaemon(ctx, labapi.DaemonOptions{
 				Home: h, Listen: o.listen, AllowRemote: o.allowRemote, AllowRoots: o.allowRoots, Task: task,
 				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui,
+				Compaction: policy, CompactEvery: o.compact.every,
 				Ready: func(info labapi.DaemonInfo) {
 					if g.json {
 						labPrintJSON(g, info)
@@ -118,5 +124,6 @@ the views and remove state/daemon.json.`,
 	f.DurationVar(&o.lookback, "lookback", 2*time.Hour, "auto-resume window of start-up recovery")
 	f.BoolVar(&o.quiet, "quiet", false, "log warnings only (no request log)")
 	f.StringVar(&o.ui, "ui", "", "serve the Lab browser client from DIR at / (e.g. content-machine's assets/lab)")
+	o.compact.flags(f)
 	return c
 }

@@ -25,6 +25,7 @@ type statusReport struct {
 	Checkpoint  json.RawMessage    `json:"checkpoint"`
 	Durability  string             `json:"durability"`
 	AwaitReview []string           `json:"awaitingReview"`
+	Compaction  *compactionStatus  `json:"compaction"`
 }
 
 // newStatusCmd builds 'cmlab status'.
@@ -70,6 +71,7 @@ and catches the views up, as any command would).`,
 				rep.Checkpoint = json.RawMessage("null")
 			}
 			rep.AwaitReview = stepsAwaitingReview(h)
+			rep.Compaction = readCompactionStatus(cmd.Context(), h)
 			if g.json {
 				return labPrintJSON(g, rep)
 			}
@@ -89,6 +91,7 @@ and catches the views up, as any command would).`,
 				fmt.Fprintf(w, "health:      %s\n", rep.Health.Status)
 			}
 			fmt.Fprintf(w, "log:         %d bytes in %d segment(s), last seq %d\n", rep.LogBytes, rep.LogSegments, rep.LastSeq)
+			printCompactionStatus(w, rep.Compaction)
 			var cp struct {
 				Seq uint64 `json:"seq"`
 			}
@@ -116,7 +119,7 @@ func walDirSize(dir string) (int64, int) {
 	var n int64
 	segs := 0
 	for _, e := range ents {
-		if e.IsDir() || e.Name() == "LOCK" || strings.HasPrefix(e.Name(), ".") {
+		if e.IsDir() || e.Name() == "LOCK" || e.Name() == "MANIFEST" || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
 		if fi, err := e.Info(); err == nil {

@@ -10,7 +10,7 @@ import (
 
 // newTraceCmd builds 'cmlab trace ID'.
 func newTraceCmd(g *globalOpts) *cobra.Command {
-	return &cobra.Command{
+	c := &cobra.Command{
 		Use:   "trace ID",
 		Short: "The chain of events that created and touched an id, in log order",
 		Long: `Follow one id through the log: a request id, feedback id (fb_…), run id
@@ -74,6 +74,8 @@ every later update of the experiment.`,
 			return nil
 		},
 	}
+	archiveFlag(c.Flags(), g)
+	return c
 }
 
 // groupVia turns "path=id" places into one line per id: "id: path, path".

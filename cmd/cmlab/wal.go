@@ -11,6 +11,7 @@ import (
 	"path"
 	"sort"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -73,6 +74,7 @@ func newWalVerifyCmd(g *globalOpts) *cobra.Command {
 
 func printVerify(w io.Writer, rep wal.Report) {
 	fmt.Fprintf(w, "segments %d, entries %d, seq %d..%d\n", rep.Segments, rep.Entries, rep.First, rep.Last)
+	printManifest(w, rep.Manifest, rep.Pending)
 	for _, b := range rep.Bad {
 		fmt.Fprintf(w, "CORRUPT %s\n", b)
 	}
@@ -90,6 +92,7 @@ type walDumpOpts struct {
 	stream   string
 	follow   bool
 	poll     time.Duration
+	archive  string // where a compacted log's archived segments are ("" : as wal/MANIFEST says)
 }
 
 // dumpLine is one event of 'wal dump'.
@@ -137,6 +140,7 @@ events as they are appended, until interrupted.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
+			o.archive = g.archive
 			return dumpWAL(ctx, dir, o, g.stdout)
 		},
 	}
@@ -146,6 +150,7 @@ events as they are appended, until interrupted.`,
 	c.Flags().StringVar(&o.stream, "stream", "", "only this stream")
 	c.Flags().BoolVar(&o.follow, "follow", false, "keep printing new events")
 	c.Flags().DurationVar(&o.poll, "poll", 100*time.Millisecond, "poll interval of --follow")
+	archiveFlag(c.Flags(), g)
 	return c
 }
 
@@ -157,6 +162,7 @@ func dumpWAL(ctx context.Context, dir string, o *walDumpOpts, w io.Writer) error
 	if err != nil {
 		return err
 	}
+	r.SetArchive(o.archive)
 	seq := r.Events(o.from)
 	if o.follow {
 		seq = r.Follow(ctx, o.from, o.poll)
@@ -250,6 +256,7 @@ func printStat(w io.Writer, st wal.StatReport) {
 		fmt.Fprint(w, ", bad bytes at the tail (a write in progress, or a torn tail the next open repairs)")
 	}
 	fmt.Fprintln(w)
+	printManifest(w, st.Manifest, st.Pending)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEGMENT\tBYTES\tFIRST\tLAST\tENTRIES")
 	for _, s := range st.Segments {
@@ -277,4 +284,23 @@ func writeJSONValue(w io.Writer, v any) error {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// printManifest says where a compacted log starts and where its removed
+// ranges went (nothing for a log never compacted).
+func printManifest(w io.Writer, m *wal.Manifest, pending []string) {
+	if m == nil {
+		return
+	}
+	fmt.Fprintf(w, "compacted: the log starts at seq %d (wal/MANIFEST, last compaction %s)\n", m.FirstSeq, time.UnixMilli(m.CompactedAt).UTC().Format(time.RFC3339))
+	for _, r := range m.Removed {
+		where := "deleted"
+		if r.Archive != "" {
+			where = "archived to " + r.Archive
+		}
+		fmt.Fprintf(w, "  seq %d..%d: %d segment(s), %d bytes, %s\n", r.First, r.Last, r.Segments, r.Bytes, where)
+	}
+	if len(pending) > 0 {
+		fmt.Fprintf(w, "  %d segment file(s) before seq %d await removal (the next open finishes the compaction): %s\n", len(pending), m.FirstSeq, strings.Join(pending, ", "))
+	}
 }

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cmlab/cmlab/compact"
+	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/wal"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// archiveFlag registers --archive DIR on a command that reads the log:
+// where the archived segments of a compacted log are when they are no
+// longer where wal/MANIFEST says.
+func archiveFlag(f *pflag.FlagSet, g *globalOpts) {
+	f.StringVar(&g.archive, "archive", "", "read a compacted log's archived segments from `DIR` (default: where wal/MANIFEST says)")
+}
+
+type compactOpts struct {
+	keepDays  int
+	keepBytes int64
+	dryRun    bool
+}
+
+// newCompactCmd builds 'cmlab compact'.
+func newCompactCmd(g *globalOpts) *cobra.Command {
+	o := &compactOpts{}
+	c := &cobra.Command{
+		Use:   "compact",
+		Short: "Archive or delete log segments no longer needed (retention)",
+		Long: `Remove whole segments from the front of the log: those whose every event lies
+before the oldest seq still needed and outside the keep policy. The oldest
+seq still needed is the minimum over the retention holders: the views'
+checkpoint, open steps, open terminal blocks, the 2-hour auto-resume window
+and the read models (request-id dedupe, Lab state, steps, terminal sessions
+and view rebuilds read the whole log until snapshots exist, so they hold
+everything against deletion; archived segments stay readable). The command
+prints every holder's answer.
+
+--archive DIR moves the segments there (fsynced) instead of deleting them;
+every reader (the daemon's start, rebuild, replay, trace, wal dump) reads
+them back through wal/MANIFEST, which names the first retained seq and where
+each removed range went. Without --archive nothing is removed today (the
+read models hold), and the output says so.
+
+A crash at any point leaves the log whole: the next open finishes or drops
+the compaction. ENOSPC removes nothing. With a daemon running, only
+--dry-run works here; let the daemon compact (cmlab serve --compact-keep-days
+N --compact-archive DIR) or stop it first.`,
+		Example: `  cmlab compact --dry-run
+  cmlab compact --keep-days 30 --archive /mnt/cold/cmlab-wal
+  cmlab compact --keep-bytes 1073741824 --archive ./wal-archive --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.keepDays < 0 || o.keepBytes < 0 {
+				return &usageError{msg: "--keep-days and --keep-bytes must not be negative"}
+			}
+			if o.keepDays > 0 && o.keepBytes > 0 {
+				return &usageError{msg: "--keep-days and --keep-bytes are exclusive"}
+			}
+			h, err := g.Home()
+			if err != nil {
+				return err
+			}
+			opts := compact.Options{Home: h, KeepDays: o.keepDays, KeepBytes: o.keepBytes, Archive: g.archive, DryRun: o.dryRun}
+			rep, err := runCompact(cmd.Context(), h, opts)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSONValue(g.stdout, rep)
+			}
+			printCompact(g.stdout, rep)
+			return nil
+		},
+	}
+	c.Flags().IntVar(&o.keepDays, "keep-days", 0, "keep segments holding events of the last N days")
+	c.Flags().Int64Var(&o.keepBytes, "keep-bytes", 0, "remove the oldest segments while the log holds more than N bytes")
+	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "say what would be removed; remove nothing")
+	c.Flags().StringVar(&g.archive, "archive", "", "move removed segments to `DIR` (fsynced) instead of deleting them")
+	return c
+}
+
+// runCompact compacts the home's log in this process (it takes the log's
+// lock); a dry run only reads the log, so it works beside a daemon.
+func runCompact(ctx context.Context, h home.Home, o compact.Options) (compact.Report, error) {
+	if o.DryRun {
+		src, err := compact.ReaderSource(h.WALDir())
+		if err != nil {
+			return compact.Report{}, err
+		}
+		return compact.Plan(ctx, src, o)
+	}
+	if info, err := labapi.ReadDaemonInfo(h); err == nil {
+		return compact.Report{}, fmt.Errorf("a daemon holds the log (pid %d at %s): stop it first, run with --dry-run, or let the daemon compact (cmlab serve --compact-keep-days N --compact-archive DIR)", info.Pid, info.Listen)
+	}
+	eng, err := engine.Open(ctx, engine.Options{Home: h})
+	if err != nil {
+		if errors.Is(err, wal.ErrLocked) {
+			return compact.Report{}, fmt.Errorf("%w (a daemon holds the log: stop it first, or run with --dry-run)", err)
+		}
+		return compact.Report{}, err
+	}
+	rep, err := compact.Run(ctx, eng.Log(), o)
+	if cerr := eng.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return rep, err
+}
+
+func printCompact(w io.Writer, rep compact.Report) {
+	fmt.Fprintf(w, "log: seq %d..%d, %d bytes\n", rep.FirstSeq, rep.LastSeq, rep.LogBytes)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOLDER\tNEEDS FROM SEQ\t")
+	for _, h := range rep.Holders {
+		seq := fmt.Sprint(h.Seq)
+		if h.Seq == 0 {
+			seq = "-"
+		}
+		note := ""
+		if h.Waived {
+			note = "(archived segments stay readable to it)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", h.Name, seq, note)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "oldest seq still needed: %d", rep.Needed)
+	if rep.HeldBy != "" {
+		fmt.Fprintf(w, " (%s)", rep.HeldBy)
+	}
+	fmt.Fprintf(w, "\npolicy: %s → keeps from seq %d\n", rep.Policy, rep.PolicySeq)
+	verb := "removed"
+	if rep.DryRun {
+		verb = "would remove"
+	}
+	switch {
+	case len(rep.Segments) == 0:
+		fmt.Fprintf(w, "nothing to remove: no segment lies wholly before seq %d", rep.Before)
+		if rep.Archive == "" && strings.HasPrefix(rep.HeldBy, "read models") {
+			fmt.Fprint(w, "; the read models need the whole log until snapshots exist: compact with --archive DIR, which keeps it readable")
+		}
+		fmt.Fprintln(w)
+	case rep.Archive != "":
+		fmt.Fprintf(w, "%s %d segment(s), %d bytes, to %s: the log starts at seq %d\n", verb, len(rep.Segments), rep.Bytes, rep.Archive, rep.NewFirstSeq)
+	default:
+		fmt.Fprintf(w, "%s %d segment(s), %d bytes (deleted): the log starts at seq %d\n", verb, len(rep.Segments), rep.Bytes, rep.NewFirstSeq)
+	}
+}
+
+// compactionStatus is the compaction part of 'cmlab status'.
+type compactionStatus struct {
+	LogBytes int64 `json:"logBytes"`
+	// ReclaimableBytes is what 'cmlab compact --archive DIR' would move now
+	// (deletion reclaims nothing until snapshots exist); -1 when unknown.
+	ReclaimableBytes int64  `json:"reclaimableBytes"`
+	FirstRetainedSeq uint64 `json:"firstRetainedSeq"`
+	// LastCompaction is the time of the last compaction (RFC 3339), "" if never.
+	LastCompaction string             `json:"lastCompaction,omitempty"`
+	Removed        []wal.RemovedRange `json:"removed,omitempty"`
+	Error          string             `json:"error,omitempty"`
+}
+
+// readCompactionStatus reads the log's compaction state without its lock.
+func readCompactionStatus(ctx context.Context, h home.Home) *compactionStatus {
+	st := &compactionStatus{ReclaimableBytes: -1, FirstRetainedSeq: 1}
+	m, err := wal.ReadManifest(h.WALDir())
+	if err != nil {
+		st.Error = err.Error()
+		return st
+	}
+	if m != nil {
+		st.FirstRetainedSeq = m.FirstSeq
+		st.LastCompaction = time.UnixMilli(m.CompactedAt).UTC().Format(time.RFC3339)
+		st.Removed = m.Removed
+	}
+	segs, err := wal.Segments(h.WALDir())
+	if err != nil {
+		st.Error = err.Error()
+		return st
+	}
+	for _, s := range segs {
+		st.LogBytes += s.Size
+	}
+	src, err := compact.ReaderSource(h.WALDir())
+	if err == nil {
+		var rep compact.Report
+		// Any archive makes the plan the one --archive would carry out.
+		if rep, err = compact.Plan(ctx, src, compact.Options{Home: h, Archive: "(status)", DryRun: true}); err == nil {
+			st.ReclaimableBytes = rep.Bytes
+		}
+	}
+	if err != nil {
+		st.Error = err.Error()
+	}
+	return st
+}
+
+// printCompactionStatus prints the status lines of st.
+func printCompactionStatus(w io.Writer, st *compactionStatus) {
+	reclaim := "unknown"
+	if st.ReclaimableBytes >= 0 {
+		reclaim = fmt.Sprintf("%d bytes reclaimable (cmlab compact --archive DIR)", st.ReclaimableBytes)
+	}
+	last := "never"
+	if st.LastCompaction != "" {
+		last = st.LastCompaction
+	}
+	fmt.Fprintf(w, "retention:   %d bytes retained from seq %d, %s; last compaction %s\n", st.LogBytes, st.FirstRetainedSeq, reclaim, last)
+	if st.Error != "" {
+		fmt.Fprintf(w, "             (%s)\n", st.Error)
+	}
+}
+
+// compactPolicyOpts are the flags of the daemon's compaction policy
+// (cmlab serve --compact-…).
+type compactPolicyOpts struct {
+	keepDays  int
+	keepBytes int64
+	archive   string
+	every     time.Duration
+}
+
+func (o *compactPolicyOpts) flags(f *pflag.FlagSet) {
+	f.IntVar(&o.keepDays, "compact-keep-days", 0, "compact the log every --compact-every, keeping N days (see cmlab compact)")
+	f.Int64Var(&o.keepBytes, "compact-keep-bytes", 0, "compact the log every --compact-every, keeping at most N bytes")
+	f.StringVar(&o.archive, "compact-archive", "", "compact the log every --compact-every, moving removed segments to `DIR`")
+	f.DurationVar(&o.every, "compact-every", time.Hour, "how often the compaction policy runs")
+}
+
+// policy is the compaction policy the flags ask for, nil for none.
+func (o *compactPolicyOpts) policy() (*compact.Options, error) {
+	if o.keepDays < 0 || o.keepBytes < 0 || (o.keepDays > 0 && o.keepBytes > 0) {
+		return nil, &usageError{msg: "--compact-keep-days and --compact-keep-bytes are exclusive and not negative"}
+	}
+	if o.every <= 0 {
+		return nil, &usageError{msg: "--compact-every must be positive"}
+	}
+	if o.keepDays == 0 && o.keepBytes == 0 && o.archive == "" {
+		return nil, nil
+	}
+	return &compact.Options{KeepDays: o.keepDays, KeepBytes: o.keepBytes, Archive: o.archive}, nil
+}

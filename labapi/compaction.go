@@ -1,0 +1,52 @@
+package labapi
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cmlab/cmlab/compact"
+	"github.com/cmlab/cmlab/engine"
+)
+
+// DefaultCompactEvery is how often the daemon's compaction policy runs.
+const DefaultCompactEvery = time.Hour
+
+// startCompaction runs the compaction policy o.Compaction on eng's log
+// every o.CompactEvery in a goroutine it owns; the returned function
+// stops it and waits for it (before the engine closes).
+func startCompaction(ctx context.Context, eng *engine.Engine, o DaemonOptions) (stop func()) {
+	every := o.CompactEvery
+	if every <= 0 {
+		every = DefaultCompactEvery
+	}
+	opts := *o.Compaction
+	opts.Home = o.Home
+	if opts.ResumeWindow <= 0 {
+		opts.ResumeWindow = o.Lookback
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		compact.Loop(ctx, eng.Log(), opts, every, func(rep compact.Report, err error) {
+			logCompaction(o.Logger, rep, err)
+		})
+	}()
+	return func() { cancel(); wg.Wait() }
+}
+
+func logCompaction(l *slog.Logger, rep compact.Report, err error) {
+	if err != nil {
+		l.Warn("compaction failed; retried at the next run", "err", err)
+		return
+	}
+	if len(rep.Segments) == 0 {
+		l.Debug("compaction: nothing to remove", "oldest_needed_seq", rep.Needed, "held_by", rep.HeldBy)
+		return
+	}
+	l.Info("compaction", "segments", len(rep.Segments), "bytes", rep.Bytes, "archive", rep.Archive,
+		"first_seq", rep.NewFirstSeq, "oldest_needed_seq", rep.Needed, "held_by", rep.HeldBy)
+}
