@@ -169,7 +169,7 @@ func Plan(ctx context.Context, src Source, o Options) (Report, error) {
 		}
 		hold := Hold{Name: h.Name, Seq: seq, Waived: h.ReadsArchive && o.Archive != ""}
 		rep.Holders = append(rep.Holders, hold)
-		if seq != 0 && !hold.Waived && seq < rep.Needed {
+		if seq != 0 && !hold.Waived && (seq < rep.Needed || seq == rep.Needed && rep.HeldBy == "") {
 			rep.Needed, rep.HeldBy = seq, h.Name
 		}
 	}

@@ -96,7 +96,7 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 	if err != nil {
 		return true, err
 	}
-	if len(segs) == 0 {
+	if len(segs) == 0 && (c.started || c.archive) {
 		return false, nil
 	}
 	if !c.started {
@@ -107,6 +107,9 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 				return true, err
 			}
 			base = m.firstSeq()
+			if m == nil && len(segs) == 0 {
+				return false, nil // a new log
+			}
 			if m != nil {
 				if _, segs = retainedSegments(segs, base); len(segs) == 0 || segs[0].First != base {
 					// The manifest names a segment that is not there.

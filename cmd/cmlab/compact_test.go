@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cmlab/cmlab/compact"
+	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/wal"
+)
+
+// compactHome builds a home of 1 KiB segments whose 120 events are three
+// hours old (outside the auto-resume window): 20 mandates planned and
+// completed (seq 1–40, projected into steps/steps.jsonl) and 80 fillers.
+func compactHome(t *testing.T) string {
+	t.Helper()
+	h := home.Home{Dir: t.TempDir()}
+	old := func() time.Time { return time.Now().Add(-3 * time.Hour) }
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h, SegmentSize: 1024, Now: old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 20 {
+		m := fmt.Sprintf("m%d", i)
+		for _, p := range []events.Payload{
+			&events.StepPlanned{MandateID: m, Steps: []events.PlannedStep{{StepID: "s1", Tool: "sh", ParamsHash: "sha256-1", IdemKey: m + "-k"}}},
+			&events.StepCompleted{MandateID: m, StepID: "s1", PostHash: "sha256-p", ResultHash: "sha256-r"},
+		} {
+			if _, err := eng.Append(ctx, events.MustNew(m, p)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range 80 {
+		if _, err := eng.Append(ctx, events.MustNew("filler", &events.WalSalvaged{LostSeq: uint64(i), Reason: strings.Repeat("f", 50)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return h.Dir
+}
+
+func TestCompactCLIArchiveKeepsEveryReaderWorking(t *testing.T) {
+	h := compactHome(t)
+	archive := filepath.Join(t.TempDir(), "archive")
+	code, out, errs := walCLI(t, "--home", h, "compact", "--dry-run")
+	if code != 0 || !strings.Contains(out, "nothing to remove") || !strings.Contains(out, "read models need the whole log") {
+		t.Fatalf("compact --dry-run without an archive: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = walCLI(t, "--home", h, "--json", "compact", "--archive", archive)
+	if code != 0 {
+		t.Fatalf("compact: exit %d: %s", code, errs)
+	}
+	var rep compact.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	// The checkpoint covers every event; nothing else holds: all but the tail goes.
+	segs, _ := wal.Segments(filepath.Join(h, "wal"))
+	if len(rep.Segments) == 0 || rep.Before != 121 || rep.NewFirstSeq != segs[0].First || len(segs) != 1 || rep.HeldBy != "checkpoint" {
+		t.Fatalf("report: %+v", rep)
+	}
+	first := rep.NewFirstSeq
+
+	code, out, errs = walCLI(t, "--home", h, "wal", "verify")
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("compacted: the log starts at seq %d", first)) || !strings.Contains(out, "archived to "+archive) {
+		t.Fatalf("wal verify: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, _ = walCLI(t, "--home", h, "wal", "dump", "--from", "1", "--to", "3")
+	if code != 0 || strings.Count(out, "\n") != 3 || !strings.Contains(out, `"seq":1,`) {
+		t.Fatalf("wal dump of archived seqs: exit %d\n%s", code, out)
+	}
+	code, out, errs = walCLI(t, "--home", h, "rebuild", "--check")
+	if code != 0 {
+		t.Fatalf("rebuild --check on a compacted log: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = walCLI(t, "--home", h, "trace", "m3")
+	if code != 0 || !strings.Contains(out, "step.planned") {
+		t.Fatalf("trace of an archived mandate: exit %d\n%s%s", code, out, errs)
+	}
+	into := filepath.Join(t.TempDir(), "at10")
+	if code, out, errs = walCLI(t, "--home", h, "replay", "--to", "10", "--into", into); code != 0 {
+		t.Fatalf("replay --to 10: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = walCLI(t, "--home", h, "--json", "status")
+	var st struct {
+		Compaction compactionStatus `json:"compaction"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status: %v\n%s%s", err, out, errs)
+	}
+	if c := st.Compaction; c.FirstRetainedSeq != first || c.LastCompaction == "" || c.ReclaimableBytes != 0 || c.LogBytes <= 0 || c.Error != "" {
+		t.Fatalf("status compaction: %+v", c)
+	}
+
+	// The archive moved: readers say how to get it back; --archive finds it.
+	moved := filepath.Join(t.TempDir(), "moved")
+	if err := os.Rename(archive, moved); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = walCLI(t, "--home", h, "wal", "dump", "--from", "1")
+	if code != exitError || !strings.Contains(errs, "restore the archive") || !strings.Contains(errs, "before the first retained seq") {
+		t.Fatalf("dump with the archive gone: exit %d\n%s", code, errs)
+	}
+	code, _, errs = walCLI(t, "--home", h, "replay", "--check")
+	if code != exitError || !strings.Contains(errs, "restore the archive") {
+		t.Fatalf("replay --check with the archive gone: exit %d\n%s", code, errs)
+	}
+	if code, _, errs = walCLI(t, "--home", h, "replay", "--check", "--archive", moved); code != 0 {
+		t.Fatalf("replay --check --archive: exit %d\n%s", code, errs)
+	}
+	if code, out, errs = walCLI(t, "--home", h, "wal", "dump", "--from", "1", "--archive", moved); code != 0 || strings.Count(out, "\n") != 120 {
+		t.Fatalf("dump --archive: exit %d (%d lines)\n%s", code, strings.Count(out, "\n"), errs)
+	}
+	// Reading from the first retained seq needs no archive.
+	if code, _, errs = walCLI(t, "--home", h, "wal", "dump", "--from", fmt.Sprint(first)); code != 0 {
+		t.Fatalf("dump from the first retained seq: exit %d\n%s", code, errs)
+	}
+}
+
+func TestCompactCLIManifestPastTheLogIsCorruption(t *testing.T) {
+	h := compactHome(t)
+	dir := filepath.Join(h, "wal")
+	if code, _, errs := walCLI(t, "--home", h, "compact", "--archive", filepath.Join(t.TempDir(), "a")); code != 0 {
+		t.Fatal(errs)
+	}
+	m, err := wal.ReadManifest(dir)
+	if err != nil || m == nil {
+		t.Fatal(m, err)
+	}
+	// Remove the retained head: the manifest now points at a missing segment.
+	segs, _ := wal.Segments(dir)
+	if err := os.Remove(filepath.Join(dir, segs[0].Name)); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := walCLI(t, "--home", h, "wal", "verify")
+	if code != exitCorrupt || !strings.Contains(out+errs, segs[0].Name) {
+		t.Fatalf("verify: exit %d\n%s%s", code, out, errs)
+	}
+	code, _, errs = walCLI(t, "--home", h, "wal", "dump", "--from", fmt.Sprint(m.FirstSeq))
+	if code != exitCorrupt || !strings.Contains(errs, segs[0].Name) {
+		t.Fatalf("dump: exit %d\n%s", code, errs)
+	}
+}
+
+func TestCompactCLIUsage(t *testing.T) {
+	h := t.TempDir()
+	for _, args := range [][]string{
+		{"compact", "--keep-days", "1", "--keep-bytes", "1"},
+		{"compact", "--keep-days", "-1"},
+		{"serve", "--compact-keep-days", "1", "--compact-keep-bytes", "5"},
+		{"serve", "--compact-every", "0s", "--compact-archive", "x"},
+	} {
+		if code, _, errs := walCLI(t, append([]string{"--home", h}, args...)...); code != exitUsage {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+	}
+}
