@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/wal"
 )
 
@@ -165,5 +167,72 @@ func TestCompactCLIUsage(t *testing.T) {
 		if code, _, errs := walCLI(t, append([]string{"--home", h}, args...)...); code != exitUsage {
 			t.Fatalf("%v: exit %d: %s", args, code, errs)
 		}
+	}
+}
+
+func TestDaemonCompactionPolicyAndRestartOnACompactedLog(t *testing.T) {
+	h := compactHome(t)
+	hh := home.Home{Dir: h}
+	archive := filepath.Join(t.TempDir(), "archive")
+	start := func(policy *compact.Options) (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		ready := make(chan labapi.DaemonInfo, 1)
+		exited := make(chan error, 1)
+		go func() {
+			exited <- labapi.RunDaemon(ctx, labapi.DaemonOptions{Home: hh, Listen: "127.0.0.1:0", Compaction: policy, CompactEvery: 20 * time.Millisecond,
+				Ready: func(info labapi.DaemonInfo) { ready <- info }})
+		}()
+		select {
+		case <-ready:
+		case err := <-exited:
+			cancel()
+			t.Fatalf("cmlab serve: %v", err)
+		case <-time.After(60 * time.Second):
+			cancel()
+			t.Fatal("cmlab serve did not start")
+		}
+		return func() {
+			cancel()
+			if err := <-exited; err != nil {
+				t.Errorf("cmlab serve: %v", err)
+			}
+		}
+	}
+	stop := start(&compact.Options{Archive: archive})
+	// The policy runs in the daemon: wait for its first compaction.
+	deadline := time.Now().Add(20 * time.Second)
+	var m *wal.Manifest
+	for time.Now().Before(deadline) {
+		if m, _ = wal.ReadManifest(hh.WALDir()); m != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if m == nil || m.FirstSeq <= 40 || m.Removed[0].Archive != archive {
+		t.Fatalf("the daemon's policy did not compact: %+v", m)
+	}
+	// Beside the daemon: a dry run plans, a compaction is refused.
+	if code, out, errs := walCLI(t, "--home", h, "compact", "--dry-run", "--archive", archive); code != 0 || !strings.Contains(out, "oldest seq still needed") {
+		t.Fatalf("dry run beside the daemon: exit %d\n%s%s", code, out, errs)
+	}
+	if code, _, errs := walCLI(t, "--home", h, "compact", "--archive", archive); code != exitError || !strings.Contains(errs, "a daemon holds the log") {
+		t.Fatalf("compact beside the daemon: exit %d\n%s", code, errs)
+	}
+	stop()
+	// A restart replays the whole history into its read models, the
+	// archived part from the archive.
+	stop = start(nil)
+	stop()
+	if code, out, errs := walCLI(t, "--home", h, "wal", "verify"); code != 0 {
+		t.Fatalf("verify: exit %d\n%s%s", code, out, errs)
+	}
+	// Without its archive the daemon cannot rebuild its read models, and says why.
+	if err := os.Rename(archive, archive+".gone"); err != nil {
+		t.Fatal(err)
+	}
+	err := labapi.RunDaemon(context.Background(), labapi.DaemonOptions{Home: hh, Listen: "127.0.0.1:0",
+		Ready: func(labapi.DaemonInfo) { t.Error("the daemon started without its archive") }})
+	if !errors.Is(err, wal.ErrCompacted) || !strings.Contains(err.Error(), "restore the archive") {
+		t.Fatalf("daemon start without the archive: %v", err)
 	}
 }
