@@ -60,8 +60,8 @@
 // earlier Open failed or died writing (the segment ends at the cut, or
 // the half-written event is the torn tail cut now) is recorded by the
 // next Open, before its own. Damage anywhere else — a log whose first segment
-// does not start at sequence 1 included, since cmlab never cuts the front
-// of its log — is corruption of acknowledged data: Open refuses with a
+// does not start at sequence 1 (or, compacted, at the first retained seq
+// of its manifest) included — is corruption of acknowledged data: Open refuses with a
 // *CorruptError (wrapping ErrCorrupt) naming segment, byte offset and
 // sequence, and changes nothing. Salvage is the operator's explicit way
 // past it: every intact entry kept byte for byte, damaged bytes
@@ -69,6 +69,47 @@
 // its own seq. Open also refuses, changing nothing, a directory holding a
 // tidwall/wal truncation marker (<seq>.START, <seq>.END), for which
 // tidwall would delete segments.
+//
+// # Compaction
+//
+// Log.Compact (compact.go) removes whole segments from the front of the
+// log — every segment whose entries all lie before a given seq, never the
+// tail — moving them to an archive directory or deleting them; package
+// compact decides how far. wal/MANIFEST records it (manifest.go), JSON
+// replaced atomically (.MANIFEST.tmp, fsync, rename, directory fsync):
+//
+//	{"version":1,
+//	 "first_seq":4711,                  the first retained seq: wal/ starts with segment 00000000000000004711
+//	 "removed":[{"first":1,"last":4710, a removed range (contiguous from 1, in order, ending at first_seq-1;
+//	             "segments":3,            adjacent ranges with the same fate are merged)
+//	             "bytes":12582912,
+//	             "archive":"/abs/dir",    where its segment files went; absent: deleted
+//	             "at":1764000000000}],    unix ms of the compaction that removed it last
+//	 "compacted_at":1764000000000,       unix ms of the last compaction
+//	 "sum":123456}                       CRC-32C (Castagnoli) of the same JSON with sum 0
+//
+// Order: copy each segment to the archive (tmp, fsync, rename; then the
+// archive directory is fsynced) → write the manifest → remove the segment
+// files → fsync the log directory. Before the manifest is durable nothing
+// was removed; after it, segment files before first_seq ("pending") are
+// no part of the log: readers skip them and the next Open or Compact
+// removes them, for an archived range only once the archive holds an
+// identical copy (made then if missing). A manifest that does not parse
+// or fails its sum, or whose first_seq has no segment starting exactly
+// there (past the log, inside a segment, or a missing retained head), is
+// corruption: Open refuses naming the segment, and nothing is removed.
+// A log without a manifest whose first segment is not 1 is still missing
+// entries. ENOSPC while copying or writing the manifest removes nothing.
+// tidwall/wal's TruncateFront is not used: it rewrites a segment through
+// a <seq>.START marker, which Open keeps refusing.
+//
+// Readers (Log.Events, Reader, Verify, Stat, Salvage) start a compacted
+// log at first_seq. Events and Reader read the sequences before it from
+// the archive the manifest names (Options.Archive / Reader.SetArchive
+// point elsewhere, for a moved archive); a deleted range, or an archive
+// lacking a segment, is a *CompactedError (ErrCompacted, not ErrCorrupt)
+// whose message says how to restore the archive. Log.Read and FirstSeq
+// know the retained log only.
 //
 // # Reading
 //

@@ -14,24 +14,9 @@ import (
 )
 
 // The compaction manifest, wal/MANIFEST, is what lets a log start at a
-// sequence other than 1. Without it a log whose first segment is not
-// 00000000000000000001 is missing acknowledged entries (corrupt, exit 3);
-// with it the log starts at FirstSeq and the sequences before it were
-// removed on purpose, each range either moved to an archive directory or
-// deleted. It is JSON, replaced atomically (.MANIFEST.tmp, fsync, rename,
-// directory fsync):
-//
-//	{"version":1,
-//	 "first_seq":4711,                 first retained seq: wal/ starts with segment 00000000000000004711
-//	 "removed":[{"first":1,"last":4710,"segments":3,"bytes":12582912,
-//	             "archive":"/abs/dir",  where the segment files went ("" or absent: deleted)
-//	             "at":1764000000000}],  unix ms of the compaction that removed them
-//	 "compacted_at":1764000000000,      unix ms of the last compaction
-//	 "sum":123456}                      CRC-32C (Castagnoli) of the same JSON with sum 0
-//
-// Removed ranges are contiguous, in order, and end at first_seq-1;
-// adjacent ranges with the same fate are merged. tidwall/wal ignores the
-// name (it is not 20 digits), and so does the segment scanner.
+// sequence other than 1: its format and rules are in doc.go
+// ("Compaction"). tidwall/wal ignores the name (it is not 20 digits), and
+// so does the segment scanner.
 
 // manifestName is the manifest file in the log directory.
 const manifestName = "MANIFEST"

@@ -24,8 +24,9 @@ import (
 // A segment holds consecutive sequences; the next segment's name is the
 // sequence after this segment's last entry. tidwall/wal also knows
 // ".START"/".END" files from its truncation; cmlab never truncates through
-// tidwall, so the scanner ignores such names (and every other non-20-digit
-// name), and Open refuses a log holding a marker (see truncationMarkers).
+// tidwall (compaction removes whole segments, see compact.go), so the
+// scanner ignores such names (and every other non-20-digit name, MANIFEST
+// included), and Open refuses a log holding a marker (see truncationMarkers).
 
 // segmentNameLen is the length of a segment file name.
 const segmentNameLen = 20
@@ -80,8 +81,8 @@ func listSegments(dir string) ([]segmentFile, error) {
 // takes for the markers of an interrupted truncation (its rule: the
 // 20-digit index of a segment, then ".START" or ".END"). It acts on them
 // by deleting segments — every one before a START, every one after an
-// END — so Open refuses a log holding one: cmlab never truncates, a
-// marker there is not cmlab's.
+// END — so Open refuses a log holding one: cmlab never truncates through
+// tidwall, a marker there is not cmlab's.
 func truncationMarkers(dir string) ([]string, error) {
 	des, err := os.ReadDir(dir)
 	if err != nil {

@@ -37,13 +37,13 @@ func withCode(code int, err error) error { return &exitCodeError{code: code, err
 
 // globalOpts are the flags every command takes.
 type globalOpts struct {
-	home   string
-	json   bool
+	home string
+	json bool
 	// archive: --archive DIR of the commands that read the log (replay,
 	// trace, rebuild, wal dump) and of compact (see archiveFlag).
 	archive string
-	stdout io.Writer
-	stderr io.Writer
+	stdout  io.Writer
+	stderr  io.Writer
 }
 
 // Home resolves --home, $CMLAB_HOME, ~/.cm.
