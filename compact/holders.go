@@ -170,7 +170,8 @@ func DefaultHolders(h home.Home, sc *Scan) []RetentionHolder {
 		{Name: "open steps", OldestNeededSeq: fixed(sc.OpenSteps)},
 		{Name: "open terminal blocks", OldestNeededSeq: fixed(sc.OpenBlocks)},
 		{Name: "auto-resume window", OldestNeededSeq: fixed(sc.FirstInWindow)},
-		{Name: "read models (request-id dedupe, Lab state, steps, terminal sessions and view rebuilds read the whole log until snapshots exist)",
-			OldestNeededSeq: fixed(1), ReadsArchive: true},
+		// Request-id dedupe, Lab state, steps, terminal sessions and view
+		// rebuilds read the whole log until snapshots exist.
+		{Name: "read models", OldestNeededSeq: fixed(1), ReadsArchive: true},
 	}
 }

@@ -47,6 +47,9 @@ type DaemonOptions struct {
 	// CompactEvery (default DefaultCompactEvery) on its log (compaction.go).
 	Compaction   *compact.Options
 	CompactEvery time.Duration
+	// SegmentSize of the log (default wal's 4 MiB); small segments let a
+	// test compact a small log.
+	SegmentSize int
 
 	onServer  func(*Server)           // benchmarks: the server once built
 	onResumer func(*recovery.Resumer) // tests: start-up auto-resume
@@ -119,7 +122,7 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 	if err != nil {
 		return fmt.Errorf("operator token: %w", err)
 	}
-	eng, err := engine.Open(ctx, engine.Options{Home: served, ReadOnly: o.ReadOnly, FeedbackSweep: feedbackSweep})
+	eng, err := engine.Open(ctx, engine.Options{Home: served, ReadOnly: o.ReadOnly, FeedbackSweep: feedbackSweep, SegmentSize: o.SegmentSize})
 	if err != nil {
 		return err
 	}

@@ -100,8 +100,8 @@ func TestCompactArchiveKeepsTheLogReadable(t *testing.T) {
 	if got := seqsOf(t, r.Events(5)); !slices.Equal(got, seqRange(5, 60)) {
 		t.Fatalf("Reader.Events(5) = %v", got)
 	}
-	if _, err := l.Read(1); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("Read(1) after compaction: %v", err)
+	if ev, err := l.Read(1); err != nil || ev.ID != evs[0].ID {
+		t.Fatalf("Read(1) after compaction (from the archive): %v, %v", ev, err)
 	}
 	rep, err := Verify(dir)
 	if err != nil || rep.First != res.NewFirstSeq || rep.Last != 60 || rep.Manifest == nil || len(rep.Pending) != 0 {
@@ -157,6 +157,9 @@ func TestCompactDeleteRefusesEarlierSeqs(t *testing.T) {
 	}
 	if ce == nil || ce.Seq != 1 || ce.FirstSeq != res.NewFirstSeq || ce.Range.Archive != "" {
 		t.Fatalf("CompactedError %+v", ce)
+	}
+	if _, err := l.Read(2); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("Read(2) of a deleted range: %v", err)
 	}
 	if got := seqsOf(t, l.Events(res.NewFirstSeq)); !slices.Equal(got, seqRange(res.NewFirstSeq, 40)) {
 		t.Fatalf("Events(first) = %v", got)

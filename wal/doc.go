@@ -108,8 +108,8 @@
 // the archive the manifest names (Options.Archive / Reader.SetArchive
 // point elsewhere, for a moved archive); a deleted range, or an archive
 // lacking a segment, is a *CompactedError (ErrCompacted, not ErrCorrupt)
-// whose message says how to restore the archive. Log.Read and FirstSeq
-// know the retained log only.
+// whose message says how to restore the archive. Log.Read does the
+// same; FirstSeq is the first retained seq.
 //
 // # Reading
 //

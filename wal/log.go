@@ -750,10 +750,24 @@ func (l *Log) setFailed(err error) {
 	l.hasFailed.Store(true)
 }
 
-// Read returns the event at seq.
+// Read returns the event at seq. A seq before the first retained one of
+// a compacted log is read from its archive (see Options.Archive), or is a
+// *CompactedError.
 func (l *Log) Read(seq uint64) (*events.Event, error) {
-	if seq == 0 || seq > l.LastSeq() || seq < l.FirstSeq() {
+	if seq == 0 || seq > l.LastSeq() {
 		return nil, fmt.Errorf("%w: seq %d", ErrNotFound, seq)
+	}
+	if seq < l.FirstSeq() {
+		var out *events.Event
+		var rerr error
+		readEvents(l.opts.Dir, l.opts.Archive, seq, seq, func(ev *events.Event, err error) bool {
+			out, rerr = ev, err
+			return false
+		})
+		if rerr == nil && out == nil {
+			rerr = fmt.Errorf("%w: seq %d", ErrNotFound, seq)
+		}
+		return out, rerr
 	}
 	l.readMu.Lock()
 	b, err := l.tw.Read(seq)

@@ -26,9 +26,10 @@ func archiveFlag(f *pflag.FlagSet, g *globalOpts) {
 }
 
 type compactOpts struct {
-	keepDays  int
-	keepBytes int64
-	dryRun    bool
+	keepDays     int
+	keepBytes    int64
+	dryRun       bool
+	resumeWindow time.Duration
 }
 
 // newCompactCmd builds 'cmlab compact'.
@@ -71,7 +72,10 @@ N --compact-archive DIR) or stop it first.`,
 			if err != nil {
 				return err
 			}
-			opts := compact.Options{Home: h, KeepDays: o.keepDays, KeepBytes: o.keepBytes, Archive: g.archive, DryRun: o.dryRun}
+			if o.resumeWindow <= 0 {
+				return &usageError{msg: "--resume-window must be positive"}
+			}
+			opts := compact.Options{Home: h, KeepDays: o.keepDays, KeepBytes: o.keepBytes, Archive: g.archive, DryRun: o.dryRun, ResumeWindow: o.resumeWindow}
 			rep, err := runCompact(cmd.Context(), h, opts)
 			if err != nil {
 				return err
@@ -86,6 +90,7 @@ N --compact-archive DIR) or stop it first.`,
 	c.Flags().IntVar(&o.keepDays, "keep-days", 0, "keep segments holding events of the last N days")
 	c.Flags().Int64Var(&o.keepBytes, "keep-bytes", 0, "remove the oldest segments while the log holds more than N bytes")
 	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "say what would be removed; remove nothing")
+	c.Flags().DurationVar(&o.resumeWindow, "resume-window", compact.DefaultResumeWindow, "keep the events of this auto-resume window (match cmlab serve --lookback)")
 	c.Flags().StringVar(&g.archive, "archive", "", "move removed segments to `DIR` (fsynced) instead of deleting them")
 	return c
 }
@@ -127,8 +132,11 @@ func printCompact(w io.Writer, rep compact.Report) {
 			seq = "-"
 		}
 		note := ""
+		if h.Name == "read models" {
+			note = "(dedupe, Lab state, steps, terminal sessions, view rebuilds: the whole log until snapshots exist)"
+		}
 		if h.Waived {
-			note = "(archived segments stay readable to it)"
+			note += " waived: archived segments stay readable"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", h.Name, seq, note)
 	}
@@ -223,10 +231,11 @@ func printCompactionStatus(w io.Writer, st *compactionStatus) {
 // compactPolicyOpts are the flags of the daemon's compaction policy
 // (cmlab serve --compact-…).
 type compactPolicyOpts struct {
-	keepDays  int
-	keepBytes int64
-	archive   string
-	every     time.Duration
+	keepDays    int
+	keepBytes   int64
+	archive     string
+	every       time.Duration
+	segmentSize int
 }
 
 func (o *compactPolicyOpts) flags(f *pflag.FlagSet) {
@@ -234,6 +243,7 @@ func (o *compactPolicyOpts) flags(f *pflag.FlagSet) {
 	f.Int64Var(&o.keepBytes, "compact-keep-bytes", 0, "compact the log every --compact-every, keeping at most N bytes")
 	f.StringVar(&o.archive, "compact-archive", "", "compact the log every --compact-every, moving removed segments to `DIR`")
 	f.DurationVar(&o.every, "compact-every", time.Hour, "how often the compaction policy runs")
+	f.IntVar(&o.segmentSize, "segment-size", 0, "size of new log segments in bytes (default 4 MiB; the unit compaction removes)")
 }
 
 // policy is the compaction policy the flags ask for, nil for none.
@@ -243,6 +253,9 @@ func (o *compactPolicyOpts) policy() (*compact.Options, error) {
 	}
 	if o.every <= 0 {
 		return nil, &usageError{msg: "--compact-every must be positive"}
+	}
+	if o.segmentSize < 0 {
+		return nil, &usageError{msg: "--segment-size must not be negative"}
 	}
 	if o.keepDays == 0 && o.keepBytes == 0 && o.archive == "" {
 		return nil, nil

@@ -101,7 +101,7 @@ the views and remove state/daemon.json.`,
 			return labapi.RunDaemon(ctx, labapi.DaemonOptions{
 				Home: h, Listen: o.listen, AllowRemote: o.allowRemote, AllowRoots: o.allowRoots, Task: task,
 				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui,
-				Compaction: policy, CompactEvery: o.compact.every,
+				Compaction: policy, CompactEvery: o.compact.every, SegmentSize: o.compact.segmentSize,
 				Ready: func(info labapi.DaemonInfo) {
 					if g.json {
 						labPrintJSON(g, info)

@@ -24,6 +24,7 @@ type tortureOpts struct {
 	verbose    bool
 	corruption bool
 	sample     int
+	compact    bool
 }
 
 // newTortureCmd builds 'cmlab torture': the crash loop of package
@@ -61,7 +62,7 @@ refuse mid-log damage, salvage must keep every intact event.`,
 			defer stop()
 			opts := torture.Options{
 				Binary: bin, Rounds: o.rounds, Duration: o.duration, Seed: o.seed, Keep: o.keep,
-				Workers: o.workers, MinLoad: o.minLoad, MaxLoad: o.maxLoad, Dir: o.dir, Out: g.stdout,
+				Workers: o.workers, MinLoad: o.minLoad, MaxLoad: o.maxLoad, Dir: o.dir, Out: g.stdout, Compact: o.compact,
 			}
 			if o.corruption {
 				_, err := torture.RunCorruption(ctx, torture.CorruptionOptions{Dir: o.dir, Sample: o.sample, Seed: o.seed, Out: g.stdout})
@@ -95,5 +96,6 @@ refuse mid-log damage, salvage must keep every intact event.`,
 	f.BoolVar(&o.verbose, "verbose", false, "copy the daemons' output to stderr")
 	f.BoolVar(&o.corruption, "corruption", false, "run the corruption campaign instead: every byte flip and truncation point of the last two segments of a generated log")
 	f.IntVar(&o.sample, "sample", 0, "with --corruption: try this many random cases of each kind (0: all)")
+	f.BoolVar(&o.compact, "compact", false, "compact the log (cmlab compact --archive, 8 KiB segments) after every kill, before the restart")
 	return c
 }

@@ -35,8 +35,8 @@ type daemonInfo struct {
 
 // startDaemon runs bin serve on homeDir and waits until it answers
 // /api/health with its own pid in state/daemon.json.
-func startDaemon(ctx context.Context, bin, homeDir string, allowRoots []string, logTo io.Writer) (*daemon, error) {
-	args := []string{"serve", "--home", homeDir, "--listen", "127.0.0.1:0"}
+func startDaemon(ctx context.Context, bin, homeDir string, allowRoots []string, logTo io.Writer, extra ...string) (*daemon, error) {
+	args := append([]string{"serve", "--home", homeDir, "--listen", "127.0.0.1:0"}, extra...)
 	for _, r := range allowRoots {
 		args = append(args, "--allow-root", r)
 	}

@@ -2,11 +2,13 @@ package torture
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -44,6 +46,12 @@ type Options struct {
 	Out io.Writer
 	// DaemonLog, when set, receives the daemons' output.
 	DaemonLog io.Writer
+	// Compact adds a compaction to every round: the daemon writes 8 KiB
+	// segments, and after each SIGKILL, before the restart, `cmlab compact
+	// --archive` (with a 1 ms resume window) moves every segment no holder
+	// needs to an archive; the restart and every check then run on the
+	// compacted log.
+	Compact bool
 }
 
 // RoundStat is one line of the summary table.
@@ -64,6 +72,7 @@ type RoundStat struct {
 	Restart   time.Duration
 	Check     time.Duration
 	Violation int
+	Compacted int // segments compaction moved to the archive before the restart
 }
 
 // Summary is the outcome of Run.
@@ -142,7 +151,11 @@ type harness struct {
 }
 
 func (h *harness) start(ctx context.Context) error {
-	d, err := startDaemon(ctx, h.opts.Binary, h.home, []string{h.env.runsRoot}, h.opts.DaemonLog)
+	var extra []string
+	if h.opts.Compact {
+		extra = []string{"--segment-size", "8192"}
+	}
+	d, err := startDaemon(ctx, h.opts.Binary, h.home, []string{h.env.runsRoot}, h.opts.DaemonLog, extra...)
 	if err != nil {
 		return err
 	}
@@ -234,6 +247,9 @@ func (h *harness) round(ctx context.Context, round int) (RoundStat, error) {
 	}
 	c.mu.Unlock()
 
+	if h.opts.Compact {
+		st.Compacted = h.compact(ctx, round)
+	}
 	t0 := time.Now()
 	if err := h.start(ctx); err != nil {
 		return st, fmt.Errorf("round %d: restart after SIGKILL: %w", round, err)
@@ -259,8 +275,8 @@ func (h *harness) round(ctx context.Context, round int) (RoundStat, error) {
 	st.Events = h.l.sse.events - events0
 	st.Violation = len(h.l.violations) - nViol
 	h.l.mu.Unlock()
-	fmt.Fprintf(h.opts.Out, "round %d: load %v, acked fb=%d imp=%d sub=%d, unknown %d, walIndex %d, violations %d\n",
-		round, st.Load.Round(time.Millisecond), st.Feedback, st.Imports, st.Submits, st.Unknown, st.WalIndex, st.Violation)
+	fmt.Fprintf(h.opts.Out, "round %d: load %v, acked fb=%d imp=%d sub=%d, unknown %d, walIndex %d, compacted %d segments, violations %d\n",
+		round, st.Load.Round(time.Millisecond), st.Feedback, st.Imports, st.Submits, st.Unknown, st.WalIndex, st.Compacted, st.Violation)
 	return st, nil
 }
 
@@ -317,4 +333,28 @@ func (h *harness) scanDaemonLog(d *daemon, round int) {
 			h.l.violate("round %d: the daemon printed %q:\n%s", round, sign, tail(out[i:], 3000))
 		}
 	}
+}
+
+// compact runs `cmlab compact --archive` on the home of the killed daemon
+// (Options.Compact) and returns how many segments it archived; a failure
+// is a violation.
+func (h *harness) compact(ctx context.Context, round int) int {
+	cmd := exec.CommandContext(ctx, h.opts.Binary, "compact", "--home", h.home, "--archive", filepath.Join(h.root, "archive"),
+		"--resume-window", "1ms", "--json")
+	out, err := cmd.Output()
+	if err != nil {
+		msg := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			msg = string(ee.Stderr)
+		}
+		h.l.violate("round %d: cmlab compact after the kill: %v\n%s", round, err, tail(msg, 1500))
+		return 0
+	}
+	var rep struct {
+		Segments []json.RawMessage `json:"segments"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		h.l.violate("round %d: cmlab compact --json: %v", round, err)
+	}
+	return len(rep.Segments)
 }

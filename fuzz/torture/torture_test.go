@@ -67,3 +67,34 @@ func TestTortureRounds(t *testing.T) {
 		}
 	}
 }
+
+// TestTortureCompactRounds runs the crash loop with a compaction after
+// every kill (Options.Compact): every check then runs on a log whose
+// front lies in the archive.
+func TestTortureCompactRounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and crash-loops a daemon")
+	}
+	bin := buildCmlab(t)
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sum, err := Run(ctx, Options{
+		Binary: bin, Rounds: 3, Seed: 20261125, Dir: t.TempDir(), Out: &out, Compact: true,
+		Workers: 3, MinLoad: 300 * time.Millisecond, MaxLoad: 900 * time.Millisecond,
+	})
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatalf("torture: %v", err)
+	}
+	compacted := 0
+	for _, r := range sum.Rounds {
+		compacted += r.Compacted
+	}
+	if len(sum.Rounds) != 3 || compacted == 0 {
+		t.Fatalf("%d rounds compacted %d segments, want 3 rounds and some segments", len(sum.Rounds), compacted)
+	}
+	if !strings.Contains(out.String(), "seed 20261125: 3 rounds, 0 violations") {
+		t.Fatalf("summary line missing:\n%s", out.String())
+	}
+}
