@@ -400,3 +400,34 @@ func mustOpenReader(t *testing.T, dir string) *Reader {
 	}
 	return r
 }
+
+func TestSalvageRecreatesAMissingRetainedHead(t *testing.T) {
+	l, evs := compactLog(t, 60, Options{})
+	dir := l.Dir()
+	res, err := l.Compact(context.Background(), CompactOptions{Before: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	segs := segmentNames(t, dir)
+	os.Remove(filepath.Join(dir, segs[0]))
+	rep, err := Salvage(dir, filepath.Join(filepath.Dir(dir), "quarantine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _ := listSegments(dir)
+	if len(rep.Rewritten) != 1 || rep.Rewritten[0] != segmentName(res.NewFirstSeq) || rep.Lost[0].Seq != res.NewFirstSeq {
+		t.Fatalf("salvage %+v (segments now %v)", rep, second)
+	}
+	l2 := openT(t, Options{Dir: dir, SegmentSize: 1024})
+	if l2.FirstSeq() != res.NewFirstSeq || l2.LastSeq() != 60 {
+		t.Fatalf("after salvage: first %d last %d", l2.FirstSeq(), l2.LastSeq())
+	}
+	ev, err := l2.Read(res.NewFirstSeq)
+	if err != nil || ev.Type != events.TypeWalSalvaged {
+		t.Fatalf("head after salvage: %v %v", ev, err)
+	}
+	if ev, err := l2.Read(60); err != nil || ev.ID != evs[59].ID {
+		t.Fatalf("tail after salvage: %v %v", ev, err)
+	}
+}
