@@ -122,6 +122,23 @@ func TestCompactCLIArchiveKeepsEveryReaderWorking(t *testing.T) {
 	if code, _, errs = walCLI(t, "--home", h, "replay", "--check", "--archive", moved); code != 0 {
 		t.Fatalf("replay --check --archive: exit %d\n%s", code, errs)
 	}
+	for _, args := range [][]string{
+		{"trace", "m3"},
+		{"replay", "--to", "10", "--into", filepath.Join(t.TempDir(), "r")},
+		{"rebuild", "--into", filepath.Join(t.TempDir(), "b")},
+	} {
+		code, _, errs = walCLI(t, append([]string{"--home", h}, args...)...)
+		if code != exitError || !strings.Contains(errs, "restore the archive") {
+			t.Fatalf("%v with the archive gone: exit %d\n%s", args, code, errs)
+		}
+		args[len(args)-1] += "2"
+		if args[0] == "trace" {
+			args[len(args)-1] = "m3"
+		}
+		if code, _, errs = walCLI(t, append([]string{"--home", h, "--archive", moved}, args...)...); code != 0 {
+			t.Fatalf("%v --archive: exit %d\n%s", args, code, errs)
+		}
+	}
 	if code, out, errs = walCLI(t, "--home", h, "wal", "dump", "--from", "1", "--archive", moved); code != 0 || strings.Count(out, "\n") != 120 {
 		t.Fatalf("dump --archive: exit %d (%d lines)\n%s", code, strings.Count(out, "\n"), errs)
 	}
