@@ -247,8 +247,13 @@ func archiveSegment(dir, archive, name string, noSync bool, write func() error) 
 		return err
 	}
 	dst := filepath.Join(archive, name)
-	if have, err := os.ReadFile(dst); err == nil && bytes.Equal(have, b) {
-		return nil
+	if have, err := os.ReadFile(dst); err == nil {
+		if bytes.Equal(have, b) {
+			return nil // copied by an earlier, interrupted run
+		}
+		// Copies are renamed into place whole: a different file is
+		// another log's (two homes sharing one archive directory).
+		return fmt.Errorf("%w: %s already holds a different %s (another log's archive?)", ErrBadArchive, archive, name)
 	}
 	if write != nil {
 		if err := write(); err != nil {

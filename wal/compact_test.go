@@ -8,6 +8,7 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cmlab/cmlab/events"
 )
@@ -429,5 +430,28 @@ func TestSalvageRecreatesAMissingRetainedHead(t *testing.T) {
 	}
 	if ev, err := l2.Read(60); err != nil || ev.ID != evs[59].ID {
 		t.Fatalf("tail after salvage: %v %v", ev, err)
+	}
+}
+
+func TestArchiveOfAnotherLogIsNeverOverwritten(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "shared")
+	a, _ := compactLog(t, 40, Options{})
+	if _, err := a.Compact(context.Background(), CompactOptions{Before: 30, Archive: archive}); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, archive)
+	b, _ := compactLog(t, 40, Options{Now: func() time.Time { return fixedNow().Add(time.Hour) }})
+	_, err := b.Compact(context.Background(), CompactOptions{Before: 30, Archive: archive})
+	if !errors.Is(err, ErrBadArchive) || b.FirstSeq() != 1 {
+		t.Fatalf("second log into the same archive: %v (first %d)", err, b.FirstSeq())
+	}
+	after := snapshot(t, archive)
+	for name, data := range before {
+		if string(after[name]) != string(data) {
+			t.Fatalf("%s of the first log's archive was overwritten", name)
+		}
+	}
+	if got := seqsOf(t, a.Events(1)); !slices.Equal(got, seqRange(1, 40)) {
+		t.Fatalf("first log after the refused compaction: %v", got)
 	}
 }
