@@ -53,5 +53,6 @@
 // nothing and says why.
 //
 // Loop runs a policy periodically for the daemon (cmlab serve
-// --compact-keep-days / --compact-keep-bytes / --compact-archive).
+// --compact-keep-days / --compact-keep-bytes / --compact-archive /
+// --compact-every, default hourly), in a goroutine the daemon owns.
 package compact
