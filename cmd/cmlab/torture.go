@@ -96,6 +96,6 @@ refuse mid-log damage, salvage must keep every intact event.`,
 	f.BoolVar(&o.verbose, "verbose", false, "copy the daemons' output to stderr")
 	f.BoolVar(&o.corruption, "corruption", false, "run the corruption campaign instead: every byte flip and truncation point of the last two segments of a generated log")
 	f.IntVar(&o.sample, "sample", 0, "with --corruption: try this many random cases of each kind (0: all)")
-	f.BoolVar(&o.compact, "compact", false, "compact the log (cmlab compact --archive, 8 KiB segments) after every kill, before the restart")
+	f.BoolVar(&o.compact, "compact", false, "compact the log: 8 KiB segments, the daemon's policy every 100 ms, and cmlab compact --archive after every kill")
 	return c
 }
