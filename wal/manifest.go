@@ -212,7 +212,7 @@ func (e *CompactedError) Error() string {
 	}
 	fmt.Fprintf(&b, "archived to %s", e.Range.Archive)
 	if e.Missing != "" {
-		fmt.Fprintf(&b, ", but %s holds no segment %s", e.Archive, e.Missing)
+		fmt.Fprintf(&b, ", but %s lacks %s", e.Archive, e.Missing)
 	}
 	if e.Cause != nil {
 		fmt.Fprintf(&b, " (%v)", e.Cause)
