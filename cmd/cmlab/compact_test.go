@@ -24,7 +24,7 @@ import (
 // completed (seq 1–40, projected into steps/steps.jsonl) and 80 fillers.
 func compactHome(t *testing.T) string {
 	t.Helper()
-	h := home.Home{Dir: t.TempDir()}
+	h := home.Home{Dir: privateDir(t)}
 	old := func() time.Time { return time.Now().Add(-3 * time.Hour) }
 	eng, err := engine.Open(context.Background(), engine.Options{Home: h, SegmentSize: 1024, Now: old})
 	if err != nil {
