@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cmlab/cmlab/steps"
 	"reflect"
 	"slices"
 	"testing"
 
 	"github.com/cmlab/cmlab/pty"
-	"github.com/cmlab/cmlab/recovery"
 )
 
 const testNonce = "n0nce42"
@@ -149,9 +149,9 @@ func FuzzMandate(f *testing.F) {
 	f.Add([]byte(`{"id":"m","steps":[{"id":"a","argv":["x"]}]} {}`))
 	f.Add([]byte(`{"id":"m","steps":[{"id":"a","argv":["x"],"env":["1BAD"]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := recovery.ParseMandate(b)
+		m, err := steps.ParseMandate(b)
 		if err != nil {
-			if !errors.Is(err, recovery.ErrInvalidMandate) {
+			if !errors.Is(err, steps.ErrInvalidMandate) {
 				t.Fatalf("refusal does not wrap ErrInvalidMandate: %v", err)
 			}
 			return
@@ -173,7 +173,7 @@ func FuzzMandate(f *testing.F) {
 		if err != nil {
 			t.Fatalf("accepted mandate does not encode: %v", err)
 		}
-		m2, err := recovery.ParseMandate(re)
+		m2, err := steps.ParseMandate(re)
 		if err != nil {
 			t.Fatalf("re-encoded mandate refused: %v\n%s", err, re)
 		}

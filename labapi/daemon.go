@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cmlab/cmlab/steps"
 	"log/slog"
 	"net"
 	"net/http"
@@ -131,17 +132,23 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 			err = fmt.Errorf("closing engine: %w", cerr)
 		}
 	}()
+	// The one step journal of this daemon: start-up recovery, its
+	// auto-resume and the steps routes all record through it.
+	j, err := steps.NewJournal(eng)
+	if err != nil {
+		return fmt.Errorf("step journal: %w", err)
+	}
 	var res *recovery.Resumer
 	if !o.ReadOnly {
 		// Decisions are taken and recorded before listening; resumed
-		// mandates run in the background (below, once the server's step
-		// journal exists, so that `cmlab recover` through this daemon sees
-		// their steps as its own runners' and leaves them alone) under a
-		// context this function owns: cancelled and waited for at
-		// shutdown, before the engine closes (a step then still running is
-		// left executing and the next start classifies it).
+		// mandates run in the background (below) under a context this
+		// function owns: cancelled and waited for at shutdown, before the
+		// engine closes (a step then still running is killed and left
+		// executing, and the next start classifies it). Their transitions
+		// come after the journal's start seq, so `cmlab recover` through
+		// this daemon sees them as its own runners' and leaves them alone.
 		var plan *recovery.Plan
-		plan, res, err = recovery.Start(ctx, eng, recovery.StartOptions{Lookback: o.Lookback, Now: o.now,
+		plan, res, err = recovery.Start(ctx, j, recovery.StartOptions{Lookback: o.Lookback, Now: o.now,
 			OutputFile: recovery.ResumeOutputFile(o.Home), OnResumed: resumeLogger(o.Logger, o.Home)})
 		if err != nil {
 			return fmt.Errorf("start-up recovery: %w", err)
@@ -178,7 +185,7 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 	nonce := newSecret()
 	exitCh := make(chan struct{})
 	srv, err := New(Options{
-		Engine: eng, Listen: addr, OperatorToken: tok, Nonce: nonce, SessionID: "lab_" + uuid.NewString(),
+		Engine: eng, Journal: j, Listen: addr, OperatorToken: tok, Nonce: nonce, SessionID: "lab_" + uuid.NewString(),
 		AllowedRoots: DefaultAllowedRoots(o.AllowRoots), ReadOnly: o.ReadOnly, Pty: mgr,
 		Version: Version, Logger: o.Logger, Task: o.Task, ExitAfterSubmit: o.ExitAfterSubmit,
 		OnExit: func() { close(exitCh) }, UIDir: o.UIDir,
@@ -274,8 +281,8 @@ func CheckListen(listen string, allowRemote bool) (warning string, err error) {
 
 // resumeLogger logs the end of each mandate resumed at start: per step its
 // status, exit code and output digest, and where its output is kept.
-func resumeLogger(l *slog.Logger, h home.Home) func(string, *recovery.RunResult, error) {
-	return func(id string, res *recovery.RunResult, err error) {
+func resumeLogger(l *slog.Logger, h home.Home) func(string, *steps.RunResult, error) {
+	return func(id string, res *steps.RunResult, err error) {
 		out, _ := recovery.ResumeLogPath(h, id)
 		if res != nil {
 			for _, s := range res.Steps {

@@ -3,6 +3,7 @@ package labapi
 import (
 	"bytes"
 	"context"
+	"github.com/cmlab/cmlab/steps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,7 +25,7 @@ func blockingMandate(t *testing.T, h home.Home, work string) time.Time {
 	t.Helper()
 	ctx := context.Background()
 	spec := []byte(`{"id":"m1","name":"blocks","steps":[{"id":"s1","argv":["sh","-c","sleep 300 & echo $! > bg.pid; echo started > started.txt; while [ ! -e release ]; do sleep 0.02; done; kill $!; echo done >> out.txt"],"env":["PATH"],"world":["out.txt"]}]}`)
-	m, err := recovery.ParseMandate(spec)
+	m, err := steps.ParseMandate(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,11 +34,11 @@ func blockingMandate(t *testing.T, h home.Home, work string) time.Time {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	j, err := recovery.NewJournal(eng)
+	j, err := steps.NewJournal(eng)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := recovery.NewRunner(recovery.RunnerOptions{Recorder: j, Base: work})
+	r, err := steps.NewRunner(steps.RunnerOptions{Recorder: j, Base: work})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,14 +53,14 @@ func blockingMandate(t *testing.T, h home.Home, work string) time.Time {
 }
 
 // mandateState reads m1's recorded state from a closed home.
-func mandateState(t *testing.T, h home.Home) *recovery.MandateState {
+func mandateState(t *testing.T, h home.Home) *steps.MandateState {
 	t.Helper()
 	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	st := recovery.NewState()
+	st := steps.NewState()
 	if err := eng.Subscribe(st); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestDaemonResumesInBackground(t *testing.T) {
 
 			st := mandateState(t, h)
 			s := st.Step("s1")
-			if s.IdemKey != recovery.IdemKey("m1", "s1", s.ParamsHash) {
+			if s.IdemKey != steps.IdemKey("m1", "s1", s.ParamsHash) {
 				t.Fatalf("idem_key %q changed", s.IdemKey)
 			}
 			out, _ := os.ReadFile(filepath.Join(work, "out.txt"))
@@ -192,10 +193,10 @@ func TestDaemonResumesInBackground(t *testing.T) {
 				t.Fatalf("resume output %q lacks the step line", logged)
 			}
 			if tc.release {
-				if st.Status != recovery.MandateCompleted || s.Status != events.StatusCompleted || string(out) != "done\n" {
+				if st.Status != steps.MandateCompleted || s.Status != events.StatusCompleted || string(out) != "done\n" {
 					t.Fatalf("mandate %s, step %s, out %q", st.Status, s.Status, out)
 				}
-				if s.OutputDigest != recovery.HashBytes(nil) {
+				if s.OutputDigest != steps.HashBytes(nil) {
 					// The command prints nothing; its digest is that of no output.
 					t.Fatalf("output digest %s", s.OutputDigest)
 				}
@@ -230,7 +231,7 @@ func TestDaemonResumesInBackground(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer eng.Close()
-			plan, res2, err := recovery.Start(ctx, eng, recovery.StartOptions{Now: now, NoResume: true})
+			plan, res2, err := recovery.Start(ctx, newJournal(t, eng), recovery.StartOptions{Now: now, NoResume: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -240,4 +241,14 @@ func TestDaemonResumesInBackground(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newJournal is a step journal over eng, as a daemon builds one.
+func newJournal(t *testing.T, eng *engine.Engine) *steps.Journal {
+	t.Helper()
+	j, err := steps.NewJournal(eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
 }

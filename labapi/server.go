@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cmlab/cmlab/steps"
 	"io"
 	"log/slog"
 	"net"
@@ -38,6 +39,12 @@ type Task struct {
 // Options configure a Server.
 type Options struct {
 	Engine *engine.Engine
+	// Journal is the step journal the steps routes record through: the
+	// daemon's one, shared with start-up recovery and its auto-resume, so
+	// a transition's check and append never interleave with another's.
+	// Default: a journal of its own over Engine (a server that is the only
+	// recorder of steps in its process, such as an in-process client's).
+	Journal *steps.Journal
 	// Listen is the address the daemon listens on (for the Host check).
 	Listen string
 	// OperatorToken (state/token) opens every route: the terminal, steps,
@@ -172,6 +179,15 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, idem: newIdempotency(),
 		lab: newLabState(), metrics: newMetrics(), startedAt: time.Now(), done: make(chan struct{})}
 	s.errFn = opts.Engine.Err
+	if s.opts.Journal == nil {
+		j, err := steps.NewJournal(opts.Engine)
+		if err != nil {
+			return nil, err
+		}
+		s.opts.Journal = j
+	} else if s.opts.Journal.Engine() != opts.Engine {
+		return nil, errors.New("labapi: Options.Journal records on another engine")
+	}
 	if err := opts.Engine.Subscribe(s.idem); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package labapi
 import (
 	"encoding/json"
 	"errors"
+	"github.com/cmlab/cmlab/steps"
 	"net/http"
 	"strings"
 
@@ -30,16 +31,7 @@ import (
 // Transitions are validated against the state rebuilt from the log
 // (recovery.CheckTransition); a request id makes them idempotent.
 func (s *Server) registerStepRoutes() {
-	j, err := recovery.NewJournal(s.opts.Engine)
-	if err != nil {
-		fail := func(w http.ResponseWriter, r *http.Request) error {
-			return NewError(CodeInternal, "step journal unavailable: "+err.Error(), "Check the daemon log and restart it.")
-		}
-		s.route("GET /api/steps", authAlways, fail)
-		s.route("POST /api/steps/{mandateId}/{transition}", authAlways, fail)
-		return
-	}
-	st := &stepRoutes{s: s, j: j}
+	st := &stepRoutes{s: s, j: s.opts.Journal}
 	s.route("GET /api/steps", authAlways, st.list)
 	for _, tr := range []string{"plan", "executing", "completed", "failed", "review", "reset"} {
 		s.route("POST /api/steps/{mandateId}/"+tr, authAlways, st.transition(tr))
@@ -50,7 +42,7 @@ func (s *Server) registerStepRoutes() {
 
 type stepRoutes struct {
 	s *Server
-	j *recovery.Journal
+	j *steps.Journal
 }
 
 // newPayload is an empty payload of transition tr and its mandate id field.
@@ -83,11 +75,11 @@ func stepError(err error) error {
 	switch {
 	case errors.As(err, &ae):
 		return ae
-	case errors.Is(err, recovery.ErrUnknownMandate), errors.Is(err, recovery.ErrUnknownStep):
+	case errors.Is(err, steps.ErrUnknownMandate), errors.Is(err, steps.ErrUnknownStep):
 		return NewError(CodeNotFound, err.Error(), "Plan the mandate first (POST /api/steps/{mandateId}/plan) and use a step_id of its plan.")
-	case errors.Is(err, recovery.ErrInvalidTransition):
+	case errors.Is(err, steps.ErrInvalidTransition):
 		return NewError(CodeInvalidArgument, err.Error(), "GET /api/steps?mandateId= shows each step's status; follow pending → executing → completed|failed.")
-	case errors.Is(err, recovery.ErrInvalidStep):
+	case errors.Is(err, steps.ErrInvalidStep):
 		return NewError(CodeInvalidArgument, err.Error(), "Hashes are \"sha256-\" and 64 lowercase hex digits; ids match [A-Za-z0-9_.-]{1,128}.")
 	case errors.Is(err, wal.ErrFailed):
 		return degradedError(err)
@@ -132,7 +124,7 @@ func (st *stepRoutes) list(w http.ResponseWriter, r *http.Request) error {
 	if id == "" {
 		ms := st.j.State().Mandates()
 		if ms == nil {
-			ms = []*recovery.MandateState{}
+			ms = []*steps.MandateState{}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"mandates": ms})
 		return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/cmlab/cmlab/steps"
 	"strings"
 	"testing"
 
@@ -147,7 +148,7 @@ func TestRecoveryApplyRequestID(t *testing.T) {
 	tl := newTestLab(t, func(o *Options) {
 		// A step left executing before this daemon started: the plan
 		// puts it up for review.
-		j, err := recovery.NewJournal(o.Engine)
+		j, err := steps.NewJournal(o.Engine)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,9 @@
 package recovery
 
-import "github.com/cmlab/cmlab/events"
+import (
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/steps"
+)
 
 // Verdict kinds (seed 002).
 const (
@@ -41,7 +44,7 @@ type Verdict struct {
 // currentPre and currentPost are world hashes computed at recovery time; ""
 // means unknown, and the verdict is then decided from the log alone. It does
 // no I/O.
-func Classify(step StepState, currentPre, currentPost string) Verdict {
+func Classify(step steps.StepState, currentPre, currentPost string) Verdict {
 	if step.PostHash != "" {
 		return Verdict{Kind: AlreadyDone, PostHash: step.PostHash,
 			Evidence: events.Evidence{Reason: ReasonWALRecordedCompletion, ResultHash: step.ResultHash}}

@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"github.com/cmlab/cmlab/steps"
 	"testing"
 
 	"github.com/cmlab/cmlab/events"
@@ -18,42 +19,42 @@ func TestClassify(t *testing.T) {
 	pre, post, other, obs, res := h('1'), h('2'), h('3'), h('4'), h('5')
 	tests := []struct {
 		name        string
-		step        StepState
+		step        steps.StepState
 		curPre, cur string
 		want        Verdict
 	}{
-		{"wal recorded completion", StepState{Status: events.StatusCompleted, PostHash: post, ResultHash: res, ObservedPreHash: obs}, other, other,
+		{"wal recorded completion", steps.StepState{Status: events.StatusCompleted, PostHash: post, ResultHash: res, ObservedPreHash: obs}, other, other,
 			Verdict{Kind: AlreadyDone, PostHash: post, Evidence: events.Evidence{Reason: "wal_recorded_completion", ResultHash: res}}},
-		{"current state matches expected post", StepState{Status: events.StatusExecuting, PreHash: pre, ExpectedPostHash: post, ObservedPreHash: obs}, post, post,
+		{"current state matches expected post", steps.StepState{Status: events.StatusExecuting, PreHash: pre, ExpectedPostHash: post, ObservedPreHash: obs}, post, post,
 			Verdict{Kind: AlreadyDone, PostHash: post, Evidence: events.Evidence{Reason: "current_state_matches_expected_post"}}},
-		{"explicitly marked needs review", StepState{Status: events.StatusNeedsReview, PreHash: pre, ObservedPreHash: obs}, pre, pre,
+		{"explicitly marked needs review", steps.StepState{Status: events.StatusNeedsReview, PreHash: pre, ObservedPreHash: obs}, pre, pre,
 			Verdict{Kind: ManualReview, Evidence: events.Evidence{Reason: "explicitly_marked_needs_review", Status: "needs_review"}}},
-		{"never reached executing (pending)", StepState{Status: events.StatusPending, PreHash: pre}, other, other,
+		{"never reached executing (pending)", steps.StepState{Status: events.StatusPending, PreHash: pre}, other, other,
 			Verdict{Kind: SafeToRetry, Evidence: events.Evidence{Reason: "never_reached_executing", Status: "pending"}}},
-		{"never reached executing (failed)", StepState{Status: events.StatusFailed, PreHash: pre}, other, other,
+		{"never reached executing (failed)", steps.StepState{Status: events.StatusFailed, PreHash: pre}, other, other,
 			Verdict{Kind: SafeToRetry, Evidence: events.Evidence{Reason: "never_reached_executing", Status: "failed"}}},
-		{"current pre matches expected", StepState{Status: events.StatusExecuting, PreHash: pre, ExpectedPostHash: post, ObservedPreHash: obs}, pre, pre,
+		{"current pre matches expected", steps.StepState{Status: events.StatusExecuting, PreHash: pre, ExpectedPostHash: post, ObservedPreHash: obs}, pre, pre,
 			Verdict{Kind: SafeToRetry, Evidence: events.Evidence{Reason: "current_pre_matches_expected"}}},
-		{"interrupted during execution", StepState{Status: events.StatusExecuting, PreHash: pre, ObservedPreHash: obs}, other, other,
+		{"interrupted during execution", steps.StepState{Status: events.StatusExecuting, PreHash: pre, ObservedPreHash: obs}, other, other,
 			Verdict{Kind: ManualReview, Evidence: events.Evidence{Reason: "interrupted_during_execution", Status: "executing", ObservedPreHash: obs, ExpectedPreHash: pre}}},
 		// Priority cases.
-		{"recorded completion beats current hashes", StepState{Status: events.StatusCompleted, PostHash: post, ResultHash: res, PreHash: pre, ExpectedPostHash: other}, pre, pre,
+		{"recorded completion beats current hashes", steps.StepState{Status: events.StatusCompleted, PostHash: post, ResultHash: res, PreHash: pre, ExpectedPostHash: other}, pre, pre,
 			Verdict{Kind: AlreadyDone, PostHash: post, Evidence: events.Evidence{Reason: "wal_recorded_completion", ResultHash: res}}},
-		{"recorded post hash wins even if status was later reviewed", StepState{Status: events.StatusNeedsReview, PostHash: post}, "", "",
+		{"recorded post hash wins even if status was later reviewed", steps.StepState{Status: events.StatusNeedsReview, PostHash: post}, "", "",
 			Verdict{Kind: AlreadyDone, PostHash: post, Evidence: events.Evidence{Reason: "wal_recorded_completion"}}},
-		{"expected post beats needs_review", StepState{Status: events.StatusNeedsReview, ExpectedPostHash: post, ObservedPreHash: obs}, post, post,
+		{"expected post beats needs_review", steps.StepState{Status: events.StatusNeedsReview, ExpectedPostHash: post, ObservedPreHash: obs}, post, post,
 			Verdict{Kind: AlreadyDone, PostHash: post, Evidence: events.Evidence{Reason: "current_state_matches_expected_post"}}},
-		{"needs_review beats never_reached_executing", StepState{Status: events.StatusNeedsReview, PreHash: pre}, pre, pre,
+		{"needs_review beats never_reached_executing", steps.StepState{Status: events.StatusNeedsReview, PreHash: pre}, pre, pre,
 			Verdict{Kind: ManualReview, Evidence: events.Evidence{Reason: "explicitly_marked_needs_review", Status: "needs_review"}}},
-		{"expected post beats current pre", StepState{Status: events.StatusExecuting, PreHash: post, ExpectedPostHash: post, ObservedPreHash: obs}, post, post,
+		{"expected post beats current pre", steps.StepState{Status: events.StatusExecuting, PreHash: post, ExpectedPostHash: post, ObservedPreHash: obs}, post, post,
 			Verdict{Kind: AlreadyDone, PostHash: post, Evidence: events.Evidence{Reason: "current_state_matches_expected_post"}}},
-		{"executing without observed pre is not never_reached", StepState{Status: events.StatusExecuting, PreHash: pre}, other, other,
+		{"executing without observed pre is not never_reached", steps.StepState{Status: events.StatusExecuting, PreHash: pre}, other, other,
 			Verdict{Kind: ManualReview, Evidence: events.Evidence{Reason: "interrupted_during_execution", Status: "executing", ExpectedPreHash: pre}}},
-		{"reset step keeps observed pre: judged by current pre", StepState{Status: events.StatusPending, PreHash: pre, ObservedPreHash: obs}, pre, pre,
+		{"reset step keeps observed pre: judged by current pre", steps.StepState{Status: events.StatusPending, PreHash: pre, ObservedPreHash: obs}, pre, pre,
 			Verdict{Kind: SafeToRetry, Evidence: events.Evidence{Reason: "current_pre_matches_expected"}}},
-		{"unknown current hashes decide from the log alone", StepState{Status: events.StatusExecuting, PreHash: pre, ExpectedPostHash: post, ObservedPreHash: obs}, "", "",
+		{"unknown current hashes decide from the log alone", steps.StepState{Status: events.StatusExecuting, PreHash: pre, ExpectedPostHash: post, ObservedPreHash: obs}, "", "",
 			Verdict{Kind: ManualReview, Evidence: events.Evidence{Reason: "interrupted_during_execution", Status: "executing", ObservedPreHash: obs, ExpectedPreHash: pre}}},
-		{"empty expected post never matches", StepState{Status: events.StatusExecuting, ObservedPreHash: obs}, "", "",
+		{"empty expected post never matches", steps.StepState{Status: events.StatusExecuting, ObservedPreHash: obs}, "", "",
 			Verdict{Kind: ManualReview, Evidence: events.Evidence{Reason: "interrupted_during_execution", Status: "executing", ObservedPreHash: obs}}},
 	}
 	for _, tc := range tests {

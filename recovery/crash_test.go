@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cmlab/cmlab/steps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,15 +45,15 @@ func TestCrashChild(t *testing.T) {
 	if err != nil {
 		os.Exit(2)
 	}
-	m, err := ParseMandate(spec)
+	m, err := steps.ParseMandate(spec)
 	if err != nil {
 		os.Exit(2)
 	}
-	j, err := NewJournal(eng)
+	j, err := steps.NewJournal(eng)
 	if err != nil {
 		os.Exit(2)
 	}
-	r, err := NewRunner(RunnerOptions{Recorder: j, Base: filepath.Dir(os.Getenv(envMandate)), Hook: func(p CrashPoint, s string) {
+	r, err := steps.NewRunner(steps.RunnerOptions{Recorder: j, Base: filepath.Dir(os.Getenv(envMandate)), Hook: func(p steps.CrashPoint, s string) {
 		if int(p) == point && s == step {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {} // the signal is on its way
@@ -70,7 +71,7 @@ func TestCrashChild(t *testing.T) {
 }
 
 // runCrashChild runs the mandate in a child killed at point of step.
-func runCrashChild(t *testing.T, h home.Home, mandatePath string, point CrashPoint, step string) {
+func runCrashChild(t *testing.T, h home.Home, mandatePath string, point steps.CrashPoint, step string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), envChild+"=1", envHome+"="+h.Dir, envMandate+"="+mandatePath,
@@ -166,15 +167,15 @@ func countType(t *testing.T, eng *engine.Engine, typ string) int {
 // a child killed right after s2's executing was recorded, and opens the
 // crashed home (closed at the end of the test) with a State subscribed.
 // crashed is the time of m1's last transition.
-func crashedAfterExecuting(t *testing.T) (work string, eng *engine.Engine, pre *State, crashed time.Time) {
+func crashedAfterExecuting(t *testing.T) (work string, eng *engine.Engine, pre *steps.State, crashed time.Time) {
 	t.Helper()
 	work = t.TempDir()
 	h := home.Home{Dir: t.TempDir()}
 	mp := threeStepMandate(t, work, "m1", false)
-	runCrashChild(t, h, mp, AfterExecuting, "s2")
+	runCrashChild(t, h, mp, steps.AfterExecuting, "s2")
 	eng = openEngine(t, h)
 	t.Cleanup(func() { eng.Close() })
-	pre = NewState()
+	pre = steps.NewState()
 	if err := eng.Subscribe(pre); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func crashedAfterExecuting(t *testing.T) (work string, eng *engine.Engine, pre *
 func TestCrashMatrix(t *testing.T) {
 	all := [3]string{"s1\n", "s2\n", "s3\n"}
 	tests := []struct {
-		point    CrashPoint
+		point    steps.CrashPoint
 		expect   bool
 		status   string
 		verdict  string
@@ -197,16 +198,16 @@ func TestCrashMatrix(t *testing.T) {
 		final    [3]string // side effects after recover --apply + resume
 		resumeOK bool
 	}{
-		{BeforeExecuting, true, "pending", SafeToRetry, ReasonNeverReachedExecuting, ActionNone, all, true},
-		{BeforeExecuting, false, "pending", SafeToRetry, ReasonNeverReachedExecuting, ActionNone, all, true},
-		{AfterExecuting, true, "executing", SafeToRetry, ReasonCurrentPreMatches, ActionReset, all, true},
-		{AfterExecuting, false, "executing", SafeToRetry, ReasonCurrentPreMatches, ActionReset, all, true},
-		{AfterSideEffect, true, "executing", AlreadyDone, ReasonCurrentMatchesPost, ActionComplete, all, true},
+		{steps.BeforeExecuting, true, "pending", SafeToRetry, ReasonNeverReachedExecuting, ActionNone, all, true},
+		{steps.BeforeExecuting, false, "pending", SafeToRetry, ReasonNeverReachedExecuting, ActionNone, all, true},
+		{steps.AfterExecuting, true, "executing", SafeToRetry, ReasonCurrentPreMatches, ActionReset, all, true},
+		{steps.AfterExecuting, false, "executing", SafeToRetry, ReasonCurrentPreMatches, ActionReset, all, true},
+		{steps.AfterSideEffect, true, "executing", AlreadyDone, ReasonCurrentMatchesPost, ActionComplete, all, true},
 		// Without expect_post the world tells only that something changed:
 		// undecidable, so a human decides and step 3 never runs.
-		{AfterSideEffect, false, "executing", ManualReview, ReasonInterruptedDuringExecute, ActionNeedsReview, [3]string{"s1\n", "s2\n", ""}, false},
-		{AfterCompleted, true, "completed", AlreadyDone, ReasonWALRecordedCompletion, ActionNone, all, true},
-		{AfterCompleted, false, "completed", AlreadyDone, ReasonWALRecordedCompletion, ActionNone, all, true},
+		{steps.AfterSideEffect, false, "executing", ManualReview, ReasonInterruptedDuringExecute, ActionNeedsReview, [3]string{"s1\n", "s2\n", ""}, false},
+		{steps.AfterCompleted, true, "completed", AlreadyDone, ReasonWALRecordedCompletion, ActionNone, all, true},
+		{steps.AfterCompleted, false, "completed", AlreadyDone, ReasonWALRecordedCompletion, ActionNone, all, true},
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%s/expect_post=%v", tc.point, tc.expect), func(t *testing.T) {
@@ -218,7 +219,7 @@ func TestCrashMatrix(t *testing.T) {
 
 			eng := openEngine(t, h)
 			defer eng.Close()
-			j, err := NewJournal(eng)
+			j, err := steps.NewJournal(eng)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -256,8 +257,8 @@ func TestCrashMatrix(t *testing.T) {
 			}
 			// Resume the mandate.
 			spec, _ := os.ReadFile(mp)
-			m, _ := ParseMandate(spec)
-			r, err := NewRunner(RunnerOptions{Recorder: j, Base: work})
+			m, _ := steps.ParseMandate(spec)
+			r, err := steps.NewRunner(steps.RunnerOptions{Recorder: j, Base: work})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -265,7 +266,7 @@ func TestCrashMatrix(t *testing.T) {
 			if tc.resumeOK && err != nil {
 				t.Fatalf("resume: %v", err)
 			}
-			if !tc.resumeOK && !errors.Is(err, ErrNeedsReview) {
+			if !tc.resumeOK && !errors.Is(err, steps.ErrNeedsReview) {
 				t.Fatalf("resume: %v, want ErrNeedsReview", err)
 			}
 			if res.Planned {
@@ -276,7 +277,7 @@ func TestCrashMatrix(t *testing.T) {
 			}
 			st := j.State().Mandate("m1")
 			if tc.resumeOK {
-				if st.Status != MandateCompleted {
+				if st.Status != steps.MandateCompleted {
 					t.Fatalf("mandate %s", st.Status)
 				}
 				// s1 completed before the crash: its result comes from the log.
@@ -286,7 +287,7 @@ func TestCrashMatrix(t *testing.T) {
 				if tc.action == ActionComplete && !st.Step("s2").Recovered {
 					t.Fatal("s2 not marked recovered")
 				}
-			} else if st.Status != MandatePaused || st.Step("s2").Status != events.StatusNeedsReview {
+			} else if st.Status != steps.MandatePaused || st.Step("s2").Status != events.StatusNeedsReview {
 				t.Fatalf("mandate %s, s2 %s", st.Status, st.Step("s2").Status)
 			}
 			if got := countType(t, eng, events.TypeStepPlanned); got != 1 {
@@ -305,13 +306,13 @@ func TestRunNeverRerunsCompleted(t *testing.T) {
 	mp := threeStepMandate(t, work, "m1", true)
 	eng := openEngine(t, h)
 	defer eng.Close()
-	j, err := NewJournal(eng)
+	j, err := steps.NewJournal(eng)
 	if err != nil {
 		t.Fatal(err)
 	}
 	spec, _ := os.ReadFile(mp)
-	m, _ := ParseMandate(spec)
-	r, _ := NewRunner(RunnerOptions{Recorder: j, Base: work})
+	m, _ := steps.ParseMandate(spec)
+	r, _ := steps.NewRunner(steps.RunnerOptions{Recorder: j, Base: work})
 	first, err := r.Run(ctx, m, spec)
 	if err != nil {
 		t.Fatal(err)
@@ -335,7 +336,7 @@ func TestRunNeverRerunsCompleted(t *testing.T) {
 	}
 	// A changed file under the same id is refused.
 	m.Steps[1].Argv = []string{"true"}
-	if _, err := r.Run(ctx, m, nil); !errors.Is(err, ErrPlanMismatch) {
+	if _, err := r.Run(ctx, m, nil); !errors.Is(err, steps.ErrPlanMismatch) {
 		t.Fatalf("changed mandate: %v", err)
 	}
 }
@@ -356,7 +357,7 @@ func TestAutoResume(t *testing.T) {
 			ctx := context.Background()
 			work, eng, pre, crashed := crashedAfterExecuting(t)
 			now := func() time.Time { return crashed.Add(tc.after) }
-			plan, err := OnStart(ctx, eng, StartOptions{Now: now})
+			plan, err := OnStart(ctx, journalOf(t, eng), StartOptions{Now: now})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -365,10 +366,10 @@ func TestAutoResume(t *testing.T) {
 			}
 			st := pre.Mandate("m1")
 			if tc.resume {
-				if st.Status != MandateCompleted || sideEffects(t, work) != [3]string{"s1\n", "s2\n", "s3\n"} {
+				if st.Status != steps.MandateCompleted || sideEffects(t, work) != [3]string{"s1\n", "s2\n", "s3\n"} {
 					t.Fatalf("not resumed: %s %q", st.Status, sideEffects(t, work))
 				}
-				if st.Step("s2").IdemKey != IdemKey("m1", "s2", st.Step("s2").ParamsHash) {
+				if st.Step("s2").IdemKey != steps.IdemKey("m1", "s2", st.Step("s2").ParamsHash) {
 					t.Fatal("resumed step changed its idem_key")
 				}
 			} else {
@@ -379,7 +380,7 @@ func TestAutoResume(t *testing.T) {
 			// The decision is logged once; the next start adds nothing new
 			// for a mandate that still waits.
 			last := eng.Log().LastSeq()
-			if _, err := OnStart(ctx, eng, StartOptions{Now: now}); err != nil {
+			if _, err := OnStart(ctx, journalOf(t, eng), StartOptions{Now: now}); err != nil {
 				t.Fatal(err)
 			}
 			if eng.Log().LastSeq() != last {
@@ -406,7 +407,7 @@ func TestOnStartClosesOpenBlock(t *testing.T) {
 	eng.Close()
 	for range 2 {
 		eng = openEngine(t, h)
-		if _, err := OnStart(ctx, eng, StartOptions{}); err != nil {
+		if _, err := OnStart(ctx, journalOf(t, eng), StartOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		eng.Close()
@@ -444,11 +445,11 @@ func TestOnStartDecisions(t *testing.T) {
 	h := home.Home{Dir: t.TempDir()}
 	eng := openEngine(t, h)
 	defer eng.Close()
-	j, err := NewJournal(eng)
+	j, err := steps.NewJournal(eng)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ := NewRunner(RunnerOptions{Recorder: j, Base: work})
+	r, _ := steps.NewRunner(steps.RunnerOptions{Recorder: j, Base: work})
 	record := func(p events.Payload) {
 		t.Helper()
 		if err := j.Record(ctx, p); err != nil {
@@ -457,7 +458,7 @@ func TestOnStartDecisions(t *testing.T) {
 	}
 	// a: planned by a runner that died before its first step.
 	specA := []byte(`{"id":"a","steps":[{"id":"s","argv":["sh","-c","printf a >> a.txt"],"env":["PATH"],"world":["a.txt"]}]}`)
-	ma, _ := ParseMandate(specA)
+	ma, _ := steps.ParseMandate(specA)
 	pa, err := r.PlanOf(ma, specA)
 	if err != nil {
 		t.Fatal(err)
@@ -465,7 +466,7 @@ func TestOnStartDecisions(t *testing.T) {
 	record(pa)
 	// b: interrupted mid-step, world changed, no expected post.
 	specB := []byte(`{"id":"b","steps":[{"id":"s","argv":["sh","-c","printf b >> b.txt"],"env":["PATH"],"world":["b.txt"]}]}`)
-	mb, _ := ParseMandate(specB)
+	mb, _ := steps.ParseMandate(specB)
 	pb, _ := r.PlanOf(mb, specB)
 	record(pb)
 	record(&events.StepExecuting{MandateID: "b", StepID: "s", ObservedPreHash: pb.Steps[0].PreHash})
@@ -474,7 +475,7 @@ func TestOnStartDecisions(t *testing.T) {
 	record(&events.StepPlanned{MandateID: "c", Steps: []events.PlannedStep{{StepID: "s", Tool: "deploy", ParamsHash: h256("c"), PreHash: pa.Steps[0].PreHash, World: []string{"c.txt"}, Dir: work}}})
 	record(&events.StepExecuting{MandateID: "c", StepID: "s", ObservedPreHash: h256("x")})
 
-	plan, err := OnStart(ctx, eng, StartOptions{})
+	plan, err := OnStart(ctx, journalOf(t, eng), StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,14 +486,14 @@ func TestOnStartDecisions(t *testing.T) {
 		}
 	}
 	st := j.State()
-	if st.Mandate("a").Status != MandateCompleted || st.Mandate("b").Step("s").Status != events.StatusExecuting || st.Mandate("c").Step("s").Status != events.StatusExecuting {
+	if st.Mandate("a").Status != steps.MandateCompleted || st.Mandate("b").Step("s").Status != events.StatusExecuting || st.Mandate("c").Step("s").Status != events.StatusExecuting {
 		t.Fatalf("a %s, b %s, c %s", st.Mandate("a").Status, st.Mandate("b").Step("s").Status, st.Mandate("c").Step("s").Status)
 	}
 	if b, _ := os.ReadFile(filepath.Join(work, "a.txt")); string(b) != "a" {
 		t.Fatalf("a.txt = %q", b)
 	}
 	last := eng.Log().LastSeq()
-	plan, err = OnStart(ctx, eng, StartOptions{})
+	plan, err = OnStart(ctx, journalOf(t, eng), StartOptions{})
 	if err != nil || eng.Log().LastSeq() != last {
 		t.Fatalf("second start appended %d events (%v)", eng.Log().LastSeq()-last, err)
 	}
@@ -510,4 +511,14 @@ func TestOnStartDecisions(t *testing.T) {
 	}
 }
 
-func h256(s string) string { return HashBytes([]byte(s)) }
+func h256(s string) string { return steps.HashBytes([]byte(s)) }
+
+// journalOf is a step journal over eng, as a daemon builds one.
+func journalOf(t *testing.T, eng *engine.Engine) *steps.Journal {
+	t.Helper()
+	j, err := steps.NewJournal(eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/cmlab/cmlab/steps"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -75,7 +76,7 @@ type PlanOptions struct {
 	LiveAfter uint64
 	// Hash computes a step's world hash now; default WorldHash of its
 	// world ("" for a step without one).
-	Hash func(s *StepState) (string, error)
+	Hash func(s *steps.StepState) (string, error)
 }
 
 // AwaitsReview reports whether the step waits for a human: it is marked
@@ -123,9 +124,9 @@ func (p *Plan) Pending() int {
 //
 // A failed step keeps its recorded failure (re-running it is the
 // operator's call: `cmlab run` retries failed steps).
-func BuildPlan(mandates []*MandateState, opts PlanOptions) *Plan {
+func BuildPlan(mandates []*steps.MandateState, opts PlanOptions) *Plan {
 	if opts.Hash == nil {
-		opts.Hash = stepWorldHash
+		opts.Hash = (*steps.StepState).CurrentWorldHash
 	}
 	p := &Plan{Steps: []PlanStep{}, Mandates: []PlanMandate{}}
 	for _, m := range mandates {
@@ -211,7 +212,7 @@ type ApplyOptions struct {
 // Apply appends the plan's decisions through j, then one recovery.applied
 // event listing them. With nothing to apply it appends nothing, so a second
 // run is a no-op. It returns the number of events appended.
-func Apply(ctx context.Context, j *Journal, p *Plan, opts ApplyOptions) (int, error) {
+func Apply(ctx context.Context, j *steps.Journal, p *Plan, opts ApplyOptions) (int, error) {
 	var decisions []events.RecoveryDecision
 	n := 0
 	for i := range p.Steps {
@@ -246,7 +247,7 @@ func Apply(ctx context.Context, j *Journal, p *Plan, opts ApplyOptions) (int, er
 		}
 		ev.WithRequest(opts.Req, opts.ReqHash, snap)
 	}
-	if err := j.appendRaw(ctx, ev); err != nil {
+	if _, err := j.Engine().Append(ctx, ev); err != nil {
 		return n, err
 	}
 	n++

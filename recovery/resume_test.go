@@ -2,6 +2,7 @@ package recovery
 
 import (
 	"context"
+	"github.com/cmlab/cmlab/steps"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ func TestStartDefersTheRun(t *testing.T) {
 	ctx := context.Background()
 	work, eng, pre, crashed := crashedAfterExecuting(t)
 	now := func() time.Time { return crashed.Add(time.Minute) }
-	plan, res, err := Start(ctx, eng, StartOptions{Now: now})
+	plan, res, err := Start(ctx, journalOf(t, eng), StartOptions{Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestStartDefersTheRun(t *testing.T) {
 		t.Fatalf("resume: %v %v", err, errs)
 	}
 	res.Stop()
-	if st := pre.Mandate("m1"); st.Status != MandateCompleted || sideEffects(t, work) != [3]string{"s1\n", "s2\n", "s3\n"} {
+	if st := pre.Mandate("m1"); st.Status != steps.MandateCompleted || sideEffects(t, work) != [3]string{"s1\n", "s2\n", "s3\n"} {
 		t.Fatalf("after resume: %s %q", st.Status, sideEffects(t, work))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cmlab/cmlab/steps"
 	"io"
 	"os"
 	"path/filepath"
@@ -47,16 +48,16 @@ type StartOptions struct {
 	OutputFile func(mandateID string) (w io.Writer, closeFn func() error, err error)
 	// OnResumed, when set, is called after each resumed mandate's run with
 	// its result (steps with their exit code and output digest) and error.
-	OnResumed func(mandateID string, res *RunResult, err error)
+	OnResumed func(mandateID string, res *steps.RunResult, err error)
 	// Hook is passed to the runner of resumed mandates (tests).
-	Hook func(point CrashPoint, stepID string)
+	Hook func(point steps.CrashPoint, stepID string)
 	// CloseCrashed closes open terminal blocks and sessions; default
 	// pty.CloseCrashed.
 	CloseCrashed func(ctx context.Context, eng *engine.Engine) ([]string, error)
 }
 
 // Recover classifies every step of j's state with world hashes computed now.
-func Recover(j *Journal, opts PlanOptions) *Plan {
+func Recover(j *steps.Journal, opts PlanOptions) *Plan {
 	return BuildPlan(j.State().Mandates(), opts)
 }
 
@@ -66,8 +67,8 @@ func Recover(j *Journal, opts PlanOptions) *Plan {
 // Resumer.Run: for `cmlab mcp` and tests. A daemon uses Start and runs the
 // Resumer in the background (Resumer.Start/Stop), so a long mandate does
 // not keep it from listening.
-func OnStart(ctx context.Context, eng *engine.Engine, opts StartOptions) (*Plan, error) {
-	plan, res, err := Start(ctx, eng, opts)
+func OnStart(ctx context.Context, j *steps.Journal, opts StartOptions) (*Plan, error) {
+	plan, res, err := Start(ctx, j, opts)
 	if err != nil {
 		return plan, err
 	}
@@ -93,10 +94,13 @@ func OnStart(ctx context.Context, eng *engine.Engine, opts StartOptions) (*Plan,
 // is left to the returned Resumer (never nil when err is nil), each resumed
 // step reusing its idem_key and completed steps read from the log. Older
 // mandates, those with a manual_review step, a failed step, or no recorded
-// spec wait for the operator. Each decision and its reason go into one
+// spec wait for the operator. j is the daemon's one step journal, the one
+// its steps API records through too, so that a check and an append of a
+// transition never interleave with another's. Each decision and its reason go into one
 // recovery.applied event (auto: true) — only when it differs from the last
 // one recorded for that mandate, so restarts add nothing new.
-func Start(ctx context.Context, eng *engine.Engine, opts StartOptions) (*Plan, *Resumer, error) {
+func Start(ctx context.Context, j *steps.Journal, opts StartOptions) (*Plan, *Resumer, error) {
+	eng := j.Engine()
 	if opts.Lookback <= 0 {
 		opts.Lookback = DefaultLookback
 	}
@@ -105,10 +109,6 @@ func Start(ctx context.Context, eng *engine.Engine, opts StartOptions) (*Plan, *
 	}
 	if opts.CloseCrashed == nil {
 		opts.CloseCrashed = pty.CloseCrashed
-	}
-	j, err := NewJournal(eng)
-	if err != nil {
-		return nil, nil, err
 	}
 	plan := Recover(j, PlanOptions{})
 	closed, err := opts.CloseCrashed(ctx, eng)
@@ -128,7 +128,7 @@ func Start(ctx context.Context, eng *engine.Engine, opts StartOptions) (*Plan, *
 	for i := range plan.Mandates {
 		pm := &plan.Mandates[i]
 		m := j.State().Mandate(pm.MandateID)
-		if m == nil || m.Status == MandateCompleted {
+		if m == nil || m.Status == steps.MandateCompleted {
 			continue
 		}
 		action, why := decideResume(m, byMandate[pm.MandateID], now, opts.Lookback)
@@ -175,7 +175,7 @@ func Start(ctx context.Context, eng *engine.Engine, opts StartOptions) (*Plan, *
 // cancelled is killed and left executing (no step.failed is recorded): the
 // next start classifies it.
 type Resumer struct {
-	j    *Journal
+	j    *steps.Journal
 	opts StartOptions
 	ids  []string
 
@@ -267,17 +267,17 @@ func (r *Resumer) Stop() {
 }
 
 // decideResume picks the automatic decision for an open mandate.
-func decideResume(m *MandateState, steps []PlanStep, now time.Time, lookback time.Duration) (action, why string) {
+func decideResume(m *steps.MandateState, planned []PlanStep, now time.Time, lookback time.Duration) (action, why string) {
 	if len(m.Spec) == 0 {
 		return ResumeWait, WhyNotResumable
 	}
 	switch m.Status {
-	case MandateFailed:
+	case steps.MandateFailed:
 		return ResumeWait, WhyFailed
-	case MandatePaused:
+	case steps.MandatePaused:
 		return ResumeWait, WhyStepAwaitsReview
 	}
-	for _, s := range steps {
+	for _, s := range planned {
 		if s.Status != events.StatusCompleted && s.Verdict == ManualReview {
 			return ResumeWait, WhyManualReview
 		}
@@ -290,12 +290,12 @@ func decideResume(m *MandateState, steps []PlanStep, now time.Time, lookback tim
 }
 
 // resumeMandate runs a mandate from its recorded spec through j.
-func resumeMandate(ctx context.Context, j *Journal, id string, opts StartOptions) (*RunResult, error) {
+func resumeMandate(ctx context.Context, j *steps.Journal, id string, opts StartOptions) (*steps.RunResult, error) {
 	m := j.State().Mandate(id)
 	if m == nil || len(m.Spec) == 0 {
 		return nil, errors.New("no recorded mandate spec")
 	}
-	md, err := ParseMandate(m.Spec)
+	md, err := steps.ParseMandate(m.Spec)
 	if err != nil {
 		return nil, err
 	}
@@ -313,13 +313,13 @@ func resumeMandate(ctx context.Context, j *Journal, id string, opts StartOptions
 	}
 	// Relative cwds were resolved at plan time: the runner uses each step's
 	// recorded absolute dir.
-	r, err := NewRunner(RunnerOptions{Recorder: j, Output: out, Hook: opts.Hook})
+	dirs := map[string]string{}
+	for _, s := range m.Steps {
+		dirs[s.StepID] = s.Dir
+	}
+	r, err := steps.NewRunner(steps.RunnerOptions{Recorder: j, Output: out, Hook: opts.Hook, Dirs: dirs})
 	if err != nil {
 		return nil, err
-	}
-	r.dirs = map[string]string{}
-	for _, s := range m.Steps {
-		r.dirs[s.StepID] = s.Dir
 	}
 	return r.Run(ctx, md, m.Spec)
 }
@@ -366,6 +366,6 @@ func planMandate(p *Plan, id string) *PlanMandate {
 // isTransitionError reports errors about a step's state, as opposed to the
 // log failing.
 func isTransitionError(err error) bool {
-	return errors.Is(err, ErrInvalidTransition) || errors.Is(err, ErrInvalidStep) ||
-		errors.Is(err, ErrUnknownMandate) || errors.Is(err, ErrUnknownStep)
+	return errors.Is(err, steps.ErrInvalidTransition) || errors.Is(err, steps.ErrInvalidStep) ||
+		errors.Is(err, steps.ErrUnknownMandate) || errors.Is(err, steps.ErrUnknownStep)
 }

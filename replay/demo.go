@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cmlab/cmlab/steps"
 	"io"
 	"os"
 	"os/exec"
@@ -15,7 +16,6 @@ import (
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
-	"github.com/cmlab/cmlab/recovery"
 )
 
 // DemoOptions configure Demo.
@@ -301,15 +301,15 @@ func demoMandate(ctx context.Context, eng *engine.Engine, dir string, log io.Wri
 	if err := os.WriteFile(filepath.Join(work, "mandate.json"), spec, home.FilePerm); err != nil {
 		return err
 	}
-	m, err := recovery.ParseMandate(spec)
+	m, err := steps.ParseMandate(spec)
 	if err != nil {
 		return err
 	}
-	j, err := recovery.NewJournal(eng)
+	j, err := steps.NewJournal(eng)
 	if err != nil {
 		return err
 	}
-	r, err := recovery.NewRunner(recovery.RunnerOptions{Recorder: j, Base: work})
+	r, err := steps.NewRunner(steps.RunnerOptions{Recorder: j, Base: work})
 	if err != nil {
 		return err
 	}
@@ -322,7 +322,7 @@ func demoMandate(ctx context.Context, eng *engine.Engine, dir string, log io.Wri
 	}
 	for _, step := range plan.Steps[:2] {
 		ms := m.Steps[indexOf(plan, step.StepID)]
-		pre, err := recovery.WorldHash(step.Dir, step.World)
+		pre, err := steps.WorldHash(step.Dir, step.World)
 		if err != nil {
 			return err
 		}
@@ -339,14 +339,14 @@ func demoMandate(ctx context.Context, eng *engine.Engine, dir string, log io.Wri
 			fmt.Fprintf(log, "mandate %s: s1 completed, s2 ran but its completion was never recorded (simulated crash)\n", plan.MandateID)
 			return nil
 		}
-		post, err := recovery.WorldHash(step.Dir, step.World)
+		post, err := steps.WorldHash(step.Dir, step.World)
 		if err != nil {
 			return err
 		}
 		zero := 0
-		digest := recovery.HashBytes(out)
+		digest := steps.HashBytes(out)
 		if err := j.Record(ctx, &events.StepCompleted{MandateID: plan.MandateID, StepID: step.StepID, PostHash: post,
-			ResultHash: recovery.ResultHash(0, digest), ExitCode: &zero, OutputDigest: digest}); err != nil {
+			ResultHash: steps.ResultHash(0, digest), ExitCode: &zero, OutputDigest: digest}); err != nil {
 			return err
 		}
 	}

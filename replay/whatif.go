@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cmlab/cmlab/steps"
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/recovery"
@@ -66,7 +67,7 @@ type WhatIfResult struct {
 // recorded for each step at that point (see WorldRecorded); for a step left
 // executing the alternative in which its side effect landed is classified too.
 func WhatIf(ctx context.Context, log *Log, mandateID string) (*WhatIfResult, error) {
-	st := recovery.NewState()
+	st := steps.NewState()
 	res := &WhatIfResult{MandateID: mandateID, Points: []WhatIfPoint{}}
 	for ev, err := range log.Events(ctx, 1, 0) {
 		if err != nil {
@@ -80,7 +81,7 @@ func WhatIf(ctx context.Context, log *Log, mandateID string) (*WhatIfResult, err
 		if err != nil {
 			continue
 		}
-		mid, sid := recovery.StepTarget(p)
+		mid, sid := steps.StepTarget(p)
 		if mid == "" {
 			mid = ev.Stream
 		}
@@ -124,14 +125,14 @@ func isStepEvent(t string) bool {
 }
 
 // recordedWorld is the last world hash the log holds for s.
-func recordedWorld(s *recovery.StepState) string {
+func recordedWorld(s *steps.StepState) string {
 	if s.PostHash != "" {
 		return s.PostHash
 	}
 	return s.ObservedPreHash
 }
 
-func classifyRecorded(s *recovery.StepState) StepVerdict {
+func classifyRecorded(s *steps.StepState) StepVerdict {
 	w := recordedWorld(s)
 	v := StepVerdict{StepID: s.StepID, Status: s.Status, World: WorldRecorded, CurrentPre: w, CurrentPost: w}
 	if w == "" {
@@ -141,7 +142,7 @@ func classifyRecorded(s *recovery.StepState) StepVerdict {
 	return v
 }
 
-func classifyLanded(s *recovery.StepState) StepVerdict {
+func classifyLanded(s *steps.StepState) StepVerdict {
 	// The world moved from the observed pre-state to the expected post-state;
 	// without an expected_post_hash its hash is unknown, but it is no longer
 	// the pre-state, so neither current hash can match anything.

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"fmt"
+	"github.com/cmlab/cmlab/steps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,13 +43,13 @@ func crashMandate(t *testing.T, dir string, expect bool) []byte {
 type stopRun struct{}
 
 // runUntil runs the mandate and stops it at point of step (point 0: runs it all).
-func runUntil(t *testing.T, j *recovery.Journal, work string, spec []byte, point recovery.CrashPoint, step string) {
+func runUntil(t *testing.T, j *steps.Journal, work string, spec []byte, point steps.CrashPoint, step string) {
 	t.Helper()
-	m, err := recovery.ParseMandate(spec)
+	m, err := steps.ParseMandate(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := recovery.NewRunner(recovery.RunnerOptions{Recorder: j, Base: work, Hook: func(p recovery.CrashPoint, s string) {
+	r, err := steps.NewRunner(steps.RunnerOptions{Recorder: j, Base: work, Hook: func(p steps.CrashPoint, s string) {
 		if p == point && s == step {
 			panic(stopRun{})
 		}
@@ -90,7 +91,7 @@ func verdictOf(t *testing.T, pt WhatIfPoint, step string) StepVerdict {
 // the world as it really is — for the after-side-effect point, the
 // "side effect landed" hypothesis of the executing transition.
 func TestWhatIfMatchesCrashMatrix(t *testing.T) {
-	for _, point := range []recovery.CrashPoint{recovery.BeforeExecuting, recovery.AfterExecuting, recovery.AfterSideEffect, recovery.AfterCompleted} {
+	for _, point := range []steps.CrashPoint{steps.BeforeExecuting, steps.AfterExecuting, steps.AfterSideEffect, steps.AfterCompleted} {
 		for _, expect := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/expect_post=%v", point, expect), func(t *testing.T) {
 				ctx := context.Background()
@@ -101,7 +102,7 @@ func TestWhatIfMatchesCrashMatrix(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer eng.Close()
-				j, err := recovery.NewJournal(eng)
+				j, err := steps.NewJournal(eng)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -119,7 +120,7 @@ func TestWhatIfMatchesCrashMatrix(t *testing.T) {
 				last := res.Points[len(res.Points)-1]
 				for _, ps := range plan.Steps {
 					got := verdictOf(t, last, ps.StepID)
-					if point == recovery.AfterSideEffect && ps.StepID == "s2" {
+					if point == steps.AfterSideEffect && ps.StepID == "s2" {
 						if last.Landed == nil || last.Landed.StepID != "s2" {
 							t.Fatalf("last point %+v has no side-effect hypothesis for s2", last)
 						}
@@ -130,7 +131,7 @@ func TestWhatIfMatchesCrashMatrix(t *testing.T) {
 							got.Verdict.Kind, got.Verdict.Evidence.Reason, ps.Verdict, ps.Evidence.Reason)
 					}
 				}
-				wantFragile := point == recovery.AfterExecuting && !expect || point == recovery.AfterSideEffect && !expect
+				wantFragile := point == steps.AfterExecuting && !expect || point == steps.AfterSideEffect && !expect
 				if last.Fragile != wantFragile {
 					t.Errorf("fragile = %v, want %v", last.Fragile, wantFragile)
 				}
@@ -148,7 +149,7 @@ func TestWhatIfWholeRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := recovery.NewJournal(eng)
+	j, err := steps.NewJournal(eng)
 	if err != nil {
 		t.Fatal(err)
 	}

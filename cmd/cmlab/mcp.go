@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cmlab/cmlab/steps"
 	"io"
 	"log/slog"
 	"os"
@@ -104,7 +105,12 @@ func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog
 		eng.Close()
 		return nil, nil, err
 	}
-	if _, res, err = recovery.Start(ctx, eng, recovery.StartOptions{OutputFile: recovery.ResumeOutputFile(h)}); err != nil {
+	// One step journal, shared by start-up recovery and the steps routes.
+	j, err := steps.NewJournal(eng)
+	if err != nil {
+		return fail(fmt.Errorf("step journal: %w", err))
+	}
+	if _, res, err = recovery.Start(ctx, j, recovery.StartOptions{OutputFile: recovery.ResumeOutputFile(h)}); err != nil {
 		return fail(fmt.Errorf("start-up recovery: %w", err))
 	}
 	mgr, err := pty.NewManager(eng, pty.Options{Logger: logger})
@@ -119,15 +125,13 @@ func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog
 	// No OperatorToken: the in-process server, reached by no socket, draws
 	// its own, which never leaves this process.
 	srv, err := labapi.New(labapi.Options{
-		Engine: eng, Listen: "127.0.0.1:0", SessionID: "lab_" + uuid.NewString(),
+		Engine: eng, Journal: j, Listen: "127.0.0.1:0", SessionID: "lab_" + uuid.NewString(),
 		AllowedRoots: labapi.DefaultAllowedRoots(nil), Pty: mgr, Version: labapi.Version, Logger: logger,
 	})
 	if err != nil {
 		closeMgr()
 		return fail(err)
 	}
-	// After the server's step journal exists: `cmlab recover` through it
-	// then leaves the resumed steps alone.
 	res.Start(context.WithoutCancel(ctx))
 	if err := srv.Start(ctx, os.Getpid(), "stdio"); err != nil {
 		srv.Close()

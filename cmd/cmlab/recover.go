@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cmlab/cmlab/steps"
 	"net/http"
 
 	"github.com/cmlab/cmlab/engine"
@@ -139,7 +140,7 @@ func recoverLocal(ctx context.Context, g *globalOpts, apply, salvage bool) (*rec
 		return nil, err
 	}
 	defer eng.Close()
-	j, err := recovery.NewJournal(eng)
+	j, err := steps.NewJournal(eng)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/cmlab/cmlab/steps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -13,7 +14,6 @@ import (
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
-	"github.com/cmlab/cmlab/recovery"
 )
 
 func recLastSeq(t *testing.T, h home.Home) uint64 {
@@ -38,16 +38,16 @@ func recCrashedHome(t *testing.T, review bool) (home.Home, string) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	pre, _ := recovery.WorldHash(work, []string{"a.txt"})
-	preB, _ := recovery.WorldHash(work, []string{"b.txt"})
-	steps := []events.PlannedStep{
-		{StepID: "a", Tool: "sh", ParamsHash: recovery.HashBytes([]byte("a")), PreHash: pre, IdemKey: "ka", World: []string{"a.txt"}, Dir: work},
+	pre, _ := steps.WorldHash(work, []string{"a.txt"})
+	preB, _ := steps.WorldHash(work, []string{"b.txt"})
+	planned := []events.PlannedStep{
+		{StepID: "a", Tool: "sh", ParamsHash: steps.HashBytes([]byte("a")), PreHash: pre, IdemKey: "ka", World: []string{"a.txt"}, Dir: work},
 	}
 	if review {
-		steps = append(steps, events.PlannedStep{StepID: "b", Tool: "sh", ParamsHash: recovery.HashBytes([]byte("b")), PreHash: preB, IdemKey: "kb", World: []string{"b.txt"}, Dir: work})
+		planned = append(planned, events.PlannedStep{StepID: "b", Tool: "sh", ParamsHash: steps.HashBytes([]byte("b")), PreHash: preB, IdemKey: "kb", World: []string{"b.txt"}, Dir: work})
 	}
 	evs := []*events.Event{
-		events.MustNew("m1", &events.StepPlanned{MandateID: "m1", Steps: steps}),
+		events.MustNew("m1", &events.StepPlanned{MandateID: "m1", Steps: planned}),
 		events.MustNew("m1", &events.StepExecuting{MandateID: "m1", StepID: "a", IdemKey: "ka", ObservedPreHash: pre}),
 	}
 	if review {
@@ -153,7 +153,7 @@ func TestStepCLI(t *testing.T) {
 	h := home.Home{Dir: privateDir(t)}
 	work := t.TempDir()
 	plan := filepath.Join(work, "plan.json")
-	os.WriteFile(plan, []byte(fmt.Sprintf(`{"steps":[{"step_id":"s","tool":"deploy","params_hash":"%s"}]}`, recovery.HashBytes([]byte("p")))), 0o600)
+	os.WriteFile(plan, []byte(fmt.Sprintf(`{"steps":[{"step_id":"s","tool":"deploy","params_hash":"%s"}]}`, steps.HashBytes([]byte("p")))), 0o600)
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -163,9 +163,9 @@ func TestStepCLI(t *testing.T) {
 		{[]string{"step", "start", "m1", "s", "--world", "out.txt", "--dir", work, "--request-id", "r1"}, 0, "m1/s: executing (idem_key idem_"},
 		{[]string{"step", "start", "m1", "s", "--world", "out.txt", "--dir", work, "--request-id", "r1"}, 0, "m1/s: executing"},
 		{[]string{"step", "complete", "m1", "s", "--world", "out.txt", "--dir", work}, 2, ""},
-		{[]string{"step", "complete", "m1", "s", "--world", "out.txt", "--dir", work, "--exit-code", "0", "--output-digest", recovery.HashBytes(nil)}, 0, "m1/s: completed"},
+		{[]string{"step", "complete", "m1", "s", "--world", "out.txt", "--dir", work, "--exit-code", "0", "--output-digest", steps.HashBytes(nil)}, 0, "m1/s: completed"},
 		{[]string{"step", "review", "m1", "s", "--reason", "x"}, 1, ""},
-		{[]string{"step", "start", "m1", "nope", "--observed-pre", recovery.HashBytes(nil)}, 1, ""},
+		{[]string{"step", "start", "m1", "nope", "--observed-pre", steps.HashBytes(nil)}, 1, ""},
 	} {
 		code, out, errOut := cli(t, append(tc.args, "--home", h.Dir)...)
 		if code != tc.code || !strings.Contains(out, tc.want) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cmlab/cmlab/steps"
 	"io"
 	"net/http"
 	"net/url"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/labapi"
-	"github.com/cmlab/cmlab/recovery"
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
@@ -61,7 +61,7 @@ func runMandate(ctx context.Context, g *globalOpts, path string) error {
 	if err != nil {
 		return err
 	}
-	m, err := recovery.ParseMandate(spec)
+	m, err := steps.ParseMandate(spec)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -78,7 +78,7 @@ func runMandate(ctx context.Context, g *globalOpts, path string) error {
 	if g.json {
 		out = g.stderr
 	}
-	r, err := recovery.NewRunner(recovery.RunnerOptions{Recorder: &clientRecorder{c: c}, Base: filepath.Dir(abs), Output: out})
+	r, err := steps.NewRunner(steps.RunnerOptions{Recorder: &clientRecorder{c: c}, Base: filepath.Dir(abs), Output: out})
 	if err != nil {
 		return err
 	}
@@ -95,13 +95,13 @@ func runMandate(ctx context.Context, g *globalOpts, path string) error {
 	switch {
 	case runErr == nil:
 		return nil
-	case errors.Is(runErr, recovery.ErrNeedsReview):
+	case errors.Is(runErr, steps.ErrNeedsReview):
 		return withCode(exitNeedReview, runErr)
 	}
 	return labErr(runErr)
 }
 
-func writeRunTable(w io.Writer, res *recovery.RunResult) {
+func writeRunTable(w io.Writer, res *steps.RunResult) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tSTATUS\tEXIT\tRESULT\tSOURCE")
 	for _, s := range res.Steps {
@@ -146,7 +146,7 @@ func transitionOf(p events.Payload) string {
 
 // Record implements recovery.Recorder: one POST with a fresh request id.
 func (r *clientRecorder) Record(ctx context.Context, p events.Payload) error {
-	mid, _ := recovery.StepTarget(p)
+	mid, _ := steps.StepTarget(p)
 	tr := transitionOf(p)
 	if tr == "" {
 		return fmt.Errorf("%T is not a step transition", p)
@@ -155,9 +155,9 @@ func (r *clientRecorder) Record(ctx context.Context, p events.Payload) error {
 }
 
 // Mandate implements recovery.Recorder.
-func (r *clientRecorder) Mandate(ctx context.Context, id string) (*recovery.MandateState, error) {
+func (r *clientRecorder) Mandate(ctx context.Context, id string) (*steps.MandateState, error) {
 	var out struct {
-		Mandate *recovery.MandateState `json:"mandate"`
+		Mandate *steps.MandateState `json:"mandate"`
 	}
 	err := r.c.Do(ctx, http.MethodGet, "/api/steps?mandateId="+url.QueryEscape(id), "", nil, &out)
 	var ae *labapi.APIError

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/cmlab/cmlab/steps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
-	"github.com/cmlab/cmlab/recovery"
 )
 
 const (
@@ -32,7 +32,7 @@ func TestRunCrashChild(t *testing.T) {
 	h := home.Home{Dir: os.Getenv(envRunCrashHome)}
 	path := os.Getenv(envRunCrashFile)
 	spec, _ := os.ReadFile(path)
-	m, err := recovery.ParseMandate(spec)
+	m, err := steps.ParseMandate(spec)
 	if err != nil {
 		os.Exit(2)
 	}
@@ -40,8 +40,8 @@ func TestRunCrashChild(t *testing.T) {
 	if err != nil {
 		os.Exit(2)
 	}
-	r, err := recovery.NewRunner(recovery.RunnerOptions{Recorder: &clientRecorder{c: c}, Base: filepath.Dir(path), Hook: func(p recovery.CrashPoint, s string) {
-		if p == recovery.AfterSideEffect && s == "b" {
+	r, err := steps.NewRunner(steps.RunnerOptions{Recorder: &clientRecorder{c: c}, Base: filepath.Dir(path), Hook: func(p steps.CrashPoint, s string) {
+		if p == steps.AfterSideEffect && s == "b" {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {}
 		}

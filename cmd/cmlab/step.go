@@ -3,13 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/cmlab/cmlab/steps"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 
-	"github.com/cmlab/cmlab/recovery"
 	"github.com/spf13/cobra"
 )
 
@@ -42,7 +42,7 @@ func stepPost(cmd *cobra.Command, g *globalOpts, mandate, tr, reqID string, body
 	if g.json {
 		return labPrintJSON(g, out)
 	}
-	var r recovery.TransitionResponse
+	var r steps.TransitionResponse
 	json.Unmarshal(out, &r)
 	line := r.MandateID
 	if r.StepID != "" {
@@ -90,7 +90,7 @@ func (w *worldFlags) hash(given, flag string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return recovery.WorldHash(abs, w.paths)
+	return steps.WorldHash(abs, w.paths)
 }
 
 func newStepPlanCmd(g *globalOpts) *cobra.Command {
@@ -167,7 +167,7 @@ func newStepCompleteCmd(g *globalOpts) *cobra.Command {
 				body["output_digest"] = digest
 			}
 			if result == "" && cmd.Flags().Changed("exit-code") && digest != "" {
-				result = recovery.ResultHash(exit, digest)
+				result = steps.ResultHash(exit, digest)
 			}
 			if result == "" {
 				return &usageError{"give --result HASH, or --exit-code and --output-digest to derive it"}
@@ -241,10 +241,10 @@ func newStepListCmd(g *globalOpts) *cobra.Command {
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			var ms []*recovery.MandateState
+			var ms []*steps.MandateState
 			if len(args) == 1 {
 				var out struct {
-					Mandate *recovery.MandateState `json:"mandate"`
+					Mandate *steps.MandateState `json:"mandate"`
 				}
 				if err := labCall(ctx, g, http.MethodGet, "/api/steps?mandateId="+url.QueryEscape(args[0]), "", nil, &out); err != nil {
 					return err
@@ -252,7 +252,7 @@ func newStepListCmd(g *globalOpts) *cobra.Command {
 				ms = append(ms, out.Mandate)
 			} else {
 				var out struct {
-					Mandates []*recovery.MandateState `json:"mandates"`
+					Mandates []*steps.MandateState `json:"mandates"`
 				}
 				if err := labCall(ctx, g, http.MethodGet, "/api/steps", "", nil, &out); err != nil {
 					return err

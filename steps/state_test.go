@@ -1,4 +1,4 @@
-package recovery
+package steps
 
 import (
 	"testing"
@@ -115,24 +115,11 @@ func TestCheckTransition(t *testing.T) {
 	}
 }
 
-func TestBuildPlanLeavesLiveStepsAlone(t *testing.T) {
-	pre, obs := h('1'), h('4')
-	evs := []*events.Event{
-		evAt(1, "m1", &events.StepPlanned{MandateID: "m1", Steps: []events.PlannedStep{
-			{StepID: "old", Tool: "sh", ParamsHash: h('9'), PreHash: pre, IdemKey: "k1"},
-			{StepID: "new", Tool: "sh", ParamsHash: h('8'), PreHash: pre, IdemKey: "k2"},
-		}}),
-		evAt(2, "m1", &events.StepExecuting{MandateID: "m1", StepID: "old", ObservedPreHash: obs}),
-		evAt(3, "m1", &events.StepExecuting{MandateID: "m1", StepID: "new", ObservedPreHash: obs}),
+// h is a valid hash made of one repeated hex digit.
+func h(c byte) string {
+	b := make([]byte, 64)
+	for i := range b {
+		b[i] = c
 	}
-	s := Rebuild(evs)
-	hash := func(*StepState) (string, error) { return pre, nil }
-	p := BuildPlan(s.Mandates(), PlanOptions{LiveAfter: 2, Hash: hash})
-	if p.Steps[0].Action != ActionReset || p.Steps[1].Action != ActionNone || p.Steps[1].Note == "" {
-		t.Fatalf("plan %+v", p.Steps)
-	}
-	p = BuildPlan(s.Mandates(), PlanOptions{Hash: hash})
-	if p.Steps[0].Action != ActionReset || p.Steps[1].Action != ActionReset {
-		t.Fatalf("plan without a daemon %+v", p.Steps)
-	}
+	return "sha256-" + string(b)
 }

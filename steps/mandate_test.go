@@ -1,7 +1,9 @@
-package recovery
+package steps
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -50,7 +52,9 @@ func TestParseMandate(t *testing.T) {
 	}
 	got, _ := m.Steps[0].expectedPost()
 	dir := t.TempDir()
-	writeFile(t, dir, "o.txt", "hi\n")
+	if err := os.WriteFile(filepath.Join(dir, "o.txt"), []byte("hi\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	want, err := WorldHash(dir, []string{"o.txt", "gone"})
 	if err != nil || got != want {
 		t.Fatalf("expected post %s, world %s (%v)", got, want, err)

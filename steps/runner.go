@@ -1,4 +1,4 @@
-package recovery
+package steps
 
 import (
 	"bytes"
@@ -67,6 +67,10 @@ type RunnerOptions struct {
 	// LookupEnv reads the runner's environment for the env allow-list.
 	// Default os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// Dirs, when set, overrides step working directories (step id →
+	// absolute dir) with those recorded in the plan: a daemon resuming a
+	// mandate planned elsewhere.
+	Dirs map[string]string
 	// Hook, when set, is called at each crash point of each step (tests kill
 	// the process there). Production code leaves it nil.
 	Hook func(point CrashPoint, stepID string)
@@ -75,9 +79,6 @@ type RunnerOptions struct {
 // Runner executes mandates through the durable step transitions.
 type Runner struct {
 	opts RunnerOptions
-	// dirs overrides step working directories with those recorded in the
-	// plan (a daemon resuming a mandate planned elsewhere).
-	dirs map[string]string
 }
 
 // NewRunner validates opts.
@@ -134,7 +135,7 @@ func ResultHash(exitCode int, outputDigest string) string {
 
 // stepDir is the absolute working directory of a step.
 func (r *Runner) stepDir(s MandateStep) string {
-	if d := r.dirs[s.ID]; d != "" {
+	if d := r.opts.Dirs[s.ID]; d != "" {
 		return d
 	}
 	if s.Cwd == "" {

@@ -1,4 +1,4 @@
-package recovery
+package steps
 
 import (
 	"context"
@@ -355,10 +355,4 @@ func (j *Journal) RecordRequest(ctx context.Context, p events.Payload, req, reqH
 		return TransitionResponse{}, err
 	}
 	return resp, nil
-}
-
-// appendRaw appends events that are not step transitions (recovery.applied).
-func (j *Journal) appendRaw(ctx context.Context, evs ...*events.Event) error {
-	_, err := j.eng.Append(ctx, evs...)
-	return err
 }

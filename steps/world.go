@@ -1,4 +1,4 @@
-package recovery
+package steps
 
 import (
 	"crypto/sha256"
@@ -181,9 +181,9 @@ func WorldHash(dir string, paths []string) (string, error) {
 	return HashListing(es), nil
 }
 
-// stepWorldHash is the world hash of a planned step, "" when the step
-// declares no world (its state cannot be observed).
-func stepWorldHash(s *StepState) (string, error) {
+// CurrentWorldHash is the world hash of a planned step now, "" when the
+// step declares no world (its state cannot be observed).
+func (s *StepState) CurrentWorldHash() (string, error) {
 	if len(s.World) == 0 {
 		return "", nil
 	}
