@@ -8,6 +8,9 @@ const (
 	TypeStepFailed      = "step.failed"
 	TypeStepNeedsReview = "step.needs_review"
 	TypeStepReset       = "step.reset"
+	// TypeMandateCancelled marks a mandate cancelled by its operator: no
+	// step of it starts executing again, and start-up auto-resume skips it.
+	TypeMandateCancelled = "mandate.cancelled"
 )
 
 // Step statuses.
@@ -44,6 +47,8 @@ type Evidence struct {
 	PostHash        string `json:"post_hash,omitempty"`
 	ResultHash      string `json:"result_hash,omitempty"`
 	Detail          string `json:"detail,omitempty"`
+	// Pid is the step's process still running (verdict in_flight).
+	Pid int `json:"pid,omitempty"`
 }
 
 // StepPlanned commits a mandate's plan. Spec is the mandate file's bytes
@@ -57,11 +62,21 @@ type StepPlanned struct {
 }
 
 // StepExecuting records that a step is about to produce its side effect.
+// When a runner executes the step as a process (`cmlab run`, auto-resume),
+// the event names that process: Pid, PidStart (its start time, field 22 of
+// /proc/PID/stat, in clock ticks after boot: a reused pid has another) and
+// BootID (/proc/sys/kernel/random/boot_id: after a reboot no recorded
+// process is alive). The runner starts the process held at a gate and
+// opens it only once this event is durable, so a step never acts without
+// its process on record (steps/doc.go).
 type StepExecuting struct {
 	MandateID       string `json:"mandate_id"`
 	StepID          string `json:"step_id"`
 	IdemKey         string `json:"idem_key"`
 	ObservedPreHash string `json:"observed_pre_hash"`
+	Pid             int    `json:"pid,omitempty"`
+	PidStart        uint64 `json:"pid_start,omitempty"`
+	BootID          string `json:"boot_id,omitempty"`
 }
 
 // StepCompleted records a finished step. ExitCode and OutputDigest are the
@@ -104,6 +119,16 @@ type StepReset struct {
 	Evidence  *Evidence `json:"evidence,omitempty"`
 }
 
+// MandateCancelled cancels a mandate (`cmlab run cancel`): its steps may
+// still finish what they are doing, none starts executing again, and
+// start-up auto-resume skips the mandate. Stream: the mandate id.
+type MandateCancelled struct {
+	MandateID string `json:"mandate_id"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+func (MandateCancelled) EventType() string { return TypeMandateCancelled }
+
 func (StepPlanned) EventType() string     { return TypeStepPlanned }
 func (StepExecuting) EventType() string   { return TypeStepExecuting }
 func (StepCompleted) EventType() string   { return TypeStepCompleted }
@@ -118,4 +143,5 @@ func init() {
 	register(func() Payload { return &StepFailed{} }, 1, nil)
 	register(func() Payload { return &StepNeedsReview{} }, 1, nil)
 	register(func() Payload { return &StepReset{} }, 1, nil)
+	register(func() Payload { return &MandateCancelled{} }, 1, nil)
 }

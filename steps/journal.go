@@ -25,6 +25,13 @@ var (
 	ErrInvalidTransition = errors.New("invalid step transition")
 	// ErrInvalidStep: a transition's fields are missing or malformed.
 	ErrInvalidStep = errors.New("invalid step transition fields")
+	// ErrMandateCancelled: the mandate was cancelled (mandate.cancelled);
+	// none of its steps starts executing again. It wraps
+	// ErrInvalidTransition.
+	ErrMandateCancelled = fmt.Errorf("%w: mandate cancelled", ErrInvalidTransition)
+	// ErrStale: the step moved since the caller looked at it (RecordAt);
+	// nothing was appended. It wraps ErrInvalidTransition.
+	ErrStale = fmt.Errorf("%w: step moved since it was classified", ErrInvalidTransition)
 )
 
 // MaxErrorMsg is the longest error_msg a step.failed keeps (characters).
@@ -116,6 +123,8 @@ func StepTarget(p events.Payload) (mandateID, stepID string) {
 		return p.MandateID, p.StepID
 	case *events.StepReset:
 		return p.MandateID, p.StepID
+	case *events.MandateCancelled:
+		return p.MandateID, ""
 	}
 	return "", ""
 }
@@ -133,6 +142,8 @@ func NextStatus(p events.Payload) string {
 		return events.StatusFailed
 	case *events.StepNeedsReview:
 		return events.StatusNeedsReview
+	case *events.MandateCancelled:
+		return MandateCancelled
 	}
 	return ""
 }
@@ -147,6 +158,10 @@ func NextStatus(p events.Payload) string {
 //	failed      pending | executing | needs_review → failed (needs error_class)
 //	review      any status but completed       → needs_review (needs reason)
 //	reset       executing | failed | needs_review → pending
+//	cancel      a planned mandate not cancelled yet (mandate.cancelled)
+//
+// A cancelled mandate takes no executing: what runs may still complete,
+// fail, be reviewed or reset, nothing starts again.
 func CheckTransition(m *MandateState, p events.Payload) error {
 	mid, sid := StepTarget(p)
 	if err := home.ValidateID(mid); err != nil {
@@ -200,6 +215,17 @@ func CheckTransition(m *MandateState, p events.Payload) error {
 		}
 		return nil
 	}
+	if _, ok := p.(*events.MandateCancelled); ok {
+		switch {
+		case m == nil || m.Orphan:
+			return fmt.Errorf("%w: %s (nothing to cancel)", ErrUnknownMandate, mid)
+		case m.Cancelled:
+			return fmt.Errorf("%w: %s is already cancelled", ErrInvalidTransition, mid)
+		case m.Status == MandateCompleted:
+			return fmt.Errorf("%w: %s is completed; there is nothing left to cancel", ErrInvalidTransition, mid)
+		}
+		return nil
+	}
 	if err := home.ValidateID(sid); err != nil {
 		return badField("step_id: %v", err)
 	}
@@ -216,6 +242,9 @@ func CheckTransition(m *MandateState, p events.Payload) error {
 	}
 	switch p := p.(type) {
 	case *events.StepExecuting:
+		if m.Cancelled {
+			return fmt.Errorf("%w: %s (%s); no step of it starts again: use a new mandate id", ErrMandateCancelled, mid, orDash(m.CancelReason))
+		}
 		if from != events.StatusPending && from != events.StatusFailed {
 			return refuse("only a pending or failed step can start executing")
 		}
@@ -323,10 +352,39 @@ func (j *Journal) Record(ctx context.Context, p events.Payload) error {
 // one appended event carries req, reqHash and the response snapshot, so a
 // retried request is answered from the log.
 func (j *Journal) RecordRequest(ctx context.Context, p events.Payload, req, reqHash string) (TransitionResponse, error) {
+	return j.record(ctx, p, req, reqHash, 0)
+}
+
+// RecordAt records p only if its step's last transition is still at seq
+// (StepState.LastSeq when the caller decided on p): a decision taken on a
+// state that has moved since is refused with ErrStale, and nothing is
+// appended. Recovery applies its decisions this way.
+func (j *Journal) RecordAt(ctx context.Context, p events.Payload, seq uint64) error {
+	if seq == 0 {
+		return fmt.Errorf("%w: RecordAt needs the step's last seq", ErrInvalidStep)
+	}
+	_, err := j.record(ctx, p, "", "", seq)
+	return err
+}
+
+func (j *Journal) record(ctx context.Context, p events.Payload, req, reqHash string, at uint64) (TransitionResponse, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	mid, sid := StepTarget(p)
 	m := j.state.Mandate(mid)
+	if at != 0 {
+		var s *StepState
+		if m != nil {
+			s = m.Step(sid)
+		}
+		if s == nil || s.LastSeq != at {
+			last := uint64(0)
+			if s != nil {
+				last = s.LastSeq
+			}
+			return TransitionResponse{}, fmt.Errorf("%w: %s/%s was at seq %d, is at %d", ErrStale, mid, sid, at, last)
+		}
+	}
 	Normalize(m, p)
 	if err := CheckTransition(m, p); err != nil {
 		return TransitionResponse{}, err
@@ -339,6 +397,9 @@ func (j *Journal) RecordRequest(ctx context.Context, p events.Payload, req, reqH
 		resp.IdemKey = p.IdemKey
 	case *events.StepPlanned:
 		resp.Status = "planned"
+	}
+	if _, ok := p.(*events.MandateCancelled); ok {
+		resp.Status = MandateCancelled
 	}
 	ev, err := events.New(mid, p)
 	if err != nil {

@@ -9,8 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
-	"syscall"
+	"sync"
 	"time"
 
 	"github.com/cmlab/cmlab/events"
@@ -27,17 +28,31 @@ var (
 	ErrStepFailed = errors.New("step failed")
 	// ErrPlanMismatch: the mandate file differs from the recorded plan.
 	ErrPlanMismatch = errors.New("mandate differs from its recorded plan")
+	// ErrCancelled is the cause a runner's context is cancelled with when
+	// its operator stops it (Ctrl+C on `cmlab run`): the running step is
+	// killed and recorded failed with error_class "cancelled". Any other
+	// cancellation (daemon shutdown) kills the step and leaves it
+	// executing for the next start to classify.
+	ErrCancelled = errors.New("cancelled")
+	// ErrInFlight: the step's recorded process (or one of its process
+	// group) still runs; the step is not started again until it is gone.
+	ErrInFlight = errors.New("step's process still running")
 )
+
+// ErrorClassCancelled is the error_class of a step stopped by its operator.
+const ErrorClassCancelled = "cancelled"
 
 // CrashPoint names the moments of a step at which a test may kill the runner.
 type CrashPoint int
 
-// The four crash points of a step, in order.
+// The crash points of a step, in order: BeforeExecuting, ChildStarted,
+// AfterExecuting, AfterSideEffect, AfterCompleted.
 const (
-	BeforeExecuting CrashPoint = iota + 1 // plan recorded, executing not yet
-	AfterExecuting                        // executing recorded, command not started
+	BeforeExecuting CrashPoint = iota + 1 // plan recorded, no process yet
+	AfterExecuting                        // executing recorded (with the process), the process still at its gate
 	AfterSideEffect                       // command finished, completed not recorded
 	AfterCompleted                        // completed recorded
+	ChildStarted                          // the process started at its gate, executing not recorded
 )
 
 func (p CrashPoint) String() string {
@@ -50,6 +65,8 @@ func (p CrashPoint) String() string {
 		return "after_side_effect"
 	case AfterCompleted:
 		return "after_completed"
+	case ChildStarted:
+		return "child_started"
 	}
 	return "crash_point_" + strconv.Itoa(int(p))
 }
@@ -213,7 +230,13 @@ func (r *Runner) Run(ctx context.Context, m Mandate, spec []byte) (*RunResult, e
 	if err := matchPlan(m, st); err != nil {
 		return nil, err
 	}
+	if st.Cancelled {
+		return res, fmt.Errorf("%w: %s (%s); use a new mandate id to run it again", ErrMandateCancelled, id, orDash(st.CancelReason))
+	}
 	for _, ms := range m.Steps {
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("%s: stopped before step %s: %w", id, ms.ID, context.Cause(ctx))
+		}
 		s := st.Step(ms.ID)
 		switch s.Status {
 		case events.StatusCompleted:
@@ -226,6 +249,9 @@ func (r *Runner) Run(ctx context.Context, m Mandate, spec []byte) (*RunResult, e
 			return res, fmt.Errorf("%w: %s/%s (%s); resolve it with `cmlab step complete|fail|reset`", ErrNeedsReview, id, s.StepID, orDash(s.Reason))
 		case events.StatusExecuting:
 			res.Steps = append(res.Steps, StepResult{StepID: s.StepID, Status: s.Status})
+			if running, _ := s.Process().Running(); running {
+				return res, fmt.Errorf("%w: %s/%s is executing and its process (pid %d) still runs; wait for it, then `cmlab recover --apply`", ErrInFlight, id, s.StepID, s.Pid)
+			}
 			return res, fmt.Errorf("%w: %s/%s was executing when its runner stopped; run `cmlab recover --apply` first", ErrInterrupted, id, s.StepID)
 		}
 		sr, err := r.runStep(ctx, id, ms, s)
@@ -270,37 +296,75 @@ func matchPlan(m Mandate, st *MandateState) error {
 func (r *Runner) runStep(ctx context.Context, id string, ms MandateStep, s *StepState) (StepResult, error) {
 	sr := StepResult{StepID: ms.ID}
 	dir := r.stepDir(ms)
+	// A process of an earlier attempt (its runner killed, the step reset
+	// by hand) may still be acting: never start a second one beside it.
+	if running, err := s.Process().Running(); err != nil {
+		return sr, fmt.Errorf("%s/%s: is pid %d still running? %w", id, ms.ID, s.Pid, err)
+	} else if running {
+		return sr, fmt.Errorf("%w: %s/%s: pid %d of an earlier attempt still runs; wait for it or stop it", ErrInFlight, id, ms.ID, s.Pid)
+	}
 	r.hook(BeforeExecuting, ms.ID)
 	pre, err := WorldHash(dir, ms.World)
 	if err != nil {
 		return sr, err
 	}
-	if err := r.opts.Recorder.Record(ctx, &events.StepExecuting{MandateID: id, StepID: ms.ID, IdemKey: s.IdemKey, ObservedPreHash: pre}); err != nil {
+	// The step's process dies with this goroutine's thread (Pdeathsig):
+	// keep the goroutine on that thread until the process is waited for
+	// (startGated explains why).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var out bytes.Buffer
+	g, startErr := startGated(ms.Argv, dir, r.env(ms, id, s.IdemKey), io.MultiWriter(&out, r.opts.Output))
+	if startErr != nil {
+		// Nothing runs: record the attempt and its failure.
+		if err := r.opts.Recorder.Record(ctx, &events.StepExecuting{MandateID: id, StepID: ms.ID, IdemKey: s.IdemKey, ObservedPreHash: pre}); err != nil {
+			return sr, fmt.Errorf("recording %s/%s executing: %w", id, ms.ID, err)
+		}
+		sr.Status = events.StatusFailed
+		if err := r.opts.Recorder.Record(ctx, &events.StepFailed{MandateID: id, StepID: ms.ID, ErrorClass: "start", ErrorMsg: CutErrorMsg(startErr.Error())}); err != nil {
+			return sr, err
+		}
+		return sr, fmt.Errorf("%w: %s/%s: %v", ErrStepFailed, id, ms.ID, startErr)
+	}
+	// Every way out of here kills what is left of the step's process
+	// group; the runner's own death kills its process (Pdeathsig).
+	defer g.kill()
+	r.hook(ChildStarted, ms.ID)
+	// The process waits at its gate until its pid and start time are in
+	// the log: a crash before that leaves a pending step and a process
+	// that dies without acting.
+	ex := &events.StepExecuting{MandateID: id, StepID: ms.ID, IdemKey: s.IdemKey, ObservedPreHash: pre,
+		Pid: g.proc.Pid, PidStart: g.proc.Start, BootID: g.proc.BootID}
+	if err := r.opts.Recorder.Record(ctx, ex); err != nil {
+		g.kill()
+		g.cmd.Wait()
 		return sr, fmt.Errorf("recording %s/%s executing: %w", id, ms.ID, err)
 	}
 	r.hook(AfterExecuting, ms.ID)
-	r.logf("%s/%s: running %q", id, ms.ID, ms.Argv)
-
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, ms.Argv[0], ms.Argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = r.env(ms, id, s.IdemKey)
-	cmd.Stdout = io.MultiWriter(&out, r.opts.Output)
-	cmd.Stderr = cmd.Stdout
-	// The step runs in its own process group, killed as a whole when ctx
-	// ends (daemon shutdown), so no child it started keeps running or
-	// holds its output open; WaitDelay bounds the wait for such pipes.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	runErr := cmd.Run()
-	if errors.Is(runErr, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() {
+	r.logf("%s/%s: running %q (pid %d)", id, ms.ID, ms.Argv, g.proc.Pid)
+	g.open() // a gate that cannot open (the process died) shows in Wait
+	runErr := waitStep(ctx, g)
+	if errors.Is(runErr, exec.ErrWaitDelay) && g.cmd.ProcessState != nil && g.cmd.ProcessState.Success() {
 		// Exited 0, but a process it left behind kept the output open.
 		runErr = nil
 	}
 	if ctx.Err() != nil {
-		// Cancelled (daemon shutdown): the command was killed mid-way, so
-		// the step stays executing and the next start classifies it.
+		if errors.Is(context.Cause(ctx), ErrCancelled) {
+			// Stopped by its operator: the process group is dead (waited
+			// for above); record the end under a context of its own.
+			sr.Status = events.StatusFailed
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			msg := fmt.Sprintf("%v while running (pid %d killed)", context.Cause(ctx), g.proc.Pid)
+			if err := r.opts.Recorder.Record(rctx, &events.StepFailed{MandateID: id, StepID: ms.ID, ErrorClass: ErrorClassCancelled, ErrorMsg: CutErrorMsg(msg)}); err != nil {
+				return sr, fmt.Errorf("%s/%s cancelled, but recording it failed: %w", id, ms.ID, err)
+			}
+			r.logf("%s/%s: cancelled (%v); recorded step.failed (error_class %s)", id, ms.ID, context.Cause(ctx), ErrorClassCancelled)
+			return sr, fmt.Errorf("%s/%s: %w", id, ms.ID, context.Cause(ctx))
+		}
+		// Cancelled otherwise (daemon shutdown): the command was killed
+		// mid-way, so the step stays executing and the next start
+		// classifies it.
 		r.logf("%s/%s: interrupted (%v); left executing", id, ms.ID, context.Cause(ctx))
 		return sr, fmt.Errorf("%w: %s/%s: %w", ErrInterrupted, id, ms.ID, context.Cause(ctx))
 	}
@@ -320,7 +384,7 @@ func (r *Runner) runStep(ctx context.Context, id string, ms MandateStep, s *Step
 		return sr, fmt.Errorf("%w: %s/%s exited with %d", ErrStepFailed, id, ms.ID, code)
 	default:
 		sr.Status = events.StatusFailed
-		if err := r.opts.Recorder.Record(ctx, &events.StepFailed{MandateID: id, StepID: ms.ID, ErrorClass: "start", ErrorMsg: CutErrorMsg(runErr.Error())}); err != nil {
+		if err := r.opts.Recorder.Record(ctx, &events.StepFailed{MandateID: id, StepID: ms.ID, ErrorClass: "wait", ErrorMsg: CutErrorMsg(runErr.Error())}); err != nil {
 			return sr, err
 		}
 		return sr, fmt.Errorf("%w: %s/%s: %v", ErrStepFailed, id, ms.ID, runErr)
@@ -345,6 +409,24 @@ func (r *Runner) runStep(ctx context.Context, id string, ms MandateStep, s *Step
 	r.hook(AfterCompleted, ms.ID)
 	sr.Status, sr.ExitCode, sr.OutputDigest, sr.ResultHash = events.StatusCompleted, &code, digest, rh
 	return sr, nil
+}
+
+// waitStep waits for the step's process; when ctx ends first, the process
+// group is killed (and then waited for).
+func waitStep(ctx context.Context, g *gatedCommand) error {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-ctx.Done():
+			g.kill()
+		case <-done:
+		}
+	})
+	err := g.cmd.Wait()
+	close(done)
+	wg.Wait()
+	return err
 }
 
 // env is the allow-listed environment plus the step's identity, so a

@@ -33,6 +33,11 @@ type StepState struct {
 	ErrorClass      string `json:"error_class,omitempty"`
 	ErrorMsg        string `json:"error_msg,omitempty"`
 	Reason          string `json:"reason,omitempty"`
+	// Pid, PidStart and BootID name the process of the last executing
+	// transition that recorded one (events.StepExecuting).
+	Pid      int    `json:"pid,omitempty"`
+	PidStart uint64 `json:"pid_start,omitempty"`
+	BootID   string `json:"boot_id,omitempty"`
 
 	Evidence *events.Evidence `json:"evidence,omitempty"`
 	// Orphan marks a step whose transitions arrived without a plan naming it.
@@ -49,6 +54,7 @@ const (
 	MandateCompleted = "completed" // every step completed
 	MandateFailed    = "failed"    // a step failed
 	MandatePaused    = "paused"    // a step awaits review
+	MandateCancelled = "cancelled" // mandate.cancelled recorded (whatever its steps)
 )
 
 // MandateState is one mandate: its plan and its steps in plan order.
@@ -66,6 +72,9 @@ type MandateState struct {
 	Spec []byte `json:"-"`
 	// LastAuto is the last automatic recovery decision about the mandate.
 	LastAuto *events.RecoveryDecision `json:"last_auto,omitempty"`
+	// Cancelled is set by mandate.cancelled; CancelReason is its reason.
+	Cancelled    bool   `json:"cancelled,omitempty"`
+	CancelReason string `json:"cancel_reason,omitempty"`
 }
 
 // Step returns the step with id, or nil.
@@ -79,6 +88,10 @@ func (m *MandateState) Step(id string) *StepState {
 }
 
 func (m *MandateState) derive() {
+	if m.Cancelled {
+		m.Status = MandateCancelled
+		return
+	}
 	st := MandateCompleted
 	for _, s := range m.Steps {
 		switch s.Status {
@@ -146,7 +159,7 @@ func (s *State) Observe(ev *events.Event) {
 	switch ev.Type {
 	case events.TypeStepPlanned, events.TypeStepExecuting, events.TypeStepCompleted,
 		events.TypeStepFailed, events.TypeStepNeedsReview, events.TypeStepReset,
-		events.TypeRecoveryApplied:
+		events.TypeMandateCancelled, events.TypeRecoveryApplied:
 	default:
 		return
 	}
@@ -269,6 +282,9 @@ func (s *State) apply(ev *events.Event, p events.Payload) {
 		st.Status = events.StatusExecuting
 		set(&st.IdemKey, p.IdemKey)
 		set(&st.ObservedPreHash, p.ObservedPreHash)
+		if p.Pid > 0 {
+			st.Pid, st.PidStart, st.BootID = p.Pid, p.PidStart, p.BootID
+		}
 	case *events.StepCompleted:
 		m, st = s.step(mandateOf(ev, p.MandateID), p.StepID)
 		st.Status = events.StatusCompleted
@@ -296,6 +312,10 @@ func (s *State) apply(ev *events.Event, p events.Payload) {
 		st.Status = events.StatusPending
 		set(&st.IdemKey, p.IdemKey)
 		set(&st.Reason, p.Reason)
+	case *events.MandateCancelled:
+		m = s.mandate(mandateOf(ev, p.MandateID), true)
+		m.Cancelled = true
+		set(&m.CancelReason, p.Reason)
 	case *events.RecoveryApplied:
 		if !p.Auto {
 			return
