@@ -18,22 +18,26 @@ import (
 // the daemon, the single writer. Bodies use the step event fields:
 //
 //	POST /api/steps/{mandateId}/plan       {name?, steps:[{step_id, tool, params_hash, pre_hash?, expected_post_hash?, idem_key?, world?, dir?}], spec?}
-//	POST /api/steps/{mandateId}/executing  {step_id, observed_pre_hash, idem_key?}
+//	POST /api/steps/{mandateId}/executing  {step_id, observed_pre_hash, idem_key?, pid?, pid_start?, boot_id?}
 //	POST /api/steps/{mandateId}/completed  {step_id, post_hash, result_hash, exit_code?, output_digest?}
 //	POST /api/steps/{mandateId}/failed     {step_id, error_class, error_msg, exit_code?}   (error_msg cut to 500 characters)
 //	POST /api/steps/{mandateId}/review     {step_id, reason, evidence?}
 //	POST /api/steps/{mandateId}/reset      {step_id, reason?}                              (back to pending, same idem_key)
+//	POST /api/steps/{mandateId}/cancel     {reason?}                                       (mandate.cancelled: no step starts again, auto-resume skips it)
 //	→ {mandateId, stepId, status, idemKey?}
 //	GET  /api/steps?mandateId=             {mandate} or, without mandateId, {mandates}
 //	GET  /api/recovery/plan                the recovery plan, classified now
 //	POST /api/recovery/apply               apply it (steps of runners of this daemon are left alone)
 //
 // Transitions are validated against the state rebuilt from the log
-// (recovery.CheckTransition); a request id makes them idempotent.
+// (steps.CheckTransition) and appended by the daemon's one step journal
+// (Options.Journal), under the lock its start-up recovery and auto-resume
+// take too, so no transition is accepted from a stale state; a request id
+// makes them idempotent.
 func (s *Server) registerStepRoutes() {
 	st := &stepRoutes{s: s, j: s.opts.Journal}
 	s.route("GET /api/steps", authAlways, st.list)
-	for _, tr := range []string{"plan", "executing", "completed", "failed", "review", "reset"} {
+	for _, tr := range []string{"plan", "executing", "completed", "failed", "review", "reset", "cancel"} {
 		s.route("POST /api/steps/{mandateId}/"+tr, authAlways, st.transition(tr))
 	}
 	s.route("GET /api/recovery/plan", authAlways, st.plan)
@@ -65,6 +69,9 @@ func newPayload(tr string) (events.Payload, *string) {
 		return p, &p.MandateID
 	case "reset":
 		p := &events.StepReset{}
+		return p, &p.MandateID
+	case "cancel":
+		p := &events.MandateCancelled{}
 		return p, &p.MandateID
 	}
 	return nil, nil

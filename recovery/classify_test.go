@@ -59,8 +59,38 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Classify(tc.step, tc.curPre, tc.cur)
+			got := Classify(tc.step, tc.curPre, tc.cur, false)
 			if got != tc.want {
+				t.Fatalf("Classify = %+v\nwant       %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestClassifyInFlight: while the step's recorded process runs, no rule
+// but a recorded completion decides: the world may still change.
+func TestClassifyInFlight(t *testing.T) {
+	pre, post, obs, res := h('1'), h('2'), h('4'), h('5')
+	inFlight := func(status string) Verdict {
+		return Verdict{Kind: InFlight, Evidence: events.Evidence{Reason: ReasonProcessRunning, Status: status, Pid: 4242,
+			Detail: "pid 4242 (started at tick 99 after boot) still runs"}}
+	}
+	tests := []struct {
+		name        string
+		step        steps.StepState
+		curPre, cur string
+		want        Verdict
+	}{
+		{"beats current pre matches", steps.StepState{Status: events.StatusExecuting, PreHash: pre, ObservedPreHash: obs, Pid: 4242, PidStart: 99}, pre, pre, inFlight("executing")},
+		{"beats current post matches", steps.StepState{Status: events.StatusExecuting, PreHash: pre, ExpectedPostHash: post, ObservedPreHash: obs, Pid: 4242, PidStart: 99}, post, post, inFlight("executing")},
+		{"beats a reset by hand", steps.StepState{Status: events.StatusPending, PreHash: pre, ObservedPreHash: obs, Pid: 4242, PidStart: 99}, pre, pre, inFlight("pending")},
+		{"beats needs_review", steps.StepState{Status: events.StatusNeedsReview, PreHash: pre, ObservedPreHash: obs, Pid: 4242, PidStart: 99}, pre, pre, inFlight("needs_review")},
+		{"a recorded completion beats it", steps.StepState{Status: events.StatusCompleted, PostHash: post, ResultHash: res, Pid: 4242, PidStart: 99}, pre, pre,
+			Verdict{Kind: AlreadyDone, PostHash: post, Evidence: events.Evidence{Reason: "wal_recorded_completion", ResultHash: res}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Classify(tc.step, tc.curPre, tc.cur, true); got != tc.want {
 				t.Fatalf("Classify = %+v\nwant       %+v", got, tc.want)
 			}
 		})

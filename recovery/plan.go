@@ -32,6 +32,11 @@ type PlanStep struct {
 	Current string `json:"current_hash,omitempty"`
 	// Note explains an action of none that is not obvious.
 	Note string `json:"note,omitempty"`
+	// Pid is the step's recorded process (0: none recorded).
+	Pid int `json:"pid,omitempty"`
+	// Seq is the step's last transition when it was classified: a
+	// decision applies only while the step is still there (RecordAt).
+	Seq uint64 `json:"seq"`
 }
 
 // PlanMandate is a mandate's line of a plan.
@@ -77,6 +82,10 @@ type PlanOptions struct {
 	// Hash computes a step's world hash now; default WorldHash of its
 	// world ("" for a step without one).
 	Hash func(s *steps.StepState) (string, error)
+	// Running tells whether a step's recorded process still runs; default
+	// s.Process().Running(). An error counts as running: a step is never
+	// retried on a guess.
+	Running func(s *steps.StepState) (bool, error)
 }
 
 // AwaitsReview reports whether the step waits for a human: it is marked
@@ -88,6 +97,17 @@ func (s PlanStep) AwaitsReview() bool {
 
 // NeedsReview reports whether some step awaits a human (exit code 4).
 func (p *Plan) NeedsReview() bool { return p.AwaitingReview() > 0 }
+
+// InFlight returns the steps whose process still runs (verdict in_flight).
+func (p *Plan) InFlight() []PlanStep {
+	var out []PlanStep
+	for _, s := range p.Steps {
+		if s.Verdict == InFlight {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // AwaitingReview counts the steps that await a human.
 func (p *Plan) AwaitingReview() int {
@@ -120,6 +140,7 @@ func (p *Plan) Pending() int {
 //	executing     manual_review   needs_review
 //	pending       already_done    complete (the world shows it done)
 //	pending       manual_review   needs_review
+//	any           in_flight       none (its process still runs: wait for it)
 //	anything else                 none
 //
 // A failed step keeps its recorded failure (re-running it is the
@@ -127,6 +148,9 @@ func (p *Plan) Pending() int {
 func BuildPlan(mandates []*steps.MandateState, opts PlanOptions) *Plan {
 	if opts.Hash == nil {
 		opts.Hash = (*steps.StepState).CurrentWorldHash
+	}
+	if opts.Running == nil {
+		opts.Running = func(s *steps.StepState) (bool, error) { return s.Process().Running() }
 	}
 	p := &Plan{Steps: []PlanStep{}, Mandates: []PlanMandate{}}
 	for _, m := range mandates {
@@ -136,17 +160,22 @@ func BuildPlan(mandates []*steps.MandateState, opts PlanOptions) *Plan {
 		}
 		p.Mandates = append(p.Mandates, pm)
 		for _, s := range m.Steps {
-			ps := PlanStep{MandateID: m.MandateID, StepID: s.StepID, Status: s.Status, Action: ActionNone}
+			ps := PlanStep{MandateID: m.MandateID, StepID: s.StepID, Status: s.Status, Action: ActionNone, Pid: s.Pid, Seq: s.LastSeq}
 			var cur string
+			running := false
 			if s.Status != events.StatusCompleted {
 				h, err := opts.Hash(s)
 				if err != nil {
 					ps.Note = "world not hashable: " + err.Error()
 				}
 				cur = h
+				if s.Pid > 0 {
+					r, err := opts.Running(s)
+					running = r || err != nil
+				}
 			}
 			ps.Current = cur
-			v := Classify(*s, cur, cur)
+			v := Classify(*s, cur, cur, running)
 			ps.Verdict, ps.Evidence = v.Kind, v.Evidence
 			if v.Kind == AlreadyDone && v.Evidence.Reason == ReasonCurrentMatchesPost {
 				ps.Evidence.PostHash = v.PostHash
@@ -156,6 +185,8 @@ func BuildPlan(mandates []*steps.MandateState, opts PlanOptions) *Plan {
 			live := opts.LiveAfter > 0 && s.LastSeq > opts.LiveAfter
 			liveMandate := opts.LiveAfter > 0 && m.LastSeq > opts.LiveAfter
 			switch {
+			case v.Kind == InFlight:
+				ps.Note = fmt.Sprintf("pid %d still runs: wait for it (recover --apply --wait) or stop it", s.Pid)
 			case s.Orphan:
 				ps.Note = "orphan transition (no plan names this step)"
 			case live && s.Status == events.StatusExecuting:
@@ -209,8 +240,10 @@ type ApplyOptions struct {
 	Snapshot     func(*Plan) (json.RawMessage, error)
 }
 
-// Apply appends the plan's decisions through j, then one recovery.applied
-// event listing them. With nothing to apply it appends nothing, so a second
+// Apply appends the plan's decisions through j, each only while its step
+// is still at the transition it was classified at (Journal.RecordAt: a
+// step that moved meanwhile fails the apply with steps.ErrStale), then one
+// recovery.applied event listing them. With nothing to apply it appends nothing, so a second
 // run is a no-op. It returns the number of events appended.
 func Apply(ctx context.Context, j *steps.Journal, p *Plan, opts ApplyOptions) (int, error) {
 	var decisions []events.RecoveryDecision
@@ -221,7 +254,7 @@ func Apply(ctx context.Context, j *steps.Journal, p *Plan, opts ApplyOptions) (i
 			continue
 		}
 		d := s.Decision()
-		if err := j.Record(ctx, d); err != nil {
+		if err := j.RecordAt(ctx, d, s.Seq); err != nil {
 			return n, fmt.Errorf("recovery: applying %s to %s/%s: %w", s.Action, s.MandateID, s.StepID, err)
 		}
 		n++
@@ -281,6 +314,9 @@ func (p *Plan) WriteTable(w io.Writer) error {
 			line += ": " + m.ResumeError
 		}
 		fmt.Fprintln(w, line)
+	}
+	for _, s := range p.InFlight() {
+		fmt.Fprintf(w, "in flight: %s/%s: pid %d still runs; nothing is decided about it until it ends (recover --apply --wait waits)\n", s.MandateID, s.StepID, s.Pid)
 	}
 	if len(p.ClosedTerminal) > 0 {
 		fmt.Fprintf(w, "closed after the crash: %s\n", strings.Join(p.ClosedTerminal, ", "))

@@ -30,6 +30,7 @@ const (
 	WhyNotResumable     = "no_mandate_spec"
 	WhyFailed           = "failed_step"
 	WhyStepAwaitsReview = "step_awaits_review"
+	WhyInFlight         = "step_in_flight" // a step's process still runs
 )
 
 // StartOptions configure the recovery run at every daemon start.
@@ -90,11 +91,13 @@ func OnStart(ctx context.Context, j *steps.Journal, opts StartOptions) (*Plan, e
 //
 // Then auto-resume (seed 004): an open mandate recorded by `cmlab run` whose
 // last transition is younger than Lookback and whose open steps are all
-// already_done or safe_to_retry gets its decisions applied here; running it
+// already_done or safe_to_retry (none in_flight: a step whose process
+// still runs is never run again beside it) gets its decisions applied here; running it
 // is left to the returned Resumer (never nil when err is nil), each resumed
 // step reusing its idem_key and completed steps read from the log. Older
 // mandates, those with a manual_review step, a failed step, or no recorded
-// spec wait for the operator. j is the daemon's one step journal, the one
+// spec wait for the operator; a cancelled mandate (mandate.cancelled) is
+// skipped. j is the daemon's one step journal, the one
 // its steps API records through too, so that a check and an append of a
 // transition never interleave with another's. Each decision and its reason go into one
 // recovery.applied event (auto: true) — only when it differs from the last
@@ -128,8 +131,8 @@ func Start(ctx context.Context, j *steps.Journal, opts StartOptions) (*Plan, *Re
 	for i := range plan.Mandates {
 		pm := &plan.Mandates[i]
 		m := j.State().Mandate(pm.MandateID)
-		if m == nil || m.Status == steps.MandateCompleted {
-			continue
+		if m == nil || m.Status == steps.MandateCompleted || m.Cancelled {
+			continue // nothing to resume; a cancelled mandate is never resumed
 		}
 		action, why := decideResume(m, byMandate[pm.MandateID], now, opts.Lookback)
 		if opts.NoResume && action == ResumeAuto {
@@ -276,6 +279,11 @@ func decideResume(m *steps.MandateState, planned []PlanStep, now time.Time, look
 		return ResumeWait, WhyFailed
 	case steps.MandatePaused:
 		return ResumeWait, WhyStepAwaitsReview
+	}
+	for _, s := range planned {
+		if s.Verdict == InFlight {
+			return ResumeWait, WhyInFlight
+		}
 	}
 	for _, s := range planned {
 		if s.Status != events.StatusCompleted && s.Verdict == ManualReview {

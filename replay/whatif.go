@@ -138,7 +138,7 @@ func classifyRecorded(s *steps.StepState) StepVerdict {
 	if w == "" {
 		v.World, v.CurrentPre, v.CurrentPost = WorldUnknown, "", ""
 	}
-	v.Verdict = recovery.Classify(*s, v.CurrentPre, v.CurrentPost)
+	v.Verdict = recovery.Classify(*s, v.CurrentPre, v.CurrentPost, false)
 	return v
 }
 
@@ -148,6 +148,6 @@ func classifyLanded(s *steps.StepState) StepVerdict {
 	// the pre-state, so neither current hash can match anything.
 	w := s.ExpectedPostHash
 	v := StepVerdict{StepID: s.StepID, Status: s.Status, World: WorldSideEffectLanded, CurrentPost: w}
-	v.Verdict = recovery.Classify(*s, "", w)
+	v.Verdict = recovery.Classify(*s, "", w, false)
 	return v
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/cmlab/cmlab/steps"
 	"net/http"
+	"time"
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/labapi"
@@ -17,7 +18,8 @@ import (
 
 // newRecoverCmd builds 'cmlab recover [--apply] [--salvage] [--json]'.
 func newRecoverCmd(g *globalOpts) *cobra.Command {
-	var apply, salvage bool
+	var apply, salvage, wait bool
+	var waitTimeout time.Duration
 	c := &cobra.Command{
 		Use:   "recover",
 		Short: "Decide, step by step, what a crash left done, retryable or in need of a human",
@@ -31,6 +33,8 @@ transitions and classify it with world hashes computed now:
                  pre state                      → reset to pending, same idem_key
   manual_review  it was interrupted and the world tells nothing certain
                  (or it was marked for review)  → needs_review, mandate paused
+  in_flight      its recorded process (same pid and start time) or a
+                 process of its group still runs → nothing, until it ends
 
 then print the plan (STEP, STATUS, VERDICT, EVIDENCE, ACTION). --apply
 appends the decisions, closes terminal blocks and sessions left open (one
@@ -47,19 +51,63 @@ exit code 3 naming segment, offset and sequence. --salvage --apply then
 keeps every intact entry, moves the damaged bytes to quarantine/, writes a
 wal.salvaged placeholder at each lost sequence number and lists them.
 
+A step in flight is never reset or completed: --apply applies the other
+decisions and exits 4 naming its pid; with --wait it first waits (up to
+--wait-timeout) until no step's process runs, then applies.
+
 Exit codes: 0 ok, 1 error, 3 corruption needs --salvage, 4 steps await
-manual review.`,
+manual review or are in flight.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return recoverHome(cmd.Context(), g, apply, salvage)
+			if wait && !apply {
+				return &usageError{"--wait goes with --apply"}
+			}
+			ctx := cmd.Context()
+			if wait {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, waitTimeout)
+				defer cancel()
+			}
+			return recoverHome(ctx, g, apply, salvage, wait)
 		},
 	}
 	c.Flags().BoolVar(&apply, "apply", false, "append the decisions (default: only print the plan)")
 	c.Flags().BoolVar(&salvage, "salvage", false, "with --apply: salvage a log whose acknowledged entries are damaged")
+	c.Flags().BoolVar(&wait, "wait", false, "with --apply: wait until no step's process still runs, then apply")
+	c.Flags().DurationVar(&waitTimeout, "wait-timeout", 10*time.Minute, "how long --wait waits")
 	return c
 }
 
-func recoverHome(ctx context.Context, g *globalOpts, apply, salvage bool) error {
+// inFlightPoll is how often --wait looks again at steps in flight.
+const inFlightPoll = 100 * time.Millisecond
+
+// waitInFlight polls plan until it shows no step in flight.
+func waitInFlight(ctx context.Context, g *globalOpts, plan func() (*recovery.Plan, error)) error {
+	said := map[int]bool{}
+	for {
+		p, err := plan()
+		if err != nil {
+			return err
+		}
+		fl := p.InFlight()
+		if len(fl) == 0 {
+			return nil
+		}
+		for _, s := range fl {
+			if !said[s.Pid] {
+				said[s.Pid] = true
+				fmt.Fprintf(g.stderr, "cmlab recover: waiting for %s/%s: pid %d still runs\n", s.MandateID, s.StepID, s.Pid)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return withCode(exitNeedReview, fmt.Errorf("%d step(s) still in flight (first: %s/%s, pid %d): %w", len(fl), fl[0].MandateID, fl[0].StepID, fl[0].Pid, context.Cause(ctx)))
+		case <-time.After(inFlightPoll):
+		}
+	}
+}
+
+func recoverHome(ctx context.Context, g *globalOpts, apply, salvage, wait bool) error {
 	h, err := g.Home()
 	if err != nil {
 		return err
@@ -75,6 +123,15 @@ func recoverHome(ctx context.Context, g *globalOpts, apply, salvage bool) error 
 		}
 		defer closeFn()
 		plan = &recovery.Plan{}
+		if wait {
+			err := waitInFlight(ctx, g, func() (*recovery.Plan, error) {
+				p := &recovery.Plan{}
+				return p, labErr(c.Do(ctx, http.MethodGet, "/api/recovery/plan", "", nil, p))
+			})
+			if err != nil {
+				return err
+			}
+		}
 		if apply {
 			err = c.Do(ctx, http.MethodPost, "/api/recovery/apply", "", nil, plan)
 		} else {
@@ -84,7 +141,7 @@ func recoverHome(ctx context.Context, g *globalOpts, apply, salvage bool) error 
 			return labErr(err)
 		}
 	} else {
-		if plan, err = recoverLocal(ctx, g, apply, salvage); err != nil {
+		if plan, err = recoverLocal(ctx, g, apply, salvage, wait); err != nil {
 			return err
 		}
 	}
@@ -98,11 +155,14 @@ func recoverHome(ctx context.Context, g *globalOpts, apply, salvage bool) error 
 	if n := plan.AwaitingReview(); n > 0 {
 		return withCode(exitNeedReview, fmt.Errorf("%d step(s) await manual review: inspect their world, then `cmlab step complete|fail|reset`", n))
 	}
+	if fl := plan.InFlight(); len(fl) > 0 {
+		return withCode(exitNeedReview, fmt.Errorf("%d step(s) in flight: %s/%s's process (pid %d) still runs; nothing is decided about it until it ends: wait, or `cmlab recover --apply --wait`", len(fl), fl[0].MandateID, fl[0].StepID, fl[0].Pid))
+	}
 	return nil
 }
 
 // recoverLocal opens the home in this process (no daemon runs).
-func recoverLocal(ctx context.Context, g *globalOpts, apply, salvage bool) (*recovery.Plan, error) {
+func recoverLocal(ctx context.Context, g *globalOpts, apply, salvage, wait bool) (*recovery.Plan, error) {
 	h, err := g.Home()
 	if err != nil {
 		return nil, err
@@ -143,6 +203,11 @@ func recoverLocal(ctx context.Context, g *globalOpts, apply, salvage bool) (*rec
 	j, err := steps.NewJournal(eng)
 	if err != nil {
 		return nil, err
+	}
+	if wait {
+		if err := waitInFlight(ctx, g, func() (*recovery.Plan, error) { return recovery.Recover(j, recovery.PlanOptions{}), nil }); err != nil {
+			return nil, err
+		}
 	}
 	plan := recovery.Recover(j, recovery.PlanOptions{})
 	plan.Salvaged = salvaged

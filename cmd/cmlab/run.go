@@ -9,7 +9,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"sync"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/cmlab/cmlab/events"
@@ -45,15 +48,75 @@ CMLAB_STEP_ID and CMLAB_IDEM_KEY, which stays the same when a step is
 retried). expect_post (a world hash or path → content, null for missing)
 lets recovery tell a finished step from an interrupted one.
 
+Each step's process is started held at a gate; its pid and start time are
+recorded with step.executing before the gate opens, it leads its own
+process group and it dies with this process (Linux Pdeathsig). So a killed
+'cmlab run' never leaves a step acting unrecorded, and 'cmlab recover' says
+in_flight (never safe_to_retry) while anything of the step still runs.
+
+Ctrl+C (SIGINT) or SIGTERM stops the running step (its process group is
+killed), records it failed with error_class "cancelled" and exits 1.
+'cmlab run cancel MANDATE_ID' cancels a mandate: no step of it starts
+again and the daemon's start-up auto-resume skips it.
+
 Transitions go through the running daemon when there is one (it is the
 single writer); the commands run in this process. Exit codes: 0 done,
-1 error or failed step, 4 a step awaits review.`,
+1 error, failed or cancelled step, 4 a step awaits review or still runs.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runMandate(cmd.Context(), g, args[0])
 		},
 	}
+	c.AddCommand(newRunCancelCmd(g))
 	return c
+}
+
+// newRunCancelCmd builds 'cmlab run cancel MANDATE_ID'.
+func newRunCancelCmd(g *globalOpts) *cobra.Command {
+	var reason, reqID string
+	c := &cobra.Command{
+		Use:   "cancel MANDATE_ID",
+		Short: "Cancel a mandate: none of its steps starts again, auto-resume skips it",
+		Long: `Record mandate.cancelled: no step of the mandate starts executing again
+(through 'cmlab run', the steps API or the daemon's start-up auto-resume).
+A step running now is not stopped by this (Ctrl+C on its 'cmlab run' does
+that); it may still complete or fail. Run the work again under a new
+mandate id.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return stepPost(cmd, g, args[0], "cancel", reqID, map[string]string{"reason": reason})
+		},
+	}
+	c.Flags().StringVar(&reason, "reason", "cancelled by the operator", "why (recorded with the event)")
+	stepRequestIDFlag(c, &reqID)
+	return c
+}
+
+// cancelOnSignal cancels ctx with steps.ErrCancelled on the first SIGINT
+// or SIGTERM; the returned func stops listening and waits for its
+// goroutine.
+func cancelOnSignal(ctx context.Context, cancel context.CancelCauseFunc) (stop func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case s := <-sigs:
+			name := "SIGTERM"
+			if s == syscall.SIGINT {
+				name = "SIGINT"
+			}
+			cancel(fmt.Errorf("%w by %s", steps.ErrCancelled, name))
+		case <-done:
+		case <-ctx.Done():
+		}
+	})
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+		wg.Wait()
+	}
 }
 
 func runMandate(ctx context.Context, g *globalOpts, path string) error {
@@ -82,7 +145,11 @@ func runMandate(ctx context.Context, g *globalOpts, path string) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopSignals := cancelOnSignal(ctx, cancel)
 	res, runErr := r.Run(ctx, m, spec)
+	stopSignals()
 	if res != nil {
 		if g.json {
 			if err := labPrintJSON(g, res); err != nil {
@@ -95,7 +162,7 @@ func runMandate(ctx context.Context, g *globalOpts, path string) error {
 	switch {
 	case runErr == nil:
 		return nil
-	case errors.Is(runErr, steps.ErrNeedsReview):
+	case errors.Is(runErr, steps.ErrNeedsReview), errors.Is(runErr, steps.ErrInFlight):
 		return withCode(exitNeedReview, runErr)
 	}
 	return labErr(runErr)
@@ -140,6 +207,8 @@ func transitionOf(p events.Payload) string {
 		return "review"
 	case *events.StepReset:
 		return "reset"
+	case *events.MandateCancelled:
+		return "cancel"
 	}
 	return ""
 }
