@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -73,10 +74,29 @@ func TestCrashChild(t *testing.T) {
 // runCrashChild runs the mandate in a child killed at point of step.
 func runCrashChild(t *testing.T, h home.Home, mandatePath string, point steps.CrashPoint, step string) {
 	t.Helper()
+	cmd, out := startCrashChild(t, h, mandatePath, point, step)
+	waitKilled(t, cmd, out)
+}
+
+// startCrashChild starts the runner child; it kills itself at point of
+// step (0: never; the test kills it).
+func startCrashChild(t *testing.T, h home.Home, mandatePath string, point steps.CrashPoint, step string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), envChild+"=1", envHome+"="+h.Dir, envMandate+"="+mandatePath,
 		envPoint+"="+strconv.Itoa(int(point)), envStep+"="+step)
-	out, err := cmd.CombinedOutput()
+	out := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, out
+}
+
+// waitKilled waits for the child and checks that SIGKILL ended it.
+func waitKilled(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer) {
+	t.Helper()
+	err := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) {
 		t.Fatalf("child was not killed: %v\n%s", err, out)
