@@ -52,9 +52,10 @@ type DaemonOptions struct {
 	// test compact a small log.
 	SegmentSize int
 
-	onServer  func(*Server)           // benchmarks: the server once built
-	onResumer func(*recovery.Resumer) // tests: start-up auto-resume
-	now       func() time.Time        // tests: recovery's clock
+	onServer   func(*Server)                  // benchmarks: the server once built
+	onResumer  func(*recovery.Resumer)        // tests: start-up auto-resume
+	resumeHook func(steps.CrashPoint, string) // tests: the resumed runner's crash points
+	now        func() time.Time               // tests: recovery's clock
 }
 
 // feedbackSweep is how often the daemon ingests complete lines other
@@ -148,7 +149,7 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 		// come after the journal's start seq, so `cmlab recover` through
 		// this daemon sees them as its own runners' and leaves them alone.
 		var plan *recovery.Plan
-		plan, res, err = recovery.Start(ctx, j, recovery.StartOptions{Lookback: o.Lookback, Now: o.now,
+		plan, res, err = recovery.Start(ctx, j, recovery.StartOptions{Lookback: o.Lookback, Now: o.now, Hook: o.resumeHook,
 			OutputFile: recovery.ResumeOutputFile(o.Home), OnResumed: resumeLogger(o.Logger, o.Home)})
 		if err != nil {
 			return fmt.Errorf("start-up recovery: %w", err)
