@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cmlab/cmlab/steps"
 	"reflect"
 	"slices"
 	"testing"
 
 	"github.com/cmlab/cmlab/pty"
+	"github.com/cmlab/cmlab/steps"
 )
 
 const testNonce = "n0nce42"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cmlab/cmlab/steps"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/pty"
 	"github.com/cmlab/cmlab/recovery"
+	"github.com/cmlab/cmlab/steps"
 	"github.com/google/uuid"
 )
 

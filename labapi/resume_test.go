@@ -3,7 +3,6 @@ package labapi
 import (
 	"bytes"
 	"context"
-	"github.com/cmlab/cmlab/steps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/recovery"
+	"github.com/cmlab/cmlab/steps"
 )
 
 // blockingMandate records the plan of a one-step mandate whose command

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cmlab/cmlab/steps"
 	"io"
 	"log/slog"
 	"net"
@@ -23,6 +22,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/pty"
+	"github.com/cmlab/cmlab/steps"
 	"github.com/cmlab/cmlab/wal"
 )
 

@@ -3,13 +3,13 @@ package labapi
 import (
 	"encoding/json"
 	"errors"
-	"github.com/cmlab/cmlab/steps"
 	"net/http"
 	"strings"
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/recovery"
+	"github.com/cmlab/cmlab/steps"
 	"github.com/cmlab/cmlab/wal"
 )
 

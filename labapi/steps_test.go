@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/cmlab/cmlab/steps"
 	"strings"
 	"testing"
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/recovery"
+	"github.com/cmlab/cmlab/steps"
 )
 
 func stepHash(c string) string { return "sha256-" + strings.Repeat(c, 64) }

@@ -1,10 +1,10 @@
 package recovery
 
 import (
-	"github.com/cmlab/cmlab/steps"
 	"testing"
 
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/steps"
 )
 
 func h(c byte) string {

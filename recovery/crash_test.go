@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cmlab/cmlab/steps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/steps"
 )
 
 // The crash child: a re-exec of this test binary that runs a mandate and

@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/cmlab/cmlab/steps"
 	"io"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/steps"
 )
 
 // Actions of a recovery plan.

@@ -2,11 +2,11 @@ package recovery
 
 import (
 	"context"
-	"github.com/cmlab/cmlab/steps"
 	"testing"
 	"time"
 
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/steps"
 )
 
 // TestStartDefersTheRun: Start decides and records the resume but runs

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cmlab/cmlab/steps"
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/recovery"
+	"github.com/cmlab/cmlab/steps"
 )
 
 // ErrNoMandate is returned when the log holds no transition of a mandate.

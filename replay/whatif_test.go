@@ -3,7 +3,6 @@ package replay
 import (
 	"context"
 	"fmt"
-	"github.com/cmlab/cmlab/steps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/recovery"
+	"github.com/cmlab/cmlab/steps"
 )
 
 // crashMandate is the crash matrix's mandate: three steps, step i appends

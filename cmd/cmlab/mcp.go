@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cmlab/cmlab/steps"
 	"io"
 	"log/slog"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/cmlab/cmlab/mcp"
 	"github.com/cmlab/cmlab/pty"
 	"github.com/cmlab/cmlab/recovery"
+	"github.com/cmlab/cmlab/steps"
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cmlab/cmlab/steps"
 	"net/http"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/pty"
 	"github.com/cmlab/cmlab/recovery"
+	"github.com/cmlab/cmlab/steps"
 	"github.com/cmlab/cmlab/wal"
 	"github.com/spf13/cobra"
 )

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/cmlab/cmlab/steps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/steps"
 )
 
 func recLastSeq(t *testing.T, h home.Home) uint64 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cmlab/cmlab/steps"
 	"io"
 	"net/http"
 	"net/url"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/steps"
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"github.com/cmlab/cmlab/steps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/steps"
 )
 
 const (

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/cmlab/cmlab/steps"
 	"io"
 	"net/http"
 	"net/url"
@@ -11,6 +10,8 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cmlab/cmlab/steps"
 )
 
 // newStepCmd builds 'cmlab step plan|start|complete|fail|review|reset|list':
