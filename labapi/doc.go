@@ -12,8 +12,10 @@
 // cursor of seed 000), runs.go (import canonicalization, fingerprint,
 // artifact allow-list), events.go (SSE), metrics.go (/metrics),
 // daemon.go (`cmlab serve`), client.go (the daemon client), bench.go
-// (`cmlab bench api`), pty.go (terminal bridge), steps.go (step routes),
-// mcp.go (MCP over HTTP).
+// (`cmlab bench api`), pty.go (terminal bridge), steps.go (step routes,
+// recording through the daemon's one step journal, Options.Journal, which
+// RunDaemon builds and shares with start-up recovery), mcp.go (MCP over
+// HTTP).
 //
 // # Invariants
 //
