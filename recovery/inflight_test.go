@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -159,5 +160,86 @@ func TestKilledRunnerNeverRepeatsASideEffect(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestInFlightStepIsNeverRunAgain: a step whose recorded process still
+// runs (here a live sleep standing for a killed runner's step) is not
+// resumed by start-up recovery (wait_for_operator, step_in_flight), not
+// reset by recover --apply, and not started again by a runner even after
+// a reset by hand; once the process is gone, start-up recovery resumes it.
+func TestInFlightStepIsNeverRunAgain(t *testing.T) {
+	ctx := context.Background()
+	work := t.TempDir()
+	h := home.Home{Dir: t.TempDir()}
+	spec := `{"id":"m1","steps":[{"id":"s1","argv":["sh","-c","echo w >> out"],"env":["PATH"],"world":["out"]}]}`
+	writeFile(t, work, "mandate.json", spec)
+	eng := openEngine(t, h)
+	defer eng.Close()
+	j := journalOf(t, eng)
+	m, _ := steps.ParseMandate([]byte(spec))
+	r, err := steps.NewRunner(steps.RunnerOptions{Recorder: j, Base: work})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := r.PlanOf(m, []byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Record(ctx, plan); err != nil {
+		t.Fatal(err)
+	}
+	proc := exec.Command("sleep", "60")
+	proc.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proc.Process.Kill(); proc.Wait() })
+	p, err := steps.ProcessOf(proc.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Record(ctx, &events.StepExecuting{MandateID: "m1", StepID: "s1", ObservedPreHash: plan.Steps[0].PreHash,
+		Pid: p.Pid, PidStart: p.Start, BootID: p.BootID}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Start-up: the world still equals its pre state (safe_to_retry but
+	// for the process): it waits.
+	sp, res, err := Start(ctx, j, StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := planStep(t, sp, "s1")
+	if pm := sp.Mandates[0]; pm.Resume != ResumeWait || pm.Reason != WhyInFlight || len(res.Mandates()) != 0 ||
+		ps.Verdict != InFlight || ps.Evidence.Reason != ReasonProcessRunning || ps.Pid != p.Pid || ps.Action != ActionNone {
+		t.Fatalf("start-up with the step in flight: %+v %+v", pm, ps)
+	}
+	if got := countType(t, eng, events.TypeStepReset); got != 0 {
+		t.Fatal("start-up reset a step in flight")
+	}
+	// recover --apply: nothing for that step.
+	rp := Recover(j, PlanOptions{})
+	if n, err := Apply(ctx, j, rp, ApplyOptions{}); err != nil || n != 0 || len(rp.InFlight()) != 1 {
+		t.Fatalf("apply with the step in flight: %d %v %+v", n, err, rp.Steps)
+	}
+	// A reset by hand, then a run: refused while the process runs.
+	if err := j.Record(ctx, &events.StepReset{MandateID: "m1", StepID: "s1", Reason: "operator"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Run(ctx, m, []byte(spec)); !errors.Is(err, steps.ErrInFlight) {
+		t.Fatalf("run beside a live process: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(work, "out")); len(b) != 0 {
+		t.Fatalf("out = %q", b)
+	}
+	// The process ends: the next start resumes the mandate, once.
+	proc.Process.Kill()
+	proc.Wait()
+	if _, err := OnStart(ctx, j, StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(work, "out")); string(b) != "w\n" || j.State().Mandate("m1").Status != steps.MandateCompleted {
+		t.Fatalf("after the process ended: out %q, mandate %s", b, j.State().Mandate("m1").Status)
 	}
 }
