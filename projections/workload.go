@@ -159,6 +159,9 @@ func (g *gen) anyEvent() *events.Event {
 	case 7:
 		return events.MustNew(mandate, &events.StepNeedsReview{MandateID: mandate, StepID: step, Reason: "pre_hash_mismatch", Evidence: &events.Evidence{Reason: "pre_hash_mismatch"}})
 	case 8:
+		if g.n%2 == 0 { // the parity of n takes nothing from the rng
+			return events.MustNew(mandate, &events.MandateCancelled{MandateID: mandate, Reason: "operator"})
+		}
 		return events.MustNew(mandate, &events.StepReset{MandateID: mandate, StepID: step, IdemKey: "k", Reason: "safe_to_retry"})
 	case 9:
 		return events.MustNew(conv, &events.PtySessionStarted{ConversationID: conv, ShellID: "sh_1", Pid: 7, Cols: 80, Rows: 24, Cwd: "/tmp"})

@@ -25,9 +25,11 @@ const gateExitCode = 125
 
 // gatedCommand is a step's process started behind a gate (gateScript).
 type gatedCommand struct {
-	cmd  *exec.Cmd
-	gate *os.File // write end; one line opens the gate, closing it shuts it
-	proc Process
+	cmd    *exec.Cmd
+	gate   *os.File // write end; one line opens the gate, closing it shuts it
+	proc   Process
+	waited bool
+	err    error // of Wait
 }
 
 // startGated starts argv (argv[0] looked up in the runner's PATH, as
@@ -78,8 +80,7 @@ func startGated(argv []string, dir string, env []string, stdout io.Writer) (*gat
 	g := &gatedCommand{cmd: cmd, gate: w}
 	proc, err := ProcessOf(cmd.Process.Pid)
 	if err != nil {
-		g.kill()
-		cmd.Wait()
+		g.stop()
 		return nil, fmt.Errorf("steps: reading the start time of pid %d: %w", cmd.Process.Pid, err)
 	}
 	g.proc = proc
@@ -93,6 +94,22 @@ func (g *gatedCommand) open() error {
 		err = cerr
 	}
 	return err
+}
+
+// wait waits for the process once and returns its end.
+func (g *gatedCommand) wait() error {
+	if !g.waited {
+		g.waited, g.err = true, g.cmd.Wait()
+	}
+	return g.err
+}
+
+// stop kills the step's process group and reaps the process: once it
+// returns, the recorded process no longer runs (Process.Running). The
+// runner defers it on every way out, a panic included.
+func (g *gatedCommand) stop() {
+	g.kill()
+	g.wait()
 }
 
 // kill SIGKILLs the step's process group (ESRCH — nothing left — is fine)

@@ -327,8 +327,9 @@ func (r *Runner) runStep(ctx context.Context, id string, ms MandateStep, s *Step
 		return sr, fmt.Errorf("%w: %s/%s: %v", ErrStepFailed, id, ms.ID, startErr)
 	}
 	// Every way out of here kills what is left of the step's process
-	// group; the runner's own death kills its process (Pdeathsig).
-	defer g.kill()
+	// group and reaps the process; the runner's own death kills its
+	// process (Pdeathsig).
+	defer g.stop()
 	r.hook(ChildStarted, ms.ID)
 	// The process waits at its gate until its pid and start time are in
 	// the log: a crash before that leaves a pending step and a process
@@ -336,8 +337,7 @@ func (r *Runner) runStep(ctx context.Context, id string, ms MandateStep, s *Step
 	ex := &events.StepExecuting{MandateID: id, StepID: ms.ID, IdemKey: s.IdemKey, ObservedPreHash: pre,
 		Pid: g.proc.Pid, PidStart: g.proc.Start, BootID: g.proc.BootID}
 	if err := r.opts.Recorder.Record(ctx, ex); err != nil {
-		g.kill()
-		g.cmd.Wait()
+		g.stop()
 		return sr, fmt.Errorf("recording %s/%s executing: %w", id, ms.ID, err)
 	}
 	r.hook(AfterExecuting, ms.ID)
@@ -423,7 +423,7 @@ func waitStep(ctx context.Context, g *gatedCommand) error {
 		case <-done:
 		}
 	})
-	err := g.cmd.Wait()
+	err := g.wait()
 	close(done)
 	wg.Wait()
 	return err
