@@ -68,7 +68,9 @@ type StepPlanned struct {
 // BootID (/proc/sys/kernel/random/boot_id: after a reboot no recorded
 // process is alive). The runner starts the process held at a gate and
 // opens it only once this event is durable, so a step never acts without
-// its process on record (steps/doc.go).
+// its process on record (steps/doc.go). RunnerPid and RunnerStart name the
+// runner itself (`cmlab run`, or the daemon resuming the mandate): while it
+// runs, the step is its runner's, not a crash's.
 type StepExecuting struct {
 	MandateID       string `json:"mandate_id"`
 	StepID          string `json:"step_id"`
@@ -77,6 +79,8 @@ type StepExecuting struct {
 	Pid             int    `json:"pid,omitempty"`
 	PidStart        uint64 `json:"pid_start,omitempty"`
 	BootID          string `json:"boot_id,omitempty"`
+	RunnerPid       int    `json:"runner_pid,omitempty"`
+	RunnerStart     uint64 `json:"runner_start,omitempty"`
 }
 
 // StepCompleted records a finished step. ExitCode and OutputDigest are the

@@ -148,7 +148,7 @@ func (st *stepRoutes) list(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (st *stepRoutes) plan(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, recovery.Recover(st.j, recovery.PlanOptions{LiveAfter: st.j.StartSeq()}))
+	writeJSON(w, http.StatusOK, recovery.Recover(st.j, recovery.PlanOptions{UnderDaemon: true, LiveAfter: st.j.StartSeq()}))
 	return nil
 }
 
@@ -162,7 +162,7 @@ func (st *stepRoutes) apply(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return st.s.idempotent(w, r, "POST /api/recovery/apply", body, func(req, rh string) (any, error) {
-		p := recovery.Recover(st.j, recovery.PlanOptions{LiveAfter: st.j.StartSeq()})
+		p := recovery.Recover(st.j, recovery.PlanOptions{UnderDaemon: true, LiveAfter: st.j.StartSeq()})
 		opts := recovery.ApplyOptions{Req: req, ReqHash: rh, Snapshot: func(p *recovery.Plan) (json.RawMessage, error) { return json.Marshal(p) }}
 		if _, err := recovery.Apply(r.Context(), st.j, p, opts); err != nil {
 			return nil, stepError(err)

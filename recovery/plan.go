@@ -76,16 +76,20 @@ type SalvagedEntry struct {
 
 // PlanOptions configure BuildPlan.
 type PlanOptions struct {
-	// LiveAfter: steps whose last transition is after this seq belong to a
-	// runner of the current daemon and are not acted on (0: act on all).
-	LiveAfter uint64
+	// UnderDaemon: the plan is built by a running daemon, and steps whose
+	// last transition is after LiveAfter (the seq its journal started at,
+	// 0 for an empty log) belong to runners of its lifetime and are not
+	// acted on — unless the step names its runner and that runner is gone.
+	// False: act on all (no daemon runs).
+	UnderDaemon bool
+	LiveAfter   uint64
 	// Hash computes a step's world hash now; default WorldHash of its
 	// world ("" for a step without one).
 	Hash func(s *steps.StepState) (string, error)
-	// Running tells whether a step's recorded process still runs; default
-	// s.Process().Running(). An error counts as running: a step is never
-	// retried on a guess.
-	Running func(s *steps.StepState) (bool, error)
+	// Running tells whether a recorded process (a step's, or its
+	// runner's) still runs; default steps.Process.Running. An error counts
+	// as running: a step is never retried on a guess.
+	Running func(p steps.Process) (bool, error)
 }
 
 // AwaitsReview reports whether the step waits for a human: it is marked
@@ -150,7 +154,7 @@ func BuildPlan(mandates []*steps.MandateState, opts PlanOptions) *Plan {
 		opts.Hash = (*steps.StepState).CurrentWorldHash
 	}
 	if opts.Running == nil {
-		opts.Running = func(s *steps.StepState) (bool, error) { return s.Process().Running() }
+		opts.Running = steps.Process.Running
 	}
 	p := &Plan{Steps: []PlanStep{}, Mandates: []PlanMandate{}}
 	for _, m := range mandates {
@@ -170,7 +174,7 @@ func BuildPlan(mandates []*steps.MandateState, opts PlanOptions) *Plan {
 				}
 				cur = h
 				if s.Pid > 0 {
-					r, err := opts.Running(s)
+					r, err := opts.Running(s.Process())
 					running = r || err != nil
 				}
 			}
@@ -181,9 +185,15 @@ func BuildPlan(mandates []*steps.MandateState, opts PlanOptions) *Plan {
 				ps.Evidence.PostHash = v.PostHash
 			}
 			// Under a running daemon, a step its runners moved (or, for a
-			// pending step, a mandate they are moving) is not a crash's.
-			live := opts.LiveAfter > 0 && s.LastSeq > opts.LiveAfter
-			liveMandate := opts.LiveAfter > 0 && m.LastSeq > opts.LiveAfter
+			// pending step, a mandate they are moving) is not a crash's —
+			// unless the step names its runner and that runner is gone
+			// (a killed `cmlab run`): then it is.
+			live := opts.UnderDaemon && s.LastSeq > opts.LiveAfter
+			if live && s.Status == events.StatusExecuting && s.RunnerPid > 0 {
+				r, err := opts.Running(s.Runner())
+				live = r || err != nil
+			}
+			liveMandate := opts.UnderDaemon && m.LastSeq > opts.LiveAfter
 			switch {
 			case v.Kind == InFlight:
 				ps.Note = fmt.Sprintf("pid %d still runs: wait for it (recover --apply --wait) or stop it", s.Pid)

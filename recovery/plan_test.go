@@ -25,7 +25,7 @@ func TestBuildPlanLeavesLiveStepsAlone(t *testing.T) {
 	}
 	s := steps.Rebuild(evs)
 	hash := func(*steps.StepState) (string, error) { return pre, nil }
-	p := BuildPlan(s.Mandates(), PlanOptions{LiveAfter: 2, Hash: hash})
+	p := BuildPlan(s.Mandates(), PlanOptions{UnderDaemon: true, LiveAfter: 2, Hash: hash})
 	if p.Steps[0].Action != ActionReset || p.Steps[1].Action != ActionNone || p.Steps[1].Note == "" {
 		t.Fatalf("plan %+v", p.Steps)
 	}

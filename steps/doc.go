@@ -54,7 +54,10 @@
 //     its goroutine runs, so the signal fires only when the runner dies.
 //  3. step.executing is recorded with the process: pid, pid_start (field
 //     22 of /proc/PID/stat, clock ticks after boot: a reused pid has
-//     another) and boot_id (/proc/sys/kernel/random/boot_id).
+//     another) and boot_id (/proc/sys/kernel/random/boot_id), and with the
+//     runner's own pid and start time (runner_pid, runner_start): a daemon
+//     treats a step its client's runner left executing as that runner's
+//     only while the runner lives.
 //  4. Only once that append is acknowledged (fsynced) does the runner
 //     write the line that opens the gate. A runner killed before that
 //     leaves a process that dies at its gate without acting: by Pdeathsig,

@@ -146,3 +146,9 @@ func groupRunning(procDir string, pgrp int) (bool, error) {
 func (s *StepState) Process() Process {
 	return Process{Pid: s.Pid, Start: s.PidStart, BootID: s.BootID}
 }
+
+// Runner is the runner of the step's last recorded process (zero when
+// none was recorded).
+func (s *StepState) Runner() Process {
+	return Process{Pid: s.RunnerPid, Start: s.RunnerStart, BootID: s.BootID}
+}

@@ -96,6 +96,7 @@ type RunnerOptions struct {
 // Runner executes mandates through the durable step transitions.
 type Runner struct {
 	opts RunnerOptions
+	self Process // this process, recorded as the runner of each step
 }
 
 // NewRunner validates opts.
@@ -123,7 +124,8 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 	if opts.LookupEnv == nil {
 		opts.LookupEnv = os.LookupEnv
 	}
-	return &Runner{opts: opts}, nil
+	self, _ := ProcessOf(os.Getpid()) // zero without /proc: no runner recorded
+	return &Runner{opts: opts, self: self}, nil
 }
 
 // StepResult is the outcome of one step of a run.
@@ -335,7 +337,7 @@ func (r *Runner) runStep(ctx context.Context, id string, ms MandateStep, s *Step
 	// the log: a crash before that leaves a pending step and a process
 	// that dies without acting.
 	ex := &events.StepExecuting{MandateID: id, StepID: ms.ID, IdemKey: s.IdemKey, ObservedPreHash: pre,
-		Pid: g.proc.Pid, PidStart: g.proc.Start, BootID: g.proc.BootID}
+		Pid: g.proc.Pid, PidStart: g.proc.Start, BootID: g.proc.BootID, RunnerPid: r.self.Pid, RunnerStart: r.self.Start}
 	if err := r.opts.Recorder.Record(ctx, ex); err != nil {
 		g.stop()
 		return sr, fmt.Errorf("recording %s/%s executing: %w", id, ms.ID, err)

@@ -38,6 +38,9 @@ type StepState struct {
 	Pid      int    `json:"pid,omitempty"`
 	PidStart uint64 `json:"pid_start,omitempty"`
 	BootID   string `json:"boot_id,omitempty"`
+	// RunnerPid and RunnerStart name the runner of that transition.
+	RunnerPid   int    `json:"runner_pid,omitempty"`
+	RunnerStart uint64 `json:"runner_start,omitempty"`
 
 	Evidence *events.Evidence `json:"evidence,omitempty"`
 	// Orphan marks a step whose transitions arrived without a plan naming it.
@@ -284,6 +287,7 @@ func (s *State) apply(ev *events.Event, p events.Payload) {
 		set(&st.ObservedPreHash, p.ObservedPreHash)
 		if p.Pid > 0 {
 			st.Pid, st.PidStart, st.BootID = p.Pid, p.PidStart, p.BootID
+			st.RunnerPid, st.RunnerStart = p.RunnerPid, p.RunnerStart
 		}
 	case *events.StepCompleted:
 		m, st = s.step(mandateOf(ev, p.MandateID), p.StepID)

@@ -150,9 +150,28 @@ func readFileT(t *testing.T, p string) string {
 // never safe_to_retry; `recover --apply --wait` waits until it is gone and
 // resets the step; `cmlab run` again: out holds "two" exactly once.
 // (Before the fix: the orphaned step wrote too, and out held it twice.)
+// Once with the home opened by each command, once through a daemon: it
+// knows the step as one of its clients' runners' and, that runner gone,
+// leaves the decision to recovery.
 func TestKilledRunRepro(t *testing.T) {
+	for _, daemon := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no_daemon", true: "daemon"}[daemon], func(t *testing.T) { killedRunRepro(t, daemon) })
+	}
+}
+
+func killedRunRepro(t *testing.T, daemon bool) {
 	dir := t.TempDir()
 	h := filepath.Join(dir, "home")
+	if daemon {
+		serve := startCmlab(t, "serve", "--listen", "127.0.0.1:0", "--quiet", "--home", h)
+		pollUntil(t, "the daemon", func() bool { _, err := labapi.ReadDaemonInfo(home.Home{Dir: h}); return err == nil })
+		defer func() {
+			syscall.Kill(serve.cmd.Process.Pid, syscall.SIGTERM)
+			if code, _ := serve.wait(t); code != 0 {
+				t.Errorf("serve: exit %d\n%s", code, serve.out.String())
+			}
+		}()
+	}
 	if err := os.Mkdir(filepath.Join(dir, "W"), 0o700); err != nil {
 		t.Fatal(err)
 	}
