@@ -98,6 +98,7 @@ func operatorRoutes() []operatorRoute {
 		{"POST /api/steps/{mandateId}/failed", "POST", "/api/steps/m1/failed", `{"step_id":"zz","error_class":"x"}`, 404, ""},
 		{"POST /api/steps/{mandateId}/review", "POST", "/api/steps/m1/review", `{"step_id":"zz","reason":"r"}`, 404, ""},
 		{"POST /api/steps/{mandateId}/reset", "POST", "/api/steps/m1/reset", `{"step_id":"zz"}`, 404, ""},
+		{"POST /api/steps/{mandateId}/cancel", "POST", "/api/steps/zz/cancel", `{}`, 404, ""},
 		{"GET /api/steps", "GET", "/api/steps?mandateId=m1", "", 200, `"status":"completed"`},
 		{"GET /api/recovery/plan", "GET", "/api/recovery/plan", "", 200, ""},
 		{"POST /api/recovery/apply", "POST", "/api/recovery/apply", `{}`, 200, ""},

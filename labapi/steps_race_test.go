@@ -26,7 +26,7 @@ import (
 func TestOneJournalPerDaemon(t *testing.T) {
 	ctx := context.Background()
 	work := t.TempDir()
-	h := home.Home{Dir: t.TempDir()}
+	h := home.Home{Dir: privateTempDir(t)}
 	last := blockingMandate(t, h, work)
 	now := func() time.Time { return last.Add(time.Minute) }
 	const rounds, clients = 3, 16
