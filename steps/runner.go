@@ -344,7 +344,9 @@ func (r *Runner) runStep(ctx context.Context, id string, ms MandateStep, s *Step
 	}
 	r.hook(AfterExecuting, ms.ID)
 	r.logf("%s/%s: running %q (pid %d)", id, ms.ID, ms.Argv, g.proc.Pid)
-	g.open() // a gate that cannot open (the process died) shows in Wait
+	if ctx.Err() == nil { // stopped meanwhile: the gate stays shut, waitStep kills
+		g.open() // a gate that cannot open (the process died) shows in Wait
+	}
 	runErr := waitStep(ctx, g)
 	if errors.Is(runErr, exec.ErrWaitDelay) && g.cmd.ProcessState != nil && g.cmd.ProcessState.Success() {
 		// Exited 0, but a process it left behind kept the output open.
