@@ -47,7 +47,9 @@
 // before it existed, needs no new version: the content-machine record shapes
 // of the Lab (RunReports' syncReportPath keys, MetricsRead on metrics,
 // LabExperiment.Sparse) were added so, and a payload without them projects
-// to exactly the bytes it did before they existed. Their JSON is written by
+// to exactly the bytes it did before they existed; so were step.executing's
+// process fields (pid, pid_start, boot_id, runner_pid, runner_start:
+// absent, no process was recorded). Their JSON is written by
 // the records' MarshalJSON methods (labjson.go), which the projector's
 // encoders match byte for byte.
 //
