@@ -7,7 +7,7 @@ import (
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/projections"
-	"github.com/cmlab/cmlab/recovery"
+	"github.com/cmlab/cmlab/steps"
 )
 
 // RetentionHolder is something that still needs part of the log: a
@@ -55,7 +55,7 @@ func ScanLog(ctx context.Context, src Source, window, since time.Time) (*Scan, e
 	last := src.LastSeq()
 	sc := &Scan{Last: last, FirstInWindow: last + 1, FirstSince: last + 1}
 	winMS, sinceMS := window.UnixMilli(), since.UnixMilli()
-	steps := newStepScan()
+	stepsOpen := newStepScan()
 	type blockKey struct{ conv, block string }
 	open := map[blockKey]uint64{}
 	n := 0
@@ -87,7 +87,7 @@ func ScanLog(ctx context.Context, src Source, window, since time.Time) (*Scan, e
 				delete(open, blockKey{ev.Stream, b.Block.BlockID})
 			}
 		default:
-			steps.observe(ev)
+			stepsOpen.observe(ev)
 		}
 	}
 	for _, seq := range open {
@@ -95,20 +95,20 @@ func ScanLog(ctx context.Context, src Source, window, since time.Time) (*Scan, e
 			sc.OpenBlocks = seq
 		}
 	}
-	sc.OpenSteps = steps.oldestOpen()
+	sc.OpenSteps = stepsOpen.oldestOpen()
 	return sc, nil
 }
 
-// stepScan follows step state through recovery's step journal state (the
-// narrowest existing reader of step transitions; it moves with them if
-// they move) and the first step event of each mandate.
+// stepScan follows step state through the steps package's State (the
+// narrowest existing reader of step transitions) and the first step event of
+// each mandate.
 type stepScan struct {
-	state *recovery.State
+	state *steps.State
 	first map[string]uint64 // mandate id → its first step event in the retained log
 }
 
 func newStepScan() *stepScan {
-	return &stepScan{state: recovery.NewState(), first: map[string]uint64{}}
+	return &stepScan{state: steps.NewState(), first: map[string]uint64{}}
 }
 
 func (s *stepScan) observe(ev *events.Event) {
