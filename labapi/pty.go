@@ -29,6 +29,7 @@ func (s *Server) registerPtyRoutes() {
 	s.route("POST "+p+"wait_prompt", authAlwaysRead, ptyReadRoute(s, ptyWaitPrompt))
 	s.route("POST "+p+"expect_send", authAlways, ptyActRoute(s, "pty.expect_send", ptyExpectSend))
 	s.route("POST "+p+"read_spool", authAlwaysRead, ptyReadRoute(s, ptyReadSpool))
+	s.route("POST "+p+"interrupt", authAlways, ptyActRoute(s, "pty.interrupt", s.ptyInterrupt))
 	s.route("POST "+p+"end_session", authAlways, ptyActRoute(s, "pty.end_session", s.ptyEndSession))
 	s.route("POST "+p+"reset", authAlways, ptyActRoute(s, "pty.reset", s.ptyReset))
 	s.route("GET "+p+"status", authAlways, ptyRoute(s, ptyStatus))
@@ -36,6 +37,7 @@ func (s *Server) registerPtyRoutes() {
 	s.route("GET "+p+"blocks/{blockId}", authAlways, ptyRoute(s, ptyBlock))
 	s.route("GET "+p+"blocks/{blockId}/output", authAlways, ptyRoute(s, ptyBlockOutput))
 	s.route("GET "+p+"search", authAlways, ptyRoute(s, ptySearch))
+	s.route("GET /api/pty", authAlways, ptyRoute(s, ptySlots))
 }
 
 // ptyBusy is the seed's refusal body ({ok:false, error:"busy"}), sent with
@@ -82,7 +84,7 @@ func ptyError(err error) error {
 	case errors.Is(err, pty.ErrNotFound):
 		return NewError(CodeNotFound, err.Error(), "List the blocks with GET /api/pty/{conversationId}/blocks.")
 	case errors.Is(err, pty.ErrTooManyShells):
-		return NewError(CodeBusy, err.Error(), "Reset a conversation you no longer use (POST /api/pty/{conversationId}/reset ends its shell), or raise the limit.")
+		return NewError(CodeBusy, err.Error(), "End a conversation you no longer use (POST /api/pty/{conversationId}/end_session frees its shell; GET /api/pty lists them), wait for idle shells to be reaped, or raise the limit.")
 	case errors.Is(err, wal.ErrFailed):
 		return degradedError(err)
 	case errors.Is(err, wal.ErrClosed), errors.Is(err, pty.ErrClosed):
@@ -195,24 +197,41 @@ func ptySend(ctx context.Context, m *pty.Manager, conv string, in ptySendReq, re
 	return m.Send(ctx, conv, []byte(*in.Data), req)
 }
 
-func ptyWaitFor(ctx context.Context, m *pty.Manager, conv string, in pty.WaitParams) (any, error) {
-	return m.WaitFor(ctx, conv, in)
+// fromCursor is an optional from_cursor of a wait: omitted, the wait
+// scans from the end of the spool when the request arrives (pty.FromEnd),
+// so it never matches output that was there before.
+func fromCursor(c *int64) int64 {
+	if c == nil {
+		return pty.FromEnd
+	}
+	return *c
+}
+
+type ptyWaitForReq struct {
+	Match      string `json:"match"`
+	MatchType  string `json:"match_type"`
+	FromCursor *int64 `json:"from_cursor"`
+	TimeoutMs  int64  `json:"timeout_ms"`
+}
+
+func ptyWaitFor(ctx context.Context, m *pty.Manager, conv string, in ptyWaitForReq) (any, error) {
+	return m.WaitFor(ctx, conv, pty.WaitParams{Match: in.Match, MatchType: in.MatchType, FromCursor: fromCursor(in.FromCursor), TimeoutMs: in.TimeoutMs})
 }
 
 type ptyWaitPromptReq struct {
-	FromCursor int64 `json:"from_cursor"`
-	TimeoutMs  int64 `json:"timeout_ms"`
+	FromCursor *int64 `json:"from_cursor"`
+	TimeoutMs  int64  `json:"timeout_ms"`
 }
 
 func ptyWaitPrompt(ctx context.Context, m *pty.Manager, conv string, in ptyWaitPromptReq) (any, error) {
-	return m.WaitPrompt(ctx, conv, in.FromCursor, in.TimeoutMs)
+	return m.WaitPrompt(ctx, conv, fromCursor(in.FromCursor), in.TimeoutMs)
 }
 
 type ptyExpectSendReq struct {
 	Expect     string  `json:"expect"`
 	MatchType  string  `json:"match_type"`
 	Send       *string `json:"send"`
-	FromCursor int64   `json:"from_cursor"`
+	FromCursor *int64  `json:"from_cursor"`
 	TimeoutMs  int64   `json:"timeout_ms"`
 }
 
@@ -220,7 +239,7 @@ func ptyExpectSend(ctx context.Context, m *pty.Manager, conv string, in ptyExpec
 	if in.Send == nil {
 		return nil, NewError(CodeInvalidArgument, "send is required", "Send {\"expect\": \"…\", \"send\": \"…\", \"from_cursor\": N, \"timeout_ms\": N}.")
 	}
-	wp := pty.WaitParams{Match: in.Expect, MatchType: in.MatchType, FromCursor: in.FromCursor, TimeoutMs: in.TimeoutMs}
+	wp := pty.WaitParams{Match: in.Expect, MatchType: in.MatchType, FromCursor: fromCursor(in.FromCursor), TimeoutMs: in.TimeoutMs}
 	return m.ExpectSend(ctx, conv, wp, []byte(*in.Send), req)
 }
 
@@ -231,6 +250,21 @@ type ptyReadReq struct {
 
 func ptyReadSpool(ctx context.Context, m *pty.Manager, conv string, in ptyReadReq) (any, error) {
 	return m.ReadSpool(ctx, conv, in.FromCursor, in.MaxBytes)
+}
+
+type ptyInterruptReq struct{}
+
+func (s *Server) ptyInterrupt(ctx context.Context, m *pty.Manager, conv string, in ptyInterruptReq, req pty.Request) (any, error) {
+	res, err := m.Interrupt(ctx, conv, req)
+	if err != nil {
+		return nil, err
+	}
+	if !res.Interrupted {
+		// Nothing was typed, so nothing recorded the id: record it now so a
+		// retry cannot interrupt a block begun since.
+		return res, s.recordPtyRequest(ctx, conv, "pty.interrupt", req, res)
+	}
+	return res, nil
 }
 
 type ptyEndReq struct {
@@ -312,7 +346,19 @@ func ptyBlockOutput(r *http.Request, m *pty.Manager, conv string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.BlockOutput(r.Context(), conv, r.PathValue("blockId"), off, max)
+	// wait_ms: an open block with nothing past offset yet is waited on
+	// (for more output or its END), so a client streams without polling.
+	wait, err := queryInt(r, "wait_ms")
+	if err != nil {
+		return nil, err
+	}
+	return m.FollowBlockOutput(r.Context(), conv, r.PathValue("blockId"), off, max, time.Duration(wait)*time.Millisecond)
+}
+
+// ptySlots lists the running shells (GET /api/pty); the path has no
+// conversation.
+func ptySlots(r *http.Request, m *pty.Manager, _ string) (any, error) {
+	return m.Slots(r.Context()), nil
 }
 
 func ptySearch(r *http.Request, m *pty.Manager, conv string) (any, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/cmlab/cmlab/events"
 )
@@ -73,8 +74,45 @@ type BlockOutputResult struct {
 
 // BlockOutput reads a block's output from offset, at most maxBytes.
 func (m *Manager) BlockOutput(ctx context.Context, conv, id string, offset, maxBytes int64) (BlockOutputResult, error) {
+	return m.FollowBlockOutput(ctx, conv, id, offset, maxBytes, 0)
+}
+
+// FollowBlockOutput is BlockOutput that, when the block has no output past
+// offset yet and is still open, waits up to wait for more output or for
+// its END — whichever commits first — so a client can stream a block's
+// output as it arrives (cmlab pty exec) without polling. Like WaitFor it is
+// woken by each commit, never by a timer loop; wait is capped at the
+// longest wait_for timeout.
+func (m *Manager) FollowBlockOutput(ctx context.Context, conv, id string, offset, maxBytes int64, wait time.Duration) (BlockOutputResult, error) {
+	wait = min(wait, maxWaitTimeout)
+	var timer <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timer = t.C
+	}
+	for {
+		res, changed, err := m.blockOutput(conv, id, offset, maxBytes)
+		if err != nil || wait <= 0 || res.Complete || res.Size > offset {
+			return res, err
+		}
+		select {
+		case <-changed:
+		case <-timer:
+			return res, nil
+		case <-ctx.Done():
+			return BlockOutputResult{}, ctx.Err()
+		case <-m.closing:
+			return BlockOutputResult{}, ErrClosed
+		}
+	}
+}
+
+// blockOutput reads a slice of block id's output and returns the channel
+// closed at the conversation's next change.
+func (m *Manager) blockOutput(conv, id string, offset, maxBytes int64) (BlockOutputResult, chan struct{}, error) {
 	if err := validConv(conv); err != nil {
-		return BlockOutputResult{}, err
+		return BlockOutputResult{}, nil, err
 	}
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxRead
@@ -82,7 +120,9 @@ func (m *Manager) BlockOutput(ctx context.Context, conv, id string, offset, maxB
 	maxBytes = min(maxBytes, MaxRead)
 	var res BlockOutputResult
 	var err error
+	var changed chan struct{}
 	m.snapshot(conv, func(c *convState) {
+		changed = c.changed
 		b := c.byID[id]
 		if b == nil {
 			err = fmt.Errorf("%w: block %q in conversation %q", ErrNotFound, id, conv)
@@ -97,7 +137,7 @@ func (m *Manager) BlockOutput(ctx context.Context, conv, id string, offset, maxB
 			Complete: b.Status != events.BlockRunning && b.Status != events.BlockInteractive}
 		res.Data, res.ResumeCursor = sliceUTF8(out, offset, maxBytes)
 	})
-	return res, err
+	return res, changed, err
 }
 
 // SearchHit is one line of the spool containing the query.

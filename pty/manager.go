@@ -55,7 +55,15 @@ type Options struct {
 	// MaxShells bounds the shells running at once (one per conversation);
 	// default 64. A conversation past it is refused until one ends.
 	MaxShells int
+	// IdleTimeout is how long an idle conversation (no block or session
+	// running) keeps its shell after its last input or output; then the
+	// shell is ended (pty.session.ended reason "idle") and its slot freed.
+	// Default 30 minutes; negative never reaps.
+	IdleTimeout time.Duration
 }
+
+// DefaultIdleTimeout is Options.IdleTimeout when none is given.
+const DefaultIdleTimeout = 30 * time.Minute
 
 // Request is the idempotency information of a client request: its id and
 // body hash. The event that records the act carries them with the
@@ -120,6 +128,9 @@ func NewManager(eng *engine.Engine, opts Options) (*Manager, error) {
 	if opts.MaxShells <= 0 {
 		opts.MaxShells = 64
 	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{eng: eng, opts: opts, ctx: ctx, cancel: cancel,
 		convs: map[string]*convState{}, shells: map[string]*shell{}, locks: map[string]chan struct{}{},
@@ -137,6 +148,10 @@ func NewManager(eng *engine.Engine, opts Options) (*Manager, error) {
 	if _, err := CloseCrashed(cctx, eng); err != nil {
 		cancel()
 		return nil, err
+	}
+	if opts.IdleTimeout > 0 {
+		m.wg.Add(1)
+		go m.reapLoop()
 	}
 	return m, nil
 }
@@ -486,19 +501,23 @@ func (m *Manager) Status(ctx context.Context, conv string) (StatusResult, error)
 	return res, nil
 }
 
-// EndResult is the response of end_session.
+// EndResult is the response of end_session. shell_ended says the
+// conversation's shell was stopped and its slot freed.
 type EndResult struct {
-	OK      bool   `json:"ok"`
-	Mode    string `json:"mode"`
-	BlockID string `json:"block_id,omitempty"`
-	Ended   bool   `json:"ended"`
-	Forced  bool   `json:"forced"`
-	Reset   bool   `json:"reset"`
+	OK         bool   `json:"ok"`
+	Mode       string `json:"mode"`
+	BlockID    string `json:"block_id,omitempty"`
+	Ended      bool   `json:"ended"`
+	Forced     bool   `json:"forced"`
+	Reset      bool   `json:"reset"`
+	ShellEnded bool   `json:"shell_ended"`
 }
 
-// EndSession ends the running session or block (seed §7.1): Ctrl+C to the
-// foreground process group first; if the prompt does not come back within
-// grace, SIGKILL the foreground group; if still not, reset the shell.
+// EndSession ends the conversation (seed §7.1): the running session or
+// block first — Ctrl+C to the foreground process group; if the prompt does
+// not come back within grace, SIGKILL the foreground group; if still not,
+// the shell is torn down with it — and then the shell itself, which frees
+// its slot among Options.MaxShells. The next exec starts a new shell.
 func (m *Manager) EndSession(ctx context.Context, conv string, grace time.Duration) (EndResult, error) {
 	if err := validConv(conv); err != nil {
 		return EndResult{}, err
@@ -511,49 +530,122 @@ func (m *Manager) EndSession(ctx context.Context, conv string, grace time.Durati
 		return EndResult{}, err
 	}
 	defer unlock()
+	res, err := m.endActive(ctx, conv, grace)
+	if err != nil {
+		return EndResult{}, err
+	}
+	if res.ShellEnded, err = m.endShellLocked(ctx, conv, "end_session"); err != nil {
+		return EndResult{}, err
+	}
+	return res, nil
+}
+
+// endActive ends conv's running block or session, if any (the first half of
+// EndSession). Caller holds the per-PTY lock.
+func (m *Manager) endActive(ctx context.Context, conv string, grace time.Duration) (EndResult, error) {
 	var active string
 	m.snapshot(conv, func(c *convState) { active = c.active })
 	if active == "" {
 		return EndResult{OK: true, Mode: ModeIdle}, nil
 	}
-	res := EndResult{OK: true, BlockID: active, Ended: true}
+	res := EndResult{OK: true, BlockID: active, Ended: true, Mode: ModeIdle}
 	m.mu.Lock()
 	sh := m.shells[conv]
 	m.mu.Unlock()
 	if sh == nil || !sh.alive() {
 		// Left open by the log without a shell: close it as crashed.
-		if err := m.closeOrphan(ctx, conv); err != nil {
-			return EndResult{}, err
-		}
-		res.Mode = ModeIdle
-		return res, nil
+		return res, m.closeOrphan(ctx, conv)
 	}
-	sh.qmu.Lock()
-	sh.interrupted = true
-	sh.qmu.Unlock()
-	ev := events.MustNew(conv, &events.PtyInput{Data: []byte{3}, BlockID: active, Source: "interrupt"})
-	if _, err := m.eng.Append(ctx, ev); err != nil {
-		return EndResult{}, fmt.Errorf("pty: record interrupt: %w", err)
+	if err := m.interrupt(ctx, conv, sh, active, Request{}); err != nil {
+		return EndResult{}, err
 	}
-	sh.type_([]byte{3}) // the line discipline signals the foreground group
 	if m.awaitEnd(ctx, conv, active, grace) {
-		res.Mode = ModeIdle
 		return res, nil
 	}
 	res.Forced = true
 	if pg, _ := sh.foreground(); pg > 0 {
 		syscall.Kill(-pg, syscall.SIGKILL)
 		if m.awaitEnd(ctx, conv, active, grace) {
-			res.Mode = ModeIdle
 			return res, nil
 		}
 	}
+	// The shell goes with the block: its END is recorded as cancelled.
 	res.Reset = true
-	if _, err := m.resetLocked(ctx, conv, "end_session"); err != nil {
-		return EndResult{}, err
+	_, err := m.endShellLocked(ctx, conv, "end_session")
+	return res, err
+}
+
+// endShellLocked stops conv's shell, if one runs, and frees its slot; its
+// end (and that of a block still open) is recorded with reason. Caller
+// holds the per-PTY lock.
+func (m *Manager) endShellLocked(ctx context.Context, conv, reason string) (bool, error) {
+	m.mu.Lock()
+	sh := m.shells[conv]
+	delete(m.shells, conv)
+	m.mu.Unlock()
+	if sh == nil {
+		return false, nil
 	}
-	res.Mode = ModeIdle
-	return res, nil
+	wasAlive := sh.alive()
+	if err := sh.stop(ctx, reason); err != nil {
+		return wasAlive, err
+	}
+	return wasAlive, nil
+}
+
+// Interrupt types Ctrl+C into conv's terminal for its running block or
+// session and returns at once; the block's END follows when the program
+// gives the prompt back (status cancelled, reason interrupted). This is
+// what 'cmlab pty exec' forwards when the user presses Ctrl+C. With
+// nothing running it does nothing and says so (interrupted false).
+func (m *Manager) Interrupt(ctx context.Context, conv string, req Request) (InterruptResult, error) {
+	if err := validConv(conv); err != nil {
+		return InterruptResult{}, err
+	}
+	unlock, err := m.lock(ctx, conv)
+	if err != nil {
+		return InterruptResult{}, err
+	}
+	defer unlock()
+	var active string
+	m.snapshot(conv, func(c *convState) { active = c.active })
+	res := InterruptResult{OK: true, BlockID: active}
+	m.mu.Lock()
+	sh := m.shells[conv]
+	m.mu.Unlock()
+	if active == "" || sh == nil || !sh.alive() {
+		return res, nil
+	}
+	res.Interrupted = true
+	return res, m.interrupt(ctx, conv, sh, active, req)
+}
+
+// InterruptResult is the response of interrupt.
+type InterruptResult struct {
+	OK          bool   `json:"ok"`
+	BlockID     string `json:"block_id,omitempty"`
+	Interrupted bool   `json:"interrupted"`
+}
+
+// interrupt records and types Ctrl+C for block active. Caller holds the
+// per-PTY lock.
+func (m *Manager) interrupt(ctx context.Context, conv string, sh *shell, active string, req Request) error {
+	sh.qmu.Lock()
+	sh.interrupted = true
+	sh.qmu.Unlock()
+	ev := events.MustNew(conv, &events.PtyInput{Data: []byte{3}, BlockID: active, Source: "interrupt"})
+	if req.ID != "" {
+		resp, err := json.Marshal(InterruptResult{OK: true, BlockID: active, Interrupted: true})
+		if err != nil {
+			return err
+		}
+		ev.WithRequest(req.ID, req.Hash, resp)
+	}
+	if _, err := m.eng.Append(ctx, ev); err != nil {
+		return fmt.Errorf("pty: record interrupt: %w", err)
+	}
+	sh.type_([]byte{3}) // the line discipline signals the foreground group
+	return nil
 }
 
 // awaitEnd waits until block id has ended.

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -84,11 +85,18 @@ type shell struct {
 	// does not read its terminal (a full canonical line buffer) blocks
 	// that goroutine, never a request holding the per-PTY lock.
 	inq chan []byte
+
+	lastActive atomic.Int64 // unix ns of the last input typed or output read
 }
+
+func (sh *shell) touch() { sh.lastActive.Store(time.Now().UnixNano()) }
+
+func (sh *shell) lastActiveTime() time.Time { return time.Unix(0, sh.lastActive.Load()) }
 
 // type_ queues data to be written to the terminal, after everything queued
 // before it. It returns at once unless 1024 writes are already pending.
 func (sh *shell) type_(data []byte) {
+	sh.touch()
 	select {
 	case sh.inq <- data:
 	case <-sh.done:
@@ -132,11 +140,12 @@ func (m *Manager) startShell(ctx context.Context, conv, shellID string) (*shell,
 	}
 	m.mu.Unlock()
 	if running >= m.opts.MaxShells {
-		return nil, fmt.Errorf("%w: %d conversations have a running shell (Options.MaxShells); reset or end one", ErrTooManyShells, running)
+		return nil, fmt.Errorf("%w: %d conversations have a running shell (Options.MaxShells); end one you no longer use", ErrTooManyShells, running)
 	}
 	sh := &shell{m: m, conv: conv, id: shellID, nonce: newNonce(),
 		ready: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}), inq: make(chan []byte, 1024)}
 	sh.qcond = sync.NewCond(&sh.qmu)
+	sh.touch()
 	dir, err := os.MkdirTemp("", "cmlab-pty-")
 	if err != nil {
 		return nil, fmt.Errorf("pty: rc dir: %w", err)
@@ -285,6 +294,7 @@ func (sh *shell) appendLoop() {
 			sh.qcond.Wait()
 		}
 		items, eof, eofErr := sh.queue, sh.eof, sh.eofErr
+		sh.touch()
 		sh.queue, sh.queued = nil, 0
 		interrupted := sh.interrupted
 		if eof {

@@ -17,7 +17,14 @@ const (
 	MatchPrompt    = "prompt"
 )
 
-// WaitParams is a wait_for request (SPEC §6).
+// FromEnd as a from_cursor means "the end of the spool when the request
+// arrives": a wait then matches only output that comes after it, never old
+// output (the rule of seed 001 §4.1 for exec_interactive, applied to a
+// wait that names no cursor).
+const FromEnd int64 = -1
+
+// WaitParams is a wait_for request (SPEC §6). FromCursor FromEnd waits
+// from the current end of the spool.
 type WaitParams struct {
 	Match      string `json:"match"`
 	MatchType  string `json:"match_type"`
@@ -143,6 +150,9 @@ func (m *Manager) wait(ctx context.Context, conv string, p WaitParams, needIdle 
 	}
 	var size int64
 	m.snapshot(conv, func(c *convState) { size = c.size() })
+	if p.FromCursor == FromEnd {
+		p.FromCursor = size
+	}
 	if p.FromCursor < 0 || p.FromCursor > size {
 		return WaitResult{}, fmt.Errorf("%w: from_cursor %d is outside the spool [0, %d]", ErrInvalidCursor, p.FromCursor, size)
 	}
