@@ -305,7 +305,16 @@ func DecodeError(status int, body []byte) error {
 			Context map[string]any `json:"context"`
 		} `json:"error"`
 	}
-	if json.Unmarshal(body, &env) != nil || env.Error == nil || env.Error.Code == "" {
+	// The terminal's refusal body (seed 001): {ok:false, error:"busy"|…, message}.
+	var refusal struct {
+		OK      *bool  `json:"ok"`
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}
+	if status == http.StatusConflict && json.Unmarshal(body, &refusal) == nil && refusal.OK != nil && !*refusal.OK && refusal.Error != "" {
+		return &APIError{Code: CodeBusy, Message: strings.TrimPrefix(refusal.Message, refusal.Error+": "), Context: map[string]any{}}
+	}
+		if json.Unmarshal(body, &env) != nil || env.Error == nil || env.Error.Code == "" {
 		msg := strings.TrimSpace(string(body))
 		if len(msg) > 200 {
 			msg = msg[:200]

@@ -201,8 +201,11 @@ func ptySend(ctx context.Context, m *pty.Manager, conv string, in ptySendReq, re
 // scans from the end of the spool when the request arrives (pty.FromEnd),
 // so it never matches output that was there before.
 func fromCursor(c *int64) int64 {
-	if c == nil {
+	switch {
+	case c == nil:
 		return pty.FromEnd
+	case *c == pty.FromEnd:
+		return -1 // not a wire value: INVALID_CURSOR like any negative cursor
 	}
 	return *c
 }

@@ -27,7 +27,7 @@ type Options struct {
 // Instructions tell a client what the server is for and how its cursors work.
 const Instructions = `cmlab's agent terminal and Lab feedback as tools.
 
-Terminal: each conversation_id owns one bash. pty_exec runs a command as a block; pty_exec_interactive starts a program you drive with pty_send / pty_expect_send until it returns to the prompt (pty_wait_prompt). Output is an append-only spool addressed by byte cursors: pass from_cursor=0 the first time, then always the resume_cursor the previous call returned (it is the only cursor; it never goes backwards). Blocks are listed with blocks_since, read with blocks_get / blocks_read and searched with blocks_search.
+Terminal: each conversation_id owns one bash. pty_exec runs a command as a block; pty_exec_interactive starts a program you drive with pty_send / pty_expect_send until it returns to the prompt (pty_wait_prompt). Output is an append-only spool addressed by byte cursors: always pass the resume_cursor the previous call returned as from_cursor (it is the only cursor; it never goes backwards); a wait without from_cursor starts at the end of the spool, so it only sees output that comes after it, and from_cursor=0 rescans everything. Blocks are listed with blocks_since, read with blocks_get / blocks_read and searched with blocks_search.
 
 Lab: lab_session names the current Lab session; lab_feedback_poll pages through human feedback with a byte cursor: since="0" first, then the nextCursor of the previous poll, which never repeats or skips an entry.
 
@@ -139,7 +139,9 @@ func annotations(sp spec) *sdk.ToolAnnotations {
 	case readOnly:
 		a.ReadOnlyHint, a.IdempotentHint = true, true
 	case mutating:
-		d := sp.name == "pty_end_session" || sp.name == "pty_reset"
+		// Every terminal tool that acts can destroy: exec and send run
+		// or type arbitrary commands, end and reset kill processes.
+		d := strings.HasPrefix(sp.name, "pty_")
 		a.DestructiveHint = &d
 	}
 	return a
@@ -288,7 +290,7 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 
 	add(s, d, log, spec{name: "pty_wait_for", title: "Wait for output", kind: readOnly,
 		enums: map[string][]any{"match_type": {"substring", "regex", "prompt"}},
-		desc: "Wait until the spool, scanned from from_cursor, contains match (match_type substring, regex, or prompt for the " +
+		desc: "Wait until the spool, scanned from from_cursor (omitted: the end of the spool now, so only new output matches), contains match (match_type substring, regex, or prompt for the " +
 			"next prompt sentinel), or timeout_ms passes. On a match: matched=true, match_text, match_span {start,end} and " +
 			"resume_cursor = match_span.end. On timeout: ok=false, error \"timeout\", resume_cursor = the spool size. " +
 			"Always pass the returned resume_cursor as the next from_cursor; it never skips a match in the scanned range. " +
@@ -312,11 +314,11 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 				return request{}, invalid("match is empty", "Pass the text to wait for in match, or use match_type prompt.")
 			}
 			return request{method: "POST", path: ptyPath(in.ConversationID, "wait_for"),
-				body: body{"match": in.Match, "match_type": mt, "from_cursor": in.FromCursor}.opt("timeout_ms", in.TimeoutMs)}, nil
+				body: body{"match": in.Match, "match_type": mt}.opt("from_cursor", in.FromCursor).opt("timeout_ms", in.TimeoutMs)}, nil
 		})
 
 	add(s, d, log, spec{name: "pty_wait_prompt", title: "Wait for the shell prompt", kind: readOnly,
-		desc: "Wait, from from_cursor, until the shell prints its prompt sentinel again AND the terminal is idle (an interactive " +
+		desc: "Wait, from from_cursor (omitted: the end of the spool now), until the shell prints its prompt sentinel again AND the terminal is idle (an interactive " +
 			"session is then finished, with its exit code). Returns resume_cursor for the next call; on timeout ok=false, " +
 			"error \"timeout\" (pty_status shows what still runs; pty_end_session interrupts it).",
 		out: []field{okOut, {"matched", "whether the prompt came back"}, cursorOut, {"error", "\"timeout\" when it did not"}, {"exit_code", "exit status of the finished command, when known"}}},
@@ -325,12 +327,12 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 				return request{}, err
 			}
 			return request{method: "POST", path: ptyPath(in.ConversationID, "wait_prompt"),
-				body: body{"from_cursor": in.FromCursor}.opt("timeout_ms", in.TimeoutMs)}, nil
+				body: body{}.opt("from_cursor", in.FromCursor).opt("timeout_ms", in.TimeoutMs)}, nil
 		})
 
 	add(s, d, log, spec{name: "pty_expect_send", title: "Wait for text, then type", kind: mutating,
 		enums: map[string][]any{"match_type": {"substring", "regex"}},
-		desc: "Atomically wait for expect (from from_cursor) and, the moment it matches, type send — no other input can slip in " +
+		desc: "Atomically wait for expect (from from_cursor; omitted: the end of the spool now) and, the moment it matches, type send — no other input can slip in " +
 			"between. Answers like pty_wait_for (match_span, resume_cursor = match end); on timeout nothing is typed.",
 		out: []field{okOut, {"matched", "whether expect was found (and send typed)"}, {"match_text", "the matched text"},
 			{"match_span", "{start, end} byte offsets of the match"}, cursorOut, {"error", "\"timeout\" when nothing matched in time"}}},
@@ -342,7 +344,7 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 				return request{}, invalid("expect is empty", "Pass the text to wait for in expect.")
 			}
 			return request{method: "POST", path: ptyPath(in.ConversationID, "expect_send"), reqID: in.RequestID,
-				body: body{"expect": in.Expect, "send": in.Send, "from_cursor": in.FromCursor}.optString("match_type", in.MatchType).opt("timeout_ms", in.TimeoutMs)}, nil
+				body: body{"expect": in.Expect, "send": in.Send}.opt("from_cursor", in.FromCursor).optString("match_type", in.MatchType).opt("timeout_ms", in.TimeoutMs)}, nil
 		})
 
 	add(s, d, log, spec{name: "pty_read_spool", title: "Read terminal output", kind: readOnly,

@@ -136,7 +136,7 @@ func TestListTools(t *testing.T) {
 				Enum []string `json:"enum"`
 			}
 			json.Unmarshal(schema.Properties["match_type"], &mt)
-			if !slices.Equal(mt.Enum, []string{"substring", "regex", "prompt"}) || !slices.Contains(schema.Required, "from_cursor") {
+			if !slices.Equal(mt.Enum, []string{"substring", "regex", "prompt"}) || slices.Contains(schema.Required, "from_cursor") {
 				t.Errorf("pty_wait_for: match_type enum %v, required %v", mt.Enum, schema.Required)
 			}
 		}
@@ -170,6 +170,9 @@ func TestToolRequests(t *testing.T) {
 		{"pty_wait_for", map[string]any{"conversation_id": "c1", "match": "hello", "from_cursor": 0}, "POST", "/api/pty/c1/wait_for", "", `{"from_cursor":0,"match":"hello","match_type":"substring"}`, ""},
 		{"pty_wait_for", map[string]any{"conversation_id": "c1", "match": "w.rld", "match_type": "regex", "from_cursor": 12, "timeout_ms": 0}, "POST", "/api/pty/c1/wait_for", "", `{"from_cursor":12,"match":"w.rld","match_type":"regex","timeout_ms":0}`, ""},
 		{"pty_wait_for", map[string]any{"conversation_id": "c1", "match_type": "prompt", "from_cursor": 5, "timeout_ms": 3000}, "POST", "/api/pty/c1/wait_for", "", `{"from_cursor":5,"match":"","match_type":"prompt","timeout_ms":3000}`, ""},
+		// No from_cursor: none is sent, and the daemon waits from the end of the spool.
+		{"pty_wait_for", map[string]any{"conversation_id": "c1", "match": "x"}, "POST", "/api/pty/c1/wait_for", "", `{"match":"x","match_type":"substring"}`, ""},
+		{"pty_wait_prompt", map[string]any{"conversation_id": "c1"}, "POST", "/api/pty/c1/wait_prompt", "", `{}`, ""},
 		{"pty_wait_prompt", map[string]any{"conversation_id": "c1", "from_cursor": 40, "timeout_ms": 100}, "POST", "/api/pty/c1/wait_prompt", "", `{"from_cursor":40,"timeout_ms":100}`, ""},
 		{"pty_expect_send", map[string]any{"conversation_id": "c1", "expect": "Guess", "send": "7\r", "from_cursor": 3, "request_id": "e1"}, "POST", "/api/pty/c1/expect_send", "", `{"expect":"Guess","from_cursor":3,"send":"7\r"}`, "e1"},
 		{"pty_read_spool", map[string]any{"conversation_id": "c1", "from_cursor": 0, "max_bytes": 10}, "POST", "/api/pty/c1/read_spool", "", `{"from_cursor":0,"max_bytes":10}`, ""},
@@ -295,7 +298,6 @@ func TestToolErrors(t *testing.T) {
 		{"pty_exec", map[string]any{"conversation_id": "c1", "cmd": "  "}, "INVALID_ARGUMENT"},
 		{"pty_wait_for", map[string]any{"conversation_id": "c1", "match": "x", "match_type": "glob", "from_cursor": 0}, ""}, // schema: enum
 		{"pty_wait_for", map[string]any{"conversation_id": "c1", "from_cursor": 0}, "INVALID_ARGUMENT"},
-		{"pty_wait_for", map[string]any{"conversation_id": "c1", "match": "x"}, ""}, // from_cursor required
 		{"blocks_get", map[string]any{"conversation_id": "c1", "block_id": ".."}, "INVALID_ARGUMENT"},
 		{"blocks_search", map[string]any{"conversation_id": "c1", "q": ""}, "INVALID_ARGUMENT"},
 	} {

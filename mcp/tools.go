@@ -29,13 +29,13 @@ type waitForIn struct {
 	ConversationID string `json:"conversation_id" jsonschema:"the conversation whose spool to watch"`
 	Match          string `json:"match,omitempty" jsonschema:"text to wait for (substring or regular expression); ignored for match_type prompt"`
 	MatchType      string `json:"match_type,omitempty" jsonschema:"substring (default), regex, or prompt (the next prompt sentinel)"`
-	FromCursor     int64  `json:"from_cursor" jsonschema:"byte offset in the spool to scan from: 0 at first, then the resume_cursor of the previous call"`
+	FromCursor     *int64 `json:"from_cursor,omitempty" jsonschema:"byte offset in the spool to scan from: the resume_cursor of the previous call (or pty_exec_interactive's); omitted, the end of the spool now, so output already there never matches"`
 	TimeoutMs      *int64 `json:"timeout_ms,omitempty" jsonschema:"how long to wait in milliseconds (the daemon's default when omitted)"`
 }
 
 type waitPromptIn struct {
 	ConversationID string `json:"conversation_id" jsonschema:"the conversation whose terminal to wait on"`
-	FromCursor     int64  `json:"from_cursor" jsonschema:"byte offset in the spool to scan from: the resume_cursor of the previous call"`
+	FromCursor     *int64 `json:"from_cursor,omitempty" jsonschema:"byte offset in the spool to scan from: the resume_cursor of the previous call; omitted, the end of the spool now, so only a prompt printed after the call counts"`
 	TimeoutMs      *int64 `json:"timeout_ms,omitempty" jsonschema:"how long to wait in milliseconds (the daemon's default when omitted)"`
 }
 
@@ -44,7 +44,7 @@ type expectSendIn struct {
 	Expect         string `json:"expect" jsonschema:"text to wait for before sending"`
 	MatchType      string `json:"match_type,omitempty" jsonschema:"how expect matches: substring (default) or regex"`
 	Send           string `json:"send" jsonschema:"bytes to type as soon as expect matched, under the terminal's lock (end a line with \\r)"`
-	FromCursor     int64  `json:"from_cursor" jsonschema:"byte offset in the spool to scan from: the resume_cursor of the previous call"`
+	FromCursor     *int64 `json:"from_cursor,omitempty" jsonschema:"byte offset in the spool to scan from: the resume_cursor of the previous call; omitted, the end of the spool now"`
 	TimeoutMs      *int64 `json:"timeout_ms,omitempty" jsonschema:"how long to wait in milliseconds (the daemon's default when omitted)"`
 	RequestID      string `json:"request_id,omitempty" jsonschema:"optional idempotency key: a retry with the same request_id returns the first response and does not type again"`
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
 	"time"
@@ -20,8 +21,10 @@ const (
 // FromEnd as a from_cursor means "the end of the spool when the request
 // arrives": a wait then matches only output that comes after it, never old
 // output (the rule of seed 001 §4.1 for exec_interactive, applied to a
-// wait that names no cursor).
-const FromEnd int64 = -1
+// wait that names no cursor). It is not a wire value: the HTTP bridge
+// passes it for an omitted from_cursor, and every other negative cursor is
+// INVALID_CURSOR.
+const FromEnd int64 = math.MinInt64
 
 // WaitParams is a wait_for request (SPEC §6). FromCursor FromEnd waits
 // from the current end of the spool.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/cmlab/cmlab/labapi"
@@ -34,18 +33,9 @@ func labCall(ctx context.Context, g *globalOpts, method, path, reqID string, in,
 	return labErr(c.Do(ctx, method, path, reqID, in, out))
 }
 
-// labErr turns an API error into a message that names code and fix.
-func labErr(err error) error {
-	var ae *labapi.APIError
-	if errors.As(err, &ae) {
-		msg := ae.Code + ": " + ae.Message
-		if fix := ae.Fix(); fix != "" {
-			msg += "\n  fix: " + fix
-		}
-		return errors.New(msg)
-	}
-	return err
-}
+// labErr returns err as is: an *labapi.APIError is printed with its code
+// and a fix in CLI terms by printError (errors.go).
+func labErr(err error) error { return err }
 
 // labPrintJSON writes v indented to the command's stdout (a json.RawMessage
 // is re-indented).

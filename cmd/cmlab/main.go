@@ -5,7 +5,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -90,19 +89,20 @@ func main() {
 func run(g *globalOpts, args []string) int {
 	root := newRootCmd(g)
 	root.SetArgs(args)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(g.stderr, "cmlab:", err)
-	var ec *exitCodeError
-	if errors.As(err, &ec) {
-		return ec.code
+	code := exitCodeOf(err)
+	var se *silentExit
+	if !errors.As(err, &se) {
+		path := "cmlab"
+		if cmd != nil {
+			path = cmd.CommandPath()
+		}
+		printError(g.stderr, g.json, path, err)
 	}
-	if isUsageError(err) {
-		return exitUsage
-	}
-	return exitError
+	return code
 }
 
 // usageError marks errors about how a command was called.

@@ -8,7 +8,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/cmlab/cmlab/labapi"
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
 
@@ -16,7 +19,16 @@ import (
 type ptyOpts struct {
 	conv      string
 	requestID string
-	timeoutMs int64
+	timeout   time.Duration
+	timeoutMs int64 // deprecated spelling of --timeout
+}
+
+// waitTimeoutMs is the timeout of a wait, in the API's milliseconds.
+func (o *ptyOpts) waitTimeoutMs() int64 {
+	if o.timeoutMs > 0 {
+		return o.timeoutMs
+	}
+	return o.timeout.Milliseconds()
 }
 
 // newPtyCmd builds 'cmlab pty': the agent terminal through the running
@@ -29,14 +41,22 @@ func newPtyCmd(g *globalOpts) *cobra.Command {
 		Long: `Drive the agent terminal of 'cmlab serve': one bash per conversation, every
 output byte in the log and in pty/<conversationId>/output.spool. Cursors are
 byte offsets into that spool; pass the resume_cursor of one call as the
---from of the next.`,
+--from of the next. Waits without --from start at the end of the spool, so
+they never match output that was already there.`,
+		Example: `  cmlab pty exec 'make test'          # stream the output, exit with its exit code
+  cmlab pty exec -c build2 'ls' --timeout 10s
+  cmlab pty interactive python3       # then: send, wait, prompt, end
+  cmlab pty status                    # this conversation and the shell slots in use`,
 	}
 	pf := c.PersistentFlags()
 	pf.StringVarP(&o.conv, "conversation", "c", "default", "conversation id")
 	pf.StringVar(&o.requestID, "request-id", "", "request id for a safe retry (default: a fresh one)")
-	pf.Int64Var(&o.timeoutMs, "timeout-ms", 30000, "how long waits wait")
+	pf.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long waits wait (a Go duration: 500ms, 30s, 2m)")
+	pf.Int64Var(&o.timeoutMs, "timeout-ms", 0, "how long waits wait, in ms")
+	pf.MarkDeprecated("timeout-ms", "use --timeout with a duration (30s)")
+	c.RegisterFlagCompletionFunc("conversation", completeConversations(g))
 	for _, mk := range []func(*globalOpts, *ptyOpts) *cobra.Command{
-		newPtyExecCmd, newPtyInteractiveCmd, newPtySendCmd, newPtyWaitCmd, newPtyPromptCmd,
+		newPtyExecCmd, newPtyFollowCmd, newPtyInterruptCmd, newPtyInteractiveCmd, newPtySendCmd, newPtyWaitCmd, newPtyPromptCmd,
 		newPtyStatusCmd, newPtyReadCmd, newPtyBlocksCmd, newPtySearchCmd, newPtyResetCmd, newPtyEndCmd,
 	} {
 		c.AddCommand(mk(g, o))
@@ -44,21 +64,41 @@ byte offsets into that spool; pass the resume_cursor of one call as the
 	return c
 }
 
+// ptyClient dials the running daemon; the terminal lives only there.
+func ptyClient(ctx context.Context, g *globalOpts) (*labapi.Client, func() error, error) {
+	h, err := g.Home()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, closeFn, err := dialLab(ctx, g)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !c.Remote {
+		closeFn()
+		return nil, nil, newCLIError(exitError, "NO_DAEMON", "no daemon serves the home "+h.Dir+" (the terminal lives in the daemon)",
+			"start it with 'cmlab serve --home "+h.Dir+"', or point --home (or $CMLAB_HOME) at the home your daemon serves")
+	}
+	return c, closeFn, nil
+}
+
+// ptyPath is the API path of op on o's conversation.
+func ptyPath(o *ptyOpts, op string) string {
+	return "/api/pty/" + url.PathEscape(o.conv) + "/" + op
+}
+
 // ptyCall sends one terminal request to the daemon.
 func ptyCall(ctx context.Context, g *globalOpts, o *ptyOpts, method, op string, in any, out any) error {
-	c, closeFn, err := dialLab(ctx, g)
+	c, closeFn, err := ptyClient(ctx, g)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	if !c.Remote {
-		return fmt.Errorf("no daemon serves this home: start 'cmlab serve' first (the terminal lives in the daemon)")
-	}
 	reqID := ""
 	if method == http.MethodPost && o.requestID != "" {
 		reqID = o.requestID
 	}
-	return labErr(c.Do(ctx, method, "/api/pty/"+url.PathEscape(o.conv)+"/"+op, reqID, in, out))
+	return labErr(c.Do(ctx, method, ptyPath(o, op), reqID, in, out))
 }
 
 // ptyPrint prints the raw JSON answer with --json, else calls human.
@@ -93,57 +133,108 @@ func newPtyExecCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 	var noWait bool
 	c := &cobra.Command{
 		Use:   "exec CMD",
-		Short: "Run CMD as a block; wait for its prompt and print its output (exits 1 when the block exits non-zero; its code is in the message and in --json)",
-		Args:  cobra.ExactArgs(1),
+		Short: "Run CMD as a block, stream its output and exit with its exit code",
+		Long: `Run CMD as a block in the conversation's shell and stream its output as it
+arrives. The CLI exits with the block's exit code, as ssh and kubectl exec
+do (a block killed by Ctrl+C exits 130).
+
+Ctrl+C is forwarded to the block (the shell's foreground program gets
+SIGINT) and exec keeps streaming until the block ends; a third Ctrl+C
+detaches, leaving the block running. Without --timeout exec waits until the
+block ends; with it, a block still running at the timeout is left running,
+exec says how to follow or interrupt it and exits 124.
+
+With --json the output is not streamed: one JSON object {block, output} is
+printed when the block ends, and the exit code is the block's all the same.`,
+		Example: `  cmlab pty exec 'go test ./...'
+  cmlab pty exec --cwd /tmp 'ls -l'
+  cmlab pty exec --timeout 1m 'make' || echo "exit $?"
+  cmlab pty exec --no-wait 'sleep 600'     # prints the block id; follow it later`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			var st map[string]any
-			if err := ptyCall(ctx, g, o, http.MethodGet, "status", nil, &st); err != nil {
+			c, closeFn, err := ptyClient(ctx, g)
+			if err != nil {
 				return err
 			}
+			defer closeFn()
+			reqID := o.requestID
+			if reqID == "" {
+				reqID = uuid.NewString() // a transport retry must not run it twice
+			}
+			var res struct {
+				BlockID string `json:"block_id"`
+			}
 			var raw json.RawMessage
-			if err := ptyCall(ctx, g, o, http.MethodPost, "exec_block", map[string]any{"cmd": args[0], "cwd": cwd}, &raw); err != nil {
-				if strings.Contains(err.Error(), "HTTP 409") {
-					return fmt.Errorf("the terminal is busy (a block or an interactive session runs): %w", err)
-				}
-				return err
+			if err := c.Do(ctx, http.MethodPost, ptyPath(o, "exec_block"), reqID, map[string]any{"cmd": args[0], "cwd": cwd}, &raw); err != nil {
+				return labErr(err)
+			}
+			if err := json.Unmarshal(raw, &res); err != nil || res.BlockID == "" {
+				return fmt.Errorf("the daemon answered exec without a block id: %s", raw)
 			}
 			if noWait {
 				return ptyPrint(g, raw, func(m map[string]any) { fmt.Fprintln(g.stdout, m["block_id"]) })
 			}
-			var res map[string]any
-			json.Unmarshal(raw, &res)
-			id, _ := res["block_id"].(string)
-			var w map[string]any
-			if err := ptyCall(ctx, g, o, http.MethodPost, "wait_prompt", map[string]any{"from_cursor": st["resume_cursor"], "timeout_ms": o.timeoutMs}, &w); err != nil {
-				return err
+			var timeout time.Duration
+			if cmd.Flags().Changed("timeout") || cmd.Flags().Changed("timeout-ms") {
+				timeout = time.Duration(o.waitTimeoutMs()) * time.Millisecond
 			}
-			if w["matched"] != true {
-				return fmt.Errorf("block %s: no prompt within %d ms (foreground: %v)", id, o.timeoutMs, w["foreground"])
-			}
-			var blk struct {
-				Block map[string]any `json:"block"`
-			}
-			if err := ptyCall(ctx, g, o, http.MethodGet, "blocks/"+id, nil, &blk); err != nil {
-				return err
-			}
-			var out map[string]any
-			if err := ptyCall(ctx, g, o, http.MethodGet, "blocks/"+id+"/output?max_bytes=4194304", nil, &out); err != nil {
-				return err
-			}
-			if g.json {
-				return labPrintJSON(g, map[string]any{"block": blk.Block, "output": out["data"]})
-			}
-			fmt.Fprint(g.stdout, out["data"])
-			if code := ptyNum(blk.Block["exit_code"]); code != 0 {
-				return withCode(exitError, fmt.Errorf("block %s: %v, exit code %d", id, blk.Block["status"], code))
-			}
-			return nil
+			return ptyFollow(ctx, g, o, c, res.BlockID, 0, timeout)
 		},
 	}
 	c.Flags().StringVar(&cwd, "cwd", "", "working directory for the command")
 	c.Flags().BoolVar(&noWait, "no-wait", false, "print the block id and return at once")
 	return c
+}
+
+func newPtyFollowCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
+	var offset int64
+	c := &cobra.Command{
+		Use:   "follow BLOCK_ID",
+		Short: "Stream a block's output from --offset until it ends; exit with its exit code",
+		Long: `Print a block's output from --offset (0: all of it), then what it prints
+until it ends, and exit with its exit code — what 'cmlab pty exec' does
+after starting the block. Ctrl+C is forwarded as in exec. Without --timeout
+follow waits until the block ends.`,
+		Example: `  cmlab pty follow blk_0194…             # after exec --no-wait or an exec timeout
+  cmlab pty follow -c build2 blk_0194… --offset 4096`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeBlocks(g, o),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, closeFn, err := ptyClient(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			var timeout time.Duration
+			if cmd.Flags().Changed("timeout") || cmd.Flags().Changed("timeout-ms") {
+				timeout = time.Duration(o.waitTimeoutMs()) * time.Millisecond
+			}
+			return ptyFollow(ctx, g, o, c, args[0], offset, timeout)
+		},
+	}
+	c.Flags().Int64Var(&offset, "offset", 0, "byte offset into the block's output to start at")
+	return c
+}
+
+func newPtyInterruptCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "interrupt",
+		Short: "Send Ctrl+C to the running block or session and return (the shell stays)",
+		Example: `  cmlab pty interrupt
+  cmlab pty interrupt -c build2 && cmlab pty prompt -c build2`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return ptyShow(cmd, g, o, http.MethodPost, "interrupt", map[string]any{}, func(m map[string]any) {
+				if m["interrupted"] == true {
+					fmt.Fprintf(g.stdout, "sent Ctrl+C to block %v\n", m["block_id"])
+				} else {
+					fmt.Fprintln(g.stdout, "nothing is running")
+				}
+			})
+		},
+	}
 }
 
 func newPtyInteractiveCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
@@ -203,9 +294,20 @@ func ptyWait(cmd *cobra.Command, g *globalOpts, o *ptyOpts, op string, in any) e
 		return err
 	}
 	if m["matched"] != true {
-		return withCode(exitError, fmt.Errorf("timeout"))
+		return newCLIError(exitError, "TIMEOUT", fmt.Sprintf("no match within %s", time.Duration(o.waitTimeoutMs())*time.Millisecond),
+			fmt.Sprintf("wait again with --from %d (the resume_cursor) and a longer --timeout", ptyNum(m["resume_cursor"])))
 	}
 	return nil
+}
+
+// fromFlag is --from of wait and prompt: a spool cursor, or unset for the
+// end of the spool when the request arrives (the daemon's default when the
+// body has no from_cursor).
+func fromFlag(cmd *cobra.Command, body map[string]any, from int64) map[string]any {
+	if cmd.Flags().Changed("from") {
+		body["from_cursor"] = from
+	}
+	return body
 }
 
 func newPtyWaitCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
@@ -213,18 +315,26 @@ func newPtyWaitCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 	var matchType string
 	c := &cobra.Command{
 		Use:   "wait MATCH",
-		Short: "Wait for MATCH in the spool from --from (substring, regex or prompt)",
-		Args:  cobra.RangeArgs(0, 1),
+		Short: "Wait for MATCH in new output (or from --from): substring, regex or prompt",
+		Long: `Wait until MATCH appears in the spool. Without --from the wait scans only
+output that arrives after it starts (the end of the spool now), so old
+output never matches; pass the resume_cursor of your last call as --from to
+miss nothing in between. Exits 1 on --timeout.`,
+		Example: `  cmlab pty interactive python3
+  cmlab pty wait '>>> ' --from 0 --timeout 10s
+  cmlab pty wait --type regex 'Guess a number.*' --from 1234`,
+		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			match := ""
 			if len(args) == 1 {
 				match = args[0]
 			}
-			return ptyWait(cmd, g, o, "wait_for", map[string]any{"match": match, "match_type": matchType, "from_cursor": from, "timeout_ms": o.timeoutMs})
+			return ptyWait(cmd, g, o, "wait_for", fromFlag(cmd, map[string]any{"match": match, "match_type": matchType, "timeout_ms": o.waitTimeoutMs()}, from))
 		},
 	}
-	c.Flags().Int64Var(&from, "from", 0, "cursor to scan from (a resume_cursor)")
+	c.Flags().Int64Var(&from, "from", 0, "cursor to scan from (a resume_cursor; default: the end of the spool now)")
 	c.Flags().StringVar(&matchType, "type", "substring", "substring | regex | prompt")
+	c.RegisterFlagCompletionFunc("type", cobra.FixedCompletions([]string{"substring", "regex", "prompt"}, cobra.ShellCompDirectiveNoFileComp))
 	return c
 }
 
@@ -232,29 +342,73 @@ func newPtyPromptCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 	var from int64
 	c := &cobra.Command{
 		Use:   "prompt",
-		Short: "Wait for the prompt sentinel from --from and mode idle",
-		Args:  cobra.NoArgs,
+		Short: "Wait for the shell's next prompt (from --from) and mode idle",
+		Long: `Wait until the shell prints its prompt again and nothing runs. Without
+--from only a prompt printed after the wait starts counts.`,
+		Example: `  cmlab pty send 'quit\n' && cmlab pty prompt --timeout 5s`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return ptyWait(cmd, g, o, "wait_prompt", map[string]any{"from_cursor": from, "timeout_ms": o.timeoutMs})
+			return ptyWait(cmd, g, o, "wait_prompt", fromFlag(cmd, map[string]any{"timeout_ms": o.waitTimeoutMs()}, from))
 		},
 	}
-	c.Flags().Int64Var(&from, "from", 0, "cursor to scan from (a resume_cursor)")
+	c.Flags().Int64Var(&from, "from", 0, "cursor to scan from (a resume_cursor; default: the end of the spool now)")
 	return c
 }
 
 func newPtyStatusCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
-		Short: "Mode, active block/session, shell and resume_cursor",
-		Args:  cobra.NoArgs,
+		Short: "Mode, active block/session, shell and resume_cursor; the shell slots in use",
+		Long: `Print the conversation's mode, active block or session, shell and
+resume_cursor, then the shell slots in use across all conversations (each
+running shell takes one; 'cmlab pty end' frees one, and shells idle for the
+daemon's --pty-idle are ended by it). With --json: {conversation, slots}.`,
+		Example: `  cmlab pty status
+  cmlab pty status -c build2 --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return ptyShow(cmd, g, o, http.MethodGet, "status", nil, func(m map[string]any) {
+			var conv, slots json.RawMessage
+			if err := ptyCall(cmd.Context(), g, o, http.MethodGet, "status", nil, &conv); err != nil {
+				return err
+			}
+			c, closeFn, err := ptyClient(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			if err := c.Do(cmd.Context(), http.MethodGet, "/api/pty", "", nil, &slots); err != nil {
+				return labErr(err)
+			}
+			if g.json {
+				return labPrintJSON(g, map[string]any{"conversation": json.RawMessage(conv), "slots": json.RawMessage(slots)})
+			}
+			return ptyPrint(g, conv, func(m map[string]any) {
 				fmt.Fprintf(g.stdout, "mode %v  resume_cursor %d  blocks %d  shell %v alive=%v\n", m["mode"], ptyNum(m["resume_cursor"]), ptyNum(m["blocks"]), m["shell_id"], m["shell_alive"])
 				if m["active_block_id"] != nil {
 					fmt.Fprintf(g.stdout, "active block %v session %v\n", m["active_block_id"], m["active_session_id"])
 				}
 				if m["foreground"] != nil {
 					fmt.Fprintf(g.stdout, "foreground %v\n", m["foreground"])
+				}
+				var sl struct {
+					MaxShells     int   `json:"max_shells"`
+					IdleTimeoutMs int64 `json:"idle_timeout_ms"`
+					Shells        []struct {
+						Conv   string `json:"conversation_id"`
+						Shell  string `json:"shell_id"`
+						Pid    int    `json:"pid"`
+						Mode   string `json:"mode"`
+						IdleMs int64  `json:"idle_ms"`
+					} `json:"shells"`
+				}
+				json.Unmarshal(slots, &sl)
+				reap := "never"
+				if sl.IdleTimeoutMs > 0 {
+					reap = (time.Duration(sl.IdleTimeoutMs) * time.Millisecond).String()
+				}
+				fmt.Fprintf(g.stdout, "shell slots: %d of %d in use (idle shells ended after %s)\n", len(sl.Shells), sl.MaxShells, reap)
+				for _, x := range sl.Shells {
+					fmt.Fprintf(g.stdout, "  %-24s %-14s pid %-7d idle %s\n", x.Conv, x.Mode, x.Pid, (time.Duration(x.IdleMs) * time.Millisecond).Round(time.Second))
 				}
 			})
 		},
@@ -352,16 +506,30 @@ func newPtyResetCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 
 func newPtyEndCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 	var graceMs int64
+	var grace time.Duration
 	c := &cobra.Command{
 		Use:   "end",
-		Short: "End the running session or block: Ctrl+C, then SIGKILL, then reset",
+		Short: "End the conversation: its running block (Ctrl+C, then SIGKILL), then its shell",
+		Long: `End the conversation: the running block or session first (Ctrl+C to the
+foreground program; if the prompt does not come back within --grace,
+SIGKILL; if still not, the shell goes with it), then the shell itself, which
+frees its slot. The spool and the blocks stay; the next exec starts a new
+shell.`,
+		Example: `  cmlab pty end
+  cmlab pty end -c build2 --grace 5s`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return ptyShow(cmd, g, o, http.MethodPost, "end_session", map[string]any{"grace_ms": graceMs}, func(m map[string]any) {
-				fmt.Fprintf(g.stdout, "mode %v ended=%v forced=%v reset=%v\n", m["mode"], m["ended"], m["forced"], m["reset"])
+			ms := grace.Milliseconds()
+			if graceMs > 0 {
+				ms = graceMs
+			}
+			return ptyShow(cmd, g, o, http.MethodPost, "end_session", map[string]any{"grace_ms": ms}, func(m map[string]any) {
+				fmt.Fprintf(g.stdout, "mode %v ended=%v forced=%v reset=%v shell_ended=%v\n", m["mode"], m["ended"], m["forced"], m["reset"], m["shell_ended"])
 			})
 		},
 	}
-	c.Flags().Int64Var(&graceMs, "grace-ms", 2000, "how long to wait after each step")
+	c.Flags().DurationVar(&grace, "grace", 2*time.Second, "how long to wait after each step")
+	c.Flags().Int64Var(&graceMs, "grace-ms", 0, "how long to wait after each step, in ms")
+	c.Flags().MarkDeprecated("grace-ms", "use --grace with a duration (2s)")
 	return c
 }

@@ -82,7 +82,7 @@ func TestPtyCLI(t *testing.T) {
 	if code, out, errs := cli("exec", "echo hi; echo there"); code != 0 || out != "hi\nthere\n" {
 		t.Fatalf("exec = %d %q %q", code, out, errs)
 	}
-	if code, _, errs := cli("exec", "exit_code_three() { return 3; }; exit_code_three"); code != 1 || !strings.Contains(errs, "exit code 3") {
+	if code, _, errs := cli("exec", "exit_code_three() { return 3; }; exit_code_three"); code != 3 || errs != "" {
 		t.Fatalf("failing exec = %d %q", code, errs)
 	}
 	code, out, _ := cli("status", "--json")
