@@ -314,7 +314,7 @@ func DecodeError(status int, body []byte) error {
 	if status == http.StatusConflict && json.Unmarshal(body, &refusal) == nil && refusal.OK != nil && !*refusal.OK && refusal.Error != "" {
 		return &APIError{Code: CodeBusy, Message: strings.TrimPrefix(refusal.Message, refusal.Error+": "), Context: map[string]any{}}
 	}
-		if json.Unmarshal(body, &env) != nil || env.Error == nil || env.Error.Code == "" {
+	if json.Unmarshal(body, &env) != nil || env.Error == nil || env.Error.Code == "" {
 		msg := strings.TrimSpace(string(body))
 		if len(msg) > 200 {
 			msg = msg[:200]

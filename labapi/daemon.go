@@ -51,6 +51,9 @@ type DaemonOptions struct {
 	// SegmentSize of the log (default wal's 4 MiB); small segments let a
 	// test compact a small log.
 	SegmentSize int
+	// Pty configures the terminal manager (slots, idle reaping); Dir and
+	// Logger are ignored.
+	Pty pty.Options
 
 	onServer   func(*Server)                  // benchmarks: the server once built
 	onResumer  func(*recovery.Resumer)        // tests: start-up auto-resume
@@ -167,7 +170,9 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 	}
 	var mgr *pty.Manager
 	if !o.ReadOnly {
-		if mgr, err = pty.NewManager(eng, pty.Options{}); err != nil {
+		popts := o.Pty
+		popts.Dir, popts.Logger = "", nil
+		if mgr, err = pty.NewManager(eng, popts); err != nil {
 			return fmt.Errorf("terminal manager: %w", err)
 		}
 		defer func() {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -53,7 +54,7 @@ they never match output that was already there.`,
 	pf.StringVar(&o.requestID, "request-id", "", "request id for a safe retry (default: a fresh one)")
 	pf.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long waits wait (a Go duration: 500ms, 30s, 2m)")
 	pf.Int64Var(&o.timeoutMs, "timeout-ms", 0, "how long waits wait, in ms")
-	pf.MarkDeprecated("timeout-ms", "use --timeout with a duration (30s)")
+	pf.MarkHidden("timeout-ms") // the old spelling; --timeout takes a duration
 	c.RegisterFlagCompletionFunc("conversation", completeConversations(g))
 	for _, mk := range []func(*globalOpts, *ptyOpts) *cobra.Command{
 		newPtyExecCmd, newPtyFollowCmd, newPtyInterruptCmd, newPtyInteractiveCmd, newPtySendCmd, newPtyWaitCmd, newPtyPromptCmd,
@@ -167,6 +168,11 @@ printed when the block ends, and the exit code is the block's all the same.`,
 			}
 			var raw json.RawMessage
 			if err := c.Do(ctx, http.MethodPost, ptyPath(o, "exec_block"), reqID, map[string]any{"cmd": args[0], "cwd": cwd}, &raw); err != nil {
+				var ae *labapi.APIError
+				if errors.As(err, &ae) && ae.Code == labapi.CodeBusy {
+					what, _, _ := strings.Cut(ae.Message, ";") // the rest names API routes
+					return newCLIError(exitError, labapi.CodeBusy, fmt.Sprintf("the terminal of conversation %q is busy: %s", o.conv, what), cliFix(cmd.CommandPath(), ae.Code))
+				}
 				return labErr(err)
 			}
 			if err := json.Unmarshal(raw, &res); err != nil || res.BlockID == "" {
@@ -362,7 +368,8 @@ func newPtyStatusCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 		Long: `Print the conversation's mode, active block or session, shell and
 resume_cursor, then the shell slots in use across all conversations (each
 running shell takes one; 'cmlab pty end' frees one, and shells idle for the
-daemon's --pty-idle are ended by it). With --json: {conversation, slots}.`,
+daemon's --pty-idle are ended by it). With --json: the conversation's
+status with the slots under "slots".`,
 		Example: `  cmlab pty status
   cmlab pty status -c build2 --json`,
 		Args: cobra.NoArgs,
@@ -380,7 +387,12 @@ daemon's --pty-idle are ended by it). With --json: {conversation, slots}.`,
 				return labErr(err)
 			}
 			if g.json {
-				return labPrintJSON(g, map[string]any{"conversation": json.RawMessage(conv), "slots": json.RawMessage(slots)})
+				var m map[string]any
+				if err := json.Unmarshal(conv, &m); err != nil {
+					return err
+				}
+				m["slots"] = slots
+				return labPrintJSON(g, m)
 			}
 			return ptyPrint(g, conv, func(m map[string]any) {
 				fmt.Fprintf(g.stdout, "mode %v  resume_cursor %d  blocks %d  shell %v alive=%v\n", m["mode"], ptyNum(m["resume_cursor"]), ptyNum(m["blocks"]), m["shell_id"], m["shell_alive"])
@@ -517,7 +529,7 @@ frees its slot. The spool and the blocks stay; the next exec starts a new
 shell.`,
 		Example: `  cmlab pty end
   cmlab pty end -c build2 --grace 5s`,
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ms := grace.Milliseconds()
 			if graceMs > 0 {
@@ -530,6 +542,6 @@ shell.`,
 	}
 	c.Flags().DurationVar(&grace, "grace", 2*time.Second, "how long to wait after each step")
 	c.Flags().Int64Var(&graceMs, "grace-ms", 0, "how long to wait after each step, in ms")
-	c.Flags().MarkDeprecated("grace-ms", "use --grace with a duration (2s)")
+	c.Flags().MarkHidden("grace-ms") // the old spelling; --grace takes a duration
 	return c
 }

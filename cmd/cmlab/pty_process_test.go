@@ -103,11 +103,9 @@ func ptyWaitForeground(t *testing.T, a []string, name string) {
 	for {
 		code, out, _ := cli(t, append([]string{"pty", "status", "--json"}, a...)...)
 		var st struct {
-			Conversation struct {
-				Foreground string `json:"foreground"`
-			} `json:"conversation"`
+			Foreground string `json:"foreground"`
 		}
-		if code == 0 && json.Unmarshal([]byte(out), &st) == nil && strings.Contains(st.Conversation.Foreground, name) {
+		if code == 0 && json.Unmarshal([]byte(out), &st) == nil && strings.Contains(st.Foreground, name) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -134,7 +132,7 @@ func TestPtyExecTimeout(t *testing.T) {
 		t.Fatalf("exec timeout = %d %q %q", code, out, errs)
 	}
 	code, out, errs = pty("exec", "echo second")
-	if code != 1 || out != "" || !strings.Contains(errs, "cmlab: BUSY: block "+m[1]+" is running") || !strings.Contains(errs, "fix: see what runs with 'cmlab pty status'") || strings.Contains(errs, "{") {
+	if code != 1 || out != "" || !strings.Contains(errs, "cmlab: the terminal of conversation \"to1\" is busy: block "+m[1]+" is running\n") || !strings.Contains(errs, "fix: see what runs with 'cmlab pty status'") || strings.Contains(errs, "{") {
 		t.Fatalf("exec while busy = %d %q %q", code, out, errs)
 	}
 	if code, out, errs := pty("interrupt"); code != 0 || out != "sent Ctrl+C to block "+m[1]+"\n" {

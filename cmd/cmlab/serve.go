@@ -25,6 +25,8 @@ type serveOpts struct {
 	quiet           bool
 	ui              string
 	compact         compactPolicyOpts
+	ptyIdle         time.Duration
+	ptyMaxShells    int
 }
 
 // newServeCmd builds 'cmlab serve'.
@@ -102,6 +104,7 @@ the views and remove state/daemon.json.`,
 				Home: h, Listen: o.listen, AllowRemote: o.allowRemote, AllowRoots: o.allowRoots, Task: task,
 				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui,
 				Compaction: policy, CompactEvery: o.compact.every, SegmentSize: o.compact.segmentSize,
+				Pty: ptyOptions(o),
 				Ready: func(info labapi.DaemonInfo) {
 					if g.json {
 						labPrintJSON(g, info)
@@ -125,5 +128,6 @@ the views and remove state/daemon.json.`,
 	f.BoolVar(&o.quiet, "quiet", false, "log warnings only (no request log)")
 	f.StringVar(&o.ui, "ui", "", "serve the Lab browser client from DIR at / (e.g. content-machine's assets/lab)")
 	o.compact.flags(f)
+	addPtyServeFlags(f, o)
 	return c
 }

@@ -1,0 +1,21 @@
+package main
+
+import (
+	"github.com/cmlab/cmlab/pty"
+	"github.com/spf13/pflag"
+)
+
+// addPtyServeFlags adds serve's terminal flags.
+func addPtyServeFlags(f *pflag.FlagSet, o *serveOpts) {
+	f.DurationVar(&o.ptyIdle, "pty-idle", pty.DefaultIdleTimeout, "end a conversation's shell after it has been idle this long (0: never)")
+	f.IntVar(&o.ptyMaxShells, "pty-max-shells", 64, "most conversations with a running shell at once")
+}
+
+// ptyOptions are the terminal manager's options from serve's flags.
+func ptyOptions(o *serveOpts) pty.Options {
+	idle := o.ptyIdle
+	if idle == 0 {
+		idle = -1 // the flag's 0 means never; pty's 0 means the default
+	}
+	return pty.Options{IdleTimeout: idle, MaxShells: o.ptyMaxShells}
+}
