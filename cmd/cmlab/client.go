@@ -16,6 +16,9 @@ func dialLab(ctx context.Context, g *globalOpts) (*labapi.Client, func() error, 
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := requireHome(g, h); err != nil {
+		return nil, nil, err
+	}
 	return labapi.Dial(ctx, h, labapi.DialOptions{Version: labapi.Version})
 }
 

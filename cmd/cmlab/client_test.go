@@ -28,7 +28,7 @@ func TestLabCLIWithoutDaemon(t *testing.T) {
 		os.MkdirAll(filepath.Join(dir, "output", r), 0o700)
 		os.WriteFile(filepath.Join(dir, "output", r, "video.mp4"), []byte("video "+r), 0o600)
 	}
-	code, out, errs := cli(t, "--home", h, "feedback", "add", "--notes", "first", "--rating", "overall=80", "--request-id", "k1")
+	code, out, errs := cli(t, "--home", h, "--init", "feedback", "add", "--notes", "first", "--rating", "overall=80", "--request-id", "k1")
 	fbID := strings.TrimSpace(out)
 	if code != 0 || !strings.HasPrefix(fbID, "fb_") {
 		t.Fatalf("feedback add: %d %q %q", code, out, errs)

@@ -67,12 +67,12 @@ func completeFrom(ids func() []string) completeFunc {
 
 // completeRuns completes run ids (lab/runs.jsonl).
 func completeRuns(g *globalOpts) completeFunc {
-	return completeFrom(func() []string { return viewIDs(g, func(f homeFiles) string { return f.runs }, "id") })
+	return completeFrom(func() []string { return viewIDs(g, func(f homeFiles) string { return f.runs }, "runId") })
 }
 
 // completeExperiments completes experiment ids (lab/experiments.jsonl).
 func completeExperiments(g *globalOpts) completeFunc {
-	return completeFrom(func() []string { return viewIDs(g, func(f homeFiles) string { return f.experiments }, "id") })
+	return completeFrom(func() []string { return viewIDs(g, func(f homeFiles) string { return f.experiments }, "experimentId") })
 }
 
 // completeMandates completes mandate ids (steps/steps.jsonl).

@@ -57,6 +57,9 @@ func exitCodeOf(err error) int {
 	if errors.As(err, &ce) && ce.exit != 0 {
 		return ce.exit
 	}
+	if isCorrupt(err) {
+		return exitCorrupt
+	}
 	var ec *exitCodeError
 	if errors.As(err, &ec) {
 		return ec.code
@@ -71,7 +74,7 @@ func exitCodeOf(err error) int {
 // sees. An API error keeps its code; its fix is kept unless it speaks HTTP
 // (a route or a JSON body), which a person at the CLI did not type — then
 // cliFix, which knows the command, supplies one.
-func describeError(cmdPath string, err error) cliError {
+func describeError(cmdPath, homeFlag string, err error) cliError {
 	var ce *cliError
 	if errors.As(err, &ce) {
 		out := *ce
@@ -91,6 +94,13 @@ func describeError(cmdPath string, err error) cliError {
 			out.Fix = f
 		}
 		return out
+	}
+	if isCorrupt(err) {
+		msg := err.Error()
+		if strings.Contains(msg, "recover --salvage --apply") {
+			return cliError{Code: "CORRUPT", Message: msg}
+		}
+		return cliError{Code: "CORRUPT", Message: msg, Fix: corruptFix(homeFlag)}
 	}
 	if isUsageError(err) {
 		return cliError{Code: "USAGE", Message: err.Error(), Fix: "run '" + cmdPath + " --help'"}
@@ -135,8 +145,8 @@ func cliFix(cmdPath, code string) string {
 }
 
 // printError writes err as the user sees it (see the top of this file).
-func printError(w io.Writer, jsonOut bool, cmdPath string, err error) {
-	d := describeError(cmdPath, err)
+func printError(w io.Writer, jsonOut bool, cmdPath, homeFlag string, err error) {
+	d := describeError(cmdPath, homeFlag, err)
 	if jsonOut {
 		b, _ := json.Marshal(map[string]any{"error": d})
 		fmt.Fprintln(w, string(b))

@@ -37,6 +37,7 @@ func withCode(code int, err error) error { return &exitCodeError{code: code, err
 // globalOpts are the flags every command takes.
 type globalOpts struct {
 	home string
+	init bool // create the home if it does not exist (homecheck.go)
 	json bool
 	// archive: --archive DIR of the commands that read the log (replay,
 	// trace, rebuild, wal dump) and of compact (see archiveFlag).
@@ -67,6 +68,7 @@ The home directory is --home, else $CMLAB_HOME, else ~/.cm.`,
 	root.SetErr(g.stderr)
 	root.PersistentFlags().StringVar(&g.home, "home", "", "home directory (default $CMLAB_HOME, else ~/.cm)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print machine-readable JSON")
+	root.PersistentFlags().BoolVar(&g.init, "init", false, "create the home if it does not exist (else commands refuse a missing home)")
 	for _, mk := range []func(*globalOpts) *cobra.Command{
 		newServeCmd, newStatusCmd, newWalCmd, newRebuildCmd, newBenchCmd,
 		newFeedbackCmd, newRunsCmd, newExperimentsCmd, newExportCmd,
@@ -77,6 +79,8 @@ The home directory is --home, else $CMLAB_HOME, else ~/.cm.`,
 			root.AddCommand(c)
 		}
 	}
+	addOperatorCmds(root, g) // version.go
+	finishTree(root, g)      // cobra.go
 	return root
 }
 
@@ -100,7 +104,7 @@ func run(g *globalOpts, args []string) int {
 		if cmd != nil {
 			path = cmd.CommandPath()
 		}
-		printError(g.stderr, g.json, path, err)
+		printError(g.stderr, g.json, path, g.home, err)
 	}
 	return code
 }

@@ -71,11 +71,20 @@ func ptyClient(ctx context.Context, g *globalOpts) (*labapi.Client, func() error
 	if err != nil {
 		return nil, nil, err
 	}
-	c, closeFn, err := dialLab(ctx, g)
-	if err != nil {
-		return nil, nil, err
+	// Ask daemon.json first: without a daemon, opening the home here would
+	// only create or lock it for nothing.
+	_, infoErr := labapi.ReadDaemonInfo(h)
+	if infoErr != nil && !errors.Is(infoErr, labapi.ErrNoDaemon) {
+		return nil, nil, infoErr
 	}
-	if !c.Remote {
+	var c *labapi.Client
+	closeFn := func() error { return nil }
+	if infoErr == nil {
+		if c, closeFn, err = dialLab(ctx, g); err != nil {
+			return nil, nil, err
+		}
+	}
+	if c == nil || !c.Remote {
 		closeFn()
 		return nil, nil, newCLIError(exitError, "NO_DAEMON", "no daemon serves the home "+h.Dir+" (the terminal lives in the daemon)",
 			"start it with 'cmlab serve --home "+h.Dir+"', or point --home (or $CMLAB_HOME) at the home your daemon serves")
@@ -328,7 +337,7 @@ output never matches; pass the resume_cursor of your last call as --from to
 miss nothing in between. Exits 1 on --timeout.`,
 		Example: `  cmlab pty interactive python3
   cmlab pty wait '>>> ' --from 0 --timeout 10s
-  cmlab pty wait --type regex 'Guess a number.*' --from 1234`,
+  cmlab pty wait --match-type regex 'Guess a number.*' --from 1234`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			match := ""
@@ -339,8 +348,10 @@ miss nothing in between. Exits 1 on --timeout.`,
 		},
 	}
 	c.Flags().Int64Var(&from, "from", 0, "cursor to scan from (a resume_cursor; default: the end of the spool now)")
-	c.Flags().StringVar(&matchType, "type", "substring", "substring | regex | prompt")
-	c.RegisterFlagCompletionFunc("type", cobra.FixedCompletions([]string{"substring", "regex", "prompt"}, cobra.ShellCompDirectiveNoFileComp))
+	c.Flags().StringVar(&matchType, "match-type", "substring", "substring | regex | prompt")
+	c.Flags().StringVar(&matchType, "type", "substring", "") // the old name: --type is an event type elsewhere
+	c.Flags().MarkHidden("type")
+	c.RegisterFlagCompletionFunc("match-type", cobra.FixedCompletions([]string{"substring", "regex", "prompt"}, cobra.ShellCompDirectiveNoFileComp))
 	return c
 }
 

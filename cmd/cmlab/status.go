@@ -46,6 +46,15 @@ and catches the views up, as any command would).`,
 			if err != nil {
 				return err
 			}
+			if ok, err := homeExists(h); err != nil {
+				return err
+			} else if !ok {
+				// Never create a home to report on it (requireHome's rule,
+				// without --init: status only reads).
+				return newCLIError(exitError, "NO_HOME", fmt.Sprintf("no cmlab home at %s (%s)", h.Dir, g.homeSource()),
+					"check the path; 'cmlab serve --home DIR' creates a home and serves it")
+			}
+			var openErr error // the log could not be opened: reported, then returned
 			rep := statusReport{Home: h.Dir, AwaitReview: []string{},
 				Durability: "fsync before acknowledging: each group commit is one write + one fsync (plus directory fsync for a new segment)"}
 			if info, err := labapi.ReadDaemonInfo(h); err == nil {
@@ -54,6 +63,7 @@ and catches the views up, as any command would).`,
 			c, closeFn, err := labapi.Dial(cmd.Context(), h, labapi.DialOptions{Version: labapi.Version})
 			if err != nil {
 				rep.HealthError = err.Error()
+				openErr = err
 			} else {
 				var hl labapi.Health
 				if err := c.Do(cmd.Context(), "GET", "/api/health", "", nil, &hl); err != nil {
@@ -73,7 +83,10 @@ and catches the views up, as any command would).`,
 			rep.AwaitReview = stepsAwaitingReview(h)
 			rep.Compaction = readCompactionStatus(cmd.Context(), h)
 			if g.json {
-				return labPrintJSON(g, rep)
+				if err := labPrintJSON(g, rep); err != nil {
+					return err
+				}
+				return openErr
 			}
 			w := g.stdout
 			fmt.Fprintf(w, "home:        %s\n", rep.Home)
@@ -106,7 +119,7 @@ and catches the views up, as any command would).`,
 			} else {
 				fmt.Fprintf(w, "review:      %d step(s) await manual review: %s (see cmlab recover)\n", len(rep.AwaitReview), strings.Join(rep.AwaitReview, ", "))
 			}
-			return nil
+			return openErr
 		},
 	}
 }

@@ -65,7 +65,7 @@ func newWalVerifyCmd(g *globalOpts) *cobra.Command {
 				printVerify(g.stdout, rep)
 			}
 			if !rep.OK() {
-				return withCode(exitCorrupt, fmt.Errorf("%w: %d damaged stretch(es), first at %s; run 'cmlab recover --salvage'", wal.ErrCorrupt, len(rep.Bad), rep.Bad[0]))
+				return withCode(exitCorrupt, fmt.Errorf("%w: %d damaged stretch(es), first at %s", wal.ErrCorrupt, len(rep.Bad), rep.Bad[0]))
 			}
 			return nil
 		},

@@ -481,7 +481,7 @@ func TestWalEdgeDamageInEarlierSegment(t *testing.T) {
 				where := fmt.Sprintf("segment %s offset %d seq %d: ", seg, off, seq)
 				if code != exitCorrupt || !strings.HasPrefix(out, fmt.Sprintf("segments %d, entries 19, seq 1..20\nCORRUPT %s", len(segs), where)) ||
 					!strings.HasSuffix(out, ", 1 entries lost)\n") || strings.Count(out, "\n") != 2 ||
-					!strings.HasPrefix(errs, "cmlab: wal: corrupt: 1 damaged stretch(es), first at "+where) || !strings.HasSuffix(errs, "run 'cmlab recover --salvage'\n") {
+					!strings.HasPrefix(errs, "cmlab: wal: corrupt: 1 damaged stretch(es), first at "+where) || !strings.HasSuffix(errs, "then keep every intact entry with 'cmlab recover --salvage --apply --home "+h+"' (stop the daemon first)\n") {
 					t.Fatalf("verify: exit %d\n%s%s", code, out, errs)
 				}
 				code, out, _ = walCLI(t, "--home", h, "--json", "wal", "verify")
@@ -1025,12 +1025,12 @@ func TestWalEdgeMissingSegmentAndStrayFiles(t *testing.T) {
 	lost := first2 - first1
 	code, out, errs = walCLI(t, "--home", h, "wal", "verify")
 	want := fmt.Sprintf("segments %d, entries %d, seq 1..20\nCORRUPT segment %s offset %d seq %d: %s (0 bytes, %d entries lost)\n", len(segs)-1, 20-lost, segs[0], fi.Size(), first1, wal.ReasonMissing, lost)
-	if code != exitCorrupt || out != want || !strings.HasSuffix(errs, "run 'cmlab recover --salvage'\n") {
+	if code != exitCorrupt || out != want || !strings.HasSuffix(errs, "then keep every intact entry with 'cmlab recover --salvage --apply --home "+h+"' (stop the daemon first)\n") {
 		t.Fatalf("verify without %s: exit %d\n%s%s\nwant\n%s", segs[1], code, out, errs, want)
 	}
 	code, out, errs = walCLI(t, "--home", h, "wal", "dump")
 	walEdgeSeqs(t, walEdgeParse(t, out), 1, first1-1)
-	if wantErr := fmt.Sprintf("cmlab: wal: corrupt: segment %s starts at seq %d, expected %d\n", segs[2], first2, first1); code != exitCorrupt || errs != wantErr {
+	if wantErr := fmt.Sprintf("cmlab: wal: corrupt: segment %s starts at seq %d, expected %d\n  fix: %s\n", segs[2], first2, first1, corruptFix(h)); code != exitCorrupt || errs != wantErr {
 		t.Fatalf("dump without %s: exit %d %q, want %q", segs[1], code, errs, wantErr)
 	}
 	code, out, _ = walCLI(t, "--home", h, "--json", "wal", "stat")

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// finishTree gives every command of the tree the habits of gh and kubectl
+// in one place, so no command can forget them:
+//
+//   - a command that only groups others ('cmlab runs') prints its help when
+//     called bare and, called with a word that is not one of its commands
+//     ('cmlab runs imports'), exits 2 with "unknown command … Did you mean";
+//   - every command has an Example (commandExamples fills those that do not
+//     set their own);
+//   - id arguments and flags complete dynamically (completion.go).
+func finishTree(root *cobra.Command, g *globalOpts) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = groupRunE
+		}
+		if c.Example == "" {
+			c.Example = commandExamples[c.CommandPath()]
+		}
+		if c.ValidArgsFunction == nil {
+			c.ValidArgsFunction = argCompletion(g, c.CommandPath())
+		}
+		for _, name := range []string{"type"} {
+			if f := c.LocalNonPersistentFlags().Lookup(name); f != nil && strings.Contains(f.Usage, "event type") {
+				c.RegisterFlagCompletionFunc(name, completeEventTypes())
+			}
+		}
+		for name, fn := range map[string]completeFunc{
+			"baseline": completeRuns(g), "run": completeRuns(g), "task-review": completeRuns(g),
+			"experiment": completeExperiments(g), "task-compare": completeExperiments(g),
+		} {
+			if c.LocalNonPersistentFlags().Lookup(name) != nil {
+				c.RegisterFlagCompletionFunc(name, fn)
+			}
+		}
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(root)
+}
+
+// groupRunE is the RunE of a command that only groups subcommands.
+func groupRunE(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return cmd.Help()
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default for the root
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+	}
+	return &usageError{msg} // printError adds the fix: run 'PATH --help'
+}
+
+// argCompletion completes the id arguments of the command at path.
+func argCompletion(g *globalOpts, path string) completeFunc {
+	switch path {
+	case "cmlab experiments get", "cmlab experiments submit":
+		return firstArg(completeExperiments(g))
+	case "cmlab step plan", "cmlab step list", "cmlab replay steps":
+		return firstArg(completeMandates(g))
+	case "cmlab step start", "cmlab step complete", "cmlab step fail", "cmlab step review", "cmlab step reset":
+		mandates, steps := completeMandates(g), completeSteps(g)
+		return func(c *cobra.Command, args []string, p string) ([]string, cobra.ShellCompDirective) {
+			switch len(args) {
+			case 0:
+				return mandates(c, args, p)
+			case 1:
+				return steps(c, args, p)
+			}
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+	case "cmlab replay pty":
+		return firstArg(completeConversations(g))
+	case "cmlab trace":
+		runs, exps := completeRuns(g), completeExperiments(g)
+		return firstArg(func(c *cobra.Command, args []string, p string) ([]string, cobra.ShellCompDirective) {
+			a, _ := runs(c, args, p)
+			b, d := exps(c, args, p)
+			return append(a, b...), d
+		})
+	}
+	return nil
+}
+
+// firstArg limits a completion to the first argument.
+func firstArg(f completeFunc) completeFunc {
+	return func(c *cobra.Command, args []string, p string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return f(c, args, p)
+	}
+}
+
+// completeSteps completes the step ids of the mandate in args[0].
+func completeSteps(g *globalOpts) completeFunc {
+	return func(c *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+		h, err := g.Home()
+		if err != nil || len(args) == 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		f, err := os.Open(h.StepsFile())
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		defer f.Close()
+		seen := map[string]bool{}
+		var out []string
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			var r struct {
+				Mandate string `json:"mandate_id"`
+				Step    string `json:"step_id"`
+			}
+			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Mandate == args[0] && r.Step != "" && !seen[r.Step] && strings.HasPrefix(r.Step, prefix) {
+				seen[r.Step] = true
+				out = append(out, r.Step)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// commandExamples are the Examples of the commands that do not set one
+// where they are built.
+var commandExamples = map[string]string{
+	"cmlab": `  cmlab serve &                         # the daemon for ~/.cm (or --home DIR)
+  cmlab status
+  cmlab runs import output/run1 && cmlab runs list
+  cmlab pty exec 'make test'
+  cmlab recover                         # what a crash left, and what recovery would do`,
+	"cmlab status": `  cmlab status
+  cmlab status --home ./lab --json`,
+	"cmlab version": `  cmlab version
+  cmlab --version`,
+	"cmlab stop": `  cmlab stop
+  cmlab stop --home ./lab --timeout 1m`,
+	"cmlab logs": `  cmlab logs
+  cmlab logs -f`,
+	"cmlab bench": `  cmlab bench wal --appenders 1,64
+  cmlab bench api --json`,
+	"cmlab bench api":     `  cmlab bench api --clients 32 --requests 20000`,
+	"cmlab bench pty":     `  cmlab bench pty --bytes 50000000 --n 200`,
+	"cmlab bench rebuild": `  cmlab bench rebuild --events 1000000`,
+	"cmlab bench wal": `  cmlab bench wal
+  cmlab bench wal --appenders 64 --segment-size 1048576 --json`,
+	"cmlab experiments": `  cmlab experiments create --baseline run_a --variant B=run_b
+  cmlab experiments list`,
+	"cmlab experiments get": `  cmlab experiments get exp_0194…
+  cmlab experiments get exp_0194… --json`,
+	"cmlab experiments list": `  cmlab experiments list
+  cmlab experiments list --json`,
+	"cmlab experiments submit": `  cmlab experiments submit exp_0194… --body answers.json
+  echo '{…}' | cmlab experiments submit exp_0194… --body -`,
+	"cmlab export": `  cmlab export --session lab_0194…
+  cmlab export --session lab_0194… --path - | jq .`,
+	"cmlab feedback": `  cmlab feedback add --run run_0194… --rating overall=80 --notes 'good pacing'
+  cmlab feedback poll --since 0 --json`,
+	"cmlab pty blocks": `  cmlab pty blocks
+  cmlab pty blocks --since 10
+  cmlab pty blocks blk_0194…            # one block's output`,
+	"cmlab pty interactive": `  cmlab pty interactive python3
+  cmlab pty wait '>>> ' --from 0 && cmlab pty send 'print(1)\n'`,
+	"cmlab pty read": `  cmlab pty read --from 0
+  cmlab pty read --from 4096 --max-bytes 1024`,
+	"cmlab pty reset": `  cmlab pty reset --reason 'stuck prompt'`,
+	"cmlab pty search": `  cmlab pty search 'FAIL'
+  cmlab pty search error --block blk_0194…`,
+	"cmlab pty send": `  cmlab pty send 'yes\n'
+  cmlab pty send '\x03'                  # Ctrl+C`,
+	"cmlab rebuild": `  cmlab rebuild --check
+  cmlab rebuild --into /tmp/views`,
+	"cmlab recover": `  cmlab recover                         # the plan, nothing changes
+  cmlab recover --apply
+  cmlab recover --salvage               # a corrupt log: what salvage would cut
+  cmlab recover --salvage --apply`,
+	"cmlab run": `  cmlab run mandate.json
+  cmlab run mandate.json --json`,
+	"cmlab runs": `  cmlab runs import output/run1
+  cmlab runs list`,
+	"cmlab runs import": `  cmlab runs import output/run1          # resolved against your working directory
+  cmlab runs import ~/renders/take2/video.mp4 --topic intro`,
+	"cmlab runs list": `  cmlab runs list
+  cmlab runs list --json`,
+	"cmlab step": `  cmlab step plan m1 plan.json
+  cmlab step start m1 s1 --world out/ && cmlab step complete m1 s1 --world out/ --exit-code 0`,
+	"cmlab step complete": `  cmlab step complete m1 s1 --world out/ --exit-code 0
+  cmlab step complete m1 s1 --post sha256-… --result sha256-…`,
+	"cmlab step fail": `  cmlab step fail m1 s1 --class timeout --msg 'no answer in 60s' --exit-code 124`,
+	"cmlab step list": `  cmlab step list
+  cmlab step list m1 --json`,
+	"cmlab step plan":   `  cmlab step plan m1 plan.json`,
+	"cmlab step reset":  `  cmlab step reset m1 s1 --reason 'retry after fixing the disk'`,
+	"cmlab step review": `  cmlab step review m1 s1 --reason 'side effect unknown'`,
+	"cmlab step start":  `  cmlab step start m1 s1 --world out/`,
+	"cmlab wal": `  cmlab wal verify
+  cmlab wal dump --type 'pty.*' --follow`,
+	"cmlab wal dump": `  cmlab wal dump --from 100 --to 200
+  cmlab wal dump --type lab.feedback.added --json
+  cmlab wal dump --follow`,
+	"cmlab wal stat":   `  cmlab wal stat --json`,
+	"cmlab wal verify": `  cmlab wal verify || cmlab recover --salvage`,
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/wal"
+)
+
+// A command never creates a home by accident: opening a home that does
+// not exist (a typo in --home, or no --home while the daemon serves another
+// one) would otherwise make a brand-new empty one and answer from it. Only
+// 'cmlab serve', 'cmlab demo', a command given --init, or one pointed at an
+// existing empty directory create a home, and the last two say so.
+
+// homeSource says where the home directory came from, for messages.
+func (g *globalOpts) homeSource() string {
+	switch {
+	case g.home != "":
+		return "from --home"
+	case os.Getenv("CMLAB_HOME") != "":
+		return "from $CMLAB_HOME"
+	}
+	return "the default ~/.cm: no --home and no $CMLAB_HOME"
+}
+
+// homeExists reports whether h is a cmlab home: its directory has wal/.
+func homeExists(h home.Home) (bool, error) {
+	fi, err := os.Stat(h.WALDir())
+	switch {
+	case err == nil && fi.IsDir():
+		return true, nil
+	case err == nil:
+		return false, fmt.Errorf("%s is not a directory", h.WALDir())
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	return false, err
+}
+
+// emptyDir reports whether dir exists and has no entries.
+func emptyDir(dir string) bool {
+	des, err := os.ReadDir(dir)
+	return err == nil && len(des) == 0
+}
+
+// requireHome refuses a home that does not exist unless --init was given
+// or its directory exists and is empty (made for it).
+func requireHome(g *globalOpts, h home.Home) error {
+	ok, err := homeExists(h)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return nil
+	}
+	if g.init || emptyDir(h.Dir) {
+		// Asked for (--init), or a directory made for it: say so.
+		fmt.Fprintf(g.stderr, "cmlab: creating a new home in %s\n", h.Dir)
+		return nil
+	}
+	return newCLIError(exitError, "NO_HOME", fmt.Sprintf("no cmlab home at %s (%s)", h.Dir, g.homeSource()),
+		"pass --home DIR or set $CMLAB_HOME to the home you use ('cmlab status --home DIR' shows whether a daemon serves it), or add --init to create a new home here")
+}
+
+// corruptFix is what to type about a corrupt log: look, then salvage.
+func corruptFix(homeFlag string) string {
+	home := ""
+	if homeFlag != "" {
+		home = " --home " + homeFlag
+	}
+	return "see every damaged place with 'cmlab recover" + home + "', then keep every intact entry with 'cmlab recover --salvage --apply" + home + "' (stop the daemon first)"
+}
+
+// isCorrupt reports whether err is log corruption (exit 3 everywhere).
+func isCorrupt(err error) bool { return errors.Is(err, wal.ErrCorrupt) }
