@@ -44,7 +44,20 @@ func cliCmd(t *testing.T, env []string, args ...string) *exec.Cmd {
 // stderr. It fails the test if the process runs longer than a minute.
 func cliRun(t *testing.T, env []string, args ...string) (int, string, string) {
 	t.Helper()
+	return cliRunCmd(t, cliCmd(t, env, args...))
+}
+
+// cliRunIn is cliRun with dir as the working directory.
+func cliRunIn(t *testing.T, dir string, env []string, args ...string) (int, string, string) {
+	t.Helper()
 	cmd := cliCmd(t, env, args...)
+	cmd.Dir = dir
+	return cliRunCmd(t, cmd)
+}
+
+func cliRunCmd(t *testing.T, cmd *exec.Cmd) (int, string, string) {
+	t.Helper()
+	args := cmd.Args[1:]
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {

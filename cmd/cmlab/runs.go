@@ -2,8 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"text/tabwriter"
+
+	"github.com/cmlab/cmlab/labapi"
 
 	"github.com/spf13/cobra"
 )
@@ -23,10 +28,17 @@ directory and records the file as the video). Re-importing an unchanged
 directory returns the same run id; a changed fingerprint (video.mp4 or
 script.json size/mtime) makes a new run that supersedes the old one. The
 path must lie under an allowed root of the daemon (its working directory,
-its output/, or a --allow-root of cmlab serve).`,
+its output/, or a --allow-root of cmlab serve); a relative PATH is taken
+from your working directory.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			body := map[string]any{"path": args[0]}
+			// The daemon has its own working directory: a relative path
+			// means the user's, so it is made absolute here.
+			path, err := filepath.Abs(args[0])
+			if err != nil {
+				return &usageError{"PATH " + args[0] + ": " + err.Error()}
+			}
+			body := map[string]any{"path": path}
 			if topic != "" {
 				body["topic"] = topic
 			}
@@ -35,7 +47,7 @@ its output/, or a --allow-root of cmlab serve).`,
 				SupersedesRunID string `json:"supersedesRunId,omitempty"`
 			}
 			if err := labCall(cmd.Context(), g, "POST", "/api/runs/import", reqID, body, &out); err != nil {
-				return err
+				return importError(err, path)
 			}
 			if g.json {
 				return labPrintJSON(g, out)
@@ -87,4 +99,33 @@ its output/, or a --allow-root of cmlab serve).`,
 	}
 	c.AddCommand(imp, list)
 	return c
+}
+
+// importError explains a refused import in CLI terms: a path outside the
+// allowed roots names them and the flag that adds one.
+func importError(err error, path string) error {
+	var ae *labapi.APIError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	switch ae.Code {
+	case labapi.CodeForbidden:
+		var roots []string
+		if rs, ok := ae.Context["allowedRoots"].([]any); ok {
+			for _, r := range rs {
+				if s, ok := r.(string); ok {
+					roots = append(roots, s)
+				}
+			}
+		}
+		msg := "cannot import " + path + ": it is outside the directories runs may be imported from"
+		if len(roots) > 0 {
+			msg += " (" + strings.Join(roots, ", ") + ")"
+		}
+		return newCLIError(exitError, ae.Code, msg,
+			"restart the daemon with 'cmlab serve --allow-root "+filepath.Dir(path)+"' (or a parent directory); without a daemon, run this from a directory above the run")
+	case labapi.CodeFileNotFound:
+		return newCLIError(exitError, ae.Code, "no file or directory "+path, "check the path; import a run's artifacts directory or its video file")
+	}
+	return err
 }

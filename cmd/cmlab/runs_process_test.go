@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
+)
+
+// labStartDaemon serves h on 127.0.0.1 with the given import roots and
+// registers it in state/daemon.json, as 'cmlab serve --allow-root' does.
+func labStartDaemon(t *testing.T, h home.Home, roots []string) {
+	t.Helper()
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := h.Token()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), Token: tok, SessionID: "lab_runscli", AllowedRoots: roots})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewUnstartedServer(srv.Handler())
+	hs.Listener.Close()
+	hs.Listener = ln
+	hs.Start()
+	if err := labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: ln.Addr().String(), TokenFile: h.TokenFile()}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		labapi.RemoveDaemonInfo(h, os.Getpid())
+		hs.Close()
+		srv.Close()
+		if err := eng.Close(); err != nil {
+			t.Errorf("engine close: %v", err)
+		}
+	})
+}
+
+// TestRunsImportRelativeProcess: a relative PATH is the user's, not the
+// daemon's (whose working directory is elsewhere); a path outside the
+// allowed roots names them and the flag that adds one.
+func TestRunsImportRelativeProcess(t *testing.T) {
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	inside, outside := filepath.Join(base, "lab"), filepath.Join(base, "elsewhere")
+	for _, d := range []string{filepath.Join(inside, "r1"), filepath.Join(outside, "r2")} {
+		os.MkdirAll(d, 0o700)
+		os.WriteFile(filepath.Join(d, "video.mp4"), []byte("v"), 0o600)
+	}
+	h := home.Home{Dir: filepath.Join(base, "home")}
+	if err := h.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	labStartDaemon(t, h, []string{inside})
+	code, out, errs := cliRunIn(t, inside, nil, "runs", "import", "r1", "--home", h.Dir)
+	if code != 0 || !strings.HasPrefix(out, "run_") || errs != "" {
+		t.Fatalf("relative import = %d %q %q", code, out, errs)
+	}
+	code, out, errs = cliRunIn(t, outside, nil, "runs", "import", "r2", "--home", h.Dir)
+	want := "cmlab: cannot import " + filepath.Join(outside, "r2") + ": it is outside the directories runs may be imported from (" + inside + ")\n" +
+		"  fix: restart the daemon with 'cmlab serve --allow-root " + outside + "' (or a parent directory); without a daemon, run this from a directory above the run\n"
+	if code != 1 || out != "" || errs != want {
+		t.Fatalf("import outside the roots = %d %q\n%q\nwant\n%q", code, out, errs, want)
+	}
+	code, _, errs = cliRunIn(t, inside, nil, "runs", "import", "nope", "--home", h.Dir)
+	if code != 1 || errs != "cmlab: no file or directory "+filepath.Join(inside, "nope")+"\n  fix: check the path; import a run's artifacts directory or its video file\n" {
+		t.Fatalf("missing path = %d %q", code, errs)
+	}
+}
