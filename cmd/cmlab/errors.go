@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/wal"
 )
 
 // How the CLI reports a failed command: one line "cmlab: MESSAGE" on
@@ -93,10 +94,27 @@ func describeError(cmdPath, homeFlag string, err error) cliError {
 		if f := cliFix(cmdPath, ae.Code); f != "" {
 			out.Fix = f
 		}
+		if f := messageFix(ae.Message); f != "" {
+			out.Fix = f
+		}
+		if out.Fix == "" && (ae.Code == labapi.CodeInvalidArgument || ae.Code == labapi.CodeInvalidJSON) {
+			out.Fix = "check the values against '" + cmdPath + " --help'"
+		}
+		out.Message = flagNames(cmdPath, out.Message)
 		return out
 	}
+	if errors.Is(err, wal.ErrLocked) {
+		_, holder, _ := strings.Cut(err.Error(), " is held by ")
+		holder, _, _ = strings.Cut(holder, " (")
+		msg := "the log is in use by another process"
+		if holder != "" {
+			msg += " (" + holder + ")"
+		}
+		return cliError{Code: "LOCKED", Message: msg + " that does not serve it as a daemon (no state/daemon.json)",
+			Fix: "wait for that process to finish (a running 'cmlab recover', 'rebuild' or 'mcp'), or stop it; then run the command again"}
+	}
 	if isCorrupt(err) {
-		msg := err.Error()
+		msg := strings.TrimPrefix(err.Error(), "engine: ")
 		if strings.Contains(msg, "recover --salvage --apply") {
 			return cliError{Code: "CORRUPT", Message: msg}
 		}
@@ -105,12 +123,12 @@ func describeError(cmdPath, homeFlag string, err error) cliError {
 	if isUsageError(err) {
 		return cliError{Code: "USAGE", Message: err.Error(), Fix: "run '" + cmdPath + " --help'"}
 	}
-	return cliError{Code: "ERROR", Message: err.Error()}
+	return cliError{Code: "ERROR", Message: strings.TrimPrefix(err.Error(), "engine: ")}
 }
 
 // speaksHTTP reports whether a fix names routes or request bodies.
 func speaksHTTP(fix string) bool {
-	for _, s := range []string{"/api/", "POST ", "GET ", "Send {", "send {", "X-CM-LAB", "{\""} {
+	for _, s := range []string{"/api/", "POST ", "GET ", "Send ", "send {", "X-CM-LAB", "{\"", "Restart the Lab"} {
 		if strings.Contains(fix, s) {
 			return true
 		}
@@ -138,10 +156,39 @@ func cliFix(cmdPath, code string) string {
 		return "list the steps with 'cmlab step list MANDATE'"
 	case code == labapi.CodeDegraded:
 		return "see the cause with 'cmlab status'; after fixing the disk restart the daemon ('cmlab stop', then 'cmlab serve')"
-	case code == labapi.CodeInvalidArgument:
-		return "check the values against 'cmlab " + cmd + " --help'"
 	}
 	return ""
+}
+
+// messageFix is the fix for API errors whose message names what is
+// missing, whatever the command.
+func messageFix(msg string) string {
+	switch {
+	case strings.HasPrefix(msg, "Run not found"), strings.HasPrefix(msg, "Unknown baselineRunId"), strings.Contains(msg, "variant run"):
+		return "list the runs with 'cmlab runs list'; import one with 'cmlab runs import PATH'"
+	case strings.HasPrefix(msg, "Experiment not found"):
+		return "list the experiments with 'cmlab experiments list'"
+	}
+	return ""
+}
+
+// apiFlags maps the API's field names in a message to the flags of the
+// command the user typed.
+var apiFlags = map[string][]string{
+	"cmlab experiments create": {"baselineRunId", "--baseline", "variants", "--variant", "questions", "--question", "hypothesis", "--hypothesis"},
+	"cmlab feedback add":       {"runId", "--run", "experimentId", "--experiment", "variantId", "--variant", "ratings", "--rating"},
+	"cmlab feedback poll":      {"sessionId", "--session", "since", "--since"},
+	"cmlab export":             {"sessionId", "--session", "path", "--path"},
+	"cmlab runs import":        {"path", "PATH"},
+}
+
+// flagNames rewrites API field names in msg as the command's flags.
+func flagNames(cmdPath, msg string) string {
+	pairs := apiFlags[cmdPath]
+	if len(pairs) == 0 {
+		return msg
+	}
+	return strings.NewReplacer(pairs...).Replace(msg)
 }
 
 // printError writes err as the user sees it (see the top of this file).

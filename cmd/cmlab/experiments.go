@@ -75,6 +75,7 @@ func newExpCreateCmd(g *globalOpts) *cobra.Command {
 	f.StringArrayVar(&variants, "variant", nil, "LABEL=RUN_ID variant (repeatable)")
 	f.StringArrayVar(&questions, "question", nil, "ID:TYPE:PROMPT, TYPE yes_no_unsure or text (repeatable)")
 	f.StringVar(&reqID, "request-id", "", "idempotency key (default: a fresh UUID)")
+	c.MarkFlagRequired("baseline")
 	return c
 }
 
@@ -148,6 +149,10 @@ returns the first answer.`,
 			}
 			if err != nil {
 				return err
+			}
+			var probe any
+			if err := json.Unmarshal(b, &probe); err != nil {
+				return &usageError{fmt.Sprintf("--body %s is not valid JSON: %s", bodyFile, strings.TrimPrefix(err.Error(), "json: "))}
 			}
 			var out json.RawMessage
 			if err := labCall(cmd.Context(), g, "POST", "/api/experiments/"+url.PathEscape(args[0])+"/submit", reqID, b, &out); err != nil {

@@ -59,7 +59,11 @@ the same id returns the first answer and appends nothing.`,
 					if !ok {
 						return &usageError{"--rating wants KEY=VALUE, got " + strconv.Quote(kv)}
 					}
-					rm[strings.TrimSpace(k)] = json.Number(strings.TrimSpace(v))
+					v = strings.TrimSpace(v)
+					if _, err := strconv.Atoi(v); err != nil {
+						return &usageError{"--rating " + kv + ": VALUE must be an integer 0–100"}
+					}
+					rm[strings.TrimSpace(k)] = json.Number(v)
 				}
 				body["ratings"] = rm
 			}

@@ -54,7 +54,7 @@ and catches the views up, as any command would).`,
 				return newCLIError(exitError, "NO_HOME", fmt.Sprintf("no cmlab home at %s (%s)", h.Dir, g.homeSource()),
 					"check the path; 'cmlab serve --home DIR' creates a home and serves it")
 			}
-			var openErr error // the log could not be opened: reported, then returned
+			var openErr error // a corrupt log: reported, then returned
 			rep := statusReport{Home: h.Dir, AwaitReview: []string{},
 				Durability: "fsync before acknowledging: each group commit is one write + one fsync (plus directory fsync for a new segment)"}
 			if info, err := labapi.ReadDaemonInfo(h); err == nil {
@@ -63,7 +63,9 @@ and catches the views up, as any command would).`,
 			c, closeFn, err := labapi.Dial(cmd.Context(), h, labapi.DialOptions{Version: labapi.Version})
 			if err != nil {
 				rep.HealthError = err.Error()
-				openErr = err
+				if isCorrupt(err) {
+					openErr = err // exit 3 with the salvage commands
+				}
 			} else {
 				var hl labapi.Health
 				if err := c.Do(cmd.Context(), "GET", "/api/health", "", nil, &hl); err != nil {
