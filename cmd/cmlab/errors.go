@@ -105,13 +105,16 @@ func describeError(cmdPath, homeFlag string, err error) cliError {
 	}
 	if errors.Is(err, wal.ErrLocked) {
 		_, holder, _ := strings.Cut(err.Error(), " is held by ")
-		holder, _, _ = strings.Cut(holder, " (")
+		holder, extra, _ := strings.Cut(holder, " (")
 		msg := "the log is in use by another process"
 		if holder != "" {
 			msg += " (" + holder + ")"
 		}
-		return cliError{Code: "LOCKED", Message: msg + " that does not serve it as a daemon (no state/daemon.json)",
-			Fix: "wait for that process to finish (a running 'cmlab recover', 'rebuild' or 'mcp'), or stop it; then run the command again"}
+		fix := "wait for that process to finish (a running 'cmlab recover', 'rebuild' or 'mcp'), or stop it; then run the command again"
+		if extra = strings.TrimSuffix(extra, ")"); extra != "" {
+			fix = extra // the command's own advice, e.g. rebuild's --check
+		}
+		return cliError{Code: "LOCKED", Message: msg + " that does not serve it as a daemon (no state/daemon.json)", Fix: fix}
 	}
 	if isCorrupt(err) {
 		msg := strings.TrimPrefix(err.Error(), "engine: ")

@@ -122,10 +122,14 @@ func importError(err error, path string) error {
 		if len(roots) > 0 {
 			msg += " (" + strings.Join(roots, ", ") + ")"
 		}
-		return newCLIError(exitError, ae.Code, msg,
+		ce := newCLIError(exitError, ae.Code, msg,
 			"restart the daemon with 'cmlab serve --allow-root "+filepath.Dir(path)+"' (or a parent directory); without a daemon, run this from a directory above the run")
+		ce.api = true
+		return ce
 	case labapi.CodeFileNotFound:
-		return newCLIError(exitError, ae.Code, "no file or directory "+path, "check the path; import a run's artifacts directory or its video file")
+		ce := newCLIError(exitError, ae.Code, "no file or directory "+path, "check the path; import a run's artifacts directory or its video file")
+		ce.api = true
+		return ce
 	}
 	return err
 }

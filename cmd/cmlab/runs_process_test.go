@@ -71,13 +71,13 @@ func TestRunsImportRelativeProcess(t *testing.T) {
 		t.Fatalf("relative import = %d %q %q", code, out, errs)
 	}
 	code, out, errs = cliRunIn(t, outside, nil, "runs", "import", "r2", "--home", h.Dir)
-	want := "cmlab: cannot import " + filepath.Join(outside, "r2") + ": it is outside the directories runs may be imported from (" + inside + ")\n" +
+	want := "cmlab: FORBIDDEN: cannot import " + filepath.Join(outside, "r2") + ": it is outside the directories runs may be imported from (" + inside + ")\n" +
 		"  fix: restart the daemon with 'cmlab serve --allow-root " + outside + "' (or a parent directory); without a daemon, run this from a directory above the run\n"
 	if code != 1 || out != "" || errs != want {
 		t.Fatalf("import outside the roots = %d %q\n%q\nwant\n%q", code, out, errs, want)
 	}
 	code, _, errs = cliRunIn(t, inside, nil, "runs", "import", "nope", "--home", h.Dir)
-	if code != 1 || errs != "cmlab: no file or directory "+filepath.Join(inside, "nope")+"\n  fix: check the path; import a run's artifacts directory or its video file\n" {
+	if code != 1 || errs != "cmlab: FILE_NOT_FOUND: no file or directory "+filepath.Join(inside, "nope")+"\n  fix: check the path; import a run's artifacts directory or its video file\n" {
 		t.Fatalf("missing path = %d %q", code, errs)
 	}
 }
