@@ -3,6 +3,7 @@ package pty
 import (
 	"context"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/cmlab/cmlab/engine"
@@ -13,22 +14,38 @@ import (
 // open when the daemon died.
 const ReasonDaemonCrashed = "daemon_crashed"
 
-// CloseCrashed closes what a crashed daemon left open (SPEC §8 step 4):
-// for every block begun without an end it appends exactly one
-// pty.block.end with status "failed" and reason "daemon_crashed"
-// (interactive sessions are blocks too), and a pty.session.ended for every
-// shell started without an end. It returns the ids of the blocks it closed.
-// Idempotent: a second call appends nothing. Call it at daemon start,
-// before any shell runs: a block of a live shell would be closed too.
-func CloseCrashed(ctx context.Context, eng *engine.Engine) ([]string, error) {
-	type openShell struct{ stream, id string }
-	open := map[string]events.Block{} // block id → begin record
+// LeftOpen is what the log holds open in the terminal: blocks begun
+// without an END and shells started without pty.session.ended. While a
+// daemon runs they are live; with none running, a crash left them (SPEC §8
+// step 4), and CloseCrashed closes them.
+type LeftOpen struct {
+	Blocks []LeftBlock // in the order they began
+	Shells []LeftShell
+
+	spoolSize map[string]int64 // conversation → spool size
+}
+
+// LeftBlock is a block the log holds open.
+type LeftBlock struct {
+	ConversationID string       `json:"conversation_id"`
+	Block          events.Block `json:"block"`
+}
+
+// LeftShell is a shell the log holds running.
+type LeftShell struct {
+	ConversationID string `json:"conversation_id"`
+	ShellID        string `json:"shell_id"`
+}
+
+// ScanLeftOpen reads the terminal's events of a log (an engine's, or a
+// lock-free wal.Reader's: it never writes) and returns what is left open.
+func ScanLeftOpen(evs iter.Seq2[*events.Event, error]) (*LeftOpen, error) {
+	open := map[string]LeftBlock{} // block id → begin record
 	var order []string
-	streamOf := map[string]string{}
-	shells := map[string]openShell{}
+	shells := map[string]LeftShell{}
 	var shellOrder []string
-	spoolSize := map[string]int64{} // stream → spool size
-	for ev, err := range eng.Log().Events(1) {
+	lo := &LeftOpen{spoolSize: map[string]int64{}}
+	for ev, err := range evs {
 		if err != nil {
 			return nil, fmt.Errorf("pty: scan log: %w", err)
 		}
@@ -41,8 +58,7 @@ func CloseCrashed(ctx context.Context, eng *engine.Engine) ([]string, error) {
 			if _, seen := open[d.Block.BlockID]; !seen {
 				order = append(order, d.Block.BlockID)
 			}
-			open[d.Block.BlockID] = d.Block
-			streamOf[d.Block.BlockID] = ev.Stream
+			open[d.Block.BlockID] = LeftBlock{ConversationID: ev.Stream, Block: d.Block}
 		case events.TypePtyBlockEnd:
 			d, err := events.DecodeAs[*events.PtyBlockEnd](ev)
 			if err != nil {
@@ -54,19 +70,19 @@ func CloseCrashed(ctx context.Context, eng *engine.Engine) ([]string, error) {
 			if err != nil {
 				return nil, err
 			}
-			spoolSize[ev.Stream] = max(spoolSize[ev.Stream], d.SpoolOffset+int64(len(d.Data)))
+			lo.spoolSize[ev.Stream] = max(lo.spoolSize[ev.Stream], d.SpoolOffset+int64(len(d.Data)))
 		case events.TypePtyPrompt:
 			d, err := events.DecodeAs[*events.PtyPrompt](ev)
 			if err != nil {
 				return nil, err
 			}
-			spoolSize[ev.Stream] = max(spoolSize[ev.Stream], d.SpoolOffset+int64(len(d.Line)))
+			lo.spoolSize[ev.Stream] = max(lo.spoolSize[ev.Stream], d.SpoolOffset+int64(len(d.Line)))
 		case events.TypePtySessionStarted:
 			d, err := events.DecodeAs[*events.PtySessionStarted](ev)
 			if err != nil {
 				return nil, err
 			}
-			shells[d.ShellID] = openShell{ev.Stream, d.ShellID}
+			shells[d.ShellID] = LeftShell{ConversationID: ev.Stream, ShellID: d.ShellID}
 			shellOrder = append(shellOrder, d.ShellID)
 		case events.TypePtySessionEnded:
 			d, err := events.DecodeAs[*events.PtySessionEnded](ev)
@@ -76,26 +92,44 @@ func CloseCrashed(ctx context.Context, eng *engine.Engine) ([]string, error) {
 			delete(shells, d.ShellID)
 		}
 	}
+	for _, id := range order {
+		if b, ok := open[id]; ok {
+			lo.Blocks = append(lo.Blocks, b)
+		}
+	}
+	for _, id := range shellOrder {
+		if sh, ok := shells[id]; ok {
+			delete(shells, id)
+			lo.Shells = append(lo.Shells, sh)
+		}
+	}
+	return lo, nil
+}
+
+// CloseCrashed closes what a crashed daemon left open (SPEC §8 step 4):
+// for every block begun without an end it appends exactly one
+// pty.block.end with status "failed" and reason "daemon_crashed"
+// (interactive sessions are blocks too), and a pty.session.ended for every
+// shell started without an end. It returns the ids of the blocks it closed.
+// Idempotent: a second call appends nothing. Call it at daemon start,
+// before any shell runs: a block of a live shell would be closed too.
+func CloseCrashed(ctx context.Context, eng *engine.Engine) ([]string, error) {
+	lo, err := ScanLeftOpen(eng.Log().Events(1))
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now().UnixMilli()
 	var evs []*events.Event
 	var closed []string
-	for _, id := range order {
-		b, ok := open[id]
-		if !ok {
-			continue
-		}
+	for _, lb := range lo.Blocks {
+		b := lb.Block
 		b.Status, b.Reason, b.TsEnd, b.ExitCode = events.BlockFailed, ReasonDaemonCrashed, now, nil
-		b.SpoolEnd = spoolSize[streamOf[id]]
-		evs = append(evs, events.MustNew(streamOf[id], &events.PtyBlockEnd{Block: b}))
-		closed = append(closed, id)
+		b.SpoolEnd = lo.spoolSize[lb.ConversationID]
+		evs = append(evs, events.MustNew(lb.ConversationID, &events.PtyBlockEnd{Block: b}))
+		closed = append(closed, b.BlockID)
 	}
-	for _, id := range shellOrder {
-		s, ok := shells[id]
-		if !ok {
-			continue
-		}
-		delete(shells, id)
-		evs = append(evs, events.MustNew(s.stream, &events.PtySessionEnded{ShellID: s.id, Reason: ReasonDaemonCrashed}))
+	for _, sh := range lo.Shells {
+		evs = append(evs, events.MustNew(sh.ConversationID, &events.PtySessionEnded{ShellID: sh.ShellID, Reason: ReasonDaemonCrashed}))
 	}
 	if len(evs) == 0 {
 		return nil, nil

@@ -151,6 +151,10 @@ func recoverHome(ctx context.Context, g *globalOpts, apply, salvage, wait bool) 
 		}
 	} else if err := plan.WriteTable(g.stdout); err != nil {
 		return err
+	} else if !apply {
+		if _, err := labapi.ReadDaemonInfo(h); err != nil {
+			printLeftOpen(g.stdout, leftOpenBlocks(h)) // leftopen.go
+		}
 	}
 	if n := plan.AwaitingReview(); n > 0 {
 		return withCode(exitNeedReview, fmt.Errorf("%d step(s) await manual review: inspect their world, then `cmlab step complete|fail|reset`", n))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/pty"
 	"github.com/spf13/cobra"
 )
 
@@ -26,6 +27,8 @@ type statusReport struct {
 	Durability  string             `json:"durability"`
 	AwaitReview []string           `json:"awaitingReview"`
 	Compaction  *compactionStatus  `json:"compaction"`
+	// LeftOpen: terminal blocks a crash left open (no daemon runs).
+	LeftOpen []pty.LeftBlock `json:"terminalLeftOpen"`
 }
 
 // newStatusCmd builds 'cmlab status'.
@@ -84,6 +87,10 @@ and catches the views up, as any command would).`,
 			}
 			rep.AwaitReview = stepsAwaitingReview(h)
 			rep.Compaction = readCompactionStatus(cmd.Context(), h)
+			rep.LeftOpen = []pty.LeftBlock{}
+			if rep.Daemon == nil && openErr == nil {
+				rep.LeftOpen = leftOpenBlocks(h)
+			}
 			if g.json {
 				if err := labPrintJSON(g, rep); err != nil {
 					return err
@@ -121,6 +128,7 @@ and catches the views up, as any command would).`,
 			} else {
 				fmt.Fprintf(w, "review:      %d step(s) await manual review: %s (see cmlab recover)\n", len(rep.AwaitReview), strings.Join(rep.AwaitReview, ", "))
 			}
+			printLeftOpen(w, rep.LeftOpen)
 			return openErr
 		},
 	}
