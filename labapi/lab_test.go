@@ -433,8 +433,8 @@ func TestMetricsAndPanicRecovery(t *testing.T) {
 	tl.do("POST", "/api/feedback", `{"notes":"x"}`)
 	r = tl.do("GET", "/metrics", "")
 	for _, want := range []string{
-		`cmlab_http_requests_total{route="POST /api/feedback",code="200"} 1`,
-		`cmlab_http_requests_total{route="GET /api/test-panic",code="500"} 1`,
+		`cmlab_http_requests_total{code="200",route="POST /api/feedback"} 1`,
+		`cmlab_http_requests_total{code="500",route="GET /api/test-panic"} 1`,
 		"cmlab_wal_appends_total 1", "cmlab_wal_fsync_seconds_bucket{le=\"+Inf\"} 1",
 		"cmlab_wal_group_size_count 1", "cmlab_api_append_seconds_count 1", "cmlab_sse_clients 0",
 	} {

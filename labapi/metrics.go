@@ -1,127 +1,132 @@
 package labapi
 
 import (
-	"fmt"
-	"io"
+	"context"
 	"net/http"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/cmlab/cmlab/wal"
 )
 
-// metrics are the daemon's own counters; the log's come from Log().Stats().
-// Exposed at GET /metrics in the Prometheus text format (version 0.0.4).
+// metrics are the daemon's own instruments, in a registry of this server's
+// (never the process-wide default one), exposed at GET /metrics by
+// prometheus/client_golang. The log's figures are read from Log().Stats()
+// at each scrape (logCollector). docs/metrics.md lists every name.
 type metrics struct {
-	mu        sync.Mutex
-	http      map[[2]string]uint64 // {route, code} → requests
-	appendLat wal.Histogram        // seconds per API append (queue + write + fsync + apply)
+	reg          *prometheus.Registry
+	http         *prometheus.CounterVec // {route, code}
+	appendLat    prometheus.Histogram   // seconds per API append (queue + write + fsync + apply)
+	appendErrors prometheus.Counter
 
-	appendErrors atomic.Uint64
-	sseClients   atomic.Int64
-	sseDropped   atomic.Uint64
-	sseSent      atomic.Uint64
+	// The event stream counts with atomics (events.go, tests); the
+	// registry reads them.
+	sseClients atomic.Int64
+	sseDropped atomic.Uint64
+	sseSent    atomic.Uint64
+
+	serverOnce sync.Once // registers what needs the Server (logCollector)
 }
 
 var appendBounds = []float64{100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1, 2.5, 5}
 
 func newMetrics() *metrics {
-	return &metrics{http: map[[2]string]uint64{},
-		appendLat: wal.Histogram{Bounds: appendBounds, Counts: make([]uint64, len(appendBounds)+1)}}
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.http = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cmlab_http_requests_total",
+		Help: "HTTP requests by route pattern and status code."}, []string{"route", "code"})
+	m.appendLat = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cmlab_api_append_seconds",
+		Help: "Latency of API appends, from request to durable and projected.", Buckets: appendBounds})
+	m.appendErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "cmlab_api_append_errors_total",
+		Help: "API appends that failed."})
+	m.reg.MustRegister(m.http, m.appendLat, m.appendErrors,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cmlab_sse_clients", Help: "Connected event-stream clients."},
+			func() float64 { return float64(m.sseClients.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cmlab_sse_dropped_total", Help: "Event-stream clients dropped for being too slow."},
+			func() float64 { return float64(m.sseDropped.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cmlab_sse_events_total", Help: "Events sent on event streams."},
+			func() float64 { return float64(m.sseSent.Load()) }))
+	return m
 }
 
 func (m *metrics) observeHTTP(route string, status int) {
-	m.mu.Lock()
-	m.http[[2]string{route, strconv.Itoa(status)}]++
-	m.mu.Unlock()
+	m.http.WithLabelValues(route, strconv.Itoa(status)).Inc()
 }
 
 func (m *metrics) observeAppend(d time.Duration, n int, err error) {
 	if err != nil {
-		m.appendErrors.Add(1)
+		m.appendErrors.Inc()
 		return
 	}
-	v := d.Seconds()
-	m.mu.Lock()
-	h := &m.appendLat
-	i := 0
-	for i < len(h.Bounds) && v > h.Bounds[i] {
-		i++
-	}
-	h.Counts[i]++
-	h.Count++
-	h.Sum += v
-	m.mu.Unlock()
+	m.appendLat.Observe(d.Seconds())
 }
 
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) error {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	m := s.metrics
+	m.serverOnce.Do(func() { m.reg.MustRegister(logCollector{s}) })
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	s.writeMetrics(w)
+	promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 	return nil
 }
 
-func (s *Server) writeMetrics(w io.Writer) {
-	st := s.opts.Engine.Log().Stats()
-	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	p("# HELP cmlab_wal_appends_total Events made durable by the log since open.\n# TYPE cmlab_wal_appends_total counter\ncmlab_wal_appends_total %d\n", st.Appends)
-	p("# HELP cmlab_wal_groups_total Group commits (one write + one fsync each).\n# TYPE cmlab_wal_groups_total counter\ncmlab_wal_groups_total %d\n", st.Groups)
-	p("# HELP cmlab_wal_bytes_total Entry bytes written.\n# TYPE cmlab_wal_bytes_total counter\ncmlab_wal_bytes_total %d\n", st.Bytes)
-	p("# HELP cmlab_wal_fsync_errors_total Failed fsyncs.\n# TYPE cmlab_wal_fsync_errors_total counter\ncmlab_wal_fsync_errors_total %d\n", st.FsyncErrors)
-	p("# HELP cmlab_wal_last_seq Sequence of the last durable event.\n# TYPE cmlab_wal_last_seq gauge\ncmlab_wal_last_seq %d\n", s.opts.Engine.Log().LastSeq())
-	degraded := 0
-	if s.errFn() != nil {
+// logCollector reports the log's and the terminal's figures as they are at
+// the scrape.
+type logCollector struct{ s *Server }
+
+var (
+	descAppends     = prometheus.NewDesc("cmlab_wal_appends_total", "Events made durable by the log since open.", nil, nil)
+	descGroups      = prometheus.NewDesc("cmlab_wal_groups_total", "Group commits (one write + one fsync each).", nil, nil)
+	descBytes       = prometheus.NewDesc("cmlab_wal_bytes_total", "Entry bytes written.", nil, nil)
+	descFsyncErrors = prometheus.NewDesc("cmlab_wal_fsync_errors_total", "Failed fsyncs.", nil, nil)
+	descLastSeq     = prometheus.NewDesc("cmlab_wal_last_seq", "Sequence of the last durable event.", nil, nil)
+	descDegraded    = prometheus.NewDesc("cmlab_degraded", "1 when the log cannot make writes durable.", nil, nil)
+	descFsync       = prometheus.NewDesc("cmlab_wal_fsync_seconds", "Time of each group commit's fsync.", nil, nil)
+	descGroupSize   = prometheus.NewDesc("cmlab_wal_group_size", "Events per group commit.", nil, nil)
+	descShells      = prometheus.NewDesc("cmlab_pty_shells", "Conversations with a running shell (slots in use).", nil, nil)
+	descShellsMax   = prometheus.NewDesc("cmlab_pty_shells_max", "Most conversations with a running shell at once.", nil, nil)
+)
+
+func (c logCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descAppends, descGroups, descBytes, descFsyncErrors, descLastSeq, descDegraded, descFsync, descGroupSize, descShells, descShellsMax} {
+		ch <- d
+	}
+}
+
+func (c logCollector) Collect(ch chan<- prometheus.Metric) {
+	lg := c.s.opts.Engine.Log()
+	st := lg.Stats()
+	counter := func(d *prometheus.Desc, v uint64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	counter(descAppends, st.Appends)
+	counter(descGroups, st.Groups)
+	counter(descBytes, st.Bytes)
+	counter(descFsyncErrors, st.FsyncErrors)
+	ch <- prometheus.MustNewConstMetric(descLastSeq, prometheus.GaugeValue, float64(lg.LastSeq()))
+	degraded := 0.0
+	if c.s.errFn() != nil {
 		degraded = 1
 	}
-	p("# HELP cmlab_degraded 1 when the log cannot make writes durable.\n# TYPE cmlab_degraded gauge\ncmlab_degraded %d\n", degraded)
-	writeHistogram(w, "cmlab_wal_fsync_seconds", "Time of each group commit's fsync.", st.FsyncSeconds)
-	writeHistogram(w, "cmlab_wal_group_size", "Events per group commit.", st.GroupSize)
-
-	m := s.metrics
-	m.mu.Lock()
-	lat := m.appendLat
-	lat.Counts = append([]uint64(nil), lat.Counts...)
-	keys := make([][2]string, 0, len(m.http))
-	for k := range m.http {
-		keys = append(keys, k)
+	ch <- prometheus.MustNewConstMetric(descDegraded, prometheus.GaugeValue, degraded)
+	ch <- constHistogram(descFsync, st.FsyncSeconds)
+	ch <- constHistogram(descGroupSize, st.GroupSize)
+	if p := c.s.opts.Pty; p != nil {
+		sl := p.Slots(context.Background())
+		ch <- prometheus.MustNewConstMetric(descShells, prometheus.GaugeValue, float64(len(sl.Shells)))
+		ch <- prometheus.MustNewConstMetric(descShellsMax, prometheus.GaugeValue, float64(sl.MaxShells))
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i][0] != keys[j][0] {
-			return keys[i][0] < keys[j][0]
-		}
-		return keys[i][1] < keys[j][1]
-	})
-	counts := make([]uint64, len(keys))
-	for i, k := range keys {
-		counts[i] = m.http[k]
-	}
-	m.mu.Unlock()
-	writeHistogram(w, "cmlab_api_append_seconds", "Latency of API appends, from request to durable and projected.", lat)
-	p("# HELP cmlab_api_append_errors_total API appends that failed.\n# TYPE cmlab_api_append_errors_total counter\ncmlab_api_append_errors_total %d\n", m.appendErrors.Load())
-	p("# HELP cmlab_http_requests_total HTTP requests by route pattern and status code.\n# TYPE cmlab_http_requests_total counter\n")
-	for i, k := range keys {
-		p("cmlab_http_requests_total{route=%s,code=%q} %d\n", promQuote(k[0]), k[1], counts[i])
-	}
-	p("# HELP cmlab_sse_clients Connected event-stream clients.\n# TYPE cmlab_sse_clients gauge\ncmlab_sse_clients %d\n", m.sseClients.Load())
-	p("# HELP cmlab_sse_dropped_total Event-stream clients dropped for being too slow.\n# TYPE cmlab_sse_dropped_total counter\ncmlab_sse_dropped_total %d\n", m.sseDropped.Load())
-	p("# HELP cmlab_sse_events_total Events sent on event streams.\n# TYPE cmlab_sse_events_total counter\ncmlab_sse_events_total %d\n", m.sseSent.Load())
 }
 
-func promQuote(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
-	return `"` + r.Replace(s) + `"`
-}
-
-func writeHistogram(w io.Writer, name, help string, h wal.Histogram) {
-	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
+// constHistogram turns one of the log's histograms into a metric.
+func constHistogram(d *prometheus.Desc, h wal.Histogram) prometheus.Metric {
 	cum := h.Cumulative()
+	buckets := make(map[float64]uint64, len(h.Bounds))
 	for i, b := range h.Bounds {
-		fmt.Fprintf(w, "%s_bucket{le=\"%s\"} %d\n", name, strconv.FormatFloat(b, 'g', -1, 64), cum[i])
+		buckets[b] = cum[i]
 	}
-	fmt.Fprintf(w, "%s_bucket{le=\"+Inf\"} %d\n%s_sum %s\n%s_count %d\n", name, h.Count, name, strconv.FormatFloat(h.Sum, 'g', -1, 64), name, h.Count)
+	return prometheus.MustNewConstHistogram(d, h.Count, h.Sum, buckets)
 }
