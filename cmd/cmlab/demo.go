@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/cmlab/cmlab/replay"
 	"github.com/spf13/cobra"
@@ -13,7 +14,8 @@ func newDemoCmd(g *globalOpts) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "demo --home DIR",
 		Short: "Build a sample home to practise debugging on (see docs/debugging.md)",
-		Long: `Build a sample home in --home DIR (which must not exist or be empty) by
+		Long: `Build a sample home in --home DIR, else $CMLAB_HOME (which must not exist
+or be empty; never the default ~/.cm) by
 driving a real daemon on a free loopback port: three runs imported from small
 artifact directories under DIR/output/runs/ (script.json and a placeholder
 video.mp4), two feedback entries, an experiment and its submitted comparison
@@ -28,8 +30,8 @@ post-state, so 'cmlab recover' will ask a human about it.`,
   cmlab replay print --home /tmp/cmdemo`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if g.home == "" {
-				return &usageError{"cmlab demo needs --home DIR (a new directory)"}
+			if g.home == "" && os.Getenv("CMLAB_HOME") == "" {
+				return &usageError{"cmlab demo needs --home DIR or $CMLAB_HOME (a new directory): it never builds the sample in ~/.cm"}
 			}
 			h, err := g.Home()
 			if err != nil {

@@ -15,14 +15,18 @@ func newExportCmd(g *globalOpts) *cobra.Command {
 		Long: `Write {schemaVersion, exportedAt, sessionId, runs, experiments, feedback} for
 one Lab session to a JSON file under lab/exports/ in the home. --path may name
 a file there (relative paths are taken inside lab/exports/); anything outside
-is refused.`,
+is refused. --path - writes the export to stdout (the file under
+lab/exports/ is kept too). An unknown session is an error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if session == "" {
 				return &usageError{"--session is required"}
 			}
+			if err := checkSession(g, session); err != nil { // export_session.go
+				return err
+			}
 			body := map[string]any{"sessionId": session}
-			if path != "" {
+			if path != "" && path != "-" {
 				body["path"] = path
 			}
 			var out struct {
@@ -32,6 +36,9 @@ is refused.`,
 			if err := labCall(cmd.Context(), g, "POST", "/api/export", "", body, &out); err != nil {
 				return err
 			}
+			if path == "-" {
+				return copyExport(g, out.Path)
+			}
 			if g.json {
 				return labPrintJSON(g, out)
 			}
@@ -40,6 +47,7 @@ is refused.`,
 		},
 	}
 	c.Flags().StringVar(&session, "session", "", "Lab session id (lab_…)")
-	c.Flags().StringVar(&path, "path", "", "output file under lab/exports/")
+	c.Flags().StringVar(&path, "path", "", "output file under lab/exports/ (- for stdout)")
+	c.RegisterFlagCompletionFunc("session", completeSessions(g))
 	return c
 }

@@ -120,12 +120,15 @@ func runReplayTo(cmd *cobra.Command, g *globalOpts, h home.Home, o *replayOpts) 
 	if err != nil {
 		return err
 	}
+	if err := markReplayed(into, h, res.Last); err != nil { // replayed_home.go
+		return err
+	}
 	if g.json {
 		return replayJSON(g.stdout, map[string]any{"into": into.Dir, "first": res.First, "last": res.Last,
 			"lastTime": replayISO(res.LastTS), "events": res.Events})
 	}
 	fmt.Fprintf(g.stdout, "replayed %d events (seq %d–%d, last at %s) into %s\n", res.Events, res.First, res.Last, replayISO(res.LastTS), into.Dir)
-	fmt.Fprintf(g.stdout, "serve it read-only: cmlab serve --home %s --read-only\n", into.Dir)
+	fmt.Fprintf(g.stdout, "serve it (read-only unless --writable): cmlab serve --home %s\n", into.Dir)
 	return nil
 }
 

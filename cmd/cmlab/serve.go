@@ -27,6 +27,7 @@ type serveOpts struct {
 	compact         compactPolicyOpts
 	ptyIdle         time.Duration
 	ptyMaxShells    int
+	writable        bool // serve a replayed home writable (replayed_home.go)
 }
 
 // newServeCmd builds 'cmlab serve'.
@@ -81,6 +82,9 @@ the views and remove state/daemon.json.`,
 			}
 			if warning != "" {
 				fmt.Fprintln(g.stderr, "cmlab serve: "+warning)
+			}
+			if err := serveReplayedGuard(h, o, g.stderr); err != nil {
+				return err
 			}
 			var task *labapi.Task
 			switch {

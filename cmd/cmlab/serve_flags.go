@@ -5,10 +5,12 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// addPtyServeFlags adds serve's terminal flags.
+// addPtyServeFlags adds the flags of serve that are not in serve.go: the
+// terminal's and --writable.
 func addPtyServeFlags(f *pflag.FlagSet, o *serveOpts) {
 	f.DurationVar(&o.ptyIdle, "pty-idle", pty.DefaultIdleTimeout, "end a conversation's shell after it has been idle this long (0: never)")
 	f.IntVar(&o.ptyMaxShells, "pty-max-shells", 64, "most conversations with a running shell at once")
+	f.BoolVar(&o.writable, "writable", false, "serve a home made by 'cmlab replay --into' writable (it is served read-only otherwise)")
 }
 
 // ptyOptions are the terminal manager's options from serve's flags.
