@@ -48,6 +48,8 @@ func (s *Server) registerLabRoutes() {
 		s.route("GET /{$}", authNone, s.handleUI)
 		s.route("GET /index.html", authNone, s.handleUI)
 		s.route("GET /lab/{path...}", authNone, s.handleUI)
+	} else {
+		s.route("GET /{$}", authNone, s.handleIndex) // index.go
 	}
 }
 

@@ -103,6 +103,9 @@ func describeError(cmdPath, homeFlag string, err error) cliError {
 		out.Message = flagNames(cmdPath, out.Message)
 		return out
 	}
+	if d, ok := busyPort(err); ok {
+		return d
+	}
 	if errors.Is(err, wal.ErrLocked) {
 		_, holder, _ := strings.Cut(err.Error(), " is held by ")
 		holder, extra, _ := strings.Cut(holder, " (")

@@ -61,7 +61,7 @@ var servingRe = regexp.MustCompile(`cmlab serving http://([0-9.:]+) `)
 // it prints its address.
 func serveProc(t *testing.T, args ...string) (*cliProc, string) {
 	t.Helper()
-	p := cliStart(t, nil, append([]string{"serve", "--listen", "127.0.0.1:0", "--quiet"}, args...)...)
+	p := cliStart(t, nil, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if m := servingRe.FindStringSubmatch(p.stdout.String()); m != nil {
@@ -86,7 +86,7 @@ func TestServeReplayedHomeReadOnly(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "serve it (read-only unless --writable): cmlab serve --home "+into+"\n") {
 		t.Fatalf("replay = %d %q %q", code, out, errs)
 	}
-	p, _ := serveProc(t, "--home", into)
+	p, _ := serveProc(t, "--home", into, "--quiet")
 	if !strings.Contains(p.stderr.String(), "is a replay of "+src+" up to seq 1: serving it read-only (--writable to allow writes)") {
 		t.Fatalf("serve stderr %q", p.stderr.String())
 	}
@@ -98,7 +98,7 @@ func TestServeReplayedHomeReadOnly(t *testing.T) {
 	if code := p.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("serve exit %d: %q", code, p.stderr.String())
 	}
-	p, _ = serveProc(t, "--home", into, "--writable")
+	p, _ = serveProc(t, "--home", into, "--writable", "--quiet")
 	if code, out, errs := cliRun(t, nil, "--home", into, "feedback", "add", "--notes", "two"); code != 0 || !strings.HasPrefix(out, "fb_") {
 		t.Fatalf("write with --writable = %d %q %q", code, out, errs)
 	}

@@ -58,8 +58,11 @@ a free port (printed, and written to daemon.json).
 filesystem it serves a private temporary copy of the home and writes no
 state/daemon.json.
 
-SIGINT/SIGTERM stop accepting, drain requests, close terminals, checkpoint
-the views and remove state/daemon.json.`,
+SIGINT/SIGTERM (or 'cmlab stop') stop accepting, drain requests, close
+terminals, checkpoint the views and remove state/daemon.json. The daemon's
+log goes to stderr and to state/daemon.log (rotated at 10 MiB, 3 kept;
+'cmlab logs -f' follows it). A home made by 'cmlab replay --into' is served
+read-only unless --writable.`,
 		Example: `  cmlab serve
   cmlab serve --listen 127.0.0.1:0 --allow-root ~/renders
   cmlab serve --task-compare exp_… --exit-after-submit 1
@@ -103,7 +106,12 @@ the views and remove state/daemon.json.`,
 			if o.quiet {
 				level = slog.LevelWarn
 			}
-			logger := slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+			logW, closeLog, err := daemonLogWriter(h, g.stderr) // serve_operator.go
+			if err != nil {
+				return err
+			}
+			defer closeLog()
+			logger := slog.New(slog.NewJSONHandler(logW, &slog.HandlerOptions{Level: level}))
 			return labapi.RunDaemon(ctx, labapi.DaemonOptions{
 				Home: h, Listen: o.listen, AllowRemote: o.allowRemote, AllowRoots: o.allowRoots, Task: task,
 				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui,
@@ -114,7 +122,7 @@ the views and remove state/daemon.json.`,
 						labPrintJSON(g, info)
 						return
 					}
-					fmt.Fprintf(g.stdout, "cmlab serving http://%s (session %s, pid %d)\n", info.Listen, info.SessionID, info.Pid)
+					printServing(g, h, info) // serve_operator.go
 				},
 			})
 		},

@@ -40,8 +40,9 @@ func versionString() string {
 }
 
 // addOperatorCmds adds the commands of the operator's day that are not
-// about the log's content: version (and --version).
+// about the log's content: version (and --version), stop, logs.
 func addOperatorCmds(root *cobra.Command, g *globalOpts) {
+	root.AddCommand(newStopCmd(g), newLogsCmd(g))
 	root.Version = versionString()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(&cobra.Command{

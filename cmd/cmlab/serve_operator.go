@@ -1,0 +1,46 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
+)
+
+// daemonLogWriter is where serve's log goes: stderr and state/daemon.log.
+func daemonLogWriter(h home.Home, stderr io.Writer) (io.Writer, func() error, error) {
+	l, err := labapi.OpenDaemonLog(h, labapi.DaemonLogOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return io.MultiWriter(stderr, l), l.Close, nil
+}
+
+// printServing is what serve prints once it listens: the address (first
+// line, which scripts read), then the home, the token, the log and how to
+// stop it.
+func printServing(g *globalOpts, h home.Home, info labapi.DaemonInfo) {
+	if g.json {
+		labPrintJSON(g, info)
+		return
+	}
+	w := g.stdout
+	fmt.Fprintf(w, "cmlab serving http://%s (session %s, pid %d)\n", info.Listen, info.SessionID, info.Pid)
+	fmt.Fprintf(w, "  home:   %s\n", h.Dir)
+	fmt.Fprintf(w, "  token:  %s (clients send it as X-CM-LAB-TOKEN; the CLI reads it itself)\n", info.TokenFile)
+	fmt.Fprintf(w, "  log:    %s ('cmlab logs -f --home %s')\n", labapi.DaemonLogFile(h), h.Dir)
+	fmt.Fprintf(w, "  stop:   Ctrl+C, or 'cmlab stop --home %s'\n", h.Dir)
+}
+
+// busyPort explains a listen address in use.
+func busyPort(err error) (cliError, bool) {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return cliError{}, false
+	}
+	return cliError{Code: "ADDRESS_IN_USE", Message: err.Error(),
+		Fix: "another program listens there (a daemon of another home? 'cmlab status --home DIR' tells); pick a free port with --listen 127.0.0.1:0"}, true
+}
+
