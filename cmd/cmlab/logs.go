@@ -121,4 +121,3 @@ func skipToTail(f *os.File, n int) error {
 	_, err = f.Seek(size-int64(len(buf))+int64(start), io.SeekStart)
 	return err
 }
-

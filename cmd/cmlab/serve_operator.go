@@ -43,4 +43,3 @@ func busyPort(err error) (cliError, bool) {
 	return cliError{Code: "ADDRESS_IN_USE", Message: err.Error(),
 		Fix: "another program listens there (a daemon of another home? 'cmlab status --home DIR' tells); pick a free port with --listen 127.0.0.1:0"}, true
 }
-
