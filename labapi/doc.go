@@ -10,12 +10,15 @@
 // (request-id dedupe), lab.go (Lab routes), labstate.go (the runs and
 // experiments read model, an engine observer), feedback_poll.go (the byte
 // cursor of seed 000), runs.go (import canonicalization, fingerprint,
-// artifact allow-list), events.go (SSE), metrics.go (/metrics),
-// daemon.go (`cmlab serve`), client.go (the daemon client), bench.go
-// (`cmlab bench api`), pty.go (terminal bridge), steps.go (step routes,
-// recording through the daemon's one step journal, Options.Journal, which
-// RunDaemon builds and shares with start-up recovery), mcp.go (MCP over
-// HTTP).
+// artifact allow-list), events.go (SSE), metrics.go (/metrics through
+// prometheus/client_golang; names in docs/metrics.md), index.go (GET /
+// without a UI: what this daemon is), daemon.go (`cmlab serve`),
+// daemonlog.go (state/daemon.log with rotation), client.go (the daemon
+// client), bench.go (`cmlab bench api`), pty.go (terminal bridge: also
+// interrupt, GET /api/pty listing the shell slots, and wait_ms on a block's
+// output to stream it), steps.go (step routes, recording through the
+// daemon's one step journal, Options.Journal, which RunDaemon builds and
+// shares with start-up recovery), mcp.go (MCP over HTTP).
 //
 // # Invariants
 //

@@ -69,7 +69,19 @@
 // Input (commands, send, ^C) is written by one writer goroutine per shell,
 // in order, so a program that never reads its terminal cannot block a
 // request or the per-PTY lock. At most Options.MaxShells shells run at
-// once. Interrupts are typed as ^C so the line discipline signals the
+// once (slots.go): a slot is freed when its shell ends — end_session ends
+// the running block and then the shell; the shell's own exit; or the idle
+// reaper, which ends the shell of a conversation idle (no block or session,
+// no input or output) for Options.IdleTimeout. reset replaces a shell in
+// its slot. Interrupt types ^C for the running block and returns (the
+// block ends cancelled, reason interrupted, when the prompt comes back).
+//
+// # Cursors
+//
+// A wait given FromEnd (the bridge's meaning of an omitted from_cursor)
+// scans from the spool's end when it arrives, never old output.
+// FollowBlockOutput waits, woken by commits, for a block's output past an
+// offset or its END, so a client streams a block without polling. Interrupts are typed as ^C so the line discipline signals the
 // foreground process group. Teardown SIGKILLs every process whose session
 // id is the shell's (read from /proc), reaps bash, and closes the master.
 // A shell whose children keep the pty open after it exits is detected by

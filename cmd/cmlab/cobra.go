@@ -176,8 +176,8 @@ var commandExamples = map[string]string{
 	"cmlab pty blocks": `  cmlab pty blocks
   cmlab pty blocks --since 10
   cmlab pty blocks blk_0194…            # one block's output`,
-	"cmlab pty interactive": `  cmlab pty interactive python3
-  cmlab pty wait '>>> ' --from 0 && cmlab pty send 'print(1)\n'`,
+	"cmlab pty interactive": `  cmlab pty interactive python3          # prints its resume_cursor, say 1234
+  cmlab pty wait '>>> ' --from 1234 && cmlab pty send 'print(1)\n'`,
 	"cmlab pty read": `  cmlab pty read --from 0
   cmlab pty read --from 4096 --max-bytes 1024`,
 	"cmlab pty reset": `  cmlab pty reset --reason 'stuck prompt'`,

@@ -335,8 +335,8 @@ func newPtyWaitCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 output that arrives after it starts (the end of the spool now), so old
 output never matches; pass the resume_cursor of your last call as --from to
 miss nothing in between. Exits 1 on --timeout.`,
-		Example: `  cmlab pty interactive python3
-  cmlab pty wait '>>> ' --from 0 --timeout 10s
+		Example: `  cmlab pty interactive python3       # prints its resume_cursor, say 1234
+  cmlab pty wait '>>> ' --from 1234 --timeout 10s
   cmlab pty wait --match-type regex 'Guess a number.*' --from 1234`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
