@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"math"
 	"net/http"
 	"os"
@@ -893,6 +894,12 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) error {
 			if target, err = exportTarget(root, filepath.Clean(p)); err != nil {
 				return nil, err
 			}
+		}
+		// A session this home never had would export as an empty file.
+		if dir, err := s.opts.Engine.Home().SessionDir(sid); err != nil {
+			return nil, err
+		} else if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return nil, NewError(CodeNotFound, "Unknown session: "+sid, "Export a session listed under lab/sessions/ of the home.").With("sessionId", sid)
 		}
 		out, count, err := s.buildExport(sid)
 		if err != nil {

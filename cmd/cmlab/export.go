@@ -22,9 +22,6 @@ lab/exports/ is kept too). An unknown session is an error.`,
 			if session == "" {
 				return &usageError{"--session is required"}
 			}
-			if err := checkSession(g, session); err != nil { // export_session.go
-				return err
-			}
 			body := map[string]any{"sessionId": session}
 			if path != "" && path != "-" {
 				body["path"] = path
@@ -34,7 +31,7 @@ lab/exports/ is kept too). An unknown session is an error.`,
 				Count int    `json:"count"`
 			}
 			if err := labCall(cmd.Context(), g, "POST", "/api/export", "", body, &out); err != nil {
-				return err
+				return sessionError(g, session, err) // export_session.go
 			}
 			if path == "-" {
 				return copyExport(g, out.Path)

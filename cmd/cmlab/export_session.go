@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/cmlab/cmlab/labapi"
 	"github.com/spf13/cobra"
 )
 
@@ -39,20 +39,15 @@ func completeSessions(g *globalOpts) func(*cobra.Command, []string, string) ([]s
 	return completeFrom(func() []string { return sessionIDs(g) })
 }
 
-// checkSession refuses a session the home has never seen: exporting it
-// would write an empty file and say nothing.
-func checkSession(g *globalOpts, id string) error {
-	h, err := g.Home()
-	if err != nil {
+// sessionError explains an export refused for an unknown session (the
+// daemon checks it) by listing the home's sessions; other errors pass.
+func sessionError(g *globalOpts, id string, err error) error {
+	var ae *labapi.APIError
+	if !errors.As(err, &ae) || ae.Code != labapi.CodeNotFound || ae.Context["sessionId"] == nil {
 		return err
 	}
-	dir, err := h.SessionDir(id)
-	if err != nil {
-		return &usageError{"--session " + id + ": " + err.Error()}
-	}
-	if _, err := os.Stat(dir); err == nil {
-		return nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	h, herr := g.Home()
+	if herr != nil {
 		return err
 	}
 	fix := "this home has no Lab session yet; 'cmlab serve' starts one"
@@ -62,7 +57,9 @@ func checkSession(g *globalOpts, id string) error {
 		}
 		fix = "pass one of this home's sessions to --session: " + strings.Join(ids, ", ")
 	}
-	return newCLIError(exitError, "NOT_FOUND", fmt.Sprintf("no Lab session %s in %s", id, h.Dir), fix)
+	ce := newCLIError(exitError, ae.Code, fmt.Sprintf("no Lab session %s in %s", id, h.Dir), fix)
+	ce.api = true
+	return ce
 }
 
 // copyExport writes the export file the daemon wrote to stdout.

@@ -34,7 +34,7 @@ func TestExportProcess(t *testing.T) {
 	code, out, errs = cliRun(t, nil, "--home", h, "export", "--session", "lab_nope")
 	// (Each command run without a daemon is a Lab session of its own: the
 	// export above made a second one.)
-	if code != 1 || out != "" || !strings.HasPrefix(errs, "cmlab: no Lab session lab_nope in "+h+"\n  fix: pass one of this home's sessions to --session: lab_") || !strings.Contains(errs, sid) {
+	if code != 1 || out != "" || !strings.HasPrefix(errs, "cmlab: NOT_FOUND: no Lab session lab_nope in "+h+"\n  fix: pass one of this home's sessions to --session: lab_") || !strings.Contains(errs, sid) {
 		t.Fatalf("export of an unknown session = %d %q %q", code, out, errs)
 	}
 }
