@@ -79,7 +79,7 @@ func operatorRoutes() []operatorRoute {
 	plan := `{"name":"n","steps":[{"step_id":"a","tool":"sh","params_hash":"` + stepHash("1") + `","pre_hash":"` + stepHash("2") + `"}]}`
 	return []operatorRoute{
 		{"POST /api/pty/{conversationId}/exec_block", "POST", p + "exec_block", `{"cmd":"echo operator-$((6*7))"}`, 200, `"ok":true`},
-		{"POST /api/pty/{conversationId}/wait_prompt", "POST", p + "wait_prompt", `{"timeout_ms":10000}`, 200, ""},
+		{"POST /api/pty/{conversationId}/wait_prompt", "POST", p + "wait_prompt", `{"from_cursor":0,"timeout_ms":10000}`, 200, ""},
 		{"POST /api/pty/{conversationId}/wait_for", "POST", p + "wait_for", `{"match":"operator-42","match_type":"substring","from_cursor":0,"timeout_ms":10000}`, 200, ""},
 		{"POST /api/pty/{conversationId}/read_spool", "POST", p + "read_spool", `{"cursor":0}`, 200, "operator-42"},
 		{"GET /api/pty/{conversationId}/status", "GET", p + "status", "", 200, ""},
@@ -90,6 +90,8 @@ func operatorRoutes() []operatorRoute {
 		{"POST /api/pty/{conversationId}/exec_interactive", "POST", p + "exec_interactive", `{"cmd":"cat"}`, 200, ""},
 		{"POST /api/pty/{conversationId}/send", "POST", p + "send", `{"data":"typed\n"}`, 200, ""},
 		{"POST /api/pty/{conversationId}/expect_send", "POST", p + "expect_send", `{"expect":"typed","send":"\u0004","timeout_ms":10000}`, 200, ""},
+		{"POST /api/pty/{conversationId}/interrupt", "POST", p + "interrupt", `{}`, 200, `"ok":true`},
+		{"GET /api/pty", "GET", "/api/pty", "", 200, `"max_shells"`},
 		{"POST /api/pty/{conversationId}/end_session", "POST", p + "end_session", `{}`, 200, ""},
 		{"POST /api/pty/{conversationId}/reset", "POST", p + "reset", `{}`, 200, ""},
 		{"POST /api/steps/{mandateId}/plan", "POST", "/api/steps/m1/plan", plan, 200, `"status":"planned"`},

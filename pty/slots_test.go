@@ -29,7 +29,7 @@ func newBridgeOpts(t *testing.T, opts pty.Options) *bridge {
 		eng.Close()
 		t.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", Token: testToken, SessionID: "lab_test", Pty: mgr})
+	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: testToken, SessionID: "lab_test", Pty: mgr})
 	if err != nil {
 		t.Fatal(err)
 	}

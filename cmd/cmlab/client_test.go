@@ -125,7 +125,7 @@ func TestRootRefusesForeignHome(t *testing.T) {
 		t.Skip("needs root to own a home as uid 65534; run the tests as root to cover it")
 	}
 	h := filepath.Join(privateDir(t), "home")
-	if code, _, errs := cli(t, "--home", h, "feedback", "add", "--notes", "mine"); code != 0 {
+	if code, _, errs := cli(t, "--home", h, "--init", "feedback", "add", "--notes", "mine"); code != 0 {
 		t.Fatalf("setup: %d %s", code, errs)
 	}
 	snapshot := func() map[string]string {

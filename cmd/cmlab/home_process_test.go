@@ -49,6 +49,9 @@ func TestMissingHomeProcess(t *testing.T) {
 // from status, a Lab command and serve alike.
 func TestCorruptHomeProcess(t *testing.T) {
 	h, _ := recDamagedHome(t)
+	if err := os.Chmod(h.Dir, 0o700); err != nil { // serve checks the home is private first
+		t.Fatal(err)
+	}
 	fix := "  fix: see every damaged place with 'cmlab recover --home " + h.Dir + "', then keep every intact entry with 'cmlab recover --salvage --apply --home " + h.Dir + "' (stop the daemon first)\n"
 	for _, args := range [][]string{
 		{"status", "--home", h.Dir},

@@ -15,7 +15,17 @@ import (
 
 func httpGet(t *testing.T, url string) (int, string, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	return httpGetToken(t, url, "")
+}
+
+// httpGetToken is httpGet with the operator token.
+func httpGetToken(t *testing.T, url, token string) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if token != "" {
+		req.Header.Set("X-CM-LAB-TOKEN", token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +52,11 @@ func TestServeOperatorProcess(t *testing.T) {
 	if code != 200 || !strings.HasPrefix(ctype, "text/html") || !strings.Contains(body, "This is a <b>cmlab</b> daemon") || !strings.Contains(body, `<a href="/api/health">`) {
 		t.Fatalf("GET / = %d %q %q", code, ctype, body)
 	}
-	code, _, body = httpGet(t, "http://"+addr+"/metrics")
+	tok, err := os.ReadFile(filepath.Join(h, "state", "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, body = httpGetToken(t, "http://"+addr+"/metrics", strings.TrimSpace(string(tok)))
 	for _, w := range []string{"# TYPE cmlab_http_requests_total counter\n", "cmlab_pty_shells 0\n", "cmlab_pty_shells_max 64\n", "cmlab_degraded 0\n", "# TYPE cmlab_wal_fsync_seconds histogram\n"} {
 		if code != 200 || !strings.Contains(body, w) {
 			t.Errorf("/metrics lacks %q", w)

@@ -17,7 +17,7 @@ import (
 // returns the arguments every CLI call needs.
 func ptyProcHome(t *testing.T, conv string) (home.Home, []string) {
 	t.Helper()
-	h := home.Home{Dir: t.TempDir()}
+	h := home.Home{Dir: privateDir(t)}
 	ptyStartDaemon(t, h)
 	return h, []string{"--home", h.Dir, "-c", conv}
 }

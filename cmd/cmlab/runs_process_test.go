@@ -22,7 +22,7 @@ func labStartDaemon(t *testing.T, h home.Home, roots []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := h.Token()
+	tok, err := h.OperatorToken()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func labStartDaemon(t *testing.T, h home.Home, roots []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), Token: tok, SessionID: "lab_runscli", AllowedRoots: roots})
+	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), OperatorToken: tok, Nonce: "nonce-" + t.Name(), SessionID: "lab_runscli", AllowedRoots: roots})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func labStartDaemon(t *testing.T, h home.Home, roots []string) {
 	hs.Listener.Close()
 	hs.Listener = ln
 	hs.Start()
-	if err := labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: ln.Addr().String(), TokenFile: h.TokenFile()}); err != nil {
+	if err := labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: ln.Addr().String(), TokenFile: h.TokenFile(), Nonce: "nonce-" + t.Name()}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
