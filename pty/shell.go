@@ -140,7 +140,7 @@ func (m *Manager) startShell(ctx context.Context, conv, shellID string) (*shell,
 	}
 	m.mu.Unlock()
 	if running >= m.opts.MaxShells {
-		return nil, fmt.Errorf("%w: %d conversations have a running shell (Options.MaxShells); end one you no longer use", ErrTooManyShells, running)
+		return nil, fmt.Errorf("%w: %d conversations have a running shell, the most allowed at once; end one you no longer use", ErrTooManyShells, running)
 	}
 	sh := &shell{m: m, conv: conv, id: shellID, nonce: newNonce(),
 		ready: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}), inq: make(chan []byte, 1024)}
