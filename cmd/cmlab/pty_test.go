@@ -96,16 +96,20 @@ func TestPtyCLI(t *testing.T) {
 	if code, out, _ := cli("search", "there"); code != 0 || !strings.Contains(out, "\tthere\n") {
 		t.Fatalf("search = %d %q", code, out)
 	}
-	if code, out, _ := cli("interactive", "cat"); code != 0 || !strings.HasPrefix(out, "session ses_") {
+	code, out, _ = cli("interactive", "cat")
+	if code != 0 || !strings.HasPrefix(out, "session ses_") {
 		t.Fatalf("interactive = %d %q", code, out)
 	}
+	// The session's resume_cursor: a wait from it cannot miss what cat
+	// echoes, however fast (a wait without --from starts at the end).
+	from := out[strings.LastIndex(out, " ")+1 : len(out)-1]
 	if code, _, errs := cli("exec", "echo no"); code == 0 || !strings.Contains(errs, "busy") {
 		t.Fatalf("exec during session = %d %q", code, errs)
 	}
 	if code, _, errs := cli("send", `hello\n`); code != 0 {
 		t.Fatalf("send = %d %q", code, errs)
 	}
-	if code, out, _ := cli("wait", "hello", "--timeout-ms", "20000"); code != 0 || !strings.HasPrefix(out, `matched "hello"`) {
+	if code, out, _ := cli("wait", "hello", "--from", from, "--timeout-ms", "20000"); code != 0 || !strings.HasPrefix(out, `matched "hello"`) {
 		t.Fatalf("wait = %d %q", code, out)
 	}
 	if code, out, _ := cli("end"); code != 0 || !strings.Contains(out, "mode idle ended=true") {
