@@ -14,15 +14,9 @@ import (
 // runs main() with its arguments, so a test sees exactly what a user sees —
 // the exit code, stdout and stderr of a real process, signals included.
 
-const cliProcEnv = "CMLAB_TEST_CLI_PROCESS"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(cliProcEnv) == "1" {
-		main()
-		return
-	}
-	os.Exit(m.Run())
-}
+// cliProcEnv is the switch of the TestMain in run_process_test.go: with it
+// set, the test binary runs main().
+const cliProcEnv = envAsCmlab
 
 // cliCmd returns the command that runs the CLI with args. $HOME is a
 // temporary directory (so a missing --home never touches the real ~/.cm)
