@@ -72,7 +72,7 @@ func argCompletion(g *globalOpts, path string) completeFunc {
 	switch path {
 	case "cmlab experiments get", "cmlab experiments submit":
 		return firstArg(completeExperiments(g))
-	case "cmlab step plan", "cmlab step list", "cmlab replay steps":
+	case "cmlab step plan", "cmlab step list", "cmlab replay steps", "cmlab run cancel":
 		return firstArg(completeMandates(g))
 	case "cmlab step start", "cmlab step complete", "cmlab step fail", "cmlab step review", "cmlab step reset":
 		mandates, steps := completeMandates(g), completeSteps(g)
@@ -193,6 +193,7 @@ var commandExamples = map[string]string{
   cmlab recover --salvage --apply`,
 	"cmlab run": `  cmlab run mandate.json
   cmlab run mandate.json --json`,
+	"cmlab run cancel": `  cmlab run cancel m1 --reason 'wrong inputs'`,
 	"cmlab runs": `  cmlab runs import output/run1
   cmlab runs list`,
 	"cmlab runs import": `  cmlab runs import output/run1          # resolved against your working directory

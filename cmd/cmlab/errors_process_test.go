@@ -31,7 +31,7 @@ func TestErrorsProcess(t *testing.T) {
 		{[]string{"experiments", "create"}, 2,
 			"cmlab: required flag(s) \"baseline\" not set\n  fix: run 'cmlab experiments create --help'\n"},
 		{[]string{"experiments", "create", "--baseline", "run_nope"}, 1,
-			"cmlab: INVALID_ARGUMENT: Unknown --baseline: run_nope\n  fix: list the runs with 'cmlab runs list'; import one with 'cmlab runs import PATH'\n"},
+			"cmlab: NOT_FOUND: Run not found: run_nope\n  fix: list the runs with 'cmlab runs list'; import one with 'cmlab runs import PATH'\n"},
 		{[]string{"experiments", "get", "exp_nope"}, 1,
 			"cmlab: NOT_FOUND: Experiment not found: exp_nope\n  fix: list the experiments with 'cmlab experiments list'\n"},
 		{[]string{"--json", "experiments", "get", "exp_nope"}, 1,

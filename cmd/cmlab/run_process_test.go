@@ -180,7 +180,7 @@ func killedRunRepro(t *testing.T, daemon bool) {
 	if err := os.WriteFile(mp, []byte(spec), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	run := startCmlab(t, "run", mp, "--home", h)
+	run := startCmlab(t, "run", mp, "--home", h, "--init") // a new home (issue 18 §1: only --init or serve create one)
 	step, sleep := stepRunning(t, run.cmd.Process.Pid)
 	t.Cleanup(func() { syscall.Kill(-step, syscall.SIGKILL) })
 	syscall.Kill(run.cmd.Process.Pid, syscall.SIGKILL)
@@ -245,7 +245,7 @@ func TestRunSignalCancelsStep(t *testing.T) {
 			if err := os.WriteFile(mp, []byte(spec), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			run := startCmlab(t, "run", mp, "--home", h)
+			run := startCmlab(t, "run", mp, "--home", h, "--init") // a new home (issue 18 §1: only --init or serve create one)
 			step, sleep := stepRunning(t, run.cmd.Process.Pid)
 			t.Cleanup(func() { syscall.Kill(-step, syscall.SIGKILL) })
 			syscall.Kill(run.cmd.Process.Pid, sig)
@@ -295,7 +295,7 @@ func TestRunCancelSkipsAutoResume(t *testing.T) {
 	if err := os.WriteFile(mp, []byte(spec), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	run := startCmlab(t, "run", mp, "--home", h)
+	run := startCmlab(t, "run", mp, "--home", h, "--init") // a new home (issue 18 §1: only --init or serve create one)
 	step, _ := stepRunning(t, run.cmd.Process.Pid)
 	syscall.Kill(run.cmd.Process.Pid, syscall.SIGKILL)
 	run.wait(t)
