@@ -30,13 +30,18 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Checkpoint is the content of state/checkpoint.json:
 //
 //	{"version":2,"seq":1234,"views":{"feedback/feedback.jsonl":5678,...},
-//	 "tails":{"feedback/feedback.jsonl":3735928559,...},"sum":123456789}
+//	 "tails":{"feedback/feedback.jsonl":3735928559,...},
+//	 "crcs":{"feedback/feedback.jsonl":2882400001,...},"sum":123456789}
 //
 // seq is the last event whose projection every listed view holds, and views
 // maps each view file (home-relative, forward slashes) to its byte size at
 // that point. tails holds, per non-empty view, the CRC-32C of its last
 // min(size, TailBytes) bytes before that size: Open rebuilds a view whose
-// bytes there differ (disk damage, a tampered size). sum is the CRC-32C of
+// bytes there differ (disk damage, a tampered size). crcs holds, per
+// non-empty view, the CRC-32C of all its bytes before size: Open reads every
+// view whole and rebuilds one whose bytes differ anywhere, not only in its
+// tail. Checkpoints written before crcs existed (no crcs key) get the tail
+// check only; their sum, computed without the key, still matches. sum is the CRC-32C of
 // the checkpoint's JSON encoding with sum 0, so a damaged seq or size is
 // caught before any view is trusted. Keys are written sorted, so equal
 // checkpoints are equal bytes. Version 1 files carry neither tails nor sum.
@@ -45,6 +50,7 @@ type Checkpoint struct {
 	Seq     uint64            `json:"seq"`
 	Views   map[string]int64  `json:"views"`
 	Tails   map[string]uint32 `json:"tails,omitempty"`
+	CRCs    map[string]uint32 `json:"crcs,omitempty"`
 	Sum     uint32            `json:"sum,omitempty"`
 }
 
@@ -65,7 +71,7 @@ func ReadCheckpoint(h home.Home) (*Checkpoint, error) {
 	}
 	switch cp.Version {
 	case checkpointVersionV1:
-		cp.Tails = nil // not trusted: version 1 has no sum over them
+		cp.Tails, cp.CRCs = nil, nil // not trusted: version 1 has no sum over them
 	case checkpointVersion:
 		want, err := cp.sum()
 		if err != nil {
@@ -160,4 +166,47 @@ func tailMatches(path, view string, size int64, cp *Checkpoint) (bool, error) {
 		return false, err
 	}
 	return got == crc, nil
+}
+
+// readCRC returns the CRC-32C of the first size bytes of r. A file shorter
+// than size is an error.
+func readCRC(r io.ReaderAt, size int64) (uint32, error) {
+	var crc uint32
+	buf := make([]byte, min(size, 1<<20))
+	for off := int64(0); off < size; {
+		n := min(int64(len(buf)), size-off)
+		if _, err := r.ReadAt(buf[:n], off); err != nil {
+			return 0, err
+		}
+		crc = crc32.Update(crc, castagnoli, buf[:n])
+		off += n
+	}
+	return crc, nil
+}
+
+// wholeMatches reports whether the first size bytes of the file at path
+// have the CRC the checkpoint recorded for view, and returns that CRC. A
+// checkpoint without crcs (written before they existed) matches
+// vacuously; one with crcs but none for a non-empty view does not.
+func wholeMatches(path, view string, size int64, cp *Checkpoint) (uint32, bool, error) {
+	if size == 0 {
+		return 0, true, nil
+	}
+	want, ok := cp.CRCs[view]
+	if cp.CRCs == nil {
+		return 0, true, nil
+	}
+	if !ok {
+		return 0, false, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false, err
+	}
+	defer f.Close()
+	got, err := readCRC(f, size)
+	if err != nil {
+		return 0, false, err
+	}
+	return got, got == want, nil
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -83,6 +84,10 @@ type Projector struct {
 	damaged map[string]bool // views found shorter than projected while live
 
 	tails map[string]viewTail // per view, its tail checksum at a size (checkpoint.go)
+	crcs  map[string]viewTail // per view, the CRC-32C of its bytes up to a size
+	// feedbackDamaged: Open found feedback.jsonl holding bytes that the
+	// checkpoint does not vouch for (see FeedbackDamaged).
+	feedbackDamaged bool
 
 	// Catch-up: writes of events up to skipThrough go only to views absent
 	// from intact (they are being rebuilt); intact views already hold them.
@@ -118,6 +123,7 @@ func Open(opts Options) (*Projector, error) {
 		opts:    opts,
 		sizes:   map[string]int64{},
 		tails:   map[string]viewTail{},
+		crcs:    map[string]viewTail{},
 		open:    map[string]*viewFile{},
 		unsync:  map[string]bool{},
 		newDirs: map[string]bool{},
@@ -135,6 +141,9 @@ func Open(opts Options) (*Projector, error) {
 		cp = nil
 	}
 	if cp == nil {
+		if fi, err := os.Stat(p.path(FeedbackView)); err == nil && fi.Size() > 0 {
+			p.feedbackDamaged = true
+		}
 		return p, nil
 	}
 	allIntact := true
@@ -151,10 +160,21 @@ func Open(opts Options) (*Projector, error) {
 		path := p.path(v)
 		fi, err := os.Stat(path)
 		if err == nil && fi.Size() >= want {
-			// A size off a line boundary or a tail that differs from the
-			// checkpoint's checksum: the view is rebuilt, like a short one.
+			// A size off a line boundary, a tail that differs from the
+			// checkpoint's checksum, or any byte before the size that
+			// differs from its whole-view CRC: the view is rebuilt, like a
+			// short one.
 			if ok, terr := tailMatches(path, v, want, cp); terr != nil || !ok {
 				fi = nil
+			} else if crc, ok, cerr := wholeMatches(path, v, want, cp); cerr != nil || !ok {
+				fi = nil
+			} else if _, has := cp.CRCs[v]; has || want == 0 {
+				p.crcs[v] = viewTail{size: want, crc: crc}
+			}
+		}
+		if v == FeedbackView && err == nil && (fi == nil || fi.Size() < want) {
+			if st, serr := os.Stat(path); serr == nil && st.Size() > 0 {
+				p.feedbackDamaged = true
 			}
 		}
 		switch {
@@ -205,6 +225,19 @@ func validViewPath(v string) bool {
 		}
 	}
 	return false
+}
+
+// FeedbackDamaged reports whether Open found feedback.jsonl non-empty but
+// not vouched for by the checkpoint: shorter than it, different from its
+// tail or whole-view CRC, or with no readable checkpoint at all. Writing
+// such a file from empty would meet bytes that are neither this log's
+// output nor lines another program appended after it (doc.go, "Legacy
+// writers"); the engine regenerates the views instead (Regenerate), which
+// sorts every line of the old file.
+func (p *Projector) FeedbackDamaged() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.feedbackDamaged
 }
 
 // ReplayFrom is the first sequence the caller must Apply to bring the views
@@ -366,6 +399,7 @@ func (p *Projector) file(view string) (*viewFile, error) {
 	switch {
 	case !ok:
 		known = 0
+		p.crcs[view] = viewTail{}
 		if view != FeedbackView && fi.Size() > 0 {
 			if err := f.Truncate(0); err != nil {
 				f.Close()
@@ -427,6 +461,7 @@ func (p *Projector) write(view string, data []byte) error {
 	if _, err := vf.w.Write(data); err != nil {
 		return err
 	}
+	p.extendCRC(view, p.sizes[view], data)
 	p.sizes[view] += int64(len(data))
 	if !vf.dirty {
 		p.unsync[view] = true
@@ -484,6 +519,7 @@ func (p *Projector) writeFeedback(line []byte, ingestAt int64) error {
 					return err
 				}
 			}
+			p.extendCRC(FeedbackView, end, line)
 			p.sizes[FeedbackView] = end + int64(len(line))
 			p.unsync[FeedbackView] = true
 			return nil
@@ -498,6 +534,7 @@ func (p *Projector) writeFeedback(line []byte, ingestAt int64) error {
 			if bytes.Equal(got, exp) {
 				delete(p.expected, end)
 				p.adopted[end] = true
+				p.extendCRC(FeedbackView, end, exp)
 				end += int64(len(exp))
 				p.sizes[FeedbackView] = end
 				continue
@@ -518,11 +555,13 @@ func (p *Projector) writeFeedback(line []byte, ingestAt int64) error {
 		for _, l := range lines {
 			p.adopted[l.Offset] = true
 		}
+		p.extendCRC(FeedbackView, end, region)
 		end = size
 	}
 	if _, err := vf.f.WriteAt(line, end); err != nil {
 		return err
 	}
+	p.extendCRC(FeedbackView, end, line)
 	p.sizes[FeedbackView] = end + int64(len(line))
 	p.unsync[FeedbackView] = true
 	return nil
@@ -573,9 +612,21 @@ func (p *Projector) insertFeedback(line []byte, offset int64) error {
 	if _, err := vf.f.Seek(end, io.SeekStart); err != nil {
 		return err
 	}
+	delete(p.crcs, FeedbackView) // bytes moved: the next checkpoint reads it back
 	p.sizes[FeedbackView] = end
 	p.unsync[FeedbackView] = true
 	return nil
+}
+
+// extendCRC carries view's whole-view CRC over data written at off, when
+// it was known up to off; otherwise the next checkpoint reads it back.
+func (p *Projector) extendCRC(view string, off int64, data []byte) {
+	c, ok := p.crcs[view]
+	if !ok || c.size != off {
+		delete(p.crcs, view)
+		return
+	}
+	p.crcs[view] = viewTail{size: off + int64(len(data)), crc: crc32.Update(c.crc, castagnoli, data)}
 }
 
 // splitLines splits b, which starts at offset base, into complete lines and
@@ -737,7 +788,7 @@ func (p *Projector) checkpoint() error {
 		vf.dirty = false
 	}
 	clear(p.newDirs)
-	cp := &Checkpoint{Version: checkpointVersion, Seq: p.last, Views: make(map[string]int64, len(p.sizes)), Tails: map[string]uint32{}}
+	cp := &Checkpoint{Version: checkpointVersion, Seq: p.last, Views: make(map[string]int64, len(p.sizes)), Tails: map[string]uint32{}, CRCs: map[string]uint32{}}
 	for v, n := range p.sizes {
 		cp.Views[v] = n
 		if n > 0 {
@@ -746,6 +797,12 @@ func (p *Projector) checkpoint() error {
 			}
 			if t, ok := p.tails[v]; ok {
 				cp.Tails[v] = t.crc
+			}
+			if err := p.crcOf(v, n); err != nil {
+				return fmt.Errorf("projections: crc of %s: %w", v, err)
+			}
+			if c, ok := p.crcs[v]; ok {
+				cp.CRCs[v] = c.crc
 			}
 		}
 	}
@@ -789,6 +846,39 @@ func (p *Projector) tailOf(v string, n int64) error {
 		return err
 	}
 	p.tails[v] = viewTail{size: n, crc: crc}
+	return nil
+}
+
+// crcOf makes p.crcs[v] the whole-view CRC of v at size n: kept when
+// writes carried it there, else read back from the file (flushed). A file
+// shorter than n gets none, so the next Open rebuilds it.
+func (p *Projector) crcOf(v string, n int64) error {
+	if c, ok := p.crcs[v]; ok && c.size == n {
+		return nil
+	}
+	delete(p.crcs, v)
+	var r io.ReaderAt
+	if vf, ok := p.open[v]; ok {
+		r = vf.f
+	} else {
+		f, err := os.Open(p.path(v))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r = f
+	}
+	crc, err := readCRC(r, n)
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	p.crcs[v] = viewTail{size: n, crc: crc}
 	return nil
 }
 
