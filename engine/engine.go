@@ -71,8 +71,10 @@ type Options struct {
 	// ReadOnly serves a home without accepting appends (a replayed home):
 	// the views are still brought up to the log at open.
 	ReadOnly bool
-	// RebuildViews ignores the checkpoint and rebuilds every view from the
-	// log at open (`cmlab rebuild` on a home no daemon holds).
+	// RebuildViews ignores the checkpoint and regenerates every view from
+	// the log at open (projections.Regenerate: `cmlab rebuild` on a home
+	// no daemon holds, and after a salvage changed the log). Regenerated
+	// then reports what changed.
 	RebuildViews bool
 	// Faults, when set, injects write and fsync failures into the log
 	// (fault tests of the packages above, e.g. the API's degraded mode).
@@ -81,9 +83,10 @@ type Options struct {
 
 // Engine is an open home. Safe for concurrent use.
 type Engine struct {
-	opts Options
-	log  *wal.Log
-	proj *projections.Projector
+	opts  Options
+	log   *wal.Log
+	proj  *projections.Projector
+	regen *projections.RegenerateReport
 
 	applyMu   sync.Mutex // serialises projection, catch-up and checkpoints
 	caughtUp  bool
@@ -136,16 +139,10 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.log = l
-	if opts.RebuildViews {
-		if err := projections.ClearDerivedViews(opts.Home); err != nil {
-			l.Close()
-			return nil, fmt.Errorf("engine: %w", err)
-		}
-	}
-	proj, err := projections.Open(projections.Options{Home: opts.Home, Fresh: opts.RebuildViews, NoSync: opts.NoSync})
+	proj, err := e.openViews(ctx)
 	if err != nil {
 		l.Close()
-		return nil, fmt.Errorf("engine: %w", err)
+		return nil, err
 	}
 	e.proj = proj
 	if err := e.catchUp(ctx); err != nil {
@@ -173,6 +170,45 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	return e, nil
 }
+
+// openViews finishes a view swap a crash interrupted, then opens the
+// projector. The views are regenerated from the whole log
+// (projections.Regenerate) instead of caught up when Options.RebuildViews
+// asks for it, when feedback.jsonl holds bytes the checkpoint does not
+// vouch for (writing it from empty would take the log's own damaged lines
+// for another program's), or when the checkpoint claims events the log
+// does not hold (a log cut by salvage).
+func (e *Engine) openViews(ctx context.Context) (*projections.Projector, error) {
+	h := e.opts.Home
+	if _, err := projections.FinishRegenerate(h); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	last := e.log.LastSeq()
+	if !e.opts.RebuildViews {
+		p, err := projections.Open(projections.Options{Home: h, NoSync: e.opts.NoSync})
+		if err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+		if !p.FeedbackDamaged() && p.ReplayFrom() <= last+1 {
+			return p, nil
+		}
+		p.CloseNoCheckpoint()
+	}
+	rep, err := projections.Regenerate(ctx, e.log.Events(1), h, projections.RegenerateOptions{UpTo: max(last, 1), NoSync: e.opts.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	e.regen = rep
+	p, err := projections.Open(projections.Options{Home: h, NoSync: e.opts.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	return p, nil
+}
+
+// Regenerated is the report of the view regeneration Open did (see
+// Options.RebuildViews), nil when the views were caught up as usual.
+func (e *Engine) Regenerated() *projections.RegenerateReport { return e.regen }
 
 // catchUp re-applies the log after the checkpoint. Appends made meanwhile
 // (the log's own repair event) wait on applyMu or, if they were committed
