@@ -258,11 +258,12 @@ func ViewFiles(h home.Home) ([]string, error) {
 type Difference struct {
 	File   string // home-relative view file
 	Offset int64  // first differing byte; the shorter size when one is a prefix
+	Line   int    // the line (1-based) of the live file holding Offset
 	Detail string // e.g. "missing in rebuilt", "sizes 120 and 80"
 }
 
 func (d *Difference) String() string {
-	return fmt.Sprintf("%s differs at offset %d (%s)", d.File, d.Offset, d.Detail)
+	return fmt.Sprintf("%s differs at line %d, offset %d (%s)", d.File, d.Line, d.Offset, d.Detail)
 }
 
 // Compare compares the views of live and rebuilt byte for byte and returns
@@ -323,21 +324,21 @@ func compareFile(live, rebuilt home.Home, name string) (*Difference, error) {
 		if len(lb) == 0 {
 			return nil, nil
 		}
-		return &Difference{File: name, Offset: 0, Detail: "missing in the live home"}, nil
+		return &Difference{File: name, Offset: 0, Line: 1, Detail: "missing in the live home"}, nil
 	case errB != nil:
 		if len(la) == 0 {
 			return nil, nil
 		}
-		return &Difference{File: name, Offset: 0, Detail: "not produced by the rebuild"}, nil
+		return &Difference{File: name, Offset: 0, Line: 1, Detail: "not produced by the rebuild"}, nil
 	}
 	n := min(len(la), len(lb))
 	for i := 0; i < n; i++ {
 		if la[i] != lb[i] {
-			return &Difference{File: name, Offset: int64(i), Detail: fmt.Sprintf("byte %q live, %q rebuilt", la[i], lb[i])}, nil
+			return &Difference{File: name, Offset: int64(i), Line: bytes.Count(la[:i], []byte("\n")) + 1, Detail: fmt.Sprintf("byte %q live, %q rebuilt", la[i], lb[i])}, nil
 		}
 	}
 	if len(la) != len(lb) {
-		return &Difference{File: name, Offset: int64(n), Detail: fmt.Sprintf("live has %d bytes, rebuilt %d", len(la), len(lb))}, nil
+		return &Difference{File: name, Offset: int64(n), Line: bytes.Count(la[:n], []byte("\n")) + 1, Detail: fmt.Sprintf("live has %d bytes, rebuilt %d", len(la), len(lb))}, nil
 	}
 	return nil, nil
 }

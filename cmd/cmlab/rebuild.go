@@ -64,9 +64,16 @@ type rebuildReport struct {
 	Identical  *bool   `json:"identical,omitempty"`
 	DiffFile   string  `json:"diffFile,omitempty"`
 	DiffOffset *int64  `json:"diffOffset,omitempty"`
+	DiffLine   int     `json:"diffLine,omitempty"`
 	DiffDetail string  `json:"diffDetail,omitempty"`
+	Fix        string  `json:"fix,omitempty"`
 	Seconds    float64 `json:"seconds"`
+	// Views: what an in-place rebuild changed (lines, cursors, quarantine).
+	Views *projections.RegenerateReport `json:"views,omitempty"`
 }
+
+// rebuildFix is the remedy --check names when the views differ.
+const rebuildFix = "stop the daemon and run `cmlab rebuild` (it regenerates the views from the log, keeping lines other programs appended to feedback/feedback.jsonl and moving damaged ones to quarantine/); a daemon also rebuilds a damaged view when it starts"
 
 func runRebuild(ctx context.Context, g *globalOpts, h home.Home, o *rebuildOpts) error {
 	start := time.Now()
@@ -81,6 +88,10 @@ func runRebuild(ctx context.Context, g *globalOpts, h home.Home, o *rebuildOpts)
 			return err
 		}
 		rep.LastSeq = e.Log().LastSeq()
+		rep.Views = e.Regenerated()
+		if rep.Views != nil {
+			rep.Events, rep.Skipped = rep.Views.Events, rep.Views.Skipped
+		}
 		if err := e.Close(); err != nil {
 			return err
 		}
@@ -152,14 +163,14 @@ func runRebuild(ctx context.Context, g *globalOpts, h home.Home, o *rebuildOpts)
 	identical := diff == nil
 	rep.Identical = &identical
 	if diff != nil {
-		rep.DiffFile, rep.DiffOffset, rep.DiffDetail = diff.File, &diff.Offset, diff.Detail
+		rep.DiffFile, rep.DiffOffset, rep.DiffLine, rep.DiffDetail, rep.Fix = diff.File, &diff.Offset, diff.Line, diff.Detail, rebuildFix
 	}
 	rep.Seconds = time.Since(start).Seconds()
 	if err := printRebuild(g, rep); err != nil {
 		return err
 	}
 	if diff != nil {
-		return withCode(exitError, fmt.Errorf("views differ from a rebuild: %s", diff))
+		return withCode(exitError, fmt.Errorf("views differ from a rebuild: %s\n  fix: %s", diff, rebuildFix))
 	}
 	return nil
 }
@@ -202,13 +213,14 @@ func printRebuild(g *globalOpts, rep rebuildReport) error {
 	switch rep.Mode {
 	case "in-place":
 		fmt.Fprintf(g.stdout, "rebuilt the views of the home up to seq %d in %.2fs\n", rep.LastSeq, rep.Seconds)
+		writeRegenerated(g.stdout, "rebuild", rep.Views)
 	case "into":
 		fmt.Fprintf(g.stdout, "rebuilt %d events (up to seq %d) into %s in %.2fs\n", rep.Events, rep.LastSeq, filepath.Clean(rep.Into), rep.Seconds)
 	case "check":
 		if rep.Identical != nil && *rep.Identical {
 			fmt.Fprintf(g.stdout, "identical: views match a rebuild of %d events (up to seq %d)\n", rep.Events, rep.LastSeq)
 		} else {
-			fmt.Fprintf(g.stdout, "DIFFERENT: %s at offset %d (%s)\n", rep.DiffFile, *rep.DiffOffset, rep.DiffDetail)
+			fmt.Fprintf(g.stdout, "DIFFERENT: %s at line %d, offset %d (%s)\n  fix: %s\n", rep.DiffFile, rep.DiffLine, *rep.DiffOffset, rep.DiffDetail, rep.Fix)
 		}
 	}
 	if rep.Skipped > 0 {

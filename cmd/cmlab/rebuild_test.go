@@ -53,12 +53,13 @@ func TestRebuildCommand(t *testing.T) {
 	b[10] ^= 0x20
 	os.WriteFile(runs, b, 0o600)
 	code, out, errs := cli(t, "rebuild", "--check", "--home", h.Dir)
-	if code != 1 || !strings.Contains(out, "lab/runs.jsonl at offset 10") {
+	if code != 1 || !strings.Contains(out, "DIFFERENT: lab/runs.jsonl at line 1, offset 10") || !strings.Contains(out, "fix: stop the daemon and run `cmlab rebuild`") ||
+		!strings.Contains(errs, "lab/runs.jsonl differs at line 1, offset 10") || !strings.Contains(errs, "fix: stop the daemon and run `cmlab rebuild`") {
 		t.Fatalf("check of a tampered view: code %d\n%s%s", code, out, errs)
 	}
 	// The JSON report says the same.
 	code, out, _ = cli(t, "rebuild", "--check", "--json", "--home", h.Dir)
-	if code != 1 || !strings.Contains(out, `"diffFile": "lab/runs.jsonl"`) || !strings.Contains(out, `"diffOffset": 10`) {
+	if code != 1 || !strings.Contains(out, `"diffFile": "lab/runs.jsonl"`) || !strings.Contains(out, `"diffOffset": 10`) || !strings.Contains(out, `"diffLine": 1`) {
 		t.Fatalf("json check: code %d\n%s", code, out)
 	}
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/pty"
 	"github.com/cmlab/cmlab/recovery"
 	"github.com/cmlab/cmlab/steps"
@@ -113,6 +114,7 @@ func recoverHome(ctx context.Context, g *globalOpts, apply, salvage, wait bool) 
 		return err
 	}
 	var plan *recovery.Plan
+	var views *projections.RegenerateReport
 	if info, err := labapi.ReadDaemonInfo(h); err == nil {
 		if salvage {
 			return fmt.Errorf("the daemon (pid %d, %s) holds the log: stop it before --salvage, which rewrites segment files", info.Pid, info.Listen)
@@ -141,19 +143,22 @@ func recoverHome(ctx context.Context, g *globalOpts, apply, salvage, wait bool) 
 			return labErr(err)
 		}
 	} else {
-		if plan, err = recoverLocal(ctx, g, apply, salvage, wait); err != nil {
+		if plan, views, err = recoverLocal(ctx, g, apply, salvage, wait); err != nil {
 			return err
 		}
 	}
 	if g.json {
-		if err := labPrintJSON(g, plan); err != nil {
+		if err := labPrintJSON(g, salvageJSON(plan, views)); err != nil {
 			return err
 		}
 	} else if err := plan.WriteTable(g.stdout); err != nil {
 		return err
-	} else if !apply {
-		if _, err := labapi.ReadDaemonInfo(h); err != nil {
-			printLeftOpen(g.stdout, leftOpenBlocks(h)) // leftopen.go
+	} else {
+		writeRegenerated(g.stdout, "salvage", views)
+		if !apply {
+			if _, err := labapi.ReadDaemonInfo(h); err != nil {
+				printLeftOpen(g.stdout, leftOpenBlocks(h)) // leftopen.go
+			}
 		}
 	}
 	if n := plan.AwaitingReview(); n > 0 {
@@ -165,26 +170,31 @@ func recoverHome(ctx context.Context, g *globalOpts, apply, salvage, wait bool) 
 	return nil
 }
 
-// recoverLocal opens the home in this process (no daemon runs).
-func recoverLocal(ctx context.Context, g *globalOpts, apply, salvage, wait bool) (*recovery.Plan, error) {
+// recoverLocal opens the home in this process (no daemon runs). After a
+// salvage that rewrote the log it also returns what regenerating the
+// views from it changed (recover_salvage.go).
+func recoverLocal(ctx context.Context, g *globalOpts, apply, salvage, wait bool) (_ *recovery.Plan, views *projections.RegenerateReport, _ error) {
 	h, err := g.Home()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var salvaged []recovery.SalvagedEntry
+	var rewritten bool
 	if salvage {
 		if !apply {
 			fmt.Fprintln(g.stderr, "cmlab recover: --salvage rewrites the log only with --apply; checking it now")
 		} else {
 			if err := h.Ensure(); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			if salvaged, err = salvageLog(h); err != nil {
-				return nil, fmt.Errorf("salvage: %w", err)
+			if salvaged, rewritten, err = salvageLog(h); err != nil {
+				return nil, nil, fmt.Errorf("salvage: %w", err)
 			}
 		}
 	}
-	eng, err := engine.Open(ctx, engine.Options{Home: h})
+	// A salvage that rewrote the log leaves views projected from entries
+	// it lost: they are regenerated from the salvaged log.
+	eng, err := engine.Open(ctx, engine.Options{Home: h, RebuildViews: rewritten})
 	if err != nil {
 		if errors.Is(err, wal.ErrCorrupt) {
 			msg := "%w"
@@ -196,21 +206,22 @@ func recoverLocal(ctx context.Context, g *globalOpts, apply, salvage, wait bool)
 				}
 			}
 			msg += "\n  fix: `cmlab recover --salvage --apply` keeps every intact entry, moves the damaged bytes to quarantine/ and puts a wal.salvaged placeholder at each lost seq"
-			return nil, withCode(exitCorrupt, fmt.Errorf(msg, err))
+			return nil, nil, withCode(exitCorrupt, fmt.Errorf(msg, err))
 		}
 		if errors.Is(err, wal.ErrLocked) {
-			return nil, fmt.Errorf("%w\n  fix: another process holds the log; if it is a daemon, run `cmlab recover` while it answers (state/daemon.json), else wait for it to finish", err)
+			return nil, nil, fmt.Errorf("%w\n  fix: another process holds the log; if it is a daemon, run `cmlab recover` while it answers (state/daemon.json), else wait for it to finish", err)
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	defer eng.Close()
+	views = eng.Regenerated()
 	j, err := steps.NewJournal(eng)
 	if err != nil {
-		return nil, err
+		return nil, views, err
 	}
 	if wait {
 		if err := waitInFlight(ctx, g, func() (*recovery.Plan, error) { return recovery.Recover(j, recovery.PlanOptions{}), nil }); err != nil {
-			return nil, err
+			return nil, views, err
 		}
 	}
 	plan := recovery.Recover(j, recovery.PlanOptions{})
@@ -218,12 +229,12 @@ func recoverLocal(ctx context.Context, g *globalOpts, apply, salvage, wait bool)
 	if apply {
 		closed, err := pty.CloseCrashed(ctx, eng)
 		if err != nil {
-			return nil, fmt.Errorf("closing terminal blocks left open: %w", err)
+			return nil, views, fmt.Errorf("closing terminal blocks left open: %w", err)
 		}
 		plan.ClosedTerminal = closed
 		if _, err := recovery.Apply(ctx, j, plan, recovery.ApplyOptions{}); err != nil {
-			return nil, err
+			return nil, views, err
 		}
 	}
-	return plan, nil
+	return plan, views, nil
 }

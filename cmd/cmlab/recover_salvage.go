@@ -2,21 +2,25 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/recovery"
 	"github.com/cmlab/cmlab/wal"
 )
 
 // salvageLog runs wal.Salvage over the home's log (the daemon must be
 // stopped: Salvage takes the lock) and lists each lost entry with where it
-// was and what its neighbours say it probably was.
-func salvageLog(h home.Home) ([]recovery.SalvagedEntry, error) {
+// was and what its neighbours say it probably was. rewritten says whether
+// the log changed: its views must then be regenerated from it (engine
+// Options.RebuildViews), since they still hold the lost entries' lines.
+func salvageLog(h home.Home) (lost []recovery.SalvagedEntry, rewritten bool, err error) {
 	rep, err := wal.Salvage(h.WALDir(), h.QuarantineDir())
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	out := make([]recovery.SalvagedEntry, 0, len(rep.Lost))
 	for _, l := range rep.Lost {
@@ -43,5 +47,47 @@ func salvageLog(h home.Home) ([]recovery.SalvagedEntry, error) {
 		}
 		out = append(out, recovery.SalvagedEntry{Seq: l.Seq, Where: where, Guess: guess})
 	}
-	return out, nil
+	return out, len(rep.Rewritten) > 0, nil
+}
+
+// salvageJSON is what `recover --json` prints: the plan, and after a
+// salvage that rewrote the log, under "views", what regenerating the
+// views changed (projections.RegenerateReport).
+func salvageJSON(plan *recovery.Plan, views *projections.RegenerateReport) any {
+	if views == nil {
+		return plan
+	}
+	return struct {
+		*recovery.Plan
+		Views *projections.RegenerateReport `json:"views"`
+	}{plan, views}
+}
+
+// writeRegenerated prints what a regeneration of the views changed: each
+// view with its changed lines and the offset past which clients' cursors
+// are invalid, and each feedback line moved to quarantine/.
+func writeRegenerated(w io.Writer, what string, rep *projections.RegenerateReport) {
+	if rep == nil {
+		return
+	}
+	if rep.Resumed {
+		fmt.Fprintln(w, "views: finished a view swap an earlier crash interrupted")
+	}
+	if len(rep.Changes) == 0 {
+		fmt.Fprintf(w, "views: regenerated from the log up to seq %d after the %s; no view line changed\n", rep.LastSeq, what)
+	} else {
+		fmt.Fprintf(w, "views: regenerated from the log up to seq %d after the %s; %d view file(s) changed:\n", rep.LastSeq, what, len(rep.Changes))
+		for _, c := range rep.Changes {
+			fmt.Fprintf(w, "  %s\n", c)
+			if c.Quarantine != "" {
+				fmt.Fprintf(w, "    removed lines kept in %s\n", c.Quarantine)
+			}
+		}
+	}
+	for _, a := range rep.SetAside {
+		fmt.Fprintf(w, "  %s\n", a)
+	}
+	if rep.Foreign > 0 {
+		fmt.Fprintf(w, "  %d line(s) another program appended to feedback/feedback.jsonl kept after the log's lines and ingested\n", rep.Foreign)
+	}
 }
