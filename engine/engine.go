@@ -176,15 +176,17 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 // (projections.Regenerate) instead of caught up when Options.RebuildViews
 // asks for it, when feedback.jsonl holds bytes the checkpoint does not
 // vouch for (writing it from empty would take the log's own damaged lines
-// for another program's), or when the checkpoint claims events the log
-// does not hold (a log cut by salvage).
+// for another program's), when a salvage marked them stale
+// (projections.MarkViewsStale) and no regeneration finished since, or when
+// the checkpoint claims events the log does not hold (a log cut by
+// salvage).
 func (e *Engine) openViews(ctx context.Context) (*projections.Projector, error) {
 	h := e.opts.Home
 	if _, err := projections.FinishRegenerate(h); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	last := e.log.LastSeq()
-	if !e.opts.RebuildViews {
+	if !e.opts.RebuildViews && !projections.ViewsStale(h) {
 		p, err := projections.Open(projections.Options{Home: h, NoSync: e.opts.NoSync})
 		if err != nil {
 			return nil, fmt.Errorf("engine: %w", err)

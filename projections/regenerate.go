@@ -23,7 +23,25 @@ import (
 const (
 	regenDir    = "state/regen"
 	regenMarker = "state/regen.json"
+	staleFlag   = "state/views-stale"
 )
+
+// MarkViewsStale records, durably, that the views of h no longer follow
+// its log (a salvage is about to rewrite it): until a Regenerate finishes,
+// every open regenerates them (ViewsStale), whatever the checkpoint says,
+// so a crash between the salvage and the regeneration cannot leave the
+// lost entries' lines in the views. The checkpoint is left alone: its
+// feedback.jsonl size still tells the log's lines from other programs'.
+func MarkViewsStale(h home.Home) error {
+	return home.WriteFileAtomic(filepath.Join(h.Dir, filepath.FromSlash(staleFlag)), []byte("views do not follow the log: the next open regenerates them\n"))
+}
+
+// ViewsStale reports whether MarkViewsStale was called and no Regenerate
+// has finished since.
+func ViewsStale(h home.Home) bool {
+	_, err := os.Stat(filepath.Join(h.Dir, filepath.FromSlash(staleFlag)))
+	return err == nil
+}
 
 // Reasons a line of the old feedback.jsonl was moved to quarantine/.
 const (
@@ -332,8 +350,10 @@ func swapViews(h home.Home, mk *regenMarkerFile, afterSwap func(string), afterFe
 	if afterSwap != nil {
 		afterSwap("state/checkpoint.json")
 	}
-	if err := os.Remove(filepath.Join(h.Dir, filepath.FromSlash(regenMarker))); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+	for _, f := range []string{staleFlag, regenMarker} {
+		if err := os.Remove(filepath.Join(h.Dir, filepath.FromSlash(f))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
 	if err := home.SyncDir(h.StateDir()); err != nil {
 		return err

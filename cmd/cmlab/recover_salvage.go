@@ -18,6 +18,12 @@ import (
 // the log changed: its views must then be regenerated from it (engine
 // Options.RebuildViews), since they still hold the lost entries' lines.
 func salvageLog(h home.Home) (lost []recovery.SalvagedEntry, rewritten bool, err error) {
+	// First, durably: the views must be regenerated from whatever log the
+	// salvage leaves, even if this process dies before it opens the
+	// engine (the next open sees the flag).
+	if err := projections.MarkViewsStale(h); err != nil {
+		return nil, false, err
+	}
 	rep, err := wal.Salvage(h.WALDir(), h.QuarantineDir())
 	if err != nil {
 		return nil, false, err
