@@ -9,11 +9,11 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"strconv"
-	"syscall"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cmlab/cmlab/engine"
