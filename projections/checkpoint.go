@@ -101,8 +101,9 @@ func (cp *Checkpoint) sum() (uint32, error) {
 }
 
 // writeCheckpoint seals cp with its sum and replaces state/checkpoint.json
-// atomically.
-func writeCheckpoint(h home.Home, cp *Checkpoint) error {
+// atomically (durably unless noSync: a projector whose views are not
+// fsynced either).
+func writeCheckpoint(h home.Home, cp *Checkpoint, noSync bool) error {
 	sum, err := cp.sum()
 	if err != nil {
 		return err
@@ -112,7 +113,7 @@ func writeCheckpoint(h home.Home, cp *Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	return home.WriteFileAtomic(h.CheckpointFile(), append(b, '\n'))
+	return writeFile(h.CheckpointFile(), append(b, '\n'), noSync)
 }
 
 // viewTail is the tail checksum of a view at a size.

@@ -806,7 +806,7 @@ func (p *Projector) checkpoint() error {
 			}
 		}
 	}
-	if err := writeCheckpoint(p.opts.Home, cp); err != nil {
+	if err := writeCheckpoint(p.opts.Home, cp, p.opts.NoSync); err != nil {
 		return fmt.Errorf("projections: write checkpoint: %w", err)
 	}
 	// Once a checkpoint covers everything, no view is being rebuilt any more.

@@ -61,7 +61,9 @@ const (
 type RegenerateOptions struct {
 	// UpTo is the last sequence to project; 0 means every event of src.
 	UpTo uint64
-	// NoSync skips fsync of the new views (tests, throw-away homes).
+	// NoSync skips every fsync: of the new views, the quarantined lines,
+	// the marker and the directories of the swap (tests, throw-away homes;
+	// a crash may then lose the swap's order).
 	NoSync bool
 	// AfterSwap, when set, is called after each view is renamed into
 	// place (crash tests stop the process there).
@@ -197,7 +199,7 @@ func Regenerate(ctx context.Context, src iter.Seq2[*events.Event, error], h home
 	rc := reconcileFeedback(oldFeedback, end, rebuilt)
 	for _, a := range rc.aside {
 		name := fmt.Sprintf("feedback.jsonl-seq%d-at-%d.%s", rep.LastSeq, a.off, a.reason)
-		if err := writeQuarantine(h, name, a.line); err != nil {
+		if err := writeQuarantine(h, name, a.line, opts.NoSync); err != nil {
 			return nil, err
 		}
 		rep.SetAside = append(rep.SetAside, SetAside{Offset: a.off, Line: a.lineNo, Reason: a.reason, Quarantine: "quarantine/" + name})
@@ -242,7 +244,7 @@ func Regenerate(ctx context.Context, src iter.Seq2[*events.Event, error], h home
 		}
 		if v != FeedbackView && len(removed) > 0 {
 			name := fmt.Sprintf("%s-seq%d-at-%d.replaced", strings.ReplaceAll(v, "/", "_"), rep.LastSeq, c.Offset)
-			if err := writeQuarantine(h, name, removed); err != nil {
+			if err := writeQuarantine(h, name, removed, opts.NoSync); err != nil {
 				return nil, err
 			}
 			c.Quarantine = "quarantine/" + name
@@ -256,10 +258,12 @@ func Regenerate(ctx context.Context, src iter.Seq2[*events.Event, error], h home
 	if err != nil {
 		return nil, err
 	}
-	if err := home.WriteFileAtomic(filepath.Join(h.Dir, filepath.FromSlash(regenMarker)), append(b, '\n')); err != nil {
+	if err := writeFile(filepath.Join(h.Dir, filepath.FromSlash(regenMarker)), append(b, '\n'), opts.NoSync); err != nil {
 		return nil, err
 	}
-	if err := swapViews(h, &mk, opts.AfterSwap, func() error { return catchUpOldFeedback(h, old, int64(len(oldFeedback))) }); err != nil {
+	sw := swap{h: h, mk: &mk, noSync: opts.NoSync, afterSwap: opts.AfterSwap,
+		afterFeedback: func() error { return catchUpOldFeedback(h, old, int64(len(oldFeedback))) }}
+	if err := sw.run(); err != nil {
 		return nil, fmt.Errorf("projections: regenerate: swap (state/regen.json finishes it at the next open): %w", err)
 	}
 	return rep, nil
@@ -292,18 +296,34 @@ func FinishRegenerate(h home.Home) (bool, error) {
 			return false, fmt.Errorf("projections: %s names %q, not a view", regenMarker, v)
 		}
 	}
-	if err := swapViews(h, &mk, nil, nil); err != nil {
+	if err := (&swap{h: h, mk: &mk}).run(); err != nil {
 		return false, fmt.Errorf("projections: finish the interrupted regeneration: %w", err)
 	}
 	return true, nil
 }
 
-// swapViews renames each view of mk from state/regen into h (fsyncing the
+// swap renames each view of mk from state/regen into h (fsyncing the
 // directory), removes the stale ones, renames the checkpoint last and
 // removes the marker. A view already moved (absent from state/regen) is
 // left alone, so it can run again after a crash. afterFeedback, when set,
 // runs right after feedback.jsonl is in place.
-func swapViews(h home.Home, mk *regenMarkerFile, afterSwap func(string), afterFeedback func() error) error {
+type swap struct {
+	h             home.Home
+	mk            *regenMarkerFile
+	noSync        bool
+	afterSwap     func(string)
+	afterFeedback func() error
+}
+
+func (s *swap) syncDir(dir string) error {
+	if s.noSync {
+		return nil
+	}
+	return home.SyncDir(dir)
+}
+
+func (s *swap) run() error {
+	h, mk, afterSwap, afterFeedback := s.h, s.mk, s.afterSwap, s.afterFeedback
 	tmp := filepath.Join(h.Dir, filepath.FromSlash(regenDir))
 	for _, v := range mk.Moves {
 		from := filepath.Join(tmp, filepath.FromSlash(v))
@@ -311,13 +331,13 @@ func swapViews(h home.Home, mk *regenMarkerFile, afterSwap func(string), afterFe
 		if _, err := os.Stat(from); errors.Is(err, fs.ErrNotExist) {
 			continue // moved before a crash
 		}
-		if err := mkdirsSynced(h.Dir, filepath.Dir(to)); err != nil {
+		if err := mkdirsSynced(h.Dir, filepath.Dir(to), s.noSync); err != nil {
 			return err
 		}
 		if err := os.Rename(from, to); err != nil {
 			return err
 		}
-		if err := home.SyncDir(filepath.Dir(to)); err != nil {
+		if err := s.syncDir(filepath.Dir(to)); err != nil {
 			return err
 		}
 		if v == FeedbackView && afterFeedback != nil {
@@ -334,7 +354,7 @@ func swapViews(h home.Home, mk *regenMarkerFile, afterSwap func(string), afterFe
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		if err := home.SyncDir(filepath.Dir(p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.syncDir(filepath.Dir(p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
@@ -343,7 +363,7 @@ func swapViews(h home.Home, mk *regenMarkerFile, afterSwap func(string), afterFe
 		if err := os.Rename(cpFrom, h.CheckpointFile()); err != nil {
 			return err
 		}
-		if err := home.SyncDir(h.StateDir()); err != nil {
+		if err := s.syncDir(h.StateDir()); err != nil {
 			return err
 		}
 	}
@@ -355,7 +375,7 @@ func swapViews(h home.Home, mk *regenMarkerFile, afterSwap func(string), afterFe
 			return err
 		}
 	}
-	if err := home.SyncDir(h.StateDir()); err != nil {
+	if err := s.syncDir(h.StateDir()); err != nil {
 		return err
 	}
 	return os.RemoveAll(tmp)
@@ -363,7 +383,7 @@ func swapViews(h home.Home, mk *regenMarkerFile, afterSwap func(string), afterFe
 
 // mkdirsSynced creates dir (under root) and its missing parents, fsyncing
 // each parent whose entries changed.
-func mkdirsSynced(root, dir string) error {
+func mkdirsSynced(root, dir string, noSync bool) error {
 	if _, err := os.Stat(dir); err == nil {
 		return nil
 	}
@@ -377,7 +397,7 @@ func mkdirsSynced(root, dir string) error {
 	if err := os.MkdirAll(dir, home.DirPerm); err != nil {
 		return err
 	}
-	for i := len(missing) - 1; i >= 0; i-- {
+	for i := len(missing) - 1; i >= 0 && !noSync; i-- {
 		if err := home.SyncDir(filepath.Dir(missing[i])); err != nil {
 			return err
 		}
@@ -424,11 +444,26 @@ func appendFile(path string, b []byte, noSync bool) error {
 	return f.Close()
 }
 
-func writeQuarantine(h home.Home, name string, b []byte) error {
+func writeQuarantine(h home.Home, name string, b []byte, noSync bool) error {
 	if err := os.MkdirAll(h.QuarantineDir(), home.DirPerm); err != nil {
 		return err
 	}
-	return home.WriteFileAtomic(filepath.Join(h.QuarantineDir(), name), b)
+	return writeFile(filepath.Join(h.QuarantineDir(), name), b, noSync)
+}
+
+// writeFile replaces path atomically, durably unless noSync.
+func writeFile(path string, b []byte, noSync bool) error {
+	if !noSync {
+		return home.WriteFileAtomic(path, b)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), home.DirPerm); err != nil {
+		return err
+	}
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, b, home.FilePerm); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // asideLine is a line of the old feedback.jsonl bound for quarantine/.
