@@ -22,6 +22,19 @@ const pollChunk = 64 << 10
 type FeedbackPage struct {
 	Items      []json.RawMessage `json:"items"`
 	NextCursor string            `json:"nextCursor"`
+	// Malformed lists the complete lines this page consumed without
+	// returning them because they are not valid entries (seed 000 rule
+	// 5): the cursor moves past them, but never silently. Absent when
+	// there are none, so the seed's shape is unchanged for clean stores.
+	Malformed []MalformedLine `json:"malformed,omitempty"`
+}
+
+// MalformedLine is a complete line of feedback.jsonl that is not a valid
+// entry: where it starts and ends (a cursor value each) and why.
+type MalformedLine struct {
+	Offset int64  `json:"offset"`
+	End    int64  `json:"end"`
+	Reason string `json:"reason"`
 }
 
 // PollFeedback reads the feedback store at path from the byte cursor since,
@@ -29,8 +42,10 @@ type FeedbackPage struct {
 // past complete lines; sessionID filters items but never the cursor; limit
 // (≤ 0 means none, capped at MaxPollLimit) stops after that many returnable
 // entries with the cursor just past the last one; complete lines that are
-// not valid entries are skipped and consumed; a missing file is empty; a
-// cursor beyond the file or not just after a '\n' is INVALID_CURSOR.
+// not valid entries are consumed and listed in Malformed (never skipped
+// silently); a missing file is empty; a cursor beyond the file (a store
+// that a salvage or rebuild shortened included) or not just after a '\n'
+// is INVALID_CURSOR.
 //
 // It seeks to since and reads forward, so its cost is proportional to the
 // bytes after the cursor (and to limit), never to the size of the file.
@@ -93,8 +108,13 @@ func PollFeedback(path, since, sessionID string, limit int) (*FeedbackPage, erro
 				break
 			}
 			line := pending[:nl]
+			at := cursor
 			cursor += int64(nl + 1)
-			if item, ok := parseFeedbackLine(line, sessionID); ok {
+			item, sid, reason := parseFeedbackLine(line)
+			switch {
+			case reason != "":
+				page.Malformed = append(page.Malformed, MalformedLine{Offset: at, End: cursor, Reason: reason})
+			case sessionID == "" || sid == sessionID:
 				page.Items = append(page.Items, item)
 			}
 			pending = pending[nl+1:]
@@ -119,32 +139,33 @@ func PollFeedback(path, since, sessionID string, limit int) (*FeedbackPage, erro
 
 // parseFeedbackLine validates one complete line as a FeedbackEntry
 // (strict: known fields only, schema version 1, id and createdAt present,
-// ratings integers 0–100) and applies the session filter.
-func parseFeedbackLine(line []byte, sessionID string) (json.RawMessage, bool) {
+// ratings integers 0–100): the entry and its session id, or why it is not
+// one.
+func parseFeedbackLine(line []byte) (item json.RawMessage, sessionID, malformed string) {
 	line = bytes.TrimSpace(line)
-	if len(line) == 0 || line[0] != '{' {
-		return nil, false
+	if len(line) == 0 {
+		return nil, "", "empty line"
+	}
+	if line[0] != '{' {
+		return nil, "", "not a JSON object"
 	}
 	var e events.FeedbackEntry
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
-	if dec.Decode(&e) != nil || dec.More() {
-		return nil, false
+	if err := dec.Decode(&e); err != nil || dec.More() {
+		return nil, "", "not a feedback entry (parse error)"
 	}
 	if e.SchemaVersion != 1 || e.ID == "" || e.CreatedAt == "" {
-		return nil, false
+		return nil, "", "not a feedback entry (schemaVersion 1, id and createdAt required)"
 	}
 	if e.Ratings != nil {
 		for _, v := range ratingValues(e.Ratings) {
 			if v != nil && (*v < 0 || *v > 100) {
-				return nil, false
+				return nil, "", "rating out of range 0–100"
 			}
 		}
 	}
-	if sessionID != "" && e.SessionID != sessionID {
-		return nil, false
-	}
-	return json.RawMessage(bytes.Clone(line)), true
+	return json.RawMessage(bytes.Clone(line)), e.SessionID, ""
 }
 
 func ratingValues(r *events.Ratings) []*int {

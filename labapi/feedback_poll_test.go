@@ -2,6 +2,7 @@ package labapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -107,7 +108,48 @@ func TestPollFeedbackRules(t *testing.T) {
 			if page.Items == nil {
 				t.Fatal("items is nil (must encode as [])")
 			}
+			if tc.name != "malformed complete lines consumed" && len(page.Malformed) != 0 {
+				t.Fatalf("malformed %+v", page.Malformed)
+			}
 		})
+	}
+}
+
+// TestPollFeedbackReportsMalformedLines: the complete lines a poll steps
+// over because they are not entries are listed with their offsets and a
+// reason (seed 000 rule 5 consumes them; this API never does so
+// silently), whatever the session filter; a clean page has no malformed
+// key at all.
+func TestPollFeedbackReportsMalformedLines(t *testing.T) {
+	a, b := entryLine("a", "s1"), entryLine("b", "s2")
+	bad := "{not json}\n"
+	unknownField := `{"schemaVersion":1,"id":"z","createdAt":"t","bogus":1}` + "\n"
+	content := a + bad + b + unknownField + "\n" + `{"partial`
+	p := filepath.Join(t.TempDir(), "feedback.jsonl")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	page, err := PollFeedback(p, "0", "s1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o1 := int64(len(a))
+	o2 := o1 + int64(len(bad)) + int64(len(b))
+	o3 := o2 + int64(len(unknownField))
+	want := []MalformedLine{
+		{Offset: o1, End: o1 + int64(len(bad)), Reason: "not a feedback entry (parse error)"},
+		{Offset: o2, End: o3, Reason: "not a feedback entry (parse error)"},
+		{Offset: o3, End: o3 + 1, Reason: "empty line"},
+	}
+	if fmt.Sprint(page.Malformed) != fmt.Sprint(want) || page.NextCursor != strconv.FormatInt(o3+1, 10) || len(page.Items) != 1 {
+		t.Fatalf("page %+v, want malformed %+v", page, want)
+	}
+	clean, err := PollFeedback(p, "0", "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, _ := json.Marshal(clean); strings.Contains(string(raw), "malformed") {
+		t.Fatalf("clean page %s", raw)
 	}
 }
 
