@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -94,8 +95,15 @@ type Engine struct {
 	firstUnCP time.Time
 	cpErr     error
 
-	fbMu sync.Mutex // serialises appends that write feedback.jsonl
-	fbCh chan *feedbackAppend
+	fbMu     sync.Mutex // serialises appends that write feedback.jsonl
+	fbCh     chan *feedbackAppend
+	setAside []projections.SetAside // foreign feedback lines moved to quarantine/ (fbMu)
+
+	// ids: the feedback ids the log holds, built from the whole log the
+	// first time a foreign feedback line needs checking, then kept up to
+	// date by apply; nil until then.
+	idMu sync.Mutex
+	ids  map[string]bool
 
 	obsMu     sync.Mutex
 	observers []Observer
@@ -145,9 +153,21 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.proj = proj
-	if err := e.catchUp(ctx); err != nil {
-		l.Close()
+	err = e.catchUp(ctx)
+	if errors.Is(err, projections.ErrFeedbackDamaged) {
+		// Past the checkpoint, feedback.jsonl holds a corrupt line or one
+		// with an id the log holds where the log's own line belongs:
+		// damage, not another program's line. Regenerate sorts it out.
 		e.proj.CloseNoCheckpoint()
+		if e.proj, err = e.regenerate(ctx); err == nil {
+			err = e.catchUp(ctx)
+		}
+	}
+	if err != nil {
+		l.Close()
+		if e.proj != nil {
+			e.proj.CloseNoCheckpoint()
+		}
 		return nil, err
 	}
 	if !opts.ReadOnly {
@@ -196,7 +216,14 @@ func (e *Engine) openViews(ctx context.Context) (*projections.Projector, error) 
 		}
 		p.CloseNoCheckpoint()
 	}
-	rep, err := projections.Regenerate(ctx, e.log.Events(1), h, projections.RegenerateOptions{UpTo: max(last, 1), NoSync: e.opts.NoSync})
+	return e.regenerate(ctx)
+}
+
+// regenerate replaces the views with a rebuild from the whole log
+// (projections.Regenerate) and opens a projector on them.
+func (e *Engine) regenerate(ctx context.Context) (*projections.Projector, error) {
+	h := e.opts.Home
+	rep, err := projections.Regenerate(ctx, e.log.Events(1), h, projections.RegenerateOptions{UpTo: max(e.log.LastSeq(), 1), NoSync: e.opts.NoSync})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -206,6 +233,59 @@ func (e *Engine) openViews(ctx context.Context) (*projections.Projector, error) 
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	return p, nil
+}
+
+// heldIDs returns a test for "the log holds this feedback id", building
+// the set from the whole log the first time.
+func (e *Engine) heldIDs() (func(string) bool, error) {
+	e.idMu.Lock()
+	built := e.ids != nil
+	if !built {
+		e.ids = map[string]bool{}
+	}
+	e.idMu.Unlock()
+	if !built {
+		// apply adds what is committed from now on; the scan what was.
+		for ev, err := range e.log.Events(1) {
+			if err != nil {
+				e.idMu.Lock()
+				e.ids = nil
+				e.idMu.Unlock()
+				return nil, fmt.Errorf("engine: feedback ids of the log: %w", err)
+			}
+			e.addIDs(ev)
+		}
+	}
+	return func(id string) bool {
+		e.idMu.Lock()
+		defer e.idMu.Unlock()
+		return e.ids[id]
+	}, nil
+}
+
+// addIDs records the feedback ids ev writes, once the set is built.
+func (e *Engine) addIDs(ev *events.Event) {
+	if !touchesFeedback([]*events.Event{ev}) {
+		return
+	}
+	ids := projections.FeedbackIDs(ev)
+	e.idMu.Lock()
+	defer e.idMu.Unlock()
+	if e.ids == nil {
+		return
+	}
+	for _, id := range ids {
+		e.ids[id] = true
+	}
+}
+
+// FeedbackSetAside lists the lines other programs appended to
+// feedback.jsonl that were moved to quarantine/ instead of being ingested
+// (corrupt, or an id the log holds), since Open.
+func (e *Engine) FeedbackSetAside() []projections.SetAside {
+	e.fbMu.Lock()
+	defer e.fbMu.Unlock()
+	return append([]projections.SetAside(nil), e.setAside...)
 }
 
 // Regenerated is the report of the view regeneration Open did (see
@@ -235,6 +315,17 @@ func (e *Engine) catchUp(ctx context.Context) error {
 	from := max(e.proj.ReplayFrom(), 1)
 	batch := make([]*events.Event, 0, catchUpBatch)
 	n := 0
+	if fi, err := os.Stat(e.opts.Home.FeedbackFile()); err == nil && fi.Size() > e.proj.FeedbackEnd() && from <= last {
+		// Bytes past the log's end of feedback.jsonl where re-applied
+		// lines go: a line there that is corrupt or has an id the log
+		// holds is damage (ErrFeedbackDamaged), never another program's.
+		held, err := e.heldIDs()
+		if err != nil {
+			return err
+		}
+		e.proj.StrictForeign(held)
+		defer e.proj.StrictForeign(nil)
+	}
 	if from <= last {
 		// First pass: the foreign feedback lines the events ahead ingest,
 		// so verification of feedback.jsonl recognises them in place.
@@ -298,6 +389,9 @@ func (e *Engine) apply(evs []*events.Event) error {
 	if err := e.proj.Apply(evs); err != nil {
 		e.applyMu.Unlock()
 		return err
+	}
+	for _, ev := range evs {
+		e.addIDs(ev)
 	}
 	if e.sinceCP == 0 {
 		e.firstUnCP = time.Now()
@@ -567,6 +661,11 @@ func (e *Engine) foreignEvents(ctx context.Context, waitPartial bool) ([]*events
 		if err != nil {
 			return nil, fmt.Errorf("engine: read feedback.jsonl: %w", err)
 		}
+		if moved, err := e.setAsideForeign(lines); err != nil {
+			return nil, err
+		} else if moved {
+			continue // the lines kept moved up: read them again
+		}
 		if !partial || !waitPartial {
 			out := make([]*events.Event, 0, len(lines))
 			for i := range lines {
@@ -589,6 +688,44 @@ func (e *Engine) foreignEvents(ctx context.Context, waitPartial bool) ([]*events
 		case <-t.C:
 		}
 	}
+}
+
+// setAsideForeign moves to quarantine/ the foreign lines that may not be
+// ingested (SPEC §4 legacy writers, as issue 14 narrows it): corrupt ones,
+// and ones whose id the log — or an earlier line of this batch — holds.
+// It reports whether it moved any; fbMu is held.
+func (e *Engine) setAsideForeign(lines []projections.ForeignLine) (bool, error) {
+	if len(lines) == 0 {
+		return false, nil
+	}
+	held, err := e.heldIDs()
+	if err != nil {
+		return false, err
+	}
+	seen := map[string]bool{}
+	heldOrSeen := func(id string) bool { return seen[id] || held(id) }
+	var aside []projections.ForeignLine
+	var reasons []string
+	for _, l := range lines {
+		id, reason := projections.ClassifyForeign(l.Raw, heldOrSeen)
+		if reason != "" {
+			aside = append(aside, l)
+			reasons = append(reasons, reason)
+			continue
+		}
+		if id != "" {
+			seen[id] = true
+		}
+	}
+	if len(aside) == 0 {
+		return false, nil
+	}
+	out, err := e.proj.SetAsideForeign(aside, reasons)
+	if err != nil {
+		return false, fmt.Errorf("engine: %w", err)
+	}
+	e.setAside = append(e.setAside, out...)
+	return true, nil
 }
 
 // ingestAdopted appends the foreign lines the projector found in place of

@@ -28,6 +28,11 @@ var (
 	// ErrIngestPending is returned by Checkpoint while foreign feedback
 	// lines adopted in place await their feedback.ingested events.
 	ErrIngestPending = errors.New("projections: adopted feedback lines await ingestion")
+	// ErrFeedbackDamaged is returned by an Apply under StrictForeign that
+	// meets, where its own line belongs in feedback.jsonl, a line that is
+	// corrupt or carries an id the log holds: not another program's line
+	// to adopt but damage, which only a regeneration sorts out.
+	ErrFeedbackDamaged = errors.New("projections: feedback.jsonl holds damaged lines past the checkpoint")
 	// ErrClosed is returned by a closed projector.
 	ErrClosed = errors.New("projections: projector closed")
 )
@@ -97,6 +102,7 @@ type Projector struct {
 	foreign  []ForeignLine    // complete foreign feedback lines adopted during Apply, to ingest
 	adopted  map[int64]bool   // offsets of adopted lines whose ingestion is not applied yet
 	expected map[int64][]byte // catch-up: lines of feedback.ingested events ahead, by offset
+	held     func(string) bool // StrictForeign: ids the log holds
 	skipped  uint64           // events whose payload could not be projected
 	failed   error            // an Apply failed part-way: no checkpoint may cover it
 	r        rendered
@@ -548,6 +554,13 @@ func (p *Projector) writeFeedback(line []byte, ingestAt int64) error {
 			return err
 		}
 		lines, rest := splitLines(region, end)
+		if p.held != nil {
+			for _, l := range lines {
+				if _, reason := ClassifyForeign(l.Raw, p.held); reason != "" {
+					return fmt.Errorf("%w: the line at %d is %s", ErrFeedbackDamaged, l.Offset, reason)
+				}
+			}
+		}
 		if len(rest) > 0 {
 			return fmt.Errorf("%w (at offset %d)", ErrFeedbackPartial, size-int64(len(rest)))
 		}
@@ -582,6 +595,17 @@ func (p *Projector) ExpectIngested(lines []ForeignLine) {
 		}
 		p.expected[l.Offset] = append(bytes.Clone(l.Raw), '\n')
 	}
+}
+
+// StrictForeign makes Apply refuse, with ErrFeedbackDamaged, to adopt
+// foreign lines of feedback.jsonl when one of them is corrupt or has an id
+// for which held is true (an id the log holds): a catch-up sets it, so
+// that its own damaged output past the checkpoint is never taken for
+// another program's line and ingested again. nil clears it.
+func (p *Projector) StrictForeign(held func(id string) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.held = held
 }
 
 // insertFeedback places an ingested line at offset, before lines projected
