@@ -14,6 +14,7 @@ import (
 	"github.com/cmlab/cmlab/fuzz/torture"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/projections"
 )
 
 // postFeedback posts one feedback entry through a fresh server on eng.
@@ -33,12 +34,16 @@ func postFeedback(t *testing.T, eng *engine.Engine, notes string) *httptest.Resp
 
 // FuzzLegacyFeedback appends arbitrary bytes to feedback/feedback.jsonl as
 // another program would (SPEC §4, legacy writers), then reopens the home
-// and posts feedback. Properties: every complete foreign line is kept byte
-// for byte, in order, after the lines cmlab wrote before it; a trailing
-// line without '\n' is never consumed (the post is refused with BUSY and
-// the bytes stay); with no partial line, the post is accepted and the
-// views (foreign lines included) are byte-identical to a rebuild from the
-// log — nothing another program wrote is lost by a rebuild.
+// and posts feedback. Properties: every complete foreign line that may be
+// ingested (a JSON object whose id, if any, neither the log nor an earlier
+// line holds: projections.ClassifyForeign) is kept byte for byte, in
+// order, after the lines cmlab wrote before it; every other complete line
+// is moved, byte for byte, to a file of its own in quarantine/ (issue 14:
+// a corrupt line or a held id is never ingested); a trailing line without
+// '\n' is never consumed (the post is refused with BUSY and the bytes
+// stay); with no partial line, the post is accepted and the views
+// (foreign lines included) are byte-identical to a rebuild from the log —
+// nothing another program wrote is lost by a rebuild.
 func FuzzLegacyFeedback(f *testing.F) {
 	f.Add([]byte(`{"schemaVersion":1,"id":"fb_legacy","createdAt":"2026-02-06T00:00:00.000Z","notes":"from cm"}` + "\n"))
 	f.Add([]byte("not json at all\n\n"))
@@ -46,6 +51,7 @@ func FuzzLegacyFeedback(f *testing.F) {
 	f.Add([]byte("a\nb\r\nc"))
 	f.Add([]byte{})
 	f.Add([]byte("\x00\xff\n"))
+	f.Add([]byte(`{"id":"cm_1"}` + "\n" + `{"id":"cm_1","again":true}` + "\n" + `{"id":7}` + "\n" + `{"note":"no id"}` + "\n"))
 	f.Fuzz(func(t *testing.T, foreign []byte) {
 		ctx := context.Background()
 		dir := t.TempDir()
@@ -84,7 +90,37 @@ func FuzzLegacyFeedback(f *testing.F) {
 			t.Fatal(err)
 		}
 		partial := len(foreign) > 0 && foreign[len(foreign)-1] != '\n'
-		want := append(bytes.Clone(before), foreign...)
+		held := map[string]bool{}
+		for line := range bytes.Lines(before) {
+			if id, reason := projections.ClassifyForeign(bytes.TrimSuffix(line, []byte("\n")), func(string) bool { return false }); reason == "" {
+				held[id] = true
+			}
+		}
+		want := bytes.Clone(before)
+		quarantined := map[string]bool{}
+		if des, err := os.ReadDir(h.QuarantineDir()); err == nil {
+			for _, de := range des {
+				b, _ := os.ReadFile(filepath.Join(h.QuarantineDir(), de.Name()))
+				quarantined[string(b)] = true
+			}
+		}
+		for line := range bytes.Lines(foreign) {
+			if line[len(line)-1] != '\n' {
+				want = append(want, line...) // the partial line
+				break
+			}
+			id, reason := projections.ClassifyForeign(line[:len(line)-1], func(id string) bool { return held[id] })
+			if reason != "" {
+				if !quarantined[string(line)] {
+					t.Fatalf("foreign line %q (%s) is neither kept nor in quarantine/", line, reason)
+				}
+				continue
+			}
+			if id != "" {
+				held[id] = true
+			}
+			want = append(want, line...)
+		}
 		if partial {
 			if rec.Code == http.StatusOK {
 				// Accepting is allowed only if the partial line is still there, untouched, at the end.
