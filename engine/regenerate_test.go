@@ -237,3 +237,92 @@ func TestOpenRebuildsViewDamagedAnywhere(t *testing.T) {
 		t.Fatalf("the next checkpoint has no crcs: %+v %v", cp, err)
 	}
 }
+
+// Legacy ingest takes only JSON-object lines whose id the log does not
+// hold: a corrupt line and one repeating a logged id (or an earlier line's
+// of the same batch) go to quarantine/, reported with their offsets, and
+// leave feedback.jsonl; the rest is ingested once.
+func TestLegacyIngestSetsAsideCorruptAndHeldIDs(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	ctx := context.Background()
+	e := openTest(t, h)
+	defer e.Close()
+	mustAppend(t, e, feedbackEvent("fb_1"))
+	end := int64(len(readView(t, h, projections.FeedbackView)))
+	corrupt := "{\"id\":\"cm_1\"\n"
+	dup := `{"id":"fb_1","notes":"again"}` + "\n"
+	good := `{"id":"cm_2"}` + "\n"
+	dupGood := `{"id":"cm_2","second":true}` + "\n"
+	appendBytes(t, h, projections.FeedbackView, corrupt+dup+good+dupGood)
+	if err := e.IngestFeedback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := ingested(t, h); len(got) != 1 || got[0] != `{"id":"cm_2"}` {
+		t.Fatalf("ingested %q", got)
+	}
+	aside := e.FeedbackSetAside()
+	wantAt := []int64{end, end + int64(len(corrupt)), end + int64(len(corrupt+dup+good))}
+	wantWhy := []string{projections.SetAsideCorrupt, projections.SetAsideDuplicate, projections.SetAsideDuplicate}
+	wantLine := []string{corrupt, dup, dupGood}
+	if len(aside) != 3 {
+		t.Fatalf("set aside %+v", aside)
+	}
+	for i, a := range aside {
+		q, err := os.ReadFile(filepath.Join(h.Dir, a.Quarantine))
+		if a.Offset != wantAt[i] || a.Reason != wantWhy[i] || err != nil || string(q) != wantLine[i] {
+			t.Fatalf("set aside %d: %+v holding %q (%v), want %s at %d holding %q", i, a, q, err, wantWhy[i], wantAt[i], wantLine[i])
+		}
+	}
+	if fb := string(readView(t, h, projections.FeedbackView)); !strings.HasSuffix(fb, "\n"+good) || strings.Count(fb, "\n") != 2 {
+		t.Fatalf("feedback.jsonl:\n%s", fb)
+	}
+	mustAppend(t, e, feedbackEvent("fb_2"))
+	rebuildAndCompare(t, h)
+}
+
+// A catch-up that finds, past the checkpoint where its own lines belong,
+// one of them damaged (a flipped byte in a line the checkpoint does not
+// cover yet) regenerates the views instead of adopting that line and the
+// lines after it as another program's: nothing is ingested twice.
+func TestCatchUpDamagedOwnLinePastCheckpoint(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	ctx := context.Background()
+	e := openTest(t, h)
+	mustAppend(t, e, feedbackEvent("fb_1"))
+	if err := e.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	cp, _ := projections.ReadCheckpoint(h)
+	mustAppend(t, e, feedbackEvent("fb_2"), feedbackEvent("fb_3"))
+	fb := readView(t, h, projections.FeedbackView)
+	e.log.Close()
+	e.proj.CloseNoCheckpoint()
+	close(e.stop)
+	e.wg.Wait()
+	if err := os.WriteFile(viewPath(h, "state/checkpoint.json"), mustJSON(t, cp), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	damaged := bytes.Clone(fb)
+	at := int(cp.Views[projections.FeedbackView]) + 3
+	damaged[at] ^= 0x01
+	if err := os.WriteFile(viewPath(h, projections.FeedbackView), damaged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, err := Open(ctx, Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Regenerated() == nil || len(e.Regenerated().SetAside) != 1 {
+		t.Fatalf("regenerated %+v", e.Regenerated())
+	}
+	if got := ingested(t, h); len(got) != 0 {
+		t.Fatalf("own lines ingested as foreign: %q", got)
+	}
+	if got := readView(t, h, projections.FeedbackView); !bytes.Equal(got, fb) {
+		t.Fatalf("feedback.jsonl:\n%s\nwant\n%s", got, fb)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rebuildAndCompare(t, h)
+}
