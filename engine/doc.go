@@ -3,13 +3,26 @@
 // the committer applies the projections and the in-memory observers after
 // the fsync and before acknowledging, so a client always reads its own write.
 //
-// Open: projections.Open loads state/checkpoint.json and cuts or empties
-// views as the catch-up plan says (package projections, "Catch-up"); then
-// wal.Open locks the log and repairs a torn tail (its wal.repaired event is
-// committed before catch-up and read by it); then the events from the
-// projector's ReplayFrom to the log's end are applied in batches of 1024,
-// a checkpoint is written, and complete foreign lines in feedback.jsonl are
-// ingested. Only then does Open return.
+// Open: wal.Open locks the log and repairs a torn tail (its wal.repaired
+// event is committed before catch-up and read by it); a view swap a crash
+// interrupted is finished (projections.FinishRegenerate); projections.Open
+// loads state/checkpoint.json, checks every view against its whole-view
+// CRC and cuts or empties views as the catch-up plan says (package
+// projections, "Catch-up"); then the events from the projector's
+// ReplayFrom to the log's end are applied in batches of 1024, a checkpoint
+// is written, and complete foreign lines in feedback.jsonl are ingested.
+// Only then does Open return.
+//
+// Instead of that catch-up, every view is regenerated from the whole log
+// (projections.Regenerate: rebuilt inside the home, feedback.jsonl's lines
+// sorted, swapped in view by view, the checkpoint last) when
+// Options.RebuildViews asks (`cmlab rebuild` in place, and recover after a
+// salvage rewrote the log), when a salvage marked the views stale, when
+// feedback.jsonl is not vouched for by the checkpoint (short, its tail or
+// whole-view CRC differs, no checkpoint), when the checkpoint is past the
+// log, or when the catch-up meets, where its own line belongs past the
+// checkpoint, a corrupt line or one with an id the log holds
+// (projections.ErrFeedbackDamaged). Regenerated reports what changed.
 //
 // Checkpoints: every Options.CheckpointEvery applied events (default 1000)
 // or Options.CheckpointInterval after the first uncovered event (default
@@ -23,8 +36,12 @@
 // by ingestion of foreign lines (see package projections, "Legacy
 // writers"); ErrFeedbackBusy when an unfinished foreign line does not
 // complete within Options.FeedbackWait. IngestFeedback sweeps on demand.
+// Only a line that is a JSON object whose id neither the log nor an
+// earlier line of the batch holds is ingested; the others are moved to
+// quarantine/ and out of the file (FeedbackSetAside lists them). The set
+// of ids the log holds is built from the whole log the first time a
+// foreign line needs it, then kept up to date by the committer.
 //
 // ReadOnly refuses appends (ErrReadOnly) but still brings the views up to
-// the log at open. RebuildViews ignores the checkpoint, so every view is
-// rewritten from the log (`cmlab rebuild` in place).
+// the log at open.
 package engine

@@ -76,11 +76,14 @@
 // # Checkpoint
 //
 // state/checkpoint.json: {"version":2,"seq":N,"views":{"<view>":size,…},
-// "tails":{"<view>":crc,…},"sum":crc} (checkpoint.go). tails holds each
-// non-empty view's CRC-32C over its last TailBytes before size, read back
-// at checkpoint time for views whose size changed and carried over for the
-// others; sum covers the rest. Version 1 files (no tails, no sum) are still
-// read: only the line-boundary check of step 2 applies to them.
+// "tails":{"<view>":crc,…},"crcs":{"<view>":crc,…},"sum":crc}
+// (checkpoint.go). tails holds each non-empty view's CRC-32C over its last
+// TailBytes before size, read back at checkpoint time for views whose size
+// changed and carried over for the others; crcs the CRC-32C of all its
+// bytes before size, carried along as the projector writes (read back
+// only after an insertion); sum covers the rest. Version 2 files without
+// crcs (written before they existed) get the tail check only; version 1
+// files (no tails, no sum) only the line-boundary check of step 2.
 // The engine checkpoints every 1000 applied events or 1 s after the first
 // event not covered (engine.DefaultCheckpointEvery/Interval), on Close, and
 // after catch-up. Order: flush, fsync every view written since the last
@@ -93,9 +96,13 @@
 //  2. For each view in the checkpoint: longer than its size → cut back to
 //     it (feedback.jsonl excepted, see below); exactly its size → intact;
 //     shorter or missing → emptied and rebuilt. A view whose bytes before
-//     its size do not match its tail checksum, or a JSONL view whose size
-//     does not end a line, is rebuilt like a missing one; a checkpoint
-//     whose sum does not match is treated as unreadable (step 1).
+//     its size do not match its tail checksum or its whole-view CRC, or a
+//     JSONL view whose size does not end a line, is rebuilt like a missing
+//     one; a checkpoint whose sum does not match is treated as unreadable
+//     (step 1). feedback.jsonl is never rebuilt this way: when it is not
+//     vouched for (short, a checksum differs, no readable checkpoint) and
+//     not empty, FeedbackDamaged says so and the engine regenerates
+//     (below, "Regenerate").
 //  3. All intact: apply the events after the checkpoint's seq. Otherwise
 //     apply from seq 1, but writes of events up to the checkpoint's seq go
 //     only to the views being rebuilt (intact ones already hold them).
@@ -108,7 +115,13 @@
 //
 // Other programs may append lines to feedback.jsonl. The projector knows the
 // end that the log accounts for (E, the checkpointed size, advanced by each
-// line it projects) and never cuts the file. Outside a rebuild, each line L
+// line it projects) and never cuts the file. Of the complete lines past E,
+// only those that are JSON objects whose id (when they have one) the log
+// does not hold are ingested (ClassifyForeign); the engine moves the
+// others to quarantine/ and out of the file (SetAsideForeign). During a
+// catch-up (StrictForeign) a corrupt or held-id line met where the
+// projector's own line belongs is damage, not a foreign line: Apply fails
+// with ErrFeedbackDamaged and the engine regenerates. Outside a rebuild, each line L
 // it projects goes through this check:
 //
 //   - The file is no longer than E: L is written at E.
@@ -155,6 +168,29 @@
 //     (ErrIngestPending): a crash then finds them again at catch-up.
 //
 // A feedback.ingested event with a negative Offset (unknown) is appended.
+//
+// # Regenerate (regenerate.go)
+//
+// For a home whose views cannot be trusted to be the log's projection (an
+// in-place `cmlab rebuild`, a salvage that rewrote the log, a damaged
+// feedback.jsonl): every view is rebuilt into state/regen inside the home;
+// each line of the old feedback.jsonl is sorted against the rebuilt one —
+// a line the log produces is dropped (the new file has it); a line before
+// the old checkpoint's size that the log no longer produces (damaged, or
+// a lost entry's) goes to quarantine/ as replaced; past that size, a
+// corrupt line or one whose id the log holds goes to quarantine/, any
+// other complete line is another program's and follows the log's lines
+// (the engine ingests it), an unfinished last line stays last (dropped if
+// it is the start of one of the log's lines: a torn write). The report
+// names each changed view (lines removed and added, first line, the offset
+// past which clients' cursors are invalid) and each line set aside, and
+// the removed lines of other views are kept in quarantine/ too. Then
+// state/regen.json lists the swap; each view is renamed into place with a
+// directory fsync, stale views removed, the new checkpoint renamed last,
+// and the marker (and state/views-stale, which a salvage writes before it
+// rewrites the log so that a crash in between still regenerates) removed.
+// A crash before the marker leaves the old views and checkpoint; after it,
+// FinishRegenerate at the next open completes the swap.
 //
 // # Rebuild
 //
