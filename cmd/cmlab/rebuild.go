@@ -31,8 +31,13 @@ func newRebuildCmd(g *globalOpts) *cobra.Command {
 		Long: `Rebuild every view (feedback, runs, experiments, session maps, steps,
 terminal spools and blocks) from the log.
 
-Without flags the home's own views are rebuilt in place; this needs the log's
-lock, so stop the daemon first. --into DIR writes the views into DIR instead
+Without flags the home's own views are regenerated in place: rebuilt into
+state/regen inside the home and swapped in view by view, the checkpoint
+last. Lines of feedback/feedback.jsonl that the log does not produce are
+moved to quarantine/ (and listed with their offsets), except complete
+lines another program appended after the checkpoint whose ids the log does
+not hold, which are kept and ingested; nothing the log holds is appended
+to it again. This needs the log's lock, so stop the daemon first. --into DIR writes the views into DIR instead
 (the log is read without its lock, so a running daemon is fine). --check
 rebuilds into a temporary directory and compares byte for byte with the live
 views, naming the first differing file and offset; it exits 0 only when they
