@@ -136,6 +136,11 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 			err = fmt.Errorf("closing engine: %w", cerr)
 		}
 	}()
+	if rep := eng.Regenerated(); rep != nil {
+		// feedback.jsonl (or a salvage) left views the checkpoint did not
+		// vouch for: say what regenerating them changed and moved aside.
+		o.Logger.Warn("views regenerated from the log at start", "lastSeq", rep.LastSeq, "changes", rep.Changes, "setAside", rep.SetAside, "foreign", rep.Foreign)
+	}
 	// The one step journal of this daemon: start-up recovery, its
 	// auto-resume and the steps routes all record through it.
 	j, err := steps.NewJournal(eng)
