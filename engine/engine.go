@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -77,6 +78,9 @@ type Options struct {
 	// no daemon holds, and after a salvage changed the log). Regenerated
 	// then reports what changed.
 	RebuildViews bool
+	// Archive is where the log's compacted (archived) segments are: a
+	// regeneration of the views reads the whole log (wal.Options.Archive).
+	Archive string
 	// Faults, when set, injects write and fsync failures into the log
 	// (fault tests of the packages above, e.g. the API's degraded mode).
 	Faults *wal.Faults
@@ -141,6 +145,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		NoSync:        opts.NoSync,
 		Now:           opts.Now,
 		Apply:         e.apply,
+		Archive:       opts.Archive,
 		Faults:        opts.Faults,
 	})
 	if err != nil {
@@ -224,6 +229,9 @@ func (e *Engine) openViews(ctx context.Context) (*projections.Projector, error) 
 func (e *Engine) regenerate(ctx context.Context) (*projections.Projector, error) {
 	h := e.opts.Home
 	rep, err := projections.Regenerate(ctx, e.log.Events(1), h, projections.RegenerateOptions{UpTo: max(e.log.LastSeq(), 1), NoSync: e.opts.NoSync})
+	if errors.Is(err, wal.ErrCompacted) {
+		return nil, fmt.Errorf("engine: the views must be regenerated from the whole log, whose start is archived: %w\n  fix: `cmlab rebuild --archive DIR` (the directory compaction archived to)", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -246,14 +254,25 @@ func (e *Engine) heldIDs() (func(string) bool, error) {
 	e.idMu.Unlock()
 	if !built {
 		// apply adds what is committed from now on; the scan what was.
-		for ev, err := range e.log.Events(1) {
+		if err := e.scanIDs(1); errors.Is(err, wal.ErrCompacted) {
+			// A compacted log: the retained entries, and for the archived
+			// ones the lines of feedback.jsonl the log accounts for (its
+			// projection, checked against the checkpoint's CRC at open).
+			err = e.scanIDs(e.log.FirstSeq())
+			if err == nil {
+				err = e.viewIDs()
+			}
 			if err != nil {
 				e.idMu.Lock()
 				e.ids = nil
 				e.idMu.Unlock()
 				return nil, fmt.Errorf("engine: feedback ids of the log: %w", err)
 			}
-			e.addIDs(ev)
+		} else if err != nil {
+			e.idMu.Lock()
+			e.ids = nil
+			e.idMu.Unlock()
+			return nil, fmt.Errorf("engine: feedback ids of the log: %w", err)
 		}
 	}
 	return func(id string) bool {
@@ -261,6 +280,39 @@ func (e *Engine) heldIDs() (func(string) bool, error) {
 		defer e.idMu.Unlock()
 		return e.ids[id]
 	}, nil
+}
+
+// scanIDs adds the feedback ids of the log's events from seq on.
+func (e *Engine) scanIDs(from uint64) error {
+	for ev, err := range e.log.Events(from) {
+		if err != nil {
+			return err
+		}
+		e.addIDs(ev)
+	}
+	return nil
+}
+
+// viewIDs adds the ids of the lines of feedback.jsonl the log accounts for.
+func (e *Engine) viewIDs() error {
+	end := e.proj.FeedbackEnd()
+	f, err := os.Open(e.opts.Home.FeedbackFile())
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b := make([]byte, end)
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return err
+	}
+	e.idMu.Lock()
+	defer e.idMu.Unlock()
+	for line := range bytes.Lines(b) {
+		if id, reason := projections.ClassifyForeign(bytes.TrimSuffix(line, []byte("\n")), func(string) bool { return false }); reason == "" && id != "" {
+			e.ids[id] = true
+		}
+	}
+	return nil
 }
 
 // addIDs records the feedback ids ev writes, once the set is built.

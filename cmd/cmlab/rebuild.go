@@ -85,7 +85,7 @@ func runRebuild(ctx context.Context, g *globalOpts, h home.Home, o *rebuildOpts)
 	rep := rebuildReport{}
 	if !o.check && o.into == "" {
 		rep.Mode = "in-place"
-		e, err := engine.Open(ctx, engine.Options{Home: h, RebuildViews: true})
+		e, err := engine.Open(ctx, engine.Options{Home: h, RebuildViews: true, Archive: g.archive})
 		if err != nil {
 			if errors.Is(err, wal.ErrLocked) {
 				return fmt.Errorf("%w (a daemon holds the log: stop it, or use --check or --into DIR)", err)
