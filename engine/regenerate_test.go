@@ -326,3 +326,71 @@ func TestCatchUpDamagedOwnLinePastCheckpoint(t *testing.T) {
 	}
 	rebuildAndCompare(t, h)
 }
+
+// An in-place rebuild of a feedback.jsonl holding, inside the checkpointed
+// bytes, a damaged line and, past them, lines of another program (one new,
+// one corrupt, one repeating a logged id, and an unfinished one): the new
+// line is kept and ingested once, the corrupt and duplicate ones and the
+// damaged line are quarantined with their offsets, the unfinished line
+// stays last, untouched, and a second rebuild changes nothing.
+func TestRebuildInPlaceKeepsForeignLines(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	ctx := context.Background()
+	e := openTest(t, h)
+	for i := range 5 {
+		mustAppend(t, e, feedbackEvent(fmt.Sprintf("fb_%d", i)))
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fb := readView(t, h, projections.FeedbackView)
+	end := int64(len(fb))
+	damaged := bytes.Clone(fb)
+	at := bytes.Index(damaged, []byte(`"fb_2"`)) + 4
+	damaged[at] ^= 0x01 // fb_2 → fb_3
+	good, corrupt, dup, partial := `{"id":"cm_1"}`+"\n", "cm_2 not json\n", `{"id":"fb_4"}`+"\n", `{"id":"cm_3"`
+	if err := os.WriteFile(viewPath(h, projections.FeedbackView), append(damaged, good+corrupt+dup+partial...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, err := Open(ctx, Options{Home: h, RebuildViews: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := e.Regenerated()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	start := int64(bytes.LastIndexByte(damaged[:at], '\n') + 1)
+	type aside struct {
+		off    int64
+		reason string
+	}
+	var got []aside
+	for _, a := range rep.SetAside {
+		got = append(got, aside{a.Offset, a.Reason})
+	}
+	want := []aside{{start, projections.SetAsideReplaced}, {end + int64(len(good)), projections.SetAsideCorrupt}, {end + int64(len(good+corrupt)), projections.SetAsideDuplicate}}
+	if fmt.Sprint(got) != fmt.Sprint(want) || rep.Foreign != 1 {
+		t.Fatalf("set aside %v, want %v; foreign %d", got, want, rep.Foreign)
+	}
+	if got := ingested(t, h); len(got) != 1 || got[0] != `{"id":"cm_1"}` {
+		t.Fatalf("ingested %q", got)
+	}
+	if got := string(readView(t, h, projections.FeedbackView)); got != string(fb)+good+partial {
+		t.Fatalf("feedback.jsonl:\n%s", got)
+	}
+	rebuildAndCompare(t, h)
+	e, err = Open(ctx, Options{Home: h, RebuildViews: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := e.Regenerated(); len(rep.Changes) != 0 || len(rep.SetAside) != 0 || rep.Foreign != 0 {
+		t.Fatalf("second rebuild: %+v", rep)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := ingested(t, h); len(got) != 1 {
+		t.Fatalf("ingested %q", got)
+	}
+}
