@@ -99,12 +99,12 @@ type Projector struct {
 	skipThrough uint64
 	intact      map[string]bool
 
-	foreign  []ForeignLine    // complete foreign feedback lines adopted during Apply, to ingest
-	adopted  map[int64]bool   // offsets of adopted lines whose ingestion is not applied yet
-	expected map[int64][]byte // catch-up: lines of feedback.ingested events ahead, by offset
+	foreign  []ForeignLine     // complete foreign feedback lines adopted during Apply, to ingest
+	adopted  map[int64]bool    // offsets of adopted lines whose ingestion is not applied yet
+	expected map[int64][]byte  // catch-up: lines of feedback.ingested events ahead, by offset
 	held     func(string) bool // StrictForeign: ids the log holds
-	skipped  uint64           // events whose payload could not be projected
-	failed   error            // an Apply failed part-way: no checkpoint may cover it
+	skipped  uint64            // events whose payload could not be projected
+	failed   error             // an Apply failed part-way: no checkpoint may cover it
 	r        rendered
 	lines    arena // holds p.r's lines while one event is applied
 }
