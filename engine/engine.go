@@ -12,6 +12,7 @@ import (
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/projections"
+	"github.com/cmlab/cmlab/reqindex"
 	"github.com/cmlab/cmlab/wal"
 )
 
@@ -39,6 +40,14 @@ const (
 // block or append.
 type Observer interface {
 	Observe(ev *events.Event)
+}
+
+// ResumableObserver is an Observer whose state already covers the log up
+// to Covered() (it keeps it on disk): Subscribe feeds it only the events
+// after that seq.
+type ResumableObserver interface {
+	Observer
+	Covered() uint64
 }
 
 // ObserverFunc adapts a function to Observer.
@@ -111,6 +120,9 @@ type Engine struct {
 
 	obsMu     sync.Mutex
 	observers []Observer
+
+	reqMu  sync.Mutex
+	reqIdx *reqindex.Index
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -530,12 +542,17 @@ func (e *Engine) CheckpointErr() error {
 	return e.cpErr
 }
 
-// Subscribe feeds o the whole log so far, then every new event. No append
-// is applied while the history is replayed, so o sees each event once.
+// Subscribe feeds o the whole log so far (for a ResumableObserver, the log
+// after its Covered seq), then every new event. No append is applied while
+// the history is replayed, so o sees each event once.
 func (e *Engine) Subscribe(o Observer) error {
 	e.obsMu.Lock()
 	defer e.obsMu.Unlock()
-	for ev, err := range e.log.Events(1) {
+	from := uint64(1)
+	if r, ok := o.(ResumableObserver); ok {
+		from = r.Covered() + 1
+	}
+	for ev, err := range e.log.Events(max(from, e.log.FirstSeq())) {
 		if err != nil {
 			return err
 		}
@@ -543,6 +560,29 @@ func (e *Engine) Subscribe(o Observer) error {
 	}
 	e.observers = append(e.observers, o)
 	return nil
+}
+
+// RequestIndex is the home's request-id index (state/reqindex.db), opened,
+// brought up to the log and subscribed at the first call; Close closes it.
+// With Options.RebuildViews it is rebuilt from the log. A file that cannot
+// be trusted is rebuilt too: Rebuilt() on the index says why.
+func (e *Engine) RequestIndex(ctx context.Context) (*reqindex.Index, error) {
+	e.reqMu.Lock()
+	defer e.reqMu.Unlock()
+	if e.reqIdx != nil {
+		return e.reqIdx, nil
+	}
+	x, err := reqindex.Open(ctx, reqindex.Options{Path: e.opts.Home.RequestIndexFile(), Log: e.log,
+		Rebuild: e.opts.RebuildViews, NoSync: e.opts.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	if err := e.Subscribe(x); err != nil {
+		x.Close()
+		return nil, fmt.Errorf("engine: request index: %w", err)
+	}
+	e.reqIdx = x
+	return x, nil
 }
 
 // touchesFeedback reports whether any event writes to feedback.jsonl.
@@ -834,5 +874,13 @@ func (e *Engine) close() error {
 	if err == nil {
 		err = perr
 	}
+	e.reqMu.Lock()
+	if e.reqIdx != nil {
+		// After the log: no event can reach it any more.
+		if xerr := e.reqIdx.Close(); err == nil {
+			err = xerr
+		}
+	}
+	e.reqMu.Unlock()
 	return err
 }

@@ -62,6 +62,9 @@ func (h Home) StateDir() string       { return h.path("state") }
 func (h Home) CheckpointFile() string { return h.path("state", "checkpoint.json") }
 func (h Home) DaemonFile() string     { return h.path("state", "daemon.json") }
 func (h Home) TokenFile() string      { return h.path("state", "token") }
+
+// RequestIndexFile is the on-disk request-id index (package reqindex).
+func (h Home) RequestIndexFile() string { return h.path("state", "reqindex.db") }
 func (h Home) QuarantineDir() string  { return h.path("quarantine") }
 func (h Home) FeedbackFile() string   { return h.path("feedback", "feedback.jsonl") }
 func (h Home) RunsFile() string       { return h.path("lab", "runs.jsonl") }

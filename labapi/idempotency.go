@@ -11,15 +11,17 @@ import (
 	"sync"
 
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/reqindex"
 )
 
-// idempotency is the request-id map, rebuilt from the log: every event with
-// a req records that request's body hash and response snapshot. It is an
-// engine observer, so it sees a mutation in the same commit that made it
-// durable. Per-key single flight makes concurrent duplicates act once.
+// idempotency answers "was this request id done, and with what response"
+// from the home's on-disk request-id index (package reqindex, fed by the
+// engine as events commit), so the answers survive restarts without living
+// in the heap. Only the per-key single flight is in memory: it is bounded
+// by the requests in progress, and makes concurrent duplicates act once.
 type idempotency struct {
+	idx      *reqindex.Index
 	mu       sync.Mutex
-	done     map[string]idemRecord
 	inflight map[string]*keyLock
 }
 
@@ -30,32 +32,22 @@ type keyLock struct {
 	refs int
 }
 
-type idemRecord struct {
-	hash string
-	resp json.RawMessage
+func newIdempotency(idx *reqindex.Index) *idempotency {
+	return &idempotency{idx: idx, inflight: map[string]*keyLock{}}
 }
 
-func newIdempotency() *idempotency {
-	return &idempotency{done: map[string]idemRecord{}, inflight: map[string]*keyLock{}}
-}
-
-// Observe records the request carried by ev, if any.
-func (m *idempotency) Observe(ev *events.Event) {
-	if ev.Req == "" {
-		return
+// lookup is the stored answer of req. An index that cannot be read is an
+// INTERNAL error: acting without knowing could act twice.
+func (m *idempotency) lookup(req string) (reqindex.Record, bool, error) {
+	if req == "" {
+		return reqindex.Record{}, false, nil
 	}
-	m.mu.Lock()
-	if _, ok := m.done[ev.Req]; !ok {
-		m.done[ev.Req] = idemRecord{hash: ev.ReqHash, resp: ev.Resp}
+	r, ok, err := m.idx.Lookup(req)
+	if err != nil {
+		return r, false, NewError(CodeInternal, "the request-id index cannot be read: "+err.Error(),
+			"Retry with the same request id; if it persists, stop the daemon and run cmlab rebuild.")
 	}
-	m.mu.Unlock()
-}
-
-func (m *idempotency) lookup(req string) (idemRecord, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.done[req]
-	return r, ok
+	return r, ok, nil
 }
 
 // lock serialises work on one request id; the returned func unlocks.
@@ -170,12 +162,16 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, route string
 	hash := bodyHash(route, body)
 	unlock := s.idem.lock(req)
 	defer unlock()
-	if rec, ok := s.idem.lookup(req); ok {
-		if rec.hash != hash {
+	rec, ok, err := s.idem.lookup(req)
+	if err != nil {
+		return err
+	}
+	if ok {
+		if rec.Hash != hash {
 			return NewError(CodeIdempotencyKeyReused, "request id "+req+" was used with a different body", "Use a new request id for a new request.").With("requestId", req)
 		}
 		w.Header().Set("X-CM-LAB-IDEMPOTENT-REPLAY", "true")
-		writeRaw(w, http.StatusOK, rec.resp)
+		writeRaw(w, http.StatusOK, rec.Resp)
 		return nil
 	}
 	resp, err := act(req, hash)

@@ -176,7 +176,14 @@ func New(opts Options) (*Server, error) {
 	if opts.LabToken == opts.OperatorToken {
 		return nil, errors.New("labapi: the Lab token must differ from the operator token (the Lab token is served by /api/config)")
 	}
-	s := &Server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, idem: newIdempotency(),
+	idx, err := opts.Engine.RequestIndex(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	if why := idx.Rebuilt(); why != "" {
+		opts.Logger.Warn("request-id index rebuilt from the log", "file", opts.Engine.Home().Rel(opts.Engine.Home().RequestIndexFile()), "reason", why)
+	}
+	s := &Server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, idem: newIdempotency(idx),
 		lab: newLabState(), metrics: newMetrics(), startedAt: time.Now(), done: make(chan struct{})}
 	s.errFn = opts.Engine.Err
 	if s.opts.Journal == nil {
@@ -187,9 +194,6 @@ func New(opts Options) (*Server, error) {
 		s.opts.Journal = j
 	} else if s.opts.Journal.Engine() != opts.Engine {
 		return nil, errors.New("labapi: Options.Journal records on another engine")
-	}
-	if err := opts.Engine.Subscribe(s.idem); err != nil {
-		return nil, err
 	}
 	if err := opts.Engine.Subscribe(s.lab); err != nil {
 		return nil, err
@@ -300,7 +304,7 @@ func (s *Server) route(pattern string, auth authMode, h handlerFunc) {
 			if err := s.errFn(); err != nil {
 				// A retry of a request that already succeeded still gets its
 				// snapshot: answering it writes nothing.
-				if _, done := s.idem.lookup(strings.TrimSpace(r.Header.Get("X-CM-LAB-REQUEST-ID"))); !done {
+				if _, done, _ := s.idem.lookup(strings.TrimSpace(r.Header.Get("X-CM-LAB-REQUEST-ID"))); !done {
 					writeError(w, degradedError(err))
 					return
 				}

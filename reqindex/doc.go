@@ -1,0 +1,24 @@
+// Package reqindex is the request-id index of a home (SPEC §6): for every
+// request id that a committed event carries, the body hash and the response
+// snapshot a retry gets back. It lives on disk (state/reqindex.db, a bbolt
+// file), not in the heap, because the answers must survive forever while
+// the number of ids grows without bound.
+//
+// The index is a projection of the log. It records the seq it covers (and
+// that event's id) in the same bbolt transaction as the entries, so it may
+// lag the log but never claims an event it does not hold. Open trusts the
+// file only if bbolt opens it, its format key matches Format, its pages pass
+// bbolt's consistency check and the covered seq names an event the log still
+// holds with the same id; otherwise the file is removed and the index is
+// rebuilt from the log. Then the events after the covered seq are applied
+// straight to disk in batches.
+//
+// Live events arrive through Observe (an engine observer, called in the
+// committer before the appender is acknowledged). They go into a small
+// pending map that a flusher goroutine writes to disk, one fsynced
+// transaction per flush, every FlushInterval or FlushAt entries; past
+// MaxPending, Observe waits for the flusher (back-pressure on the
+// committer). Lookup sees pending, flushing and stored entries alike, so an
+// acknowledged request is deduplicated at once; after a crash the entries
+// not yet flushed are read back from the log at the next Open.
+package reqindex

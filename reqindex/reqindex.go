@@ -1,0 +1,522 @@
+package reqindex
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/wal"
+)
+
+// Format is the value of the format key; a file with another is rebuilt.
+const Format = "cmlab-reqindex-1"
+
+// Defaults of Options.
+const (
+	DefaultFlushInterval = time.Second
+	DefaultFlushAt       = 1024
+	DefaultMaxPending    = 16384
+	catchUpBatch         = 8192
+)
+
+// Errors of the index.
+var (
+	// ErrClosed is returned by Lookup after Close.
+	ErrClosed = errors.New("reqindex: closed")
+	// ErrCorrupt wraps a stored entry that fails its CRC or cannot be read.
+	ErrCorrupt = errors.New("reqindex: corrupt entry")
+)
+
+var (
+	bucketMeta    = []byte("meta")
+	bucketEntries = []byte("req")
+	keyFormat     = []byte("format")
+	keyCovered    = []byte("covered")
+	keyCoveredID  = []byte("covered_id")
+)
+
+// Record is what a request id maps to.
+type Record struct {
+	Hash string
+	Resp []byte
+}
+
+// Options configure Open.
+type Options struct {
+	// Path of the bbolt file (home.Home.RequestIndexFile).
+	Path string
+	// Log is the home's open log, the source the index is a projection of.
+	Log *wal.Log
+	// Rebuild discards the file and rebuilds it from the log.
+	Rebuild bool
+	// NoSync skips fsync of the file (benchmarks only).
+	NoSync bool
+	// FlushInterval, FlushAt and MaxPending: see the package doc.
+	FlushInterval time.Duration
+	FlushAt       int
+	MaxPending    int
+}
+
+// Index is an open request-id index. Safe for concurrent use.
+type Index struct {
+	opts    Options
+	db      *bolt.DB
+	rebuilt string
+
+	mu         sync.Mutex
+	drained    *sync.Cond // signalled after each flush
+	pending    map[string]Record
+	flushing   map[string]Record
+	observed   uint64 // last seq fed to Observe (or caught up at Open)
+	observedID string
+	covered    uint64 // seq durable in the file
+	flushErr   error
+	closed     bool
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+// Open opens (or rebuilds) the index at opts.Path and brings it up to the
+// log's last seq. Rebuilt reports why the file was not trusted, if it was not.
+func Open(ctx context.Context, opts Options) (*Index, error) {
+	if opts.Log == nil || opts.Path == "" {
+		return nil, errors.New("reqindex: Options.Path and Options.Log are required")
+	}
+	if opts.FlushInterval <= 0 {
+		opts.FlushInterval = DefaultFlushInterval
+	}
+	if opts.FlushAt <= 0 {
+		opts.FlushAt = DefaultFlushAt
+	}
+	if opts.MaxPending < opts.FlushAt {
+		opts.MaxPending = max(DefaultMaxPending, opts.FlushAt)
+	}
+	x := &Index{opts: opts, pending: map[string]Record{}, kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	x.drained = sync.NewCond(&x.mu)
+	reason := "rebuild requested"
+	if !opts.Rebuild {
+		db, covered, coveredID, err := x.openTrusted()
+		if err == nil {
+			x.db, x.covered, x.observed, x.observedID = db, covered, covered, coveredID
+		} else if errors.Is(err, bolt.ErrTimeout) {
+			return nil, fmt.Errorf("reqindex: %s is locked by another process: %w", opts.Path, err)
+		} else {
+			reason = err.Error()
+		}
+	}
+	if x.db == nil {
+		if err := x.create(); err != nil {
+			return nil, err
+		}
+		if _, statErr := os.Stat(opts.Path); statErr == nil || opts.Rebuild {
+			x.rebuilt = reason
+		}
+	}
+	if err := x.catchUp(ctx); err != nil {
+		x.db.Close()
+		return nil, err
+	}
+	go x.flushLoop()
+	return x, nil
+}
+
+// Rebuilt is why the existing file was discarded at Open ("" when it was
+// trusted or there was none).
+func (x *Index) Rebuilt() string { return x.rebuilt }
+
+func (x *Index) boltOptions() *bolt.Options {
+	return &bolt.Options{Timeout: 2 * time.Second, NoSync: x.opts.NoSync, NoFreelistSync: true}
+}
+
+// openTrusted opens the file and checks it is one this code wrote for this
+// log; any doubt is an error (and the caller rebuilds).
+func (x *Index) openTrusted() (db *bolt.DB, covered uint64, coveredID string, err error) {
+	if _, err := os.Stat(x.opts.Path); err != nil {
+		return nil, 0, "", fmt.Errorf("no index file: %w", err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("bbolt panicked reading the file: %v", p)
+		}
+		if err != nil && db != nil {
+			db.Close()
+			db = nil
+		}
+	}()
+	db, err = bolt.Open(x.opts.Path, 0o600, x.boltOptions())
+	if err != nil {
+		return nil, 0, "", err
+	}
+	err = db.View(func(tx *bolt.Tx) error {
+		for cerr := range tx.Check() {
+			return fmt.Errorf("consistency check: %w", cerr)
+		}
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil || tx.Bucket(bucketEntries) == nil {
+			return errors.New("buckets missing")
+		}
+		if f := meta.Get(keyFormat); string(f) != Format {
+			return fmt.Errorf("format %q, want %q", f, Format)
+		}
+		c := meta.Get(keyCovered)
+		if len(c) != 8 {
+			return errors.New("covered seq missing")
+		}
+		covered = binary.BigEndian.Uint64(c)
+		coveredID = string(meta.Get(keyCoveredID))
+		return nil
+	})
+	if err != nil {
+		return db, 0, "", err
+	}
+	if last := x.opts.Log.LastSeq(); covered > last {
+		return db, 0, "", fmt.Errorf("covers seq %d, the log ends at %d", covered, last)
+	}
+	if covered > 0 && covered >= x.opts.Log.FirstSeq() {
+		ev, rerr := x.opts.Log.Read(covered)
+		if rerr != nil {
+			return db, 0, "", fmt.Errorf("covered seq %d: %w", covered, rerr)
+		}
+		if ev.ID != coveredID {
+			return db, 0, "", fmt.Errorf("covered seq %d is event %s in the log, %s in the index", covered, ev.ID, coveredID)
+		}
+	}
+	return db, covered, coveredID, nil
+}
+
+// create removes any file and starts an empty index covering nothing.
+func (x *Index) create() error {
+	if err := os.Remove(x.opts.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("reqindex: %w", err)
+	}
+	db, err := bolt.Open(x.opts.Path, 0o600, x.boltOptions())
+	if err != nil {
+		return fmt.Errorf("reqindex: %w", err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucket(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket(bucketEntries); err != nil {
+			return err
+		}
+		if err := meta.Put(keyFormat, []byte(Format)); err != nil {
+			return err
+		}
+		return putCovered(meta, 0, "")
+	})
+	if err != nil {
+		db.Close()
+		return fmt.Errorf("reqindex: %w", err)
+	}
+	x.db = db
+	x.covered, x.observed, x.observedID = 0, 0, ""
+	return nil
+}
+
+func putCovered(meta *bolt.Bucket, seq uint64, id string) error {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], seq)
+	if err := meta.Put(keyCovered, b[:]); err != nil {
+		return err
+	}
+	return meta.Put(keyCoveredID, []byte(id))
+}
+
+// catchUp writes the log's events after the covered seq to the file, one
+// transaction (entries + covered seq) per batch.
+func (x *Index) catchUp(ctx context.Context) error {
+	l := x.opts.Log
+	last := l.LastSeq()
+	from := max(x.covered+1, l.FirstSeq())
+	if from > last {
+		return nil
+	}
+	batch := map[string]Record{}
+	var seq uint64
+	var id string
+	n := 0
+	commit := func() error {
+		if seq == 0 {
+			return nil
+		}
+		if err := x.write(batch, seq, id); err != nil {
+			return err
+		}
+		x.covered, x.observed, x.observedID = seq, seq, id
+		clear(batch)
+		n = 0
+		return nil
+	}
+	for ev, err := range l.Events(from) {
+		if err != nil {
+			return fmt.Errorf("reqindex: catch-up: %w", err)
+		}
+		if ev.Seq > last {
+			break
+		}
+		if ev.Req != "" {
+			if _, ok := batch[ev.Req]; !ok {
+				batch[ev.Req] = Record{Hash: ev.ReqHash, Resp: ev.Resp}
+			}
+		}
+		seq, id = ev.Seq, ev.ID
+		if n++; n >= catchUpBatch {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := commit(); err != nil {
+				return err
+			}
+		}
+	}
+	return commit()
+}
+
+// write stores entries (first writer of an id wins) and the covered seq in
+// one transaction.
+func (x *Index) write(entries map[string]Record, seq uint64, id string) error {
+	err := x.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketEntries)
+		for k, r := range entries {
+			if b.Get([]byte(k)) != nil {
+				continue
+			}
+			if err := b.Put([]byte(k), encode(k, r)); err != nil {
+				return err
+			}
+		}
+		return putCovered(tx.Bucket(bucketMeta), seq, id)
+	})
+	if err != nil {
+		return fmt.Errorf("reqindex: write: %w", err)
+	}
+	return nil
+}
+
+// encode is crc32(key|value) | uvarint(len hash) | hash | resp.
+func encode(key string, r Record) []byte {
+	b := make([]byte, 4, 4+binary.MaxVarintLen64+len(r.Hash)+len(r.Resp))
+	b = binary.AppendUvarint(b, uint64(len(r.Hash)))
+	b = append(b, r.Hash...)
+	b = append(b, r.Resp...)
+	binary.BigEndian.PutUint32(b, entryCRC(key, b[4:]))
+	return b
+}
+
+func entryCRC(key string, v []byte) uint32 {
+	h := crc32.NewIEEE()
+	h.Write([]byte(key))
+	h.Write([]byte{0})
+	h.Write(v)
+	return h.Sum32()
+}
+
+func decode(key string, b []byte) (Record, error) {
+	if len(b) < 5 || binary.BigEndian.Uint32(b) != entryCRC(key, b[4:]) {
+		return Record{}, fmt.Errorf("%w: %q fails its CRC", ErrCorrupt, key)
+	}
+	n, k := binary.Uvarint(b[4:])
+	if k <= 0 || uint64(len(b)-4-k) < n {
+		return Record{}, fmt.Errorf("%w: %q", ErrCorrupt, key)
+	}
+	rest := b[4+k:]
+	return Record{Hash: string(rest[:n]), Resp: append([]byte(nil), rest[n:]...)}, nil
+}
+
+// Covered is the seq the index is caught up to: an engine subscribing it
+// feeds only the events after it.
+func (x *Index) Covered() uint64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.observed
+}
+
+// Observe records the request ev carries. It is called in log order; an
+// event at or below the seq already covered is ignored.
+func (x *Index) Observe(ev *events.Event) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if ev.Seq != 0 && ev.Seq <= x.observed {
+		return
+	}
+	if ev.Seq != 0 {
+		x.observed, x.observedID = ev.Seq, ev.ID
+	}
+	if ev.Req == "" {
+		return
+	}
+	if _, ok := x.pending[ev.Req]; ok {
+		return
+	}
+	if _, ok := x.flushing[ev.Req]; ok {
+		return
+	}
+	x.pending[ev.Req] = Record{Hash: ev.ReqHash, Resp: ev.Resp}
+	if len(x.pending) >= x.opts.FlushAt {
+		select {
+		case x.kick <- struct{}{}:
+		default:
+		}
+	}
+	// Back-pressure: the heap holds at most MaxPending unflushed ids,
+	// unless the file cannot be written (then the log still has them).
+	for len(x.pending) >= x.opts.MaxPending && x.flushErr == nil && !x.closed {
+		select {
+		case x.kick <- struct{}{}:
+		default:
+		}
+		x.drained.Wait()
+	}
+}
+
+// Lookup returns the record of req. An error (a damaged entry) must be
+// treated as "unknown, do not act".
+func (x *Index) Lookup(req string) (rec Record, ok bool, err error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return Record{}, false, ErrClosed
+	}
+	// The file first: an id stored there is older than one in memory.
+	err = x.db.View(func(tx *bolt.Tx) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("%w: bbolt panicked: %v", ErrCorrupt, p)
+			}
+		}()
+		v := tx.Bucket(bucketEntries).Get([]byte(req))
+		if v == nil {
+			return nil
+		}
+		rec, err = decode(req, v)
+		ok = err == nil
+		return err
+	})
+	if err != nil || ok {
+		return rec, ok, err
+	}
+	if r, found := x.flushing[req]; found {
+		return r, true, nil
+	}
+	r, found := x.pending[req]
+	return r, found, nil
+}
+
+// Pending is the number of ids held in memory, not yet on disk.
+func (x *Index) Pending() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.pending) + len(x.flushing)
+}
+
+// Len is the number of ids stored on disk.
+func (x *Index) Len() (int, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return 0, ErrClosed
+	}
+	n := 0
+	err := x.db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucketEntries).Stats().KeyN
+		return nil
+	})
+	return n, err
+}
+
+// Flush writes the pending ids and the observed seq to disk now.
+func (x *Index) Flush() error {
+	x.mu.Lock()
+	if x.closed {
+		x.mu.Unlock()
+		return ErrClosed
+	}
+	x.mu.Unlock()
+	return x.flush()
+}
+
+func (x *Index) flush() error {
+	x.mu.Lock()
+	for x.flushing != nil { // another flush is writing
+		x.drained.Wait()
+	}
+	if len(x.pending) == 0 && x.observed == x.covered {
+		x.mu.Unlock()
+		return nil
+	}
+	x.flushing, x.pending = x.pending, map[string]Record{}
+	seq, id := x.observed, x.observedID
+	x.mu.Unlock()
+
+	err := x.write(x.flushing, seq, id)
+
+	x.mu.Lock()
+	if err != nil {
+		for k, r := range x.flushing { // older than any pending one
+			x.pending[k] = r
+		}
+	} else {
+		x.covered = seq
+	}
+	x.flushing = nil
+	x.flushErr = err
+	x.drained.Broadcast()
+	x.mu.Unlock()
+	return err
+}
+
+// Err is the error of the last failed flush, nil once one succeeds.
+func (x *Index) Err() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.flushErr
+}
+
+func (x *Index) flushLoop() {
+	defer close(x.done)
+	t := time.NewTicker(x.opts.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-x.stop:
+			return
+		case <-t.C:
+		case <-x.kick:
+		}
+		x.flush() // a failure is kept in Err and retried next time
+	}
+}
+
+// Close flushes what is pending and closes the file.
+func (x *Index) Close() error {
+	x.mu.Lock()
+	if x.closed {
+		x.mu.Unlock()
+		return nil
+	}
+	x.mu.Unlock()
+	close(x.stop)
+	<-x.done
+	err := x.flush()
+	x.mu.Lock()
+	x.closed = true
+	x.drained.Broadcast()
+	x.mu.Unlock()
+	if cerr := x.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
