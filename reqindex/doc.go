@@ -8,7 +8,7 @@
 // that event's id) in the same bbolt transaction as the entries, so it may
 // lag the log but never claims an event it does not hold. Open trusts the
 // file only if bbolt opens it, its format key matches Format, its pages pass
-// bbolt's consistency check and the covered seq names an event the log still
+// bbolt's consistency check, every entry passes its CRC, and the covered seq names an event the log still
 // holds with the same id; otherwise the file is removed and the index is
 // rebuilt from the log. Then the events after the covered seq are applied
 // straight to disk in batches.

@@ -135,8 +135,11 @@ func Open(ctx context.Context, opts Options) (*Index, error) {
 // trusted or there was none).
 func (x *Index) Rebuilt() string { return x.rebuilt }
 
+// boltOptions: the freelist is synced, so that opening a damaged file reads
+// it in this goroutine (a panic there is recovered), not in one bbolt
+// starts to rebuild it (NoFreelistSync), where a panic ends the process.
 func (x *Index) boltOptions() *bolt.Options {
-	return &bolt.Options{Timeout: 2 * time.Second, NoSync: x.opts.NoSync, NoFreelistSync: true}
+	return &bolt.Options{Timeout: 2 * time.Second, NoSync: x.opts.NoSync}
 }
 
 // openTrusted opens the file and checks it is one this code wrote for this
@@ -162,9 +165,16 @@ func (x *Index) openTrusted() (db *bolt.DB, covered uint64, coveredID string, er
 		for cerr := range tx.Check() {
 			return fmt.Errorf("consistency check: %w", cerr)
 		}
-		meta := tx.Bucket(bucketMeta)
-		if meta == nil || tx.Bucket(bucketEntries) == nil {
+		meta, entries := tx.Bucket(bucketMeta), tx.Bucket(bucketEntries)
+		if meta == nil || entries == nil {
 			return errors.New("buckets missing")
+		}
+		// Every entry's CRC: bbolt checks its pages, not the values in them.
+		if err := entries.ForEach(func(k, v []byte) error {
+			_, err := decode(string(k), v)
+			return err
+		}); err != nil {
+			return err
 		}
 		if f := meta.Get(keyFormat); string(f) != Format {
 			return fmt.Errorf("format %q, want %q", f, Format)
