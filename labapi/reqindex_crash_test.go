@@ -1,0 +1,186 @@
+package labapi
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/home"
+)
+
+type ackedPost struct {
+	body string
+	resp []byte
+}
+
+// postOnce sends one feedback POST with request id id; ok is false when
+// the daemon is gone.
+func postOnce(hc *http.Client, info *DaemonInfo, tok, id, body string) (status int, replay bool, resp []byte, ok bool) {
+	req, _ := http.NewRequest("POST", "http://"+info.Listen+"/api/feedback", strings.NewReader(body))
+	req.Header.Set("X-CM-LAB-TOKEN", tok)
+	req.Header.Set("X-CM-LAB-REQUEST-ID", id)
+	res, err := hc.Do(req)
+	if err != nil {
+		return 0, false, nil, false
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return 0, false, nil, false
+	}
+	return res.StatusCode, res.Header.Get("X-CM-LAB-IDEMPOTENT-REPLAY") == "true", bytes.TrimSpace(b), true
+}
+
+// TestRequestIndexSIGKILL kills the daemon with SIGKILL while 16 clients
+// post feedback with request ids, three times. After every restart each
+// acknowledged id must still be deduplicated to the very response it got
+// (from state/reqindex.db, caught up from the log), and the log must hold
+// each request id at most once.
+func TestRequestIndexSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test")
+	}
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	const rounds, clients = 3, 16
+	var mu sync.Mutex
+	acked := map[string]ackedPost{}
+	checkAll := func(info *DaemonInfo, tok string) {
+		t.Helper()
+		hc := &http.Client{Timeout: 20 * time.Second}
+		mu.Lock()
+		defer mu.Unlock()
+		for id, a := range acked {
+			status, replay, resp, ok := postOnce(hc, info, tok, id, a.body)
+			if !ok || status != 200 || !replay || !bytes.Equal(resp, a.resp) {
+				t.Fatalf("retry of acknowledged %s: status %d replay %v ok %v\n got %s\nwant %s", id, status, replay, ok, resp, a.resp)
+			}
+		}
+	}
+	for round := range rounds {
+		cmd, info := startDaemon(t, h)
+		tokB, err := os.ReadFile(info.TokenFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := strings.TrimSpace(string(tokB))
+		checkAll(info, tok) // the earlier rounds' ids, after a SIGKILL
+		var nAcks atomic.Int64
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				hc := &http.Client{Timeout: 20 * time.Second}
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					id := fmt.Sprintf("r%d-c%d-i%d", round, c, i)
+					body := fmt.Sprintf(`{"notes":"%s","ratings":{"overall":%d}}`, id, i%101)
+					status, _, resp, ok := postOnce(hc, info, tok, id, body)
+					if !ok {
+						return // the daemon died
+					}
+					if status != 200 {
+						continue
+					}
+					mu.Lock()
+					acked[id] = ackedPost{body: body, resp: resp}
+					mu.Unlock()
+					nAcks.Add(1)
+					// A retry at once is answered from the index, live.
+					if i%5 == 0 {
+						st2, replay, resp2, ok := postOnce(hc, info, tok, id, body)
+						if ok && st2 == 200 && (!replay || !bytes.Equal(resp, resp2)) {
+							t.Errorf("live retry of %s: replay %v, %s vs %s", id, replay, resp2, resp)
+							return
+						}
+					}
+				}
+			}()
+		}
+		target := int64(60 + 37*round)
+		deadline := time.Now().Add(30 * time.Second)
+		for nAcks.Load() < target && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Wait()
+		close(stop)
+		wg.Wait()
+		if nAcks.Load() == 0 {
+			t.Fatalf("round %d: no acknowledged POST", round)
+		}
+	}
+	cmd, info := startDaemon(t, h)
+	tokB, _ := os.ReadFile(info.TokenFile)
+	checkAll(info, strings.TrimSpace(string(tokB)))
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("daemon exit after SIGTERM: %v", err)
+	}
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	seen := map[string]int{}
+	for ev, err := range eng.Log().Events(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Req != "" {
+			if seen[ev.Req]++; seen[ev.Req] > 1 {
+				t.Fatalf("request id %s acted twice (seq %d)", ev.Req, ev.Seq)
+			}
+		}
+	}
+	for id := range acked {
+		if seen[id] != 1 {
+			t.Fatalf("acknowledged %s is in the log %d times", id, seen[id])
+		}
+	}
+	t.Logf("%d rounds: %d acknowledged ids, %d request ids in the log", rounds, len(acked), len(seen))
+}
+
+// TestIdempotencyHoldsNoDoneMap: the request ids done live in the on-disk
+// index; the only map the dedupe type keeps is the in-flight locks.
+func TestIdempotencyHoldsNoDoneMap(t *testing.T) {
+	typ := reflect.TypeOf(idempotency{})
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if f.Type.Kind() == reflect.Map && f.Name != "inflight" {
+			t.Fatalf("idempotency.%s is a map: request ids must not live in the heap", f.Name)
+		}
+	}
+	tl := newTestLab(t)
+	for i := range 50 {
+		r := tl.do("POST", "/api/feedback", fmt.Sprintf(`{"notes":"n%d"}`, i), "X-CM-LAB-REQUEST-ID", fmt.Sprintf("id-%d", i))
+		if r.status != 200 {
+			t.Fatalf("POST: %d %s", r.status, r.body)
+		}
+	}
+	tl.srv.idem.mu.Lock()
+	n := len(tl.srv.idem.inflight)
+	tl.srv.idem.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d in-flight locks left after the requests ended", n)
+	}
+}
