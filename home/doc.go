@@ -7,6 +7,7 @@
 //	state/checkpoint.json         last applied WAL index + byte size of every view file
 //	state/daemon.json             pid, listen address, token file and nonce of the running daemon
 //	state/token                   the operator token (64 hex characters), mode 0600
+//	state/reqindex.db             the request-id index (package reqindex), rebuilt from the log when damaged
 //	quarantine/                   bytes cut from the log by repair
 //	feedback/feedback.jsonl
 //	lab/runs.jsonl  lab/experiments.jsonl

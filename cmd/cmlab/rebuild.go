@@ -97,6 +97,11 @@ func runRebuild(ctx context.Context, g *globalOpts, h home.Home, o *rebuildOpts)
 		if rep.Views != nil {
 			rep.Events, rep.Skipped = rep.Views.Events, rep.Views.Skipped
 		}
+		// The request-id index is derived state too: rebuilt from the log.
+		if _, err := e.RequestIndex(ctx); err != nil {
+			e.Close()
+			return err
+		}
 		if err := e.Close(); err != nil {
 			return err
 		}
