@@ -124,6 +124,8 @@ type Engine struct {
 	reqMu  sync.Mutex
 	reqIdx *reqindex.Index
 
+	cpHooks []func(final bool) // OnCheckpoint; guarded by applyMu
+
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -486,6 +488,19 @@ func (e *Engine) checkpointLocked() {
 	}
 	e.cpErr = nil
 	e.sinceCP = 0
+	for _, f := range e.cpHooks {
+		f(false)
+	}
+}
+
+// OnCheckpoint registers f, called after every successful checkpoint
+// (final false) and once more at Close after the last one (final true):
+// the moment for read models to write their snapshots. f runs while
+// appends wait, so it must be quick or decide to skip; it must not append.
+func (e *Engine) OnCheckpoint(f func(final bool)) {
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
+	e.cpHooks = append(e.cpHooks, f)
 }
 
 func (e *Engine) checkpointLoop() {
@@ -870,6 +885,9 @@ func (e *Engine) close() error {
 		perr = e.proj.CloseNoCheckpoint()
 	} else {
 		perr = e.proj.Close()
+		for _, f := range e.cpHooks {
+			f(true)
+		}
 	}
 	if err == nil {
 		err = perr

@@ -20,6 +20,10 @@ type labState struct {
 	exps     map[string]*events.LabExperiment
 	expOrder []string
 	sessions map[string]int64 // sessionId → started ts (ms)
+
+	seq     uint64 // last event observed (or covered by the loaded snapshot)
+	eventID string // its id
+	snapSeq uint64 // seq of the last snapshot written or loaded
 }
 
 func newLabState() *labState {
@@ -29,6 +33,15 @@ func newLabState() *labState {
 
 // Observe implements engine.Observer.
 func (st *labState) Observe(ev *events.Event) {
+	st.mu.Lock()
+	if ev.Seq != 0 && ev.Seq <= st.seq {
+		st.mu.Unlock()
+		return // covered by the snapshot
+	}
+	if ev.Seq != 0 {
+		st.seq, st.eventID = ev.Seq, ev.ID
+	}
+	st.mu.Unlock()
 	switch ev.Type {
 	case events.TypeRunImported, events.TypeExperimentCreated, events.TypeExperimentSubmitted,
 		events.TypeExperimentUpdated, events.TypeLabSessionStarted:

@@ -184,7 +184,7 @@ func New(opts Options) (*Server, error) {
 		opts.Logger.Warn("request-id index rebuilt from the log", "file", opts.Engine.Home().Rel(opts.Engine.Home().RequestIndexFile()), "reason", why)
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, idem: newIdempotency(idx),
-		lab: newLabState(), metrics: newMetrics(), startedAt: time.Now(), done: make(chan struct{})}
+		metrics: newMetrics(), startedAt: time.Now(), done: make(chan struct{})}
 	s.errFn = opts.Engine.Err
 	if s.opts.Journal == nil {
 		j, err := steps.NewJournal(opts.Engine)
@@ -195,7 +195,7 @@ func New(opts Options) (*Server, error) {
 	} else if s.opts.Journal.Engine() != opts.Engine {
 		return nil, errors.New("labapi: Options.Journal records on another engine")
 	}
-	if err := opts.Engine.Subscribe(s.lab); err != nil {
+	if err := s.openLabState(); err != nil {
 		return nil, err
 	}
 	s.registerRoutes()

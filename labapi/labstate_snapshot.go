@@ -1,0 +1,159 @@
+package labapi
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/snapshot"
+	"github.com/cmlab/cmlab/wal"
+)
+
+// The lab state's snapshot (issue 16): state/snapshots/labstate.msgpack,
+// written at checkpoints (engine.OnCheckpoint) once labSnapEvery events
+// have passed since the last one, and at close. The file is its own
+// reference: it names the seq it covers and that event's id.
+const (
+	labSnapModel = "labstate"
+	// labSnapSchema changes with labState's fields or their meaning.
+	labSnapSchema = 1
+	labSnapEvery  = 10_000
+)
+
+func labSnapVersion() string { return fmt.Sprintf("%d/%s", labSnapSchema, Version) }
+
+// LabSnapshotFile is the lab state's snapshot in h.
+func LabSnapshotFile(h home.Home) string {
+	return filepath.Join(h.StateDir(), "snapshots", labSnapModel+".msgpack")
+}
+
+// labSnap is labState as stored: runs and experiments in log order.
+type labSnap struct {
+	Runs     []events.LabRun        `json:"runs"`
+	ByReal   map[string]string      `json:"byReal"`
+	Exps     []events.LabExperiment `json:"exps"`
+	Sessions map[string]int64       `json:"sessions"`
+}
+
+// Covered implements engine.ResumableObserver: the log after it is fed.
+func (st *labState) Covered() uint64 {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	return st.seq
+}
+
+// writeSnapshot stores the state at path unless fewer than every events
+// passed since the last snapshot (every 0: whenever anything did).
+func (st *labState) writeSnapshot(path string, every uint64) (bool, error) {
+	st.mu.RLock()
+	if st.seq == 0 || st.seq <= st.snapSeq || st.seq-st.snapSeq < every {
+		st.mu.RUnlock()
+		return false, nil
+	}
+	sn := labSnap{ByReal: st.byReal, Sessions: st.sessions,
+		Runs: make([]events.LabRun, 0, len(st.runOrder)), Exps: make([]events.LabExperiment, 0, len(st.expOrder))}
+	for _, id := range st.runOrder {
+		sn.Runs = append(sn.Runs, *st.runs[id])
+	}
+	for _, id := range st.expOrder {
+		sn.Exps = append(sn.Exps, *st.exps[id])
+	}
+	body, err := events.Marshal(&sn)
+	seq, id := st.seq, st.eventID
+	st.mu.RUnlock()
+	if err != nil {
+		return false, err
+	}
+	if err := snapshot.Write(path, snapshot.Header{Model: labSnapModel, Version: labSnapVersion(), Seq: seq, EventID: id}, body); err != nil {
+		return false, err
+	}
+	st.mu.Lock()
+	st.snapSeq = max(st.snapSeq, seq)
+	st.mu.Unlock()
+	return true, nil
+}
+
+// loadSnapshot fills an empty state from the snapshot at path if it can be
+// trusted: whole, of this code version, and covering an event the log
+// holds with the same id. A missing file returns an error wrapping
+// os.ErrNotExist; the state is left empty on any error.
+func (st *labState) loadSnapshot(path string, l *wal.Log) error {
+	h, body, err := snapshot.Read(path, labSnapModel, labSnapVersion())
+	if err != nil {
+		return err
+	}
+	if h.Seq > l.LastSeq() {
+		return fmt.Errorf("%w: covers seq %d, the log ends at %d", snapshot.ErrInvalid, h.Seq, l.LastSeq())
+	}
+	if h.Seq >= l.FirstSeq() {
+		ev, err := l.Read(h.Seq)
+		if err != nil || ev.ID != h.EventID {
+			return fmt.Errorf("%w: covered seq %d is not event %s in this log", snapshot.ErrInvalid, h.Seq, h.EventID)
+		}
+	}
+	var sn labSnap
+	if err := events.Unmarshal(body, &sn); err != nil {
+		return fmt.Errorf("%w: body: %v", snapshot.ErrInvalid, err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i := range sn.Runs {
+		r := sn.Runs[i]
+		st.runs[r.RunID] = &r
+		st.runOrder = append(st.runOrder, r.RunID)
+	}
+	for i := range sn.Exps {
+		e := sn.Exps[i]
+		st.exps[e.ExperimentID] = &e
+		st.expOrder = append(st.expOrder, e.ExperimentID)
+	}
+	for k, v := range sn.ByReal {
+		st.byReal[k] = v
+	}
+	for k, v := range sn.Sessions {
+		st.sessions[k] = v
+	}
+	st.seq, st.eventID, st.snapSeq = h.Seq, h.EventID, h.Seq
+	return nil
+}
+
+// openLabState builds the lab state from its snapshot, if trusted (a
+// rejected one is logged), and subscribes it for the log after it.
+func (s *Server) openLabState() error {
+	path := LabSnapshotFile(s.opts.Engine.Home())
+	if !s.opts.Engine.ReadOnly() {
+		// Temporary files of a write a crash interrupted.
+		stale, _ := filepath.Glob(path + ".tmp-*")
+		for _, f := range stale {
+			os.Remove(f)
+		}
+	}
+	st := newLabState()
+	if err := st.loadSnapshot(path, s.opts.Engine.Log()); err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			s.log.Warn("lab state snapshot ignored, rebuilding from the log", "file", s.opts.Engine.Home().Rel(path), "reason", err.Error())
+		}
+		st = newLabState()
+	}
+	if err := s.opts.Engine.Subscribe(st); err != nil {
+		return err
+	}
+	s.lab = st
+	if s.opts.Engine.ReadOnly() {
+		return nil
+	}
+	s.opts.Engine.OnCheckpoint(func(final bool) {
+		every := uint64(labSnapEvery)
+		if final {
+			every = 0
+		}
+		if _, err := st.writeSnapshot(path, every); err != nil {
+			// Only the next start's catch-up grows; retried at the next checkpoint.
+			s.log.Warn("lab state snapshot not written", "error", err.Error())
+		}
+	})
+	return nil
+}
