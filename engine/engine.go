@@ -567,7 +567,7 @@ func (e *Engine) Subscribe(o Observer) error {
 	if r, ok := o.(ResumableObserver); ok {
 		from = r.Covered() + 1
 	}
-	for ev, err := range e.log.Events(max(from, e.log.FirstSeq())) {
+	for ev, err := range e.log.Events(from) {
 		if err != nil {
 			return err
 		}
@@ -579,8 +579,10 @@ func (e *Engine) Subscribe(o Observer) error {
 
 // RequestIndex is the home's request-id index (state/reqindex.db), opened,
 // brought up to the log and subscribed at the first call; Close closes it.
-// With Options.RebuildViews it is rebuilt from the log. A file that cannot
-// be trusted is rebuilt too: Rebuilt() on the index says why.
+// With Options.RebuildViews it is rebuilt from the log, unless the log was
+// compacted (the index may then be the only copy of old answers; archived
+// segments are read back, but a missing archive must not cost it). A file
+// that cannot be trusted is rebuilt: Rebuilt() on the index says why.
 func (e *Engine) RequestIndex(ctx context.Context) (*reqindex.Index, error) {
 	e.reqMu.Lock()
 	defer e.reqMu.Unlock()
@@ -588,7 +590,7 @@ func (e *Engine) RequestIndex(ctx context.Context) (*reqindex.Index, error) {
 		return e.reqIdx, nil
 	}
 	x, err := reqindex.Open(ctx, reqindex.Options{Path: e.opts.Home.RequestIndexFile(), Log: e.log,
-		Rebuild: e.opts.RebuildViews, NoSync: e.opts.NoSync})
+		Rebuild: e.opts.RebuildViews && e.log.FirstSeq() <= 1, NoSync: e.opts.NoSync})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}

@@ -250,7 +250,10 @@ func putCovered(meta *bolt.Bucket, seq uint64, id string) error {
 func (x *Index) catchUp(ctx context.Context) error {
 	l := x.opts.Log
 	last := l.LastSeq()
-	from := max(x.covered+1, l.FirstSeq())
+	// From covered+1 even before the log's first retained seq: the log
+	// reads archived segments back, and fails (wal.ErrCompacted, naming
+	// the fix) rather than leave ids out.
+	from := x.covered + 1
 	if from > last {
 		return nil
 	}
