@@ -7,8 +7,10 @@
 // Files: server.go (options, mux, middleware: panic recovery, request log,
 // metrics, Host/Origin guard, auth, read-only and degraded refusal),
 // errors.go (the one mapping from errors to HTTP codes), idempotency.go
-// (request-id dedupe), lab.go (Lab routes), labstate.go (the runs and
-// experiments read model, an engine observer), feedback_poll.go (the byte
+// (request-id dedupe over the engine's on-disk index, package reqindex),
+// lab.go (Lab routes), labstate.go (the runs and experiments read model,
+// an engine observer), labstate_snapshot.go (its snapshot at checkpoints,
+// state/snapshots/labstate.msgpack, loaded at start), feedback_poll.go (the byte
 // cursor of seed 000), runs.go (import canonicalization, fingerprint,
 // artifact allow-list), events.go (SSE), metrics.go (/metrics through
 // prometheus/client_golang; names in docs/metrics.md), index.go (GET /
@@ -25,9 +27,9 @@
 //   - A 200 to a mutation is written only after engine.Append returned, so
 //     the event is fsynced and projected (a client reads its own write).
 //   - A mutation with a request id appends exactly one event carrying req,
-//     rh and the response snapshot; the idempotency map is an observer of
-//     the log, so dedupe survives restarts and cannot be torn from the
-//     mutation. A request that changes nothing (re-import of an unchanged
+//     rh and the response snapshot; the request-id index is a projection
+//     of the log fed before the 200 (on disk, covering a recorded seq), so
+//     dedupe survives restarts and cannot be torn from the mutation. A request that changes nothing (re-import of an unchanged
 //     run) appends one idempotency.recorded event instead.
 //   - Validation that depends on state (experiment status, import by
 //     realpath) and the append that changes it run under one mutex, so two
