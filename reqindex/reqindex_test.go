@@ -193,7 +193,9 @@ func TestDamagedIndexRebuilt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			db.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte("meta")).Put([]byte("format"), []byte("cmlab-reqindex-0")) })
+			db.Update(func(tx *bolt.Tx) error {
+				return tx.Bucket([]byte("meta")).Put([]byte("format"), []byte("cmlab-reqindex-0"))
+			})
 			db.Close()
 		},
 		"covers past the log": func(t *testing.T, h home.Home, path string) {
