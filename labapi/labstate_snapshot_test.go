@@ -88,6 +88,7 @@ func reopen(t *testing.T, h home.Home, opts Options, buf *bytes.Buffer) (*Server
 	}
 	t.Cleanup(func() { eng.Close() })
 	opts.Engine = eng
+	opts.Journal = nil // the old engine's
 	opts.Logger = slog.New(slog.NewTextHandler(buf, nil))
 	srv, err := New(opts)
 	if err != nil {
