@@ -25,6 +25,12 @@ var (
 	// does not complete within Options.FeedbackWait. It wraps
 	// projections.ErrFeedbackPartial.
 	ErrFeedbackBusy = fmt.Errorf("engine: feedback store busy: %w", projections.ErrFeedbackPartial)
+	// ErrViewsBehind wraps the cause when the views lag the log (a
+	// projection failed after its events were made durable, e.g. EMFILE
+	// opening a view file) and an operation that needs them current — an
+	// append writing feedback.jsonl — cannot bring them up yet. It is
+	// transient: nothing was appended, the log is not failed.
+	ErrViewsBehind = errors.New("engine: views are behind the log")
 )
 
 // Defaults of Options.

@@ -12,7 +12,8 @@
 // an engine observer), labstate_snapshot.go (its snapshot at checkpoints,
 // state/snapshots/labstate.msgpack, loaded at start), feedback_poll.go (the byte
 // cursor of seed 000), runs.go (import canonicalization, fingerprint,
-// artifact allow-list), events.go (SSE), metrics.go (/metrics through
+// artifact allow-list; every run file is read through package confine),
+// events.go (SSE), metrics.go (/metrics through
 // prometheus/client_golang; names in docs/metrics.md), index.go (GET /
 // without a UI: what this daemon is), daemon.go (`cmlab serve`),
 // daemonlog.go (state/daemon.log with rotation), client.go (the daemon

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"syscall"
+
+	"github.com/cmlab/cmlab/engine"
 )
 
 // Error codes of the envelope {"error":{"code","message","context":{"fix",…}}}.
@@ -19,7 +22,11 @@ const (
 	CodeIdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED"
 	CodePayloadTooLarge      = "PAYLOAD_TOO_LARGE"
 	CodeDegraded             = "DEGRADED"
-	CodeInternal             = "INTERNAL"
+	// CodeUnavailable: a transient shortage (file descriptors, views not
+	// yet caught up with the log); nothing was changed, retry after the
+	// Retry-After header's seconds. Never a log failure.
+	CodeUnavailable = "UNAVAILABLE"
+	CodeInternal    = "INTERNAL"
 )
 
 // statusOf is the one mapping from error codes to HTTP status.
@@ -35,6 +42,7 @@ var statusOf = map[string]int{
 	CodeIdempotencyKeyReused: http.StatusConflict,
 	CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,
 	CodeDegraded:             http.StatusServiceUnavailable,
+	CodeUnavailable:          http.StatusServiceUnavailable,
 	CodeInternal:             http.StatusInternalServerError,
 }
 
@@ -70,11 +78,45 @@ func (e *APIError) With(key string, v any) *APIError {
 	return e
 }
 
-// asAPIError turns any error into an APIError; unknown errors are INTERNAL.
+// retryAfterSeconds is the Retry-After of UNAVAILABLE answers.
+const retryAfterSeconds = "1"
+
+// isFDShortage reports whether err is the process or the system running
+// out of file descriptors (EMFILE, ENFILE): transient, never a log failure.
+func isFDShortage(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// unavailableFDs is the answer to a request that could not open a file
+// because descriptors ran out.
+func unavailableFDs(err error) *APIError {
+	return NewError(CodeUnavailable, "out of file descriptors: "+err.Error(),
+		"Retry shortly; if it persists, lower serve's --max-conns or raise the daemon's open-file limit (ulimit -n). Nothing was changed and the log is not affected.")
+}
+
+// transientFileError is the answer to a failed open of a run file when the
+// failure is transient (descriptors ran out); nil otherwise.
+func transientFileError(err error) *APIError {
+	if isFDShortage(err) {
+		return unavailableFDs(err)
+	}
+	return nil
+}
+
+// asAPIError turns any error into an APIError; unknown errors are INTERNAL,
+// except a shortage of file descriptors (UNAVAILABLE) and views that cannot
+// yet catch up with the log (UNAVAILABLE, engine.ErrViewsBehind).
 func asAPIError(err error) *APIError {
 	var ae *APIError
 	if errors.As(err, &ae) {
 		return ae
+	}
+	if isFDShortage(err) {
+		return unavailableFDs(err)
+	}
+	if errors.Is(err, engine.ErrViewsBehind) {
+		return NewError(CodeUnavailable, err.Error(),
+			"Retry shortly with the same request id: the views are being brought up to the log, which holds every acknowledged write. Nothing was changed by this request.")
 	}
 	return NewError(CodeInternal, err.Error(), "Check the daemon log; retry with the same request id.")
 }
@@ -94,6 +136,9 @@ func writeError(w http.ResponseWriter, err error) {
 	b.Error.Code, b.Error.Message, b.Error.Context = ae.Code, ae.Message, ae.Context
 	if b.Error.Context == nil {
 		b.Error.Context = map[string]any{}
+	}
+	if ae.Code == CodeUnavailable {
+		w.Header().Set("Retry-After", retryAfterSeconds)
 	}
 	writeJSON(w, ae.Status(), b)
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cmlab/cmlab/confine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/google/uuid"
@@ -57,7 +58,7 @@ func (s *Server) registerLabRoutes() {
 // handleUI serves the Lab's browser client from Options.UIDir as
 // content-machine does: 200 with its Content-Type table and Cache-Control
 // no-store, or the plain-text 404 of every non-API path. Files are opened
-// inside UIDir (os.OpenInRoot: no "..", no symlink out of it); names
+// inside UIDir (package confine: no "..", no symlink, regular files only); names
 // starting with a dot are not served.
 func (s *Server) handleUI(w http.ResponseWriter, r *http.Request) error {
 	rel := "index.html"
@@ -70,8 +71,21 @@ func (s *Server) handleUI(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 	}
-	f, err := os.OpenInRoot(s.opts.UIDir, rel)
+	// Opened once through package confine: no symlink followed, never a
+	// FIFO or device (which would block the request's thread).
+	dir, err := filepath.EvalSymlinks(s.opts.UIDir)
+	if err == nil {
+		dir, err = filepath.Abs(dir)
+	}
 	if err != nil {
+		notFoundText(w)
+		return nil
+	}
+	f, err := confine.Open(dir, rel)
+	if err != nil {
+		if ae := transientFileError(err); ae != nil {
+			return ae
+		}
 		notFoundText(w)
 		return nil
 	}
@@ -307,7 +321,7 @@ func checkID(field, id string) error {
 func runSnapshot(e *events.FeedbackEntry, run events.LabRun) {
 	e.Topic = run.Topic
 	e.ArtifactsDir = run.ArtifactsDir
-	d := discover(run.ArtifactsDir)
+	d := discover(run.ArtifactsDir, run.ArtifactsDirRealpath)
 	e.VideoPath = d.video
 	if e.VideoPath == "" {
 		e.VideoPath = run.VideoPath
@@ -400,15 +414,22 @@ func (s *Server) handleRunsImport(w http.ResponseWriter, r *http.Request) error 
 		if err != nil {
 			return nil, err
 		}
-		d := discover(t.artifactsDir)
+		d := discover(t.artifactsDir, t.realDir)
 		if t.videoPath != "" {
+			if _, err := confine.Stat(t.realDir, filepath.Base(t.videoPath)); err != nil {
+				if ae := transientFileError(err); ae != nil {
+					return nil, ae
+				}
+				return nil, NewError(CodeInvalidArgument, "Not a regular file: "+path,
+					"Import a video file itself (symlinks are not followed) or its artifacts directory.").With("path", path)
+			}
 			d.video = t.videoPath
 		}
 		if !d.any() {
 			return nil, NewError(CodeInvalidArgument, "No recognizable artifacts found in directory",
 				"Import an artifacts directory containing at least video.mp4 or script.json (or import a .mp4 path).").With("artifactsDir", t.artifactsDir)
 		}
-		fp := &events.RunFingerprint{Video: fileStat(d.video), Script: fileStat(d.script)}
+		fp := &events.RunFingerprint{Video: fileStat(t.realDir, d.video), Script: fileStat(t.realDir, d.script)}
 		if fp.Video == nil && fp.Script == nil {
 			fp = nil // content-machine records no fingerprint then
 		}
@@ -426,7 +447,7 @@ func (s *Server) handleRunsImport(w http.ResponseWriter, r *http.Request) error 
 		}
 		// The topic is read from script.json (content-machine); a topic in
 		// the body is a cmlab extension, used when the script names none.
-		topic := scriptTopic(d.script)
+		topic := scriptTopic(t.realDir, d.script)
 		if topic == "" {
 			topic = strings.TrimSpace(b.Topic)
 		}
@@ -498,7 +519,7 @@ func (s *Server) handleRunGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d := discover(run.ArtifactsDir)
+	d := discover(run.ArtifactsDir, run.ArtifactsDirRealpath)
 	video := d.video
 	if video == "" {
 		video = run.VideoPath
@@ -518,25 +539,27 @@ func (s *Server) handleRunVideo(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	notFound := NewError(CodeNotFound, "Video not found for run", "Render a video or import a .mp4 file path; it must be a regular file inside the run's artifacts directory (symlinks are not followed).").With("runId", run.RunID)
 	video := run.VideoPath
 	if video == "" {
-		video = discover(run.ArtifactsDir).video
+		video = discover(run.ArtifactsDir, run.ArtifactsDirRealpath).video
 	}
-	if video == "" {
-		return NewError(CodeNotFound, "Video not found for run", "Render a video or import a .mp4 file path.").With("runId", run.RunID)
+	if video == "" || filepath.Dir(video) != filepath.Clean(run.ArtifactsDir) {
+		return notFound
 	}
-	real, ok := insideDir(video, run.ArtifactsDirRealpath)
-	if !ok {
-		return NewError(CodeNotFound, "Video not found for run", "The video file is missing or lies outside the run's artifacts directory.").With("runId", run.RunID)
-	}
-	f, err := os.Open(real)
+	// Opened once beneath the run's real path, checked as opened, served
+	// from that descriptor (package confine): no check-then-reopen race.
+	f, err := confine.Open(run.ArtifactsDirRealpath, filepath.Base(video))
 	if err != nil {
-		return NewError(CodeNotFound, "Video not found for run", "The video file is missing.").With("runId", run.RunID)
+		if ae := transientFileError(err); ae != nil {
+			return ae
+		}
+		return notFound
 	}
 	defer f.Close()
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return NewError(CodeNotFound, "Video not found for run", "The video path is not a file.").With("runId", run.RunID)
+	if err != nil {
+		return notFound
 	}
 	w.Header().Set("Content-Type", "video/mp4")
 	w.Header().Set("Accept-Ranges", "bytes")
@@ -550,6 +573,9 @@ func (s *Server) handleRunVideo(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// maxArtifact is the largest JSON artifact served.
+const maxArtifact = 64 << 20
+
 func (s *Server) handleRunArtifact(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	if !artifactAllowed(name) {
@@ -559,21 +585,15 @@ func (s *Server) handleRunArtifact(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	p := filepath.Join(run.ArtifactsDir, name)
-	real, ok := insideDir(p, run.ArtifactsDirRealpath)
-	if !ok {
-		return NewError(CodeNotFound, "Artifact not found: "+name, "The run has no such artifact.").With("runId", run.RunID).With("name", name)
-	}
-	fi, err := os.Stat(real)
-	if err != nil || !fi.Mode().IsRegular() {
-		return NewError(CodeNotFound, "Artifact not found: "+name, "The run has no such artifact.").With("runId", run.RunID).With("name", name)
-	}
-	if fi.Size() > 64<<20 {
+	b, err := confine.ReadFile(run.ArtifactsDirRealpath, name, maxArtifact)
+	switch {
+	case errors.Is(err, confine.ErrTooLarge):
 		return NewError(CodeInvalidArgument, "Artifact too large to serve: "+name, "Read it from the artifacts directory directly.")
-	}
-	b, err := os.ReadFile(real)
-	if err != nil {
-		return err
+	case err != nil:
+		if ae := transientFileError(err); ae != nil {
+			return ae
+		}
+		return NewError(CodeNotFound, "Artifact not found: "+name, "The run has no such artifact (a regular file in its artifacts directory; symlinks are not followed).").With("runId", run.RunID).With("name", name)
 	}
 	if !json.Valid(b) {
 		return NewError(CodeInternal, "Artifact is not valid JSON: "+name, "Regenerate the artifact.").With("name", name)

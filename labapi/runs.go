@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cmlab/cmlab/confine"
 	"github.com/cmlab/cmlab/events"
 )
 
@@ -36,8 +37,11 @@ func artifactAllowed(name string) bool {
 	return attemptArtifactRE.MatchString(name)
 }
 
-// discovered is what a run directory holds now.
+// discovered is what a run directory holds now: the paths (under the
+// artifacts directory as imported) of the artifacts that are regular files
+// beneath its real path, reached through no symlink (package confine).
 type discovered struct {
+	root                                                                 string // the real path the files were found beneath
 	video, script, timestamps, visuals, score, syncReport, captionReport string
 }
 
@@ -54,16 +58,19 @@ func (d discovered) any() bool {
 // caption-quality.json present; the video is video.mp4, else the first
 // file, by name, whose name ends in .mp4 in any case (content-machine
 // takes any entry so named; a directory so named is skipped here).
-func discover(dir string) discovered {
-	entries, _ := os.ReadDir(dir) // sorted by name, as Node's readdir
+// dir is the artifacts directory as imported, realDir its real path: the
+// paths returned are under dir, but whether a file is there is decided by
+// opening it beneath realDir through package confine (a regular file,
+// reached through no symlink), and reports are read the same way.
+func discover(dir, realDir string) discovered {
+	entries, _ := os.ReadDir(realDir) // sorted by name, as Node's readdir
 	present := make(map[string]bool, len(entries))
 	for _, e := range entries {
 		present[e.Name()] = true
 	}
 	file := func(name string) string {
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p
+		if _, err := confine.Stat(realDir, name); err == nil {
+			return filepath.Join(dir, name)
 		}
 		return ""
 	}
@@ -75,7 +82,7 @@ func discover(dir string) discovered {
 		}
 		return ""
 	}
-	d := discovered{script: file(fileScript), timestamps: file(fileTimestamps), visuals: file(fileVisuals), score: file(fileScore),
+	d := discovered{root: realDir, script: file(fileScript), timestamps: file(fileTimestamps), visuals: file(fileVisuals), score: file(fileScore),
 		syncReport:    first(fileSyncReport, "sync-report-attempt1.json"),
 		captionReport: first(fileCaptionReport, "caption-report-attempt1.json", "caption-quality.json"),
 		video:         file(fileVideo)}
@@ -96,11 +103,14 @@ func isMP4(name string) bool {
 	return len(name) >= 4 && strings.EqualFold(name[len(name)-4:], ".mp4")
 }
 
-func fileStat(p string) *events.FileStat {
+// fileStat is the fingerprint of p, an artifact directly inside the run
+// directory whose real path is realDir; nil when it is not a regular file
+// reached through no symlink.
+func fileStat(realDir, p string) *events.FileStat {
 	if p == "" {
 		return nil
 	}
-	fi, err := os.Stat(p)
+	fi, err := confine.Stat(realDir, filepath.Base(p))
 	if err != nil {
 		return nil
 	}
@@ -173,8 +183,8 @@ func resolveImport(path string, roots []string) (*importTarget, error) {
 // scriptTopic is the topic content-machine reads from script.json at
 // import (src/lab/services/runs.ts): meta.topic (metadata.topic when meta
 // is absent or null), else title; trimmed; "" when none.
-func scriptTopic(path string) string {
-	m, ok := readJSONMap(path)
+func scriptTopic(realDir, path string) string {
+	m, ok := readJSONMap(realDir, path)
 	if !ok {
 		return ""
 	}
@@ -206,19 +216,6 @@ func insideAnyRoot(real string, roots []string) bool {
 	return false
 }
 
-// insideDir reports whether p's real path lies inside dirReal.
-func insideDir(p, dirReal string) (string, bool) {
-	real, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		return "", false
-	}
-	rel, err := filepath.Rel(dirReal, real)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
-		return "", false
-	}
-	return real, true
-}
-
 // autoMetrics reads a run's normalized metrics from its reports as
 // content-machine does (src/lab/metrics/extract.ts): a report that is
 // missing, unreadable or not of the expected shape yields nothing; a sync
@@ -230,7 +227,7 @@ func insideDir(p, dirReal string) (string, bool) {
 // of the score stage's shape yields proxyScoreOverall (overall ×100).
 func autoMetrics(d discovered) *events.AutoMetricsSummary {
 	s := &events.AutoMetricsSummary{Read: &events.MetricsRead{}}
-	if m, ok := readJSONMap(d.syncReport); ok {
+	if m, ok := readJSONMap(d.root, d.syncReport); ok {
 		rating, ok1 := numberAt(m, "rating")
 		label, ok2 := optString(m, "ratingLabel")
 		metrics, ok3 := optObject(m, "metrics")
@@ -243,7 +240,7 @@ func autoMetrics(d discovered) *events.AutoMetricsSummary {
 			s.MeanDriftMs, s.MaxDriftMs = mean, max
 		}
 	}
-	if m, ok := readJSONMap(d.captionReport); ok {
+	if m, ok := readJSONMap(d.root, d.captionReport); ok {
 		cq, ok1 := optObject(m, "captionQuality")
 		overall, ok2 := optObject(cq, "overall")
 		coverage, ok3 := optObject(cq, "coverage")
@@ -259,7 +256,7 @@ func autoMetrics(d discovered) *events.AutoMetricsSummary {
 			s.CaptionCoverageRatio, s.OcrConfidenceMean = ratio, mean
 		}
 	}
-	if m, ok := readJSONMap(d.score); ok {
+	if m, ok := readJSONMap(d.root, d.score); ok {
 		if overall, ok := scoreOverall(m); ok {
 			s.ProxyScoreOverall = round0to100(overall * 100)
 		}
@@ -267,13 +264,15 @@ func autoMetrics(d discovered) *events.AutoMetricsSummary {
 	return s
 }
 
-// readJSONMap reads a JSON object from p (at most 16 MiB).
-func readJSONMap(p string) (map[string]any, bool) {
+// readJSONMap reads a JSON object (at most 16 MiB) from the report p, a
+// file directly inside the run directory whose real path is realDir,
+// through package confine.
+func readJSONMap(realDir, p string) (map[string]any, bool) {
 	if p == "" {
 		return nil, false
 	}
-	b, err := os.ReadFile(p)
-	if err != nil || len(b) > 16<<20 {
+	b, err := confine.ReadFile(realDir, filepath.Base(p), 16<<20)
+	if err != nil {
 		return nil, false
 	}
 	var m map[string]any
