@@ -1,7 +1,8 @@
 // Package engine owns one home's log and projectors: open → repair → catch
 // up → serve appends. Every mutation of cmlab goes through Engine.Append;
 // the committer applies the projections and the in-memory observers after
-// the fsync and before acknowledging, so a client always reads its own write.
+// the fsync and before acknowledging, so a client reads its own write
+// (unless the views lag the log, see below).
 //
 // Open: wal.Open locks the log and repairs a torn tail (its wal.repaired
 // event is committed before catch-up and read by it); a view swap a crash

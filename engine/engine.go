@@ -99,6 +99,10 @@ type Options struct {
 	// Faults, when set, injects write and fsync failures into the log
 	// (fault tests of the packages above, e.g. the API's degraded mode).
 	Faults *wal.Faults
+	// ViewOpenFile, when set, opens the view files in place of os.OpenFile
+	// (projections.Options.OpenFile): the fault seam through which tests
+	// make a projection fail after its events were fsynced.
+	ViewOpenFile func(name string, flag int, perm os.FileMode) (*os.File, error)
 }
 
 // Engine is an open home. Safe for concurrent use.
@@ -113,6 +117,12 @@ type Engine struct {
 	sinceCP   int
 	firstUnCP time.Time
 	cpErr     error
+	// viewsErr is set when a projection failed after its events were made
+	// durable: the views lag the log until a catch-up succeeds (apply and
+	// the checkpoint loop retry it). appliedThrough is the last seq handed
+	// to apply, projected or not.
+	viewsErr       error
+	appliedThrough uint64
 
 	fbMu     sync.Mutex // serialises appends that write feedback.jsonl
 	fbCh     chan *feedbackAppend
@@ -232,7 +242,7 @@ func (e *Engine) openViews(ctx context.Context) (*projections.Projector, error) 
 	}
 	last := e.log.LastSeq()
 	if !e.opts.RebuildViews && !projections.ViewsStale(h) {
-		p, err := projections.Open(projections.Options{Home: h, NoSync: e.opts.NoSync})
+		p, err := projections.Open(e.projOptions(false))
 		if err != nil {
 			return nil, fmt.Errorf("engine: %w", err)
 		}
@@ -256,7 +266,7 @@ func (e *Engine) regenerate(ctx context.Context) (*projections.Projector, error)
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.regen = rep
-	p, err := projections.Open(projections.Options{Home: h, NoSync: e.opts.NoSync})
+	p, err := projections.Open(e.projOptions(false))
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -364,6 +374,10 @@ func (e *Engine) FeedbackSetAside() []projections.SetAside {
 // Options.RebuildViews), nil when the views were caught up as usual.
 func (e *Engine) Regenerated() *projections.RegenerateReport { return e.regen }
 
+func (e *Engine) projOptions(fresh bool) projections.Options {
+	return projections.Options{Home: e.opts.Home, Fresh: fresh, NoSync: e.opts.NoSync, OpenFile: e.opts.ViewOpenFile}
+}
+
 // catchUp re-applies the log after the checkpoint. Appends made meanwhile
 // (the log's own repair event) wait on applyMu or, if they were committed
 // before it was taken, are inside the range read here.
@@ -371,11 +385,26 @@ func (e *Engine) catchUp(ctx context.Context) error {
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
 	last := e.log.LastSeq()
+	if err := e.catchUpLocked(ctx, last); err != nil {
+		return err
+	}
+	e.caughtUp = true
+	e.appliedThrough = last
+	if err := e.proj.Checkpoint(); err != nil && !errors.Is(err, projections.ErrIngestPending) {
+		return fmt.Errorf("engine: checkpoint after catch-up: %w", err)
+	}
+	e.firstUnCP = time.Time{}
+	return nil
+}
+
+// catchUpLocked applies the log from the projector's ReplayFrom through
+// last; applyMu is held.
+func (e *Engine) catchUpLocked(ctx context.Context, last uint64) error {
 	if e.proj.ReplayFrom() > last+1 {
 		// The checkpoint claims events the log does not hold (a log cut by
 		// salvage): rebuild every view from the log instead.
 		e.proj.CloseNoCheckpoint()
-		p, err := projections.Open(projections.Options{Home: e.opts.Home, Fresh: true, NoSync: e.opts.NoSync})
+		p, err := projections.Open(e.projOptions(true))
 		if err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
@@ -441,16 +470,43 @@ func (e *Engine) catchUp(ctx context.Context) error {
 		}
 		n += len(batch)
 	}
-	e.caughtUp = true
-	if err := e.proj.Checkpoint(); err != nil && !errors.Is(err, projections.ErrIngestPending) {
-		return fmt.Errorf("engine: checkpoint after catch-up: %w", err)
-	}
-	e.firstUnCP = time.Time{}
 	return nil
 }
 
+// recoverViewsLocked brings views that lag the log (viewsErr set) up to
+// it: the failed projector is closed without a checkpoint and reopened,
+// which cuts every view back to the last checkpoint exactly as after a
+// crash, and the log is re-applied from there. It catches up only when
+// every event handed to apply is readable from the log (LastSeq equals
+// appliedThrough), so no event can be skipped. applyMu is held. On
+// failure viewsErr keeps the newest cause and a later call retries.
+func (e *Engine) recoverViewsLocked() {
+	if e.viewsErr == nil || e.log.LastSeq() != e.appliedThrough || e.log.Err() != nil {
+		return
+	}
+	e.proj.CloseNoCheckpoint()
+	p, err := projections.Open(e.projOptions(false))
+	if err != nil {
+		e.viewsErr = fmt.Errorf("reopening the views: %w", err)
+		return
+	}
+	e.proj = p
+	if err := e.catchUpLocked(context.Background(), e.appliedThrough); err != nil {
+		e.viewsErr = err
+		return
+	}
+	e.viewsErr = nil
+	e.sinceCP = 0
+	e.checkpointLocked()
+}
+
 // apply is the log's Apply hook: it runs in the committer after the fsync
-// and before the appenders are acknowledged.
+// and before the appenders are acknowledged. It never fails the log: the
+// events are durable, so a projection error (a view file that cannot be
+// opened for lack of descriptors, a foreign unfinished feedback line)
+// leaves the views behind the log (ViewsErr) and the append is
+// acknowledged; the views catch up at the next apply or checkpoint tick.
+// Observers are fed in every case.
 func (e *Engine) apply(evs []*events.Event) error {
 	e.applyMu.Lock()
 	if !e.caughtUp {
@@ -458,20 +514,30 @@ func (e *Engine) apply(evs []*events.Event) error {
 		e.applyMu.Unlock()
 		return nil
 	}
-	if err := e.proj.Apply(evs); err != nil {
+	if len(evs) == 0 {
 		e.applyMu.Unlock()
-		return err
+		return nil
 	}
 	for _, ev := range evs {
-		e.addIDs(ev)
+		e.addIDs(ev) // the log holds them, projected or not
 	}
-	if e.sinceCP == 0 {
-		e.firstUnCP = time.Now()
+	if e.viewsErr != nil {
+		e.recoverViewsLocked()
 	}
-	e.sinceCP += len(evs)
-	if e.sinceCP >= e.opts.CheckpointEvery || time.Since(e.firstUnCP) >= e.opts.CheckpointInterval {
-		e.checkpointLocked()
+	if e.viewsErr == nil {
+		if err := e.proj.Apply(evs); err != nil {
+			e.viewsErr = fmt.Errorf("projecting seq %d–%d: %w", evs[0].Seq, evs[len(evs)-1].Seq, err)
+		} else {
+			if e.sinceCP == 0 {
+				e.firstUnCP = time.Now()
+			}
+			e.sinceCP += len(evs)
+			if e.sinceCP >= e.opts.CheckpointEvery || time.Since(e.firstUnCP) >= e.opts.CheckpointInterval {
+				e.checkpointLocked()
+			}
+		}
 	}
+	e.appliedThrough = evs[len(evs)-1].Seq
 	e.applyMu.Unlock()
 
 	e.obsMu.Lock()
@@ -488,6 +554,9 @@ func (e *Engine) apply(evs []*events.Event) error {
 // in CheckpointErr and retried at the next occasion: the log stays the
 // source of truth, so a missed checkpoint only lengthens the next catch-up.
 func (e *Engine) checkpointLocked() {
+	if e.viewsErr != nil {
+		return // no checkpoint may cover views that lag the log
+	}
 	if err := e.proj.Checkpoint(); err != nil {
 		e.cpErr = err
 		return
@@ -519,6 +588,9 @@ func (e *Engine) checkpointLoop() {
 			return
 		case <-t.C:
 			e.applyMu.Lock()
+			if e.viewsErr != nil {
+				e.recoverViewsLocked()
+			}
 			if e.sinceCP > 0 && e.log.Err() == nil {
 				e.checkpointLocked()
 			}
@@ -551,8 +623,40 @@ func (e *Engine) sweepLoop() {
 func (e *Engine) Checkpoint() error {
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
+	if e.viewsErr != nil {
+		return fmt.Errorf("%w: %w", ErrViewsBehind, e.viewsErr)
+	}
 	e.checkpointLocked()
 	return e.cpErr
+}
+
+// ViewsErr is non-nil while the views lag the log: the cause of the
+// projection failure (wrapping ErrViewsBehind). Every acknowledged event
+// is in the log; the views catch up without a restart once the cause is
+// gone.
+func (e *Engine) ViewsErr() error {
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
+	if e.viewsErr == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrViewsBehind, e.viewsErr)
+}
+
+// viewsCurrent tries to bring lagging views up to the log and reports
+// ErrViewsBehind if they still lag. Appends that write feedback.jsonl call
+// it first: the foreign-line check needs the end the log accounts for.
+func (e *Engine) viewsCurrent() error {
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
+	if e.viewsErr == nil {
+		return nil
+	}
+	e.recoverViewsLocked()
+	if e.viewsErr != nil {
+		return fmt.Errorf("%w: %w", ErrViewsBehind, e.viewsErr)
+	}
+	return nil
 }
 
 // CheckpointErr is the error of the last failed checkpoint, nil once one
@@ -710,6 +814,10 @@ func (e *Engine) appendFeedbackGroup(group []*feedbackAppend) {
 	}
 	e.fbMu.Lock()
 	defer e.fbMu.Unlock()
+	if err := e.viewsCurrent(); err != nil {
+		fail(err) // nothing appended: the client retries
+		return
+	}
 	// The wait for an unfinished foreign line is bounded by FeedbackWait
 	// and by the engine's life, not by one caller's context.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -753,6 +861,9 @@ func (e *Engine) IngestFeedback(ctx context.Context) error {
 	}
 	e.fbMu.Lock()
 	defer e.fbMu.Unlock()
+	if err := e.viewsCurrent(); err != nil {
+		return err
+	}
 	pre, err := e.foreignEvents(ctx, false)
 	if err != nil {
 		return err
@@ -889,7 +1000,9 @@ func (e *Engine) close() error {
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
 	var perr error
-	if e.log.Err() != nil {
+	if e.log.Err() != nil || e.viewsErr != nil {
+		// Views behind the log are cut back to the checkpoint at the next
+		// open and caught up there, like after a crash.
 		perr = e.proj.CloseNoCheckpoint()
 	} else {
 		perr = e.proj.Close()

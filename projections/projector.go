@@ -59,6 +59,11 @@ type Options struct {
 	NoSync bool
 	// MaxOpenFiles bounds the open view files; default DefaultMaxOpenFiles.
 	MaxOpenFiles int
+	// OpenFile opens view files for writing and feedback.jsonl for the
+	// foreign-line check; default os.OpenFile. It is the fault seam through
+	// which tests make an open fail (EMFILE) to check that a projection
+	// failure never fails the log.
+	OpenFile func(name string, flag int, perm os.FileMode) (*os.File, error)
 }
 
 // ForeignLine is a complete line that another program appended to
@@ -124,6 +129,9 @@ func New(h home.Home) *Projector {
 func Open(opts Options) (*Projector, error) {
 	if opts.MaxOpenFiles <= 0 {
 		opts.MaxOpenFiles = DefaultMaxOpenFiles
+	}
+	if opts.OpenFile == nil {
+		opts.OpenFile = os.OpenFile
 	}
 	p := &Projector{
 		opts:    opts,
@@ -392,7 +400,7 @@ func (p *Projector) file(view string) (*viewFile, error) {
 			return nil, err
 		}
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, home.FilePerm)
+	f, err := p.opts.OpenFile(path, os.O_RDWR|os.O_CREATE, home.FilePerm)
 	if err != nil {
 		return nil, err
 	}
@@ -688,13 +696,17 @@ func (p *Projector) ForeignFeedback() (lines []ForeignLine, partial bool, err er
 	if p.closed {
 		return nil, false, ErrClosed
 	}
+	if p.failed != nil {
+		// The end the log accounts for is unknown after a failed apply.
+		return nil, false, p.failed
+	}
 	end := p.sizes[FeedbackView]
 	if vf, ok := p.open[FeedbackView]; ok {
 		if err := vf.w.Flush(); err != nil {
 			return nil, false, err
 		}
 	}
-	f, err := os.Open(p.path(FeedbackView))
+	f, err := p.opts.OpenFile(p.path(FeedbackView), os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
