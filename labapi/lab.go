@@ -179,6 +179,11 @@ type Health struct {
 	// Nonce echoes state/daemon.json's: how a client tells this home's
 	// daemon from a program that took over a dead daemon's port. Not a secret.
 	Nonce string `json:"nonce,omitempty"`
+	// Views is "behind" while the views lag the log (a projection failed
+	// after its events were made durable; they catch up by themselves),
+	// with ViewsCause. The log and every acknowledged write are intact.
+	Views      string `json:"views,omitempty"`
+	ViewsCause string `json:"viewsCause,omitempty"`
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
@@ -186,6 +191,9 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
 	if err := s.errFn(); err != nil {
 		h.Status, h.Cause = "degraded", err.Error()
 		h.Fix = degradedError(err).Fix()
+	}
+	if err := s.opts.Engine.ViewsErr(); err != nil {
+		h.Views, h.ViewsCause = "behind", err.Error()
 	}
 	writeJSON(w, http.StatusOK, h)
 	return nil

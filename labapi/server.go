@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cmlab/cmlab/engine"
@@ -316,9 +317,23 @@ func (s *Server) route(pattern string, auth authMode, h handlerFunc) {
 	})
 }
 
+// degradedError is the 503 DEGRADED answer while the log is failed; its
+// fix names what the cause calls for.
 func degradedError(cause error) *APIError {
-	return NewError(CodeDegraded, "the log cannot make writes durable: "+cause.Error(),
-		"Free disk space or fix the disk, then restart the daemon (cmlab serve); reads keep working. Check cmlab status.")
+	return NewError(CodeDegraded, "the log cannot make writes durable: "+cause.Error(), degradedFix(cause))
+}
+
+func degradedFix(cause error) string {
+	const tail = " Reads keep working; check cmlab status."
+	switch {
+	case errors.Is(cause, syscall.ENOSPC), errors.Is(cause, syscall.EDQUOT):
+		return "Free disk space on the home's file system, then restart the daemon (cmlab serve)." + tail
+	case isFDShortage(cause):
+		return "The daemon ran out of file descriptors writing the log: raise its open-file limit (ulimit -n) or lower serve's --max-conns, then restart the daemon (cmlab serve)." + tail
+	case errors.Is(cause, syscall.EIO), errors.Is(cause, syscall.EROFS):
+		return "The disk refused the write (I/O error or read-only file system): check the disk and the kernel log (dmesg), then restart the daemon (cmlab serve)." + tail
+	}
+	return "Fix the cause named in the message (disk, permissions of the home's wal/ directory), then restart the daemon (cmlab serve)." + tail
 }
 
 // appendEvent appends evs, timing the append for /metrics and mapping a
