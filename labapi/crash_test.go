@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,7 +23,10 @@ import (
 	"github.com/cmlab/cmlab/home"
 )
 
-const envDaemonHome = "CMLAB_TEST_DAEMON_HOME"
+const (
+	envDaemonHome   = "CMLAB_TEST_DAEMON_HOME"
+	envDaemonNofile = "CMLAB_TEST_DAEMON_NOFILE" // RLIMIT_NOFILE of the child, when set
+)
 
 // TestHelperDaemon is the child of the crash test: `cmlab serve` on
 // 127.0.0.1:0 over the home named by the environment, until killed.
@@ -30,6 +34,13 @@ func TestHelperDaemon(t *testing.T) {
 	dir := os.Getenv(envDaemonHome)
 	if dir == "" {
 		t.Skip("child process of TestDaemonSIGKILL")
+	}
+	if n, _ := strconv.ParseUint(os.Getenv(envDaemonNofile), 10, 64); n > 0 {
+		// The flood test's child: a low descriptor limit, soft and hard.
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: n}); err != nil {
+			fmt.Fprintln(os.Stderr, "setrlimit:", err)
+			os.Exit(3)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -43,10 +54,10 @@ func TestHelperDaemon(t *testing.T) {
 
 // startDaemon re-executes the test binary as a daemon and waits for its
 // state/daemon.json.
-func startDaemon(t *testing.T, h home.Home) (*exec.Cmd, *DaemonInfo) {
+func startDaemon(t *testing.T, h home.Home, env ...string) (*exec.Cmd, *DaemonInfo) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDaemon$", "-test.v=false")
-	cmd.Env = append(os.Environ(), envDaemonHome+"="+h.Dir)
+	cmd.Env = append(append(os.Environ(), envDaemonHome+"="+h.Dir), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

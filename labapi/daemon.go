@@ -54,6 +54,10 @@ type DaemonOptions struct {
 	// Pty configures the terminal manager (slots, idle reaping); Dir and
 	// Logger are ignored.
 	Pty pty.Options
+	// MaxConns caps the connections held open at once (serve --max-conns);
+	// 0 derives it from the open-file limit, which RunDaemon first raises
+	// to its hard limit: a quarter of it, within [16, 4096] (listener.go).
+	MaxConns int
 
 	onServer   func(*Server)                  // benchmarks: the server once built
 	onResumer  func(*recovery.Resumer)        // tests: start-up auto-resume
@@ -192,6 +196,18 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.Listen, err)
 	}
+	fdLimit, ferr := raiseFDLimit()
+	if ferr != nil {
+		o.Logger.Warn("reading the open-file limit", "err", ferr)
+		fdLimit = 1024
+	}
+	maxConns := o.MaxConns
+	if maxConns <= 0 {
+		maxConns = connCap(fdLimit)
+	}
+	capped := newCapListener(ln, maxConns)
+	ln = capped
+	o.Logger.Info("connection cap", "maxConns", maxConns, "openFileLimit", fdLimit)
 	addr := ln.Addr().String()
 	nonce := newSecret()
 	exitCh := make(chan struct{})
@@ -222,8 +238,10 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 			return fmt.Errorf("lab.session.started: %w", err)
 		}
 	}
+	// Header and idle timeouts bound what a silent client holds; the
+	// connection cap (capped.ConnState) closes idle ones first when full.
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
-		ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn)}
+		ConnState: capped.ConnState, ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn)}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	info := DaemonInfo{Pid: os.Getpid(), Listen: addr, TokenFile: o.Home.TokenFile(), Nonce: nonce, SessionID: srv.opts.SessionID,

@@ -28,6 +28,7 @@ type serveOpts struct {
 	ptyIdle         time.Duration
 	ptyMaxShells    int
 	writable        bool // serve a replayed home writable (replayed_home.go)
+	maxConns        int
 }
 
 // newServeCmd builds 'cmlab serve'.
@@ -76,6 +77,9 @@ read-only unless --writable.`,
 			if o.taskCompare != "" && o.taskReview != "" {
 				return &usageError{"--task-compare and --task-review are exclusive"}
 			}
+			if o.maxConns < 0 {
+				return &usageError{"--max-conns must be ≥ 0"}
+			}
 			if o.exitAfterSubmit < 0 {
 				return &usageError{"--exit-after-submit must be ≥ 0"}
 			}
@@ -114,7 +118,7 @@ read-only unless --writable.`,
 			logger := slog.New(slog.NewJSONHandler(logW, &slog.HandlerOptions{Level: level}))
 			return labapi.RunDaemon(ctx, labapi.DaemonOptions{
 				Home: h, Listen: o.listen, AllowRemote: o.allowRemote, AllowRoots: o.allowRoots, Task: task,
-				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui,
+				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui, MaxConns: o.maxConns,
 				Compaction: policy, CompactEvery: o.compact.every, SegmentSize: o.compact.segmentSize,
 				Pty: ptyOptions(o),
 				Ready: func(info labapi.DaemonInfo) {
@@ -138,6 +142,7 @@ read-only unless --writable.`,
 	f.BoolVar(&o.readOnly, "read-only", false, "serve a replayed home: refuse every write")
 	f.DurationVar(&o.lookback, "lookback", 2*time.Hour, "auto-resume window of start-up recovery")
 	f.BoolVar(&o.quiet, "quiet", false, "log warnings only (no request log)")
+	f.IntVar(&o.maxConns, "max-conns", 0, "connections held open at once; beyond it idle ones are closed first, then new ones wait (0: a quarter of the open-file limit, 16–4096)")
 	f.StringVar(&o.ui, "ui", "", "serve the Lab browser client from DIR at / (e.g. content-machine's assets/lab)")
 	o.compact.flags(f)
 	addPtyServeFlags(f, o)
