@@ -15,7 +15,8 @@
 // artifact allow-list; every run file is read through package confine),
 // events.go (SSE), metrics.go (/metrics through
 // prometheus/client_golang; names in docs/metrics.md), index.go (GET /
-// without a UI: what this daemon is), daemon.go (`cmlab serve`),
+// without a UI: what this daemon is), daemon.go (`cmlab serve`), listener.go
+// (the connection cap and the open-file limit),
 // daemonlog.go (state/daemon.log with rotation), client.go (the daemon
 // client), bench.go (`cmlab bench api`), pty.go (terminal bridge: also
 // interrupt, GET /api/pty listing the shell slots, and wait_ms on a block's
@@ -26,7 +27,12 @@
 // # Invariants
 //
 //   - A 200 to a mutation is written only after engine.Append returned, so
-//     the event is fsynced and projected (a client reads its own write).
+//     the event is fsynced and, unless the views lag the log (a projection
+//     failed after the fsync; /api/health "views":"behind"), projected.
+//   - Running out of file descriptors, or views that cannot yet catch up,
+//     is 503 UNAVAILABLE with Retry-After, never DEGRADED: only a failed
+//     write or fsync of the log degrades it, and the DEGRADED fix names
+//     the cause (disk full, descriptors, I/O error).
 //   - A mutation with a request id appends exactly one event carrying req,
 //     rh and the response snapshot; the request-id index is a projection
 //     of the log fed before the 200 (on disk, covering a recorded seq), so
