@@ -43,8 +43,8 @@ func TestProjectionEMFILEIsNotDegraded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	tok, _ := h.Token()
-	srv, err := New(Options{Engine: eng, Listen: "127.0.0.1:0", Token: tok, SessionID: "lab_test"})
+	tok, _ := h.OperatorToken()
+	srv, err := New(Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: tok, SessionID: "lab_test"})
 	if err != nil {
 		t.Fatal(err)
 	}
