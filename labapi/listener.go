@@ -1,6 +1,7 @@
 package labapi
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -73,6 +74,15 @@ type cappedConn struct {
 	once    sync.Once
 	idle    bool      // accepted and not (yet/any more) serving a request; l.mu
 	idledAt time.Time // l.mu
+}
+
+// ReadFrom keeps the TCP connection's sendfile path for videos served
+// from an *os.File (net/http uses it when the connection has one).
+func (c *cappedConn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
 }
 
 func (c *cappedConn) Close() error {
