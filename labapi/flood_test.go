@@ -176,3 +176,22 @@ func TestIdleConnectionFlood(t *testing.T) {
 		t.Fatalf("feedback.jsonl after the flood: %v\n%s", err, lines)
 	}
 }
+
+// TestDegradedFixNamesTheCause: the DEGRADED answer's fix follows the
+// cause: disk space only for ENOSPC, descriptors for EMFILE, the disk for
+// EIO.
+func TestDegradedFixNamesTheCause(t *testing.T) {
+	for _, tc := range []struct {
+		cause       error
+		want, never string
+	}{
+		{&os.PathError{Op: "write", Path: "wal/x", Err: syscall.ENOSPC}, "Free disk space", "file descriptors"},
+		{&os.PathError{Op: "open", Path: "wal/x", Err: syscall.EMFILE}, "file descriptors", "disk space"},
+		{&os.PathError{Op: "fsync", Path: "wal/x", Err: syscall.EIO}, "check the disk", "disk space"},
+	} {
+		ae := degradedError(tc.cause)
+		if ae.Status() != 503 || ae.Code != CodeDegraded || !strings.Contains(ae.Fix(), tc.want) || strings.Contains(ae.Fix(), tc.never) {
+			t.Errorf("%v: %d %s fix %q", tc.cause, ae.Status(), ae.Code, ae.Fix())
+		}
+	}
+}
