@@ -34,6 +34,10 @@ type PlanStep struct {
 	Note string `json:"note,omitempty"`
 	// Pid is the step's recorded process (0: none recorded).
 	Pid int `json:"pid,omitempty"`
+	// ErrorClass is a failed step's recorded error class: it failed cleanly
+	// (its runner saw it end), which the table says instead of the
+	// classifier's verdict.
+	ErrorClass string `json:"error_class,omitempty"`
 	// Seq is the step's last transition when it was classified: a
 	// decision applies only while the step is still there (RecordAt).
 	Seq uint64 `json:"seq"`
@@ -203,6 +207,9 @@ func BuildPlan(mandates []*steps.MandateState, opts PlanOptions) *Plan {
 				ps.Note = "in progress under the running daemon"
 			case liveMandate && s.Status == events.StatusPending && v.Kind != SafeToRetry:
 				ps.Note = "mandate in progress under the running daemon"
+			case s.Status == events.StatusFailed:
+				ps.ErrorClass = s.ErrorClass
+				ps.Note = "failed cleanly: `cmlab run` retries it, or `cmlab step reset` then run it"
 			case s.Status == events.StatusExecuting:
 				ps.Action = map[string]string{AlreadyDone: ActionComplete, SafeToRetry: ActionReset, ManualReview: ActionNeedsReview}[v.Kind]
 			case s.Status == events.StatusPending && v.Kind == AlreadyDone:
@@ -307,7 +314,12 @@ func (p *Plan) WriteTable(w io.Writer) error {
 		if s.Note != "" {
 			action += " (" + s.Note + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.MandateID, s.StepID, s.Status, s.Verdict, s.Evidence.Reason, action)
+		verdict, reason := s.Verdict, s.Evidence.Reason
+		if s.Status == events.StatusFailed && s.Verdict != InFlight {
+			// A recorded failure is not an interruption: say what was recorded.
+			verdict, reason = "failed", "error_class="+orNone(s.ErrorClass)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.MandateID, s.StepID, s.Status, verdict, reason, action)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -354,3 +366,11 @@ func (p *Plan) WriteTable(w io.Writer) error {
 
 // JSON is the plan as indented JSON.
 func (p *Plan) JSON() ([]byte, error) { return json.MarshalIndent(p, "", "  ") }
+
+// orNone is v, or "none" when it is empty.
+func orNone(v string) string {
+	if v == "" {
+		return "none"
+	}
+	return v
+}

@@ -201,8 +201,10 @@ var commandExamples = map[string]string{
 	"cmlab runs list": `  cmlab runs list
   cmlab runs list --json`,
 	"cmlab step": `  cmlab step plan m1 plan.json
-  cmlab step start m1 s1 --world out/ && cmlab step complete m1 s1 --world out/ --exit-code 0`,
-	"cmlab step complete": `  cmlab step complete m1 s1 --world out/ --exit-code 0
+  cmlab step start m1 s1 --world out/ && cmlab step complete m1 s1 --world out/ --exit-code 0 --output step.log`,
+	"cmlab step complete": `  # settle a step in manual review: cmlab hashes the world its plan declares
+  cmlab step complete m1 s1 --exit-code 0 --output step.log
+  cmlab step complete m1 s1 --world out/ --exit-code 0 --output-digest sha256-…
   cmlab step complete m1 s1 --post sha256-… --result sha256-…`,
 	"cmlab step fail": `  cmlab step fail m1 s1 --class timeout --msg 'no answer in 60s' --exit-code 124`,
 	"cmlab step list": `  cmlab step list

@@ -76,7 +76,7 @@ func (w *worldFlags) add(c *cobra.Command) {
 func (w *worldFlags) hash(given, flag string) (string, error) {
 	if len(w.paths) == 0 {
 		if given == "" {
-			return "", &usageError{"give --" + flag + " HASH or --world PATH"}
+			return "", nil // the caller falls back to the planned world (plannedWorldHash)
 		}
 		return given, nil
 	}
@@ -92,6 +92,38 @@ func (w *worldFlags) hash(given, flag string) (string, error) {
 		return "", err
 	}
 	return steps.WorldHash(abs, w.paths)
+}
+
+// worldHashOrPlanned is the --FLAG hash, the hash of --world paths, or, when
+// neither is given, the hash of the world the step's plan declares (its
+// paths under its dir), computed now on this machine: the person settling
+// a step by hand does not have the hash, but the plan says what to hash.
+func worldHashOrPlanned(cmd *cobra.Command, g *globalOpts, w *worldFlags, given, flag, mandate, step string) (string, error) {
+	h, err := w.hash(given, flag)
+	if err != nil || h != "" {
+		return h, err
+	}
+	var out struct {
+		Mandate *steps.MandateState `json:"mandate"`
+	}
+	if err := labCall(cmd.Context(), g, http.MethodGet, "/api/steps?mandateId="+url.QueryEscape(mandate), "", nil, &out); err != nil {
+		return "", err
+	}
+	var st *steps.StepState
+	if out.Mandate != nil {
+		for _, s := range out.Mandate.Steps {
+			if s.StepID == step {
+				st = s
+			}
+		}
+	}
+	if st == nil {
+		return "", fmt.Errorf("mandate %s has no step %s: see `cmlab step list %s`", mandate, step, mandate)
+	}
+	if len(st.World) == 0 {
+		return "", &usageError{"step " + step + "'s plan declares no world paths, so its world hash cannot be computed: give --" + flag + " HASH or --world PATH"}
+	}
+	return st.CurrentWorldHash()
 }
 
 func newStepPlanCmd(g *globalOpts) *cobra.Command {
@@ -134,29 +166,47 @@ func newStepStartCmd(g *globalOpts) *cobra.Command {
 		Short: "Record that a step is executing (step.executing with observed_pre_hash)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			h, err := w.hash(pre, "observed-pre")
+			h, err := worldHashOrPlanned(cmd, g, &w, pre, "observed-pre", args[0], args[1])
 			if err != nil {
 				return err
 			}
 			return stepPost(cmd, g, args[0], "executing", reqID, map[string]any{"step_id": args[1], "observed_pre_hash": h})
 		},
 	}
-	c.Flags().StringVar(&pre, "observed-pre", "", "world hash observed before the side effect")
+	c.Flags().StringVar(&pre, "observed-pre", "", "world hash observed before the side effect (default: hash the world the plan declares, now)")
 	stepRequestIDFlag(c, &reqID)
 	w.add(c)
 	return c
 }
 
 func newStepCompleteCmd(g *globalOpts) *cobra.Command {
-	var reqID, post, result, digest string
+	var reqID, post, result, digest, output string
 	var exit int
 	var w worldFlags
 	c := &cobra.Command{
 		Use:   "complete MANDATE_ID STEP_ID",
 		Short: "Record a finished step (step.completed with post_hash and result_hash)",
-		Args:  cobra.ExactArgs(2),
+		Long: `Record that a step finished. The post hash defaults to the hash of the world
+the step's plan declares, computed now (give --post or --world to override).
+The result hash is derived from --exit-code and the step's output: pass the
+output as a file with --output FILE (- for stdin), or its digest with
+--output-digest; or give --result HASH directly.`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			h, err := w.hash(post, "post")
+			if output != "" && digest != "" {
+				return &usageError{"give either --output or --output-digest, not both"}
+			}
+			if output != "" {
+				b, err := readOutputArg(output)
+				if err != nil {
+					return err
+				}
+				digest = steps.HashBytes(b)
+			}
+			if result == "" && !(cmd.Flags().Changed("exit-code") && digest != "") {
+				return &usageError{"cmlab cannot know the step's result: give --exit-code N with --output FILE (or --output-digest HASH), or --result HASH"}
+			}
+			h, err := worldHashOrPlanned(cmd, g, &w, post, "post", args[0], args[1])
 			if err != nil {
 				return err
 			}
@@ -167,23 +217,33 @@ func newStepCompleteCmd(g *globalOpts) *cobra.Command {
 			if digest != "" {
 				body["output_digest"] = digest
 			}
-			if result == "" && cmd.Flags().Changed("exit-code") && digest != "" {
-				result = steps.ResultHash(exit, digest)
-			}
 			if result == "" {
-				return &usageError{"give --result HASH, or --exit-code and --output-digest to derive it"}
+				result = steps.ResultHash(exit, digest)
 			}
 			body["result_hash"] = result
 			return stepPost(cmd, g, args[0], "completed", reqID, body)
 		},
 	}
-	c.Flags().StringVar(&post, "post", "", "world hash after the step")
+	c.Flags().StringVar(&post, "post", "", "world hash after the step (default: hash the world the plan declares, now)")
 	c.Flags().StringVar(&result, "result", "", "result hash")
 	c.Flags().IntVar(&exit, "exit-code", 0, "exit code of the step")
 	c.Flags().StringVar(&digest, "output-digest", "", "sha256- digest of the step's output")
+	c.Flags().StringVar(&output, "output", "", "a file holding the step's output (- for stdin); its digest is computed")
 	stepRequestIDFlag(c, &reqID)
 	w.add(c)
 	return c
+}
+
+// readOutputArg reads the file named by --output, or stdin for "-".
+func readOutputArg(name string) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("--output: %w", err)
+	}
+	return b, nil
 }
 
 func newStepFailCmd(g *globalOpts) *cobra.Command {
