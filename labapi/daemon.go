@@ -54,6 +54,11 @@ type DaemonOptions struct {
 	// Pty configures the terminal manager (slots, idle reaping); Dir and
 	// Logger are ignored.
 	Pty pty.Options
+	// Sidecar, when set, runs beside serving once the daemon listens (the
+	// log shipper of `serve --ship`), under a context cancelled at
+	// shutdown and waited for before the engine closes. Its error is
+	// logged; the daemon keeps serving.
+	Sidecar func(ctx context.Context) error
 
 	onServer   func(*Server)                  // benchmarks: the server once built
 	onResumer  func(*recovery.Resumer)        // tests: start-up auto-resume
@@ -238,6 +243,17 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 		defer RemoveDaemonInfo(o.Home, info.Pid)
 	}
 	o.Logger.Info("serving", "listen", addr, "session", info.SessionID, "readOnly", o.ReadOnly)
+	if o.Sidecar != nil {
+		sctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := o.Sidecar(sctx); err != nil {
+				o.Logger.Error("sidecar stopped; the daemon keeps serving", "err", err)
+			}
+		}()
+		defer func() { cancel(); <-done }()
+	}
 	if o.Ready != nil {
 		o.Ready(info)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/ship/cursor"
 	"github.com/google/uuid"
 )
 
@@ -77,3 +78,15 @@ func Subject(homeID, typ string) string { return "cmlab." + homeID + "." + typ }
 
 // SubjectFilter is the one subject filter of a home's stream.
 func SubjectFilter(homeID string) string { return "cmlab." + homeID + ".>" }
+
+// State is state/ship.json (package cursor).
+type State = cursor.State
+
+// StateFile is state/ship.json of h.
+func StateFile(h home.Home) string { return cursor.File(h) }
+
+// ReadState reads state/ship.json; an error wraps os.ErrNotExist when
+// shipping never ran for h.
+func ReadState(h home.Home) (State, error) { return cursor.Read(h) }
+
+func writeState(h home.Home, s State) error { return cursor.Write(h, s) }

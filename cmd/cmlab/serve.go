@@ -28,6 +28,7 @@ type serveOpts struct {
 	ptyIdle         time.Duration
 	ptyMaxShells    int
 	writable        bool // serve a replayed home writable (replayed_home.go)
+	ship            shipOpts
 }
 
 // newServeCmd builds 'cmlab serve'.
@@ -112,11 +113,18 @@ read-only unless --writable.`,
 			}
 			defer closeLog()
 			logger := slog.New(slog.NewJSONHandler(logW, &slog.HandlerOptions{Level: level}))
+			var sidecar func(context.Context) error
+			if o.ship.nats != "" {
+				if sidecar, err = shipSidecar(h, &o.ship); err != nil {
+					return err
+				}
+			}
 			return labapi.RunDaemon(ctx, labapi.DaemonOptions{
 				Home: h, Listen: o.listen, AllowRemote: o.allowRemote, AllowRoots: o.allowRoots, Task: task,
 				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui,
 				Compaction: policy, CompactEvery: o.compact.every, SegmentSize: o.compact.segmentSize,
-				Pty: ptyOptions(o),
+				Pty:     ptyOptions(o),
+				Sidecar: sidecar,
 				Ready: func(info labapi.DaemonInfo) {
 					if g.json {
 						labPrintJSON(g, info)
@@ -138,6 +146,8 @@ read-only unless --writable.`,
 	f.BoolVar(&o.readOnly, "read-only", false, "serve a replayed home: refuse every write")
 	f.DurationVar(&o.lookback, "lookback", 2*time.Hour, "auto-resume window of start-up recovery")
 	f.BoolVar(&o.quiet, "quiet", false, "log warnings only (no request log)")
+	f.StringVar(&o.ship.nats, "ship", "", "ship the log to NATS JetStream at URL (see 'cmlab ship'; the daemon serves on if it is unreachable)")
+	o.ship.flags(c, "ship-")
 	f.StringVar(&o.ui, "ui", "", "serve the Lab browser client from DIR at / (e.g. content-machine's assets/lab)")
 	o.compact.flags(f)
 	addPtyServeFlags(f, o)

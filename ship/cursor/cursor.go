@@ -1,4 +1,9 @@
-package ship
+// Package cursor is state/ship.json, the shipping cursor of a home: the
+// last seq its NATS JetStream stream acknowledged, and the last error.
+// Package ship writes it; `cmlab status` and the daemon's /metrics read it
+// (so they show the lag whichever process ships). It is replaced
+// atomically: tmp → fsync → rename → directory fsync.
+package cursor
 
 import (
 	"encoding/json"
@@ -39,29 +44,29 @@ func (s State) Lag() uint64 {
 	return 0
 }
 
-// StateFile is state/ship.json of h.
-func StateFile(h home.Home) string { return filepath.Join(h.StateDir(), "ship.json") }
+// File is state/ship.json of h.
+func File(h home.Home) string { return filepath.Join(h.StateDir(), "ship.json") }
 
-// ReadState reads state/ship.json; an error wraps os.ErrNotExist when
+// Read reads state/ship.json; an error wraps os.ErrNotExist when
 // shipping never ran for h.
-func ReadState(h home.Home) (State, error) {
+func Read(h home.Home) (State, error) {
 	var s State
-	b, err := os.ReadFile(StateFile(h))
+	b, err := os.ReadFile(File(h))
 	if err != nil {
 		return s, err
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
-		return s, fmt.Errorf("ship: %s: %w", h.Rel(StateFile(h)), err)
+		return s, fmt.Errorf("ship cursor: %s: %w", h.Rel(File(h)), err)
 	}
 	return s, nil
 }
 
-// writeState replaces state/ship.json atomically and durably.
-func writeState(h home.Home, s State) error {
+// Write replaces state/ship.json atomically and durably, setting UpdatedAt.
+func Write(h home.Home, s State) error {
 	s.UpdatedAt = time.Now().UTC().Format(time.RFC3339Nano)
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
 	}
-	return home.WriteFileAtomic(StateFile(h), append(b, '\n'))
+	return home.WriteFileAtomic(File(h), append(b, '\n'))
 }
