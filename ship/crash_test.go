@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 const shipChildEnv = "CMLAB_SHIP_CHILD"
@@ -55,7 +56,26 @@ func TestShipKillRounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := n.stream
+	nc, err := n.conn().connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamLast := func() uint64 { // 0 until the first child created the stream
+		st, err := js.Stream(context.Background(), DefaultStream(id))
+		if err != nil {
+			return 0
+		}
+		info, err := st.Info(context.Background())
+		if err != nil {
+			return 0
+		}
+		return info.State.LastSeq
+	}
 	p := startPosters(e, 16, time.Millisecond)
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 20))
@@ -80,18 +100,33 @@ func TestShipKillRounds(t *testing.T) {
 				cmd.Wait()
 				t.Fatalf("round %d: child said %q", round, sc.Text())
 			}
+			// Kill while shipping: once the stream grew in this round,
+			// after a random pause (mid-window, mid-ack or mid-write).
+			deadline := time.Now().Add(15 * time.Second)
+			for {
+				if streamLast() > prev {
+					break
+				}
+				if time.Now().After(deadline) {
+					cmd.Process.Kill()
+					cmd.Wait()
+					t.Fatalf("round %d: the child shipped nothing in 15s", round)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
+		} else {
+			// Kill anywhere: at start-up, in connect, in the resync.
+			time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
 		}
-		// Kill anywhere: in connect, resync, a publish window or a cursor write.
-		time.Sleep(time.Duration(20+rng.IntN(250)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		err = cmd.Wait()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
 			t.Fatalf("round %d: the child was not killed but ended: %v", round, err)
 		}
-		info, err := st(t, DefaultStream(id)).Info(context.Background())
-		if err == nil && info.State.LastSeq > prev {
+		if last := streamLast(); last > prev {
 			progressed++
-			prev = info.State.LastSeq
+			prev = last
 		}
 	}
 	posted := p.stop(t)
