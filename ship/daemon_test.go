@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,9 @@ func TestDaemonShipsAndServesThroughAnOutage(t *testing.T) {
 	n := startNATS(t)
 	n.stop()
 	h := home.Home{Dir: t.TempDir()}
+	if err := os.Chmod(h.Dir, 0o700); err != nil { // the daemon serves private homes only
+		t.Fatal(err)
+	}
 	s, err := New(Options{Home: h, Conn: n.conn(), Poll: 5 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +46,7 @@ func TestDaemonShipsAndServesThroughAnOutage(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("daemon not ready")
 	}
-	tok, err := h.Token()
+	tok, err := h.OperatorToken()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +79,9 @@ func TestDaemonShipsAndServesThroughAnOutage(t *testing.T) {
 		return err == nil && st.Retrying && strings.Contains(st.LastError, "connect")
 	})
 	metrics := func() string {
-		resp, err := http.Get("http://" + info.Listen + "/metrics")
+		req, _ := http.NewRequest("GET", "http://"+info.Listen+"/metrics", nil)
+		req.Header.Set("X-CM-LAB-TOKEN", tok)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

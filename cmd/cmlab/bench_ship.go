@@ -170,7 +170,7 @@ func benchShip(ctx context.Context, dir string, o *benchShipOpts) (*benchShipRes
 	case err := <-done:
 		return nil, err
 	}
-	tok, err := lh.Token()
+	tok, err := lh.OperatorToken()
 	if err != nil {
 		return nil, err
 	}
