@@ -68,8 +68,10 @@
 //
 // # Compaction
 //
-// There is no log compaction yet. When there is one, it must never delete a
-// segment holding a seq above state/ship.json's shipped seq while shipping
-// is configured for the home (state/ship.json exists): those events exist
-// nowhere else.
+// Compaction must never remove a segment holding a seq the stream has not
+// acknowledged: those events exist nowhere else. compact.DefaultHolders
+// has a "ship cursor" holder for it: state/ship.json's shipped seq + 1,
+// held against archiving too (this shipper reads the log directory, not
+// the archive). The cursor may lag the stream (a shipper killed between
+// an acknowledgement and the cursor write), which only keeps more.
 package ship
