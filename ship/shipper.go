@@ -123,12 +123,17 @@ func (s *Shipper) State() State {
 	return s.state
 }
 
+// update writes state/ship.json first, then makes the new state what
+// State returns, so State never runs ahead of the file status and
+// /metrics read. Only the shipper's goroutine calls it.
 func (s *Shipper) update(fn func(*State)) error {
+	st := s.State()
+	fn(&st)
+	err := writeState(s.opts.Home, st)
 	s.mu.Lock()
-	fn(&s.state)
-	st := s.state
+	s.state = st
 	s.mu.Unlock()
-	if err := writeState(s.opts.Home, st); err != nil {
+	if err != nil {
 		return fmt.Errorf("ship: write cursor: %w", err)
 	}
 	if s.opts.Progress != nil {
