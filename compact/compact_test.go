@@ -17,6 +17,7 @@ import (
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/projections"
+	"github.com/cmlab/cmlab/ship/cursor"
 	"github.com/cmlab/cmlab/wal"
 )
 
@@ -313,5 +314,33 @@ func TestLoopCompactsPeriodicallyAndStops(t *testing.T) {
 	}
 	if last := runs[len(runs)-1]; last.FirstSeq > eng.Log().FirstSeq() {
 		t.Fatalf("last run %+v", last)
+	}
+}
+
+// TestPlanHoldsUnshippedEvents: a home that ships keeps, even against an
+// archive, every segment holding an event its stream has not acknowledged.
+func TestPlanHoldsUnshippedEvents(t *testing.T) {
+	th := newTestHome(t)
+	if err := cursor.Write(th.h, cursor.State{HomeID: "h1", Stream: "CMLAB_h1", Shipped: 29}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Plan(context.Background(), th.eng.Log(), Options{Home: th.h, Now: th.clk.now, Archive: "/x", DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := holdOf(t, rep, "ship cursor"); h.Seq != 30 || h.Waived {
+		t.Fatalf("ship cursor hold %+v", h)
+	}
+	if rep.Needed != 30 || rep.HeldBy != "ship cursor" || rep.Before > 30 {
+		t.Fatalf("needed %d by %q, before %d", rep.Needed, rep.HeldBy, rep.Before)
+	}
+	if len(rep.Segments) > 0 && rep.NewFirstSeq > 30 {
+		t.Fatalf("plan removes up to seq %d, past the unshipped seq 30", rep.NewFirstSeq-1)
+	}
+	// Without the hold the same plan would remove more: the test can fail.
+	os.Remove(cursor.File(th.h))
+	free, err := Plan(context.Background(), th.eng.Log(), Options{Home: th.h, Now: th.clk.now, Archive: "/x", DryRun: true})
+	if err != nil || free.HeldBy == "ship cursor" {
+		t.Fatalf("plan without a cursor: %+v %v", free, err)
 	}
 }

@@ -24,8 +24,12 @@
 //	                       deletion (ReadsArchive): archived segments stay readable through the
 //	                       log (wal reads them back from the archive the manifest names). When
 //	                       snapshots exist (issue 16 §1) this holder becomes "the snapshot seq + 1".
-//	others                 Options.Holders: e.g. a shipping cursor (state/ship.json) — anything
-//	                       that reads the log from a position of its own adds a RetentionHolder
+//	ship cursor            state/ship.json's shipped seq + 1 when the home ships to NATS
+//	                       JetStream (package ship): events its stream has not acknowledged
+//	                       exist nowhere else; held against archiving too (the shipper reads
+//	                       the log directory)
+//	others                 Options.Holders: anything that reads the log from a position of its
+//	                       own adds a RetentionHolder
 //
 // Holders are evaluated before the removal, and the log only grows
 // meanwhile, so each answer can only be too old (keeping more), never too

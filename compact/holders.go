@@ -2,11 +2,14 @@ package compact
 
 import (
 	"context"
+	"errors"
+	"os"
 	"time"
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/projections"
+	"github.com/cmlab/cmlab/ship/cursor"
 	"github.com/cmlab/cmlab/steps"
 )
 
@@ -150,6 +153,21 @@ func (s *stepScan) oldestOpen() uint64 {
 	return oldest
 }
 
+// unshipped is the first seq the home's JetStream stream has not
+// acknowledged (state/ship.json, package ship), 0 when the home does not
+// ship. Those events exist nowhere else; the shipper reads the log
+// directory (not the archive), so the hold stands against archiving too.
+func unshipped(h home.Home) (uint64, error) {
+	st, err := cursor.Read(h)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return st.Shipped + 1, nil
+}
+
 // DefaultHolders are the built-in holders of home h, the step, block and
 // window ones answering from sc.
 func DefaultHolders(h home.Home, sc *Scan) []RetentionHolder {
@@ -170,6 +188,7 @@ func DefaultHolders(h home.Home, sc *Scan) []RetentionHolder {
 		{Name: "open steps", OldestNeededSeq: fixed(sc.OpenSteps)},
 		{Name: "open terminal blocks", OldestNeededSeq: fixed(sc.OpenBlocks)},
 		{Name: "auto-resume window", OldestNeededSeq: fixed(sc.FirstInWindow)},
+		{Name: "ship cursor", OldestNeededSeq: func(context.Context) (uint64, error) { return unshipped(h) }},
 		// Request-id dedupe, Lab state, steps, terminal sessions and view
 		// rebuilds read the whole log until snapshots exist.
 		{Name: "read models", OldestNeededSeq: fixed(1), ReadsArchive: true},

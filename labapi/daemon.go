@@ -58,6 +58,11 @@ type DaemonOptions struct {
 	// 0 derives it from the open-file limit, which RunDaemon first raises
 	// to its hard limit: a quarter of it, within [16, 4096] (listener.go).
 	MaxConns int
+	// Sidecar, when set, runs beside serving once the daemon listens (the
+	// log shipper of `serve --ship`), under a context cancelled at
+	// shutdown and waited for before the engine closes. Its error is
+	// logged; the daemon keeps serving.
+	Sidecar func(ctx context.Context) error
 
 	onServer   func(*Server)                  // benchmarks: the server once built
 	onResumer  func(*recovery.Resumer)        // tests: start-up auto-resume
@@ -256,6 +261,17 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 		defer RemoveDaemonInfo(o.Home, info.Pid)
 	}
 	o.Logger.Info("serving", "listen", addr, "session", info.SessionID, "readOnly", o.ReadOnly)
+	if o.Sidecar != nil {
+		sctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := o.Sidecar(sctx); err != nil {
+				o.Logger.Error("sidecar stopped; the daemon keeps serving", "err", err)
+			}
+		}()
+		defer func() { cancel(); <-done }()
+	}
 	if o.Ready != nil {
 		o.Ready(info)
 	}

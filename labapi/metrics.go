@@ -67,7 +67,7 @@ func (m *metrics) observeAppend(d time.Duration, n int, err error) {
 
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) error {
 	m := s.metrics
-	m.serverOnce.Do(func() { m.reg.MustRegister(logCollector{s}) })
+	m.serverOnce.Do(func() { m.reg.MustRegister(logCollector{s}, shipCollector{s}) })
 	w.Header().Set("Cache-Control", "no-store")
 	promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 	return nil

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cmlab/cmlab/ship/cursor"
 )
 
 // TestMetricsDocumented: every metric /metrics exposes is in
@@ -21,6 +23,10 @@ func TestMetricsDocumented(t *testing.T) {
 	}
 	tl := newTestLab(t)
 	tl.do("POST", "/api/feedback", `{"notes":"x"}`)
+	// A home that ships (state/ship.json) has the shipping gauges.
+	if err := cursor.Write(tl.home, cursor.State{HomeID: "h1", Stream: "CMLAB_h1", Shipped: 1, Retrying: true}); err != nil {
+		t.Fatal(err)
+	}
 	body := string(tl.do("GET", "/metrics", "").body)
 	var exposed []string
 	for _, m := range regexp.MustCompile(`(?m)^# TYPE (cmlab_[a-z_]+) `).FindAllStringSubmatch(body, -1) {
@@ -36,7 +42,7 @@ func TestMetricsDocumented(t *testing.T) {
 			t.Errorf("docs/metrics.md names %s, which /metrics does not expose", name)
 		}
 	}
-	if len(exposed) < 16 || !strings.Contains(body, "cmlab_wal_appends_total 1\n") {
+	if len(exposed) < 16 || !strings.Contains(body, "cmlab_wal_appends_total 1\n") || !strings.Contains(body, "cmlab_ship_failing 1\n") {
 		t.Fatalf("metrics:\n%s", body)
 	}
 }

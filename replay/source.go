@@ -15,6 +15,15 @@ import (
 // ErrNoLog is returned when a home has no log to replay.
 var ErrNoLog = errors.New("replay: no log")
 
+// Source is where To reads a home's history: its log (Log), or a copy of
+// it kept elsewhere (ship.Source reads one from a NATS JetStream stream).
+// Events yields from ≤ seq ≤ to (to 0: to the end) in order; LastSeq is
+// the last sequence it holds.
+type Source interface {
+	Events(ctx context.Context, from, to uint64) iter.Seq2[*events.Event, error]
+	LastSeq(ctx context.Context) (uint64, error)
+}
+
 // Log is a read-only view of a home's log through wal.Reader: it takes no
 // lock, so replay works while a daemon owns and appends to the log. A write
 // in progress (or a torn tail the owner will repair at its next open) at

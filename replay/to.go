@@ -22,6 +22,8 @@ var ErrNothing = errors.New("replay: no event at or before the bound")
 type ToOptions struct {
 	// Src is the home whose log is replayed (read without its lock).
 	Src home.Home
+	// Source, when set, is read instead of Src's log.
+	Source Source
 	// Into is the new home to build. It must not exist or be empty.
 	Into home.Home
 	// UpTo is the last sequence to include. 0: no sequence bound.
@@ -65,9 +67,13 @@ func To(ctx context.Context, opts ToOptions) (*ToResult, error) {
 	if err := ensureEmpty(opts.Into.Dir); err != nil {
 		return nil, err
 	}
-	src, err := OpenLogArchive(opts.Src.WALDir(), opts.Archive)
-	if err != nil {
-		return nil, err
+	src := opts.Source
+	if src == nil {
+		l, err := OpenLogArchive(opts.Src.WALDir(), opts.Archive)
+		if err != nil {
+			return nil, err
+		}
+		src = l
 	}
 	// Refuse a bound outside the log before creating anything.
 	last, err := src.LastSeq(ctx)

@@ -74,6 +74,7 @@ The home directory is --home, else $CMLAB_HOME, else ~/.cm.`,
 		newFeedbackCmd, newRunsCmd, newExperimentsCmd, newExportCmd,
 		newPtyCmd, newStepCmd, newRunCmd, newRecoverCmd, newReplayCmd,
 		newTraceCmd, newDemoCmd, newMCPCmd, newTortureCmd, newCompactCmd,
+		newShipCmd, newRestoreCmd,
 	} {
 		if c := mk(g); c != nil {
 			root.AddCommand(c)

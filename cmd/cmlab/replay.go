@@ -12,6 +12,7 @@ import (
 
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/replay"
+	"github.com/cmlab/cmlab/ship"
 	"github.com/spf13/cobra"
 )
 
@@ -22,6 +23,7 @@ type replayOpts struct {
 	check  bool
 	from   uint64
 	decode bool
+	nats   restoreOpts // --from-nats URL --home-id ID [--stream] [--creds]
 }
 
 // newReplayCmd builds 'cmlab replay' and its subcommands.
@@ -83,6 +85,10 @@ unix milliseconds.`,
 	f.Uint64Var(&o.from, "from", 0, "with --check: ignore bytes produced by events before this sequence")
 	f.BoolVar(&o.decode, "decode", false, "list stored events the current code can no longer decode")
 	archiveFlag(c.PersistentFlags(), g)
+	f.StringVar(&o.nats.nats, "from-nats", "", "with --to and --into: replay the history shipped to NATS JetStream at URL")
+	f.StringVar(&o.nats.homeID, "home-id", "", "with --from-nats: the shipped home's id")
+	f.StringVar(&o.nats.stream, "stream", "", "with --from-nats: stream name (default CMLAB_<home-id>)")
+	f.StringVar(&o.nats.creds, "creds", "", "with --from-nats: NATS credentials file")
 	c.AddCommand(newReplayPrintCmd(g), newReplayStepsCmd(g))
 	if pc := newReplayPtyCmd(g); pc != nil {
 		c.AddCommand(pc)
@@ -108,6 +114,9 @@ func runReplayTo(cmd *cobra.Command, g *globalOpts, h home.Home, o *replayOpts) 
 	if err != nil {
 		return err
 	}
+	if o.nats.nats != "" {
+		return runReplayFromNATS(cmd, g, into, o)
+	}
 	if into.Dir == h.Dir {
 		return &usageError{"--into must be another directory than the home"}
 	}
@@ -129,6 +138,26 @@ func runReplayTo(cmd *cobra.Command, g *globalOpts, h home.Home, o *replayOpts) 
 	}
 	fmt.Fprintf(g.stdout, "replayed %d events (seq %d–%d, last at %s) into %s\n", res.Events, res.First, res.Last, replayISO(res.LastTS), into.Dir)
 	fmt.Fprintf(g.stdout, "serve it (read-only unless --writable): cmlab serve --home %s\n", into.Dir)
+	return nil
+}
+
+// runReplayFromNATS is 'replay --from-nats URL --home-id ID --to SEQ
+// --into DIR': time travel over a home's shipped history.
+func runReplayFromNATS(cmd *cobra.Command, g *globalOpts, into home.Home, o *replayOpts) error {
+	if o.nats.homeID == "" || o.to == 0 || o.until != "" {
+		return &usageError{"--from-nats needs --home-id ID and --to SEQ (not --until)"}
+	}
+	res, err := ship.Restore(cmd.Context(), ship.RestoreOptions{Conn: ship.Conn{URL: o.nats.nats, Creds: o.nats.creds},
+		Stream: o.nats.stream, HomeID: o.nats.homeID, Into: into, UpTo: o.to, Progress: restoreTicker(g)})
+	if err != nil {
+		return shipExit(err)
+	}
+	if g.json {
+		return replayJSON(g.stdout, map[string]any{"into": into.Dir, "homeId": o.nats.homeID, "first": res.First, "last": res.Last,
+			"lastTime": replayISO(res.LastTS), "events": res.Events})
+	}
+	fmt.Fprintf(g.stdout, "replayed %d shipped events of home %s (seq %d–%d, last at %s) into %s\n", res.Events, o.nats.homeID, res.First, res.Last, replayISO(res.LastTS), into.Dir)
+	fmt.Fprintf(g.stdout, "serve it read-only: cmlab serve --home %s --read-only\n", into.Dir)
 	return nil
 }
 

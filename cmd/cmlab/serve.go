@@ -29,6 +29,7 @@ type serveOpts struct {
 	ptyMaxShells    int
 	writable        bool // serve a replayed home writable (replayed_home.go)
 	maxConns        int
+	ship            shipOpts
 }
 
 // newServeCmd builds 'cmlab serve'.
@@ -116,11 +117,18 @@ read-only unless --writable.`,
 			}
 			defer closeLog()
 			logger := slog.New(slog.NewJSONHandler(logW, &slog.HandlerOptions{Level: level}))
+			var sidecar func(context.Context) error
+			if o.ship.nats != "" {
+				if sidecar, err = shipSidecar(h, &o.ship); err != nil {
+					return err
+				}
+			}
 			return labapi.RunDaemon(ctx, labapi.DaemonOptions{
 				Home: h, Listen: o.listen, AllowRemote: o.allowRemote, AllowRoots: o.allowRoots, Task: task,
 				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui, MaxConns: o.maxConns,
 				Compaction: policy, CompactEvery: o.compact.every, SegmentSize: o.compact.segmentSize,
-				Pty: ptyOptions(o),
+				Pty:     ptyOptions(o),
+				Sidecar: sidecar,
 				Ready: func(info labapi.DaemonInfo) {
 					if g.json {
 						labPrintJSON(g, info)
@@ -143,6 +151,8 @@ read-only unless --writable.`,
 	f.DurationVar(&o.lookback, "lookback", 2*time.Hour, "auto-resume window of start-up recovery")
 	f.BoolVar(&o.quiet, "quiet", false, "log warnings only (no request log)")
 	f.IntVar(&o.maxConns, "max-conns", 0, "connections held open at once; beyond it idle ones are closed first, then new ones wait (0: a quarter of the open-file limit, 16–4096)")
+	f.StringVar(&o.ship.nats, "ship", "", "ship the log to NATS JetStream at URL (see 'cmlab ship'; the daemon serves on if it is unreachable)")
+	o.ship.flags(c, "ship-")
 	f.StringVar(&o.ui, "ui", "", "serve the Lab browser client from DIR at / (e.g. content-machine's assets/lab)")
 	o.compact.flags(f)
 	addPtyServeFlags(f, o)

@@ -12,6 +12,7 @@ import (
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/pty"
+	"github.com/cmlab/cmlab/ship/cursor"
 	"github.com/spf13/cobra"
 )
 
@@ -29,6 +30,13 @@ type statusReport struct {
 	Compaction  *compactionStatus  `json:"compaction"`
 	// LeftOpen: terminal blocks a crash left open (no daemon runs).
 	LeftOpen []pty.LeftBlock `json:"terminalLeftOpen"`
+	Ship     *shipStatus     `json:"ship,omitempty"`
+}
+
+// shipStatus is state/ship.json with the lag against the log's last seq.
+type shipStatus struct {
+	cursor.State
+	Lag uint64 `json:"lag"`
 }
 
 // newStatusCmd builds 'cmlab status'.
@@ -91,6 +99,10 @@ and catches the views up, as any command would).`,
 			if rep.Daemon == nil && openErr == nil {
 				rep.LeftOpen = leftOpenBlocks(h)
 			}
+			if st, err := cursor.Read(h); err == nil {
+				st.LastSeq = max(st.LastSeq, rep.LastSeq)
+				rep.Ship = &shipStatus{State: st, Lag: st.Lag()}
+			}
 			if g.json {
 				if err := labPrintJSON(g, rep); err != nil {
 					return err
@@ -123,6 +135,17 @@ and catches the views up, as any command would).`,
 				fmt.Fprintf(w, "checkpoint:  none\n")
 			}
 			fmt.Fprintf(w, "durability:  %s\n", rep.Durability)
+			if sh := rep.Ship; sh != nil {
+				fmt.Fprintf(w, "shipping:    seq %d of %d shipped to stream %s (lag %d), at %s\n", sh.Shipped, sh.LastSeq, sh.Stream, sh.Lag, sh.UpdatedAt)
+				switch {
+				case sh.Stopped:
+					fmt.Fprintf(w, "             STOPPED: %s\n", sh.LastError)
+				case sh.Retrying:
+					fmt.Fprintf(w, "             RETRYING: %s (since %s)\n", sh.LastError, sh.LastErrorAt)
+				case sh.LastError != "":
+					fmt.Fprintf(w, "             last error: %s (at %s)\n", sh.LastError, sh.LastErrorAt)
+				}
+			}
 			if len(rep.AwaitReview) == 0 {
 				fmt.Fprintf(w, "review:      no steps await manual review\n")
 			} else {

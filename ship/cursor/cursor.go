@@ -1,0 +1,72 @@
+// Package cursor is state/ship.json, the shipping cursor of a home: the
+// last seq its NATS JetStream stream acknowledged, and the last error.
+// Package ship writes it; `cmlab status` and the daemon's /metrics read it
+// (so they show the lag whichever process ships). It is replaced
+// atomically: tmp → fsync → rename → directory fsync.
+package cursor
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cmlab/cmlab/home"
+)
+
+// State is state/ship.json: the shipping cursor and the last error.
+type State struct {
+	HomeID string `json:"home_id"`
+	Stream string `json:"stream"`
+	URL    string `json:"url,omitempty"`
+	// Shipped is the last seq the stream acknowledged (every seq up to it
+	// is in the stream, once, in order).
+	Shipped uint64 `json:"shipped_seq"`
+	// LastSeq is the local log's last seq as the shipper last saw it.
+	LastSeq   uint64 `json:"last_seq"`
+	UpdatedAt string `json:"updated_at"`
+	// LastError is the last failure; kept until a batch is acknowledged
+	// again. Retrying says the shipper is backing off because of it.
+	LastError   string `json:"last_error,omitempty"`
+	LastErrorAt string `json:"last_error_at,omitempty"`
+	Retrying    bool   `json:"retrying,omitempty"`
+	// Stopped is set when the shipper refused to go on (another home's
+	// stream, a foreign cursor): it will not retry.
+	Stopped bool `json:"stopped,omitempty"`
+}
+
+// Lag is how many local events the stream does not hold yet.
+func (s State) Lag() uint64 {
+	if s.LastSeq > s.Shipped {
+		return s.LastSeq - s.Shipped
+	}
+	return 0
+}
+
+// File is state/ship.json of h.
+func File(h home.Home) string { return filepath.Join(h.StateDir(), "ship.json") }
+
+// Read reads state/ship.json; an error wraps os.ErrNotExist when
+// shipping never ran for h.
+func Read(h home.Home) (State, error) {
+	var s State
+	b, err := os.ReadFile(File(h))
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("ship cursor: %s: %w", h.Rel(File(h)), err)
+	}
+	return s, nil
+}
+
+// Write replaces state/ship.json atomically and durably, setting UpdatedAt.
+func Write(h home.Home, s State) error {
+	s.UpdatedAt = time.Now().UTC().Format(time.RFC3339Nano)
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return home.WriteFileAtomic(File(h), append(b, '\n'))
+}

@@ -1,0 +1,92 @@
+package ship
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/ship/cursor"
+	"github.com/google/uuid"
+)
+
+// ErrBadHomeID is returned for a home id that cannot be a subject token
+// and part of a stream name.
+var ErrBadHomeID = errors.New("ship: invalid home id")
+
+var homeIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidateHomeID checks that id may be one NATS subject token and part of a
+// stream name: 1–64 characters of [A-Za-z0-9_-].
+func ValidateHomeID(id string) error {
+	if !homeIDRE.MatchString(id) {
+		return fmt.Errorf("%w %q: want 1–64 characters of [A-Za-z0-9_-]", ErrBadHomeID, id)
+	}
+	return nil
+}
+
+// HomeIDFile is state/home-id of h.
+func HomeIDFile(h home.Home) string { return filepath.Join(h.StateDir(), "home-id") }
+
+// ReadHomeID returns h's id, or an error wrapping os.ErrNotExist when it
+// has none yet.
+func ReadHomeID(h home.Home) (string, error) {
+	b, err := os.ReadFile(HomeIDFile(h))
+	if err != nil {
+		return "", err
+	}
+	id := strings.TrimSpace(string(b))
+	if err := ValidateHomeID(id); err != nil {
+		return "", fmt.Errorf("%s: %w", h.Rel(HomeIDFile(h)), err)
+	}
+	return id, nil
+}
+
+// EnsureHomeID returns h's id, creating state/home-id (a UUIDv7) the first
+// time.
+func EnsureHomeID(h home.Home) (string, error) {
+	id, err := ReadHomeID(h)
+	if err == nil || !errors.Is(err, os.ErrNotExist) {
+		return id, err
+	}
+	u, err := uuid.NewV7()
+	if err != nil {
+		return "", err
+	}
+	return u.String(), WriteHomeID(h, u.String())
+}
+
+// WriteHomeID sets h's id (restore gives the new home the id it restored).
+func WriteHomeID(h home.Home, id string) error {
+	if err := ValidateHomeID(id); err != nil {
+		return err
+	}
+	if err := home.MkdirAllSync(h.StateDir()); err != nil {
+		return err
+	}
+	return home.WriteFileAtomic(HomeIDFile(h), []byte(id+"\n"))
+}
+
+// DefaultStream is the stream name used when none is given: CMLAB_<id>.
+func DefaultStream(homeID string) string { return "CMLAB_" + homeID }
+
+// Subject is the subject of an event of type typ of home id.
+func Subject(homeID, typ string) string { return "cmlab." + homeID + "." + typ }
+
+// SubjectFilter is the one subject filter of a home's stream.
+func SubjectFilter(homeID string) string { return "cmlab." + homeID + ".>" }
+
+// State is state/ship.json (package cursor).
+type State = cursor.State
+
+// StateFile is state/ship.json of h.
+func StateFile(h home.Home) string { return cursor.File(h) }
+
+// ReadState reads state/ship.json; an error wraps os.ErrNotExist when
+// shipping never ran for h.
+func ReadState(h home.Home) (State, error) { return cursor.Read(h) }
+
+func writeState(h home.Home, s State) error { return cursor.Write(h, s) }
