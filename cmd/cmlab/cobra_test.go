@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // TestEveryCommandHasExample: every command of the tree shows an Example
@@ -95,5 +96,51 @@ func TestCompletionProcess(t *testing.T) {
 		if code != 0 || out != c.want {
 			t.Errorf("%v = %d %q, want %q", c.args[3:], code, out, c.want)
 		}
+	}
+}
+
+// TestFlagNamesHaveOneMeaning: a flag name means one kind of thing across
+// the whole tree — --since is a cursor or number to list after (never a
+// time), --start/--until are times, --type is an event type, and every
+// duration flag is a Go duration.
+func TestFlagNamesHaveOneMeaning(t *testing.T) {
+	root := newRootCmd(&globalOpts{})
+	seen := 0
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if f.Hidden {
+				return
+			}
+			where := c.CommandPath() + " --" + f.Name
+			u := strings.ToLower(f.Usage)
+			switch f.Name {
+			case "since":
+				seen++
+				if strings.Contains(u, "time") || !(strings.Contains(u, "cursor") || strings.Contains(u, "after")) {
+					t.Errorf("%s: %q is not a cursor or number to list after", where, f.Usage)
+				}
+			case "start", "until":
+				seen++
+				if !strings.Contains(u, "time") {
+					t.Errorf("%s: %q is not a time", where, f.Usage)
+				}
+			case "type":
+				seen++
+				if !strings.Contains(u, "event type") {
+					t.Errorf("%s: %q is not an event type", where, f.Usage)
+				}
+			}
+			if f.Value.Type() == "int" && (strings.Contains(f.Name, "timeout") || strings.Contains(f.Name, "every") || strings.Contains(f.Name, "idle")) {
+				t.Errorf("%s: a duration flag must take a Go duration, not %s", where, f.Value.Type())
+			}
+		})
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(root)
+	if seen < 6 {
+		t.Fatalf("walked only %d --since/--start/--until/--type flags: the walk is broken", seen)
 	}
 }

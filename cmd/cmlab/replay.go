@@ -55,7 +55,7 @@ unix milliseconds.`,
   cmlab replay --until 2026-02-06T12:30:00Z --into /tmp/lunch
   cmlab replay --check
   cmlab replay --check --decode --json
-  cmlab replay print --type feedback.submitted --since 2026-02-06T00:00:00Z
+  cmlab replay print --type feedback.submitted --start 2026-02-06T00:00:00Z
   cmlab replay steps demo-mandate --what-if`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -270,7 +270,7 @@ func newReplayPrintCmd(g *globalOpts) *cobra.Command {
   --stream S      aggregate id: Lab session, conversation, mandate
   --req R         request id
   --from/--to     sequence range (inclusive)
-  --since/--until time range (inclusive; RFC 3339 or unix ms)
+  --start/--until time range (inclusive; RFC 3339 or unix ms)
 --json prints one object per line: the envelope with the payload decoded.`,
 		Example: `  cmlab replay print --type experiment. --json
   cmlab replay print --stream demo --from 10 --to 40`,
@@ -282,7 +282,7 @@ func newReplayPrintCmd(g *globalOpts) *cobra.Command {
 			}
 			if since != "" {
 				if f.Since, err = parseReplayTime(since); err != nil {
-					return &usageError{"--since: " + err.Error()}
+					return &usageError{"--start: " + err.Error()}
 				}
 			}
 			if until != "" {
@@ -308,8 +308,12 @@ func newReplayPrintCmd(g *globalOpts) *cobra.Command {
 	fl.StringVar(&f.Req, "req", "", "request id")
 	fl.Uint64Var(&f.From, "from", 0, "first sequence")
 	fl.Uint64Var(&f.To, "to", 0, "last sequence")
-	fl.StringVar(&since, "since", "", "earliest time")
-	fl.StringVar(&until, "until", "", "latest time")
+	// --since is a cursor everywhere else (feedback poll, pty blocks): the
+	// earliest time is --start; the old name still works, hidden.
+	fl.StringVar(&since, "start", "", "earliest time (RFC 3339 or unix ms)")
+	fl.StringVar(&since, "since", "", "")
+	fl.MarkHidden("since")
+	fl.StringVar(&until, "until", "", "latest time (RFC 3339 or unix ms)")
 	return c
 }
 

@@ -42,6 +42,18 @@ func TestReplayCommandsOnDemoHome(t *testing.T) {
 		t.Fatalf("second experiment event: %v %+v", err, ev)
 	}
 
+	// --start (and its old hidden name --since) is the earliest time.
+	var secondEv struct {
+		TS int64 `json:"ts"`
+	}
+	json.Unmarshal([]byte(lines[1]), &secondEv)
+	for _, flag := range []string{"--start", "--since"} {
+		code, out, errs = cli(t, "replay", "print", "--home", d, "--type", "experiment.", flag, fmt.Sprint(secondEv.TS), "--json")
+		if n := len(strings.Split(strings.TrimSpace(out), "\n")); code != 0 || n != 1 || !strings.Contains(out, `"experiment.submitted"`) {
+			t.Fatalf("print %s %d: exit %d, %d lines\n%s%s", flag, secondEv.TS, code, n, out, errs)
+		}
+	}
+
 	code, out, _ = cli(t, "trace", "demo-submit-1", "--home", d)
 	if code != 0 || !strings.Contains(out, "experiment.created") || !strings.Contains(out, "experiment.submitted") {
 		t.Fatalf("trace: %d\n%s", code, out)
