@@ -856,43 +856,24 @@ func (p *Projector) checkpoint() error {
 // the file (flushed). A file shorter than n (cut under us, p.damaged) gets
 // no tail, so the next Open rebuilds it.
 func (p *Projector) tailOf(v string, n int64) error {
-	if t, ok := p.tails[v]; ok && t.size == n {
-		return nil
-	}
-	delete(p.tails, v)
-	var r io.ReaderAt
-	if vf, ok := p.open[v]; ok {
-		r = vf.f
-	} else {
-		f, err := os.Open(p.path(v))
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		r = f
-	}
-	crc, err := readTail(r, n)
-	if errors.Is(err, io.EOF) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	p.tails[v] = viewTail{size: n, crc: crc}
-	return nil
+	return p.sumOf(p.tails, readTail, v, n)
 }
 
 // crcOf makes p.crcs[v] the whole-view CRC of v at size n: kept when
 // writes carried it there, else read back from the file (flushed). A file
 // shorter than n gets none, so the next Open rebuilds it.
 func (p *Projector) crcOf(v string, n int64) error {
-	if c, ok := p.crcs[v]; ok && c.size == n {
+	return p.sumOf(p.crcs, readCRC, v, n)
+}
+
+// sumOf makes sums[v] read's checksum of v's first n bytes, unless sums
+// already holds it at that size; v's open file is read when there is one.
+// A missing file, or one shorter than n, gets no entry.
+func (p *Projector) sumOf(sums map[string]viewTail, read func(io.ReaderAt, int64) (uint32, error), v string, n int64) error {
+	if t, ok := sums[v]; ok && t.size == n {
 		return nil
 	}
-	delete(p.crcs, v)
+	delete(sums, v)
 	var r io.ReaderAt
 	if vf, ok := p.open[v]; ok {
 		r = vf.f
@@ -907,14 +888,14 @@ func (p *Projector) crcOf(v string, n int64) error {
 		defer f.Close()
 		r = f
 	}
-	crc, err := readCRC(r, n)
+	crc, err := read(r, n)
 	if errors.Is(err, io.EOF) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	p.crcs[v] = viewTail{size: n, crc: crc}
+	sums[v] = viewTail{size: n, crc: crc}
 	return nil
 }
 
