@@ -1,0 +1,275 @@
+package labapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrPeer marks a peer Lab server that does not answer as the Lab wire
+// contract says.
+var ErrPeer = errors.New("peer Lab server")
+
+// PeerOptions configure BenchPeer.
+type PeerOptions struct {
+	URL       string // base URL of any Lab server, e.g. http://127.0.0.1:3000
+	Clients   int
+	Requests  int
+	PollLines []int // store sizes to poll at the end of; built through POST /api/feedback
+	// MaxBuildLines skips poll sizes larger than this (building them through
+	// the API is too slow on some peers); skipped sizes are reported.
+	MaxBuildLines int
+	PollReps      int
+}
+
+// PeerResult is what BenchPeer measured against one server.
+type PeerResult struct {
+	URL        string      `json:"url"`
+	Clients    int         `json:"clients"`
+	Requests   int         `json:"requests"`
+	Errors     int64       `json:"errors"`
+	ElapsedNs  int64       `json:"elapsedNs"`
+	EventsPerS float64     `json:"eventsPerSecond"`
+	P50Ms      float64     `json:"p50Ms"`
+	P99Ms      float64     `json:"p99Ms"`
+	MaxMs      float64     `json:"maxMs"`
+	Polls      []PollBench `json:"polls"`
+	Skipped    []int       `json:"skippedPollLines,omitempty"`
+}
+
+// peerClient speaks only the Lab wire contract to a server: the token
+// from GET /api/config, X-CM-LAB-TOKEN, a request id per POST, and the
+// Origin and Host a browser on the Lab page would send.
+type peerClient struct {
+	base    string
+	host    string
+	token   string
+	session string
+	hc      *http.Client
+}
+
+func newPeerClient(ctx context.Context, base string, conns int) (*peerClient, error) {
+	u, err := url.Parse(strings.TrimRight(base, "/"))
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("%w: bad URL %q", ErrPeer, base)
+	}
+	p := &peerClient{base: u.String(), host: u.Host,
+		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}, Timeout: time.Minute}}
+	var cfg struct {
+		SessionID string `json:"sessionId"`
+		Token     string `json:"token"`
+	}
+	st, body, err := p.do(ctx, "GET", "/api/config", "", "")
+	if err != nil {
+		return nil, err
+	}
+	if st != 200 || json.Unmarshal(body, &cfg) != nil || cfg.Token == "" {
+		return nil, fmt.Errorf("%w: GET /api/config: status %d, no token in %.200q", ErrPeer, st, body)
+	}
+	p.token, p.session = cfg.Token, cfg.SessionID
+	return p, nil
+}
+
+func (p *peerClient) do(ctx context.Context, method, path, body, reqID string) (int, []byte, error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, p.base+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Host = p.host
+	req.Header.Set("Origin", p.base)
+	req.Header.Set("Referer", p.base+"/")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if p.token != "" {
+		req.Header.Set("X-CM-LAB-TOKEN", p.token)
+	}
+	if reqID != "" {
+		req.Header.Set("X-CM-LAB-REQUEST-ID", reqID)
+	}
+	r, err := p.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer r.Body.Close()
+	b, err := io.ReadAll(r.Body)
+	return r.StatusCode, b, err
+}
+
+const peerFeedbackBody = `{"runId":"run_bench","notes":"bench","ratings":{"overall":80,"hook":70}}`
+
+// post sends n POST /api/feedback from clients goroutines, each with its
+// own request id, and returns the latencies (index order) and error count.
+func (p *peerClient) post(ctx context.Context, prefix string, n, clients int) ([]time.Duration, int64, time.Duration) {
+	lat := make([]time.Duration, n)
+	var next, errs atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				t0 := time.Now()
+				st, _, err := p.do(ctx, "POST", "/api/feedback", peerFeedbackBody, fmt.Sprintf("%s-%d", prefix, i))
+				lat[i] = time.Since(t0)
+				if err != nil || st != 200 {
+					errs.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return lat, errs.Load(), time.Since(start)
+}
+
+// BenchPeer drives the Lab server at o.URL with the load of `cmlab bench
+// api`: Requests POST /api/feedback from Clients clients, then, for each
+// poll size, grows the feedback store through the API to that many lines
+// and times GET /api/feedback with the cursor at the start of the last line.
+func BenchPeer(ctx context.Context, o PeerOptions) (*PeerResult, error) {
+	if o.Clients <= 0 {
+		o.Clients = 32
+	}
+	if o.Requests <= 0 {
+		o.Requests = 20000
+	}
+	if o.PollReps <= 0 {
+		o.PollReps = 200
+	}
+	p, err := newPeerClient(ctx, o.URL, o.Clients)
+	if err != nil {
+		return nil, err
+	}
+	defer p.hc.CloseIdleConnections()
+	runTag := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	lat, errs, el := p.post(ctx, runTag, o.Requests, o.Clients)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	res := &PeerResult{URL: p.base, Clients: o.Clients, Requests: o.Requests, Errors: errs, ElapsedNs: int64(el)}
+	res.EventsPerS = float64(o.Requests-int(errs)) / el.Seconds()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	res.P50Ms, res.P99Ms, res.MaxMs = ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1])
+	if errs == int64(o.Requests) {
+		return res, fmt.Errorf("%w: every POST /api/feedback failed", ErrPeer)
+	}
+
+	sizes := append([]int(nil), o.PollLines...)
+	sort.Ints(sizes)
+	for _, n := range sizes {
+		if o.MaxBuildLines > 0 && n > o.MaxBuildLines {
+			res.Skipped = append(res.Skipped, n)
+			continue
+		}
+		pb, err := p.pollAt(ctx, runTag, n, o.Clients, o.PollReps)
+		if err != nil {
+			return res, err
+		}
+		res.Polls = append(res.Polls, pb)
+	}
+	return res, nil
+}
+
+// pollAt grows the store to at least n lines through POST /api/feedback,
+// finds the start of its last line by paging with nextCursor, then times
+// polls from there (each must return exactly that one line).
+func (p *peerClient) pollAt(ctx context.Context, tag string, n, clients, reps int) (PollBench, error) {
+	have, last, size, err := p.scan(ctx)
+	if err != nil {
+		return PollBench{}, err
+	}
+	if have < n {
+		_, errs, _ := p.post(ctx, fmt.Sprintf("%s-fill%d", tag, n), n-have, clients)
+		if errs > 0 {
+			return PollBench{}, fmt.Errorf("%w: %d POSTs failed while building %d lines", ErrPeer, errs, n)
+		}
+		if have, last, size, err = p.scan(ctx); err != nil {
+			return PollBench{}, err
+		}
+	}
+	times := make([]time.Duration, reps)
+	path := "/api/feedback?since=" + last
+	for i := range times {
+		t0 := time.Now()
+		st, body, err := p.do(ctx, "GET", path, "", "")
+		times[i] = time.Since(t0)
+		if err != nil {
+			return PollBench{}, err
+		}
+		var page struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if st != 200 || json.Unmarshal(body, &page) != nil || len(page.Items) != 1 {
+			return PollBench{}, fmt.Errorf("%w: poll at end of %d lines: status %d, body %.200q", ErrPeer, have, st, body)
+		}
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	return PollBench{Lines: have, Bytes: size, MedianUs: float64(times[len(times)/2].Nanoseconds()) / 1000,
+		P99Us: float64(times[len(times)*99/100].Nanoseconds()) / 1000}, nil
+}
+
+// scan pages through the whole store (limit 500) and returns its line
+// count, the cursor of its last line's start and the final cursor.
+func (p *peerClient) scan(ctx context.Context) (lines int, lastStart string, size int64, err error) {
+	cur, prev := "0", "0"
+	for {
+		st, body, err := p.do(ctx, "GET", "/api/feedback?since="+cur+"&limit=500", "", "")
+		if err != nil {
+			return 0, "", 0, err
+		}
+		var page struct {
+			Items      []json.RawMessage `json:"items"`
+			NextCursor string            `json:"nextCursor"`
+		}
+		if st != 200 || json.Unmarshal(body, &page) != nil {
+			return 0, "", 0, fmt.Errorf("%w: GET /api/feedback?since=%s: status %d, body %.200q", ErrPeer, cur, st, body)
+		}
+		if len(page.Items) == 0 {
+			break
+		}
+		lines += len(page.Items)
+		prev, cur = cur, page.NextCursor
+	}
+	if lines == 0 {
+		return 0, "0", 0, nil
+	}
+	// prev is the start of the last non-empty page; walk it one line at a time.
+	c := prev
+	for {
+		st, body, err := p.do(ctx, "GET", "/api/feedback?since="+c+"&limit=1", "", "")
+		if err != nil {
+			return 0, "", 0, err
+		}
+		var page struct {
+			Items      []json.RawMessage `json:"items"`
+			NextCursor string            `json:"nextCursor"`
+		}
+		if st != 200 || json.Unmarshal(body, &page) != nil {
+			return 0, "", 0, fmt.Errorf("%w: GET /api/feedback?since=%s&limit=1: status %d", ErrPeer, c, st)
+		}
+		if page.NextCursor == cur {
+			var sz int64
+			fmt.Sscan(cur, &sz)
+			return lines, c, sz, nil
+		}
+		c = page.NextCursor
+	}
+}
