@@ -96,7 +96,7 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	lat := make([]time.Duration, o.Requests)
 	var next atomic.Int64
 	var errs atomic.Int64
-	body := `{"notes":"bench","ratings":{"overall":80,"hook":70}}`
+	body := peerFeedbackBody // the same body the peer mode sends
 	start := time.Now()
 	var wg sync.WaitGroup
 	for c := 0; c < o.Clients; c++ {

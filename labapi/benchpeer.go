@@ -109,7 +109,7 @@ func (p *peerClient) do(ctx context.Context, method, path, body, reqID string) (
 	return r.StatusCode, b, err
 }
 
-const peerFeedbackBody = `{"runId":"run_bench","notes":"bench","ratings":{"overall":80,"hook":70}}`
+const peerFeedbackBody = `{"notes":"bench","ratings":{"overall":80,"hook":70}}`
 
 // post sends n POST /api/feedback from clients goroutines, each with its
 // own request id, and returns the latencies (index order) and error count.

@@ -114,6 +114,9 @@ func printSideBySide(w io.Writer, c *labapi.BenchResult, p *labapi.PeerResult) {
 	fmt.Fprintf(w, "%-28s %14.0f %14.0f %10s\n", "events/s", c.EventsPerS, p.EventsPerS, ratio(c.EventsPerS, p.EventsPerS))
 	fmt.Fprintf(w, "%-28s %14.2f %14.2f %10s\n", "p50 ms", c.P50Ms, p.P50Ms, ratio(c.P50Ms, p.P50Ms))
 	fmt.Fprintf(w, "%-28s %14.2f %14.2f %10s\n", "p99 ms", c.P99Ms, p.P99Ms, ratio(c.P99Ms, p.P99Ms))
+	for _, cq := range c.Polls {
+		fmt.Fprintf(w, "cmlab poll at end of %d lines (%d bytes, in-process): median %.1f µs, p99 %.1f µs\n", cq.Lines, cq.Bytes, cq.MedianUs, cq.P99Us)
+	}
 	for _, q := range p.Polls {
 		for _, cq := range c.Polls {
 			if cq.Lines == q.Lines {
