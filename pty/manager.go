@@ -168,11 +168,12 @@ func newID(prefix string) string {
 	return prefix + strings.ReplaceAll(id.String(), "-", "")
 }
 
-// lock takes the per-PTY lock of conv (seed §6.1), honouring ctx.
-func (m *Manager) lock(ctx context.Context, conv string) (func(), error) {
+// lockChan is conv's per-PTY lock (a one-slot channel), made on first use;
+// ErrClosed once the manager is closed.
+func (m *Manager) lockChan(conv string) (chan struct{}, error) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.closed {
-		m.mu.Unlock()
 		return nil, ErrClosed
 	}
 	l := m.locks[conv]
@@ -180,7 +181,15 @@ func (m *Manager) lock(ctx context.Context, conv string) (func(), error) {
 		l = make(chan struct{}, 1)
 		m.locks[conv] = l
 	}
-	m.mu.Unlock()
+	return l, nil
+}
+
+// lock takes the per-PTY lock of conv (seed §6.1), honouring ctx.
+func (m *Manager) lock(ctx context.Context, conv string) (func(), error) {
+	l, err := m.lockChan(conv)
+	if err != nil {
+		return nil, err
+	}
 	select {
 	case l <- struct{}{}:
 		return func() { <-l }, nil

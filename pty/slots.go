@@ -104,17 +104,10 @@ func (m *Manager) reapIdle() {
 
 // tryLock takes conv's per-PTY lock if it is free.
 func (m *Manager) tryLock(conv string) (func(), bool) {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
+	l, err := m.lockChan(conv)
+	if err != nil {
 		return nil, false
 	}
-	l := m.locks[conv]
-	if l == nil {
-		l = make(chan struct{}, 1)
-		m.locks[conv] = l
-	}
-	m.mu.Unlock()
 	select {
 	case l <- struct{}{}:
 		return func() { <-l }, true
