@@ -4,14 +4,9 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cmlab/cmlab/home"
@@ -90,45 +85,13 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr := &http.Transport{MaxIdleConnsPerHost: o.Clients}
-	hc := &http.Client{Transport: tr}
 	res := &BenchResult{Clients: o.Clients, Requests: o.Requests}
-	lat := make([]time.Duration, o.Requests)
-	var next atomic.Int64
-	var errs atomic.Int64
-	body := peerFeedbackBody // the same body the peer mode sends
-	start := time.Now()
-	var wg sync.WaitGroup
-	for c := 0; c < o.Clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= o.Requests {
-					return
-				}
-				req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+info.Listen+"/api/feedback", strings.NewReader(body))
-				req.Header.Set("X-CM-LAB-TOKEN", tok)
-				req.Header.Set("X-CM-LAB-REQUEST-ID", fmt.Sprintf("bench-%d", i))
-				t0 := time.Now()
-				r, err := hc.Do(req)
-				if err != nil {
-					errs.Add(1)
-					continue
-				}
-				io.Copy(io.Discard, r.Body)
-				r.Body.Close()
-				lat[i] = time.Since(t0)
-				if r.StatusCode != 200 {
-					errs.Add(1)
-				}
-			}
-		}()
+	lat, errs, elapsed, err := PostFeedback(ctx, FeedbackLoad{URL: "http://" + info.Listen, Token: tok,
+		IDPrefix: "bench", Requests: o.Requests, Clients: o.Clients})
+	if err != nil {
+		return nil, err
 	}
-	wg.Wait()
-	res.Elapsed = time.Since(start)
-	res.Errors = errs.Load()
+	res.Elapsed, res.Errors = elapsed, errs
 	res.EventsPerS = float64(o.Requests-int(res.Errors)) / res.Elapsed.Seconds()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	res.P50, res.P99 = lat[len(lat)/2], lat[len(lat)*99/100]
@@ -144,7 +107,6 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	if err := <-done; err != nil {
 		return nil, err
 	}
-	tr.CloseIdleConnections()
 
 	for _, n := range o.PollLines {
 		pb, err := benchPoll(filepath.Join(o.Dir, fmt.Sprintf("poll-%d.jsonl", n)), n, o.PollReps)

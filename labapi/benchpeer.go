@@ -57,13 +57,23 @@ type peerClient struct {
 	hc      *http.Client
 }
 
-func newPeerClient(ctx context.Context, base string, conns int) (*peerClient, error) {
+// newWireClient is a peerClient for base that has no token yet.
+func newWireClient(base string, conns int) (*peerClient, error) {
 	u, err := url.Parse(strings.TrimRight(base, "/"))
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, fmt.Errorf("%w: bad URL %q", ErrPeer, base)
 	}
-	p := &peerClient{base: u.String(), host: u.Host,
-		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}, Timeout: time.Minute}}
+	return &peerClient{base: u.String(), host: u.Host,
+		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}, Timeout: time.Minute}}, nil
+}
+
+// newPeerClient is a peerClient for base holding the token its GET
+// /api/config hands out.
+func newPeerClient(ctx context.Context, base string, conns int) (*peerClient, error) {
+	p, err := newWireClient(base, conns)
+	if err != nil {
+		return nil, err
+	}
 	var cfg struct {
 		SessionID string `json:"sessionId"`
 		Token     string `json:"token"`
@@ -111,9 +121,35 @@ func (p *peerClient) do(ctx context.Context, method, path, body, reqID string) (
 
 const peerFeedbackBody = `{"notes":"bench","ratings":{"overall":80,"hook":70}}`
 
+// FeedbackLoad is a POST /api/feedback load on a Lab server (PostFeedback).
+type FeedbackLoad struct {
+	URL      string // the server, e.g. http://127.0.0.1:7788
+	Token    string // sent as X-CM-LAB-TOKEN
+	IDPrefix string // request ids are IDPrefix-0, IDPrefix-1, …
+	Requests int
+	Clients  int
+	// OnAck, when set, is called after each 200 (from the client goroutines).
+	OnAck func()
+}
+
+// PostFeedback sends the load the way the bench and the peer mode do, and
+// returns the latencies (request order), the count of failed requests and
+// the elapsed time.
+func PostFeedback(ctx context.Context, l FeedbackLoad) ([]time.Duration, int64, time.Duration, error) {
+	p, err := newWireClient(l.URL, l.Clients)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer p.hc.CloseIdleConnections()
+	p.token = l.Token
+	lat, errs, el := p.post(ctx, l.IDPrefix, l.Requests, l.Clients, l.OnAck)
+	return lat, errs, el, nil
+}
+
 // post sends n POST /api/feedback from clients goroutines, each with its
-// own request id, and returns the latencies (index order) and error count.
-func (p *peerClient) post(ctx context.Context, prefix string, n, clients int) ([]time.Duration, int64, time.Duration) {
+// own request id, and returns the latencies (index order) and error count;
+// onAck (if set) is called after each 200.
+func (p *peerClient) post(ctx context.Context, prefix string, n, clients int, onAck func()) ([]time.Duration, int64, time.Duration) {
 	lat := make([]time.Duration, n)
 	var next, errs atomic.Int64
 	start := time.Now()
@@ -132,6 +168,8 @@ func (p *peerClient) post(ctx context.Context, prefix string, n, clients int) ([
 				lat[i] = time.Since(t0)
 				if err != nil || st != 200 {
 					errs.Add(1)
+				} else if onAck != nil {
+					onAck()
 				}
 			}
 		}()
@@ -160,7 +198,7 @@ func BenchPeer(ctx context.Context, o PeerOptions) (*PeerResult, error) {
 	}
 	defer p.hc.CloseIdleConnections()
 	runTag := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	lat, errs, el := p.post(ctx, runTag, o.Requests, o.Clients)
+	lat, errs, el := p.post(ctx, runTag, o.Requests, o.Clients, nil)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -197,7 +235,7 @@ func (p *peerClient) pollAt(ctx context.Context, tag string, n, clients, reps in
 		return PollBench{}, err
 	}
 	if have < n {
-		_, errs, _ := p.post(ctx, fmt.Sprintf("%s-fill%d", tag, n), n-have, clients)
+		_, errs, _ := p.post(ctx, fmt.Sprintf("%s-fill%d", tag, n), n-have, clients, nil)
 		if errs > 0 {
 			return PollBench{}, fmt.Errorf("%w: %d POSTs failed while building %d lines", ErrPeer, errs, n)
 		}

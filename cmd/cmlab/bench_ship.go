@@ -3,13 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -212,42 +209,14 @@ func benchShip(ctx context.Context, dir string, o *benchShipOpts) (*benchShipRes
 		}
 	}()
 	shipped0 := ls.State().Shipped
-	tr := &http.Transport{MaxIdleConnsPerHost: o.clients}
-	hc := &http.Client{Transport: tr}
-	var next, errs atomic.Int64
-	body := `{"notes":"bench","ratings":{"overall":80,"hook":70}}`
 	start = time.Now()
-	var wg sync.WaitGroup
-	for c := 0; c < o.clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= o.requests {
-					return
-				}
-				req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+info.Listen+"/api/feedback", strings.NewReader(body))
-				req.Header.Set("X-CM-LAB-TOKEN", tok)
-				req.Header.Set("X-CM-LAB-REQUEST-ID", fmt.Sprintf("bench-ship-%d", i))
-				resp, err := hc.Do(req)
-				if err != nil {
-					errs.Add(1)
-					continue
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					errs.Add(1)
-				} else {
-					acked.Add(1)
-				}
-			}
-		}()
+	_, errs, _, err := labapi.PostFeedback(ctx, labapi.FeedbackLoad{URL: "http://" + info.Listen, Token: tok,
+		IDPrefix: "bench-ship", Requests: o.requests, Clients: o.clients, OnAck: func() { acked.Add(1) }})
+	if err != nil {
+		return nil, err
 	}
-	wg.Wait()
 	posted := time.Now()
-	res.Errors = errs.Load()
+	res.Errors = errs
 	res.PostedPerS = float64(o.requests-int(res.Errors)) / posted.Sub(start).Seconds()
 	lastNow, err := r.LastSeq()
 	if err != nil {
@@ -274,7 +243,6 @@ func benchShip(ctx context.Context, dir string, o *benchShipOpts) (*benchShipRes
 	if err := <-done; err != nil {
 		return nil, err
 	}
-	tr.CloseIdleConnections()
 	return res, nil
 }
 
