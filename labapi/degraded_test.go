@@ -1,15 +1,11 @@
 package labapi
 
 import (
-	"context"
 	"errors"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cmlab/cmlab/engine"
-	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/wal"
 )
 
@@ -18,22 +14,8 @@ import (
 // with a fix, nothing is acknowledged, health says degraded with the
 // cause, and reads keep working.
 func TestDegradedOnFsyncFailure(t *testing.T) {
-	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	faults := &wal.Faults{}
-	eng, err := engine.Open(context.Background(), engine.Options{Home: h, Faults: faults})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	tok, _ := h.OperatorToken()
-	srv, err := New(Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: tok, SessionID: "lab_test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	defer srv.Close()
-	tl := &testLab{t: t, home: h, eng: eng, srv: srv, hs: hs, token: tok}
+	tl := newTestLabEngine(t, engine.Options{Faults: faults})
 	ok := tl.do("POST", "/api/feedback", `{"notes":"ok"}`, "X-CM-LAB-REQUEST-ID", "k-ok")
 	if ok.status != 200 {
 		t.Fatalf("healthy write: %d %s", ok.status, ok.body)

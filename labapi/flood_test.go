@@ -1,7 +1,6 @@
 package labapi
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
-	"net/http/httptest"
 )
 
 // Running out of file descriptors is transient: never a log failure
@@ -30,7 +28,6 @@ import (
 // nothing; once descriptors are back the views catch up and hold every
 // acknowledged entry.
 func TestProjectionEMFILEIsNotDegraded(t *testing.T) {
-	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	var failing atomic.Bool
 	open := func(name string, flag int, perm os.FileMode) (*os.File, error) {
 		if failing.Load() && strings.Contains(name, filepath.Join("sessions", "lab_test")) {
@@ -38,20 +35,8 @@ func TestProjectionEMFILEIsNotDegraded(t *testing.T) {
 		}
 		return os.OpenFile(name, flag, perm)
 	}
-	eng, err := engine.Open(context.Background(), engine.Options{Home: h, ViewOpenFile: open, CheckpointInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	tok, _ := h.OperatorToken()
-	srv, err := New(Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: tok, SessionID: "lab_test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	defer srv.Close()
-	tl := &testLab{t: t, home: h, eng: eng, srv: srv, hs: hs, token: tok}
+	tl := newTestLabEngine(t, engine.Options{ViewOpenFile: open, CheckpointInterval: 20 * time.Millisecond})
+	eng, h := tl.eng, tl.home
 
 	failing.Store(true)
 	r := tl.do("POST", "/api/feedback", `{"notes":"durable"}`, "X-CM-LAB-REQUEST-ID", "k-1")

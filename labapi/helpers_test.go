@@ -28,9 +28,17 @@ type testLab struct {
 
 func newTestLab(t *testing.T, mod ...func(*Options)) *testLab {
 	t.Helper()
+	return newTestLabEngine(t, engine.Options{}, mod...)
+}
+
+// newTestLabEngine is newTestLab over an engine opened with eo (its Home
+// is set here): fault seams, checkpoint interval.
+func newTestLabEngine(t *testing.T, eo engine.Options, mod ...func(*Options)) *testLab {
+	t.Helper()
 	dir := t.TempDir()
 	h := home.Home{Dir: filepath.Join(dir, "home")}
-	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
+	eo.Home = h
+	eng, err := engine.Open(context.Background(), eo)
 	if err != nil {
 		t.Fatal(err)
 	}
