@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -79,6 +78,69 @@ func startDaemon(t *testing.T, h home.Home, env ...string) (*exec.Cmd, *DaemonIn
 	return nil, nil
 }
 
+// daemonToken is the operator token of a started daemon child.
+func daemonToken(t *testing.T, info *DaemonInfo) string {
+	t.Helper()
+	b, err := os.ReadFile(info.TokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// killUnderLoad is one round of a SIGKILL test: it starts the daemon child
+// on h, calls before (when set) with its address and token, runs clients
+// goroutines that each call post(c, 0), post(c, 1), … until post says the
+// daemon is gone (alive false), and SIGKILLs the daemon once target posts
+// were acknowledged (acked true; or after 30 s). It fails the test when
+// the round acknowledged nothing.
+func killUnderLoad(t *testing.T, h home.Home, clients int, target int64, before func(info *DaemonInfo, tok string),
+	post func(hc *http.Client, info *DaemonInfo, tok string, c, i int) (acked, alive bool)) {
+	t.Helper()
+	cmd, info := startDaemon(t, h)
+	tok := daemonToken(t, info)
+	if before != nil {
+		before(info, tok)
+	}
+	var nAcks atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hc := &http.Client{Timeout: 20 * time.Second}
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				acked, alive := post(hc, info, tok, c, i)
+				if !alive {
+					return
+				}
+				if acked {
+					nAcks.Add(1)
+				}
+			}
+		}()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for nAcks.Load() < target && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	close(stop)
+	wg.Wait()
+	if nAcks.Load() == 0 {
+		t.Fatal("no acknowledged POST in this round")
+	}
+}
+
 // TestDaemonSIGKILL kills the daemon with SIGKILL under 32 concurrent POST
 // clients, ten times. Every feedbackId that got a 200 must be in
 // feedback.jsonl exactly once after restart, and a poll from "0" must
@@ -92,68 +154,28 @@ func TestDaemonSIGKILL(t *testing.T) {
 	var mu sync.Mutex
 	acked := map[string]bool{}
 	for round := range rounds {
-		cmd, info := startDaemon(t, h)
-		tokB, err := os.ReadFile(info.TokenFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tok := strings.TrimSpace(string(tokB))
-		var nAcks atomic.Int64
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for c := range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				hc := &http.Client{Timeout: 20 * time.Second}
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					body := fmt.Sprintf(`{"notes":"r%d c%d i%d","ratings":{"overall":%d}}`, round, c, i, i%101)
-					req, _ := http.NewRequest("POST", "http://"+info.Listen+"/api/feedback", strings.NewReader(body))
-					req.Header.Set("X-CM-LAB-TOKEN", tok)
-					req.Header.Set("X-CM-LAB-REQUEST-ID", fmt.Sprintf("r%d-c%d-i%d", round, c, i))
-					res, err := hc.Do(req)
-					if err != nil {
-						return // the daemon died
-					}
-					b, _ := io.ReadAll(res.Body)
-					res.Body.Close()
-					if res.StatusCode != 200 {
-						continue
-					}
-					var out struct {
-						FeedbackID string `json:"feedbackId"`
-					}
-					if json.Unmarshal(b, &out) != nil || out.FeedbackID == "" {
-						t.Errorf("200 without feedbackId: %s", b)
-						return
-					}
-					mu.Lock()
-					acked[out.FeedbackID] = true
-					mu.Unlock()
-					nAcks.Add(1)
-				}
-			}()
-		}
 		// Kill while requests are in flight, after a varying number of acks.
-		target := int64(40 + 23*round)
-		deadline := time.Now().Add(30 * time.Second)
-		for nAcks.Load() < target && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		cmd.Wait()
-		close(stop)
-		wg.Wait()
-		if nAcks.Load() == 0 {
-			t.Fatalf("round %d: no acknowledged POST", round)
-		}
+		killUnderLoad(t, h, clients, int64(40+23*round), nil, func(hc *http.Client, info *DaemonInfo, tok string, c, i int) (bool, bool) {
+			body := fmt.Sprintf(`{"notes":"r%d c%d i%d","ratings":{"overall":%d}}`, round, c, i, i%101)
+			status, _, b, ok := postOnce(hc, info, tok, fmt.Sprintf("r%d-c%d-i%d", round, c, i), body)
+			if !ok {
+				return false, false // the daemon died
+			}
+			if status != 200 {
+				return false, true
+			}
+			var out struct {
+				FeedbackID string `json:"feedbackId"`
+			}
+			if json.Unmarshal(b, &out) != nil || out.FeedbackID == "" {
+				t.Errorf("200 without feedbackId: %s", b)
+				return false, false
+			}
+			mu.Lock()
+			acked[out.FeedbackID] = true
+			mu.Unlock()
+			return true, true
+		})
 	}
 	// Restart (repair + catch-up) and check the store.
 	eng, err := engine.Open(context.Background(), engine.Options{Home: h})

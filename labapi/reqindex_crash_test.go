@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -69,69 +67,33 @@ func TestRequestIndexSIGKILL(t *testing.T) {
 		}
 	}
 	for round := range rounds {
-		cmd, info := startDaemon(t, h)
-		tokB, err := os.ReadFile(info.TokenFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tok := strings.TrimSpace(string(tokB))
-		checkAll(info, tok) // the earlier rounds' ids, after a SIGKILL
-		var nAcks atomic.Int64
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for c := range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				hc := &http.Client{Timeout: 20 * time.Second}
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					id := fmt.Sprintf("r%d-c%d-i%d", round, c, i)
-					body := fmt.Sprintf(`{"notes":"%s","ratings":{"overall":%d}}`, id, i%101)
-					status, _, resp, ok := postOnce(hc, info, tok, id, body)
-					if !ok {
-						return // the daemon died
-					}
-					if status != 200 {
-						continue
-					}
-					mu.Lock()
-					acked[id] = ackedPost{body: body, resp: resp}
-					mu.Unlock()
-					nAcks.Add(1)
-					// A retry at once is answered from the index, live.
-					if i%5 == 0 {
-						st2, replay, resp2, ok := postOnce(hc, info, tok, id, body)
-						if ok && st2 == 200 && (!replay || !bytes.Equal(resp, resp2)) {
-							t.Errorf("live retry of %s: replay %v, %s vs %s", id, replay, resp2, resp)
-							return
-						}
-					}
+		// checkAll: the earlier rounds' ids, after a SIGKILL.
+		killUnderLoad(t, h, clients, int64(60+37*round), checkAll, func(hc *http.Client, info *DaemonInfo, tok string, c, i int) (bool, bool) {
+			id := fmt.Sprintf("r%d-c%d-i%d", round, c, i)
+			body := fmt.Sprintf(`{"notes":"%s","ratings":{"overall":%d}}`, id, i%101)
+			status, _, resp, ok := postOnce(hc, info, tok, id, body)
+			if !ok {
+				return false, false // the daemon died
+			}
+			if status != 200 {
+				return false, true
+			}
+			mu.Lock()
+			acked[id] = ackedPost{body: body, resp: resp}
+			mu.Unlock()
+			// A retry at once is answered from the index, live.
+			if i%5 == 0 {
+				st2, replay, resp2, ok := postOnce(hc, info, tok, id, body)
+				if ok && st2 == 200 && (!replay || !bytes.Equal(resp, resp2)) {
+					t.Errorf("live retry of %s: replay %v, %s vs %s", id, replay, resp2, resp)
+					return true, false
 				}
-			}()
-		}
-		target := int64(60 + 37*round)
-		deadline := time.Now().Add(30 * time.Second)
-		for nAcks.Load() < target && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		cmd.Wait()
-		close(stop)
-		wg.Wait()
-		if nAcks.Load() == 0 {
-			t.Fatalf("round %d: no acknowledged POST", round)
-		}
+			}
+			return true, true
+		})
 	}
 	cmd, info := startDaemon(t, h)
-	tokB, _ := os.ReadFile(info.TokenFile)
-	checkAll(info, strings.TrimSpace(string(tokB)))
+	checkAll(info, daemonToken(t, info))
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("daemon exit after SIGTERM: %v", err)
