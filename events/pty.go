@@ -11,6 +11,7 @@ const (
 	TypePtyInput          = "pty.input"
 	TypePtySessionReset   = "pty.session.reset"
 	TypePtySessionEnded   = "pty.session.ended"
+	TypePtyTruncated      = "pty.truncated"
 )
 
 // Block statuses (seed 001 §2.1).
@@ -41,6 +42,10 @@ type Block struct {
 	OutputPath string `json:"output_path"`
 	SpoolBegin int64  `json:"spool_begin"`
 	SpoolEnd   int64  `json:"spool_end,omitempty"`
+	// Dropped is the output the block produced past its cap (or the
+	// conversation's) that was not stored: the sum of the Dropped of its
+	// pty.truncated events, set on its END.
+	Dropped int64 `json:"dropped_bytes,omitempty"`
 }
 
 // PtySessionStarted records a new shell for a conversation.
@@ -105,6 +110,29 @@ type PtySessionEnded struct {
 	Exit    *int   `json:"exit_code"`
 }
 
+// PtyTruncated records that terminal output past a cap was dropped (issue
+// 16 §3): the block keeps running, its bytes past the cap are not stored.
+// Line is a visible marker that the projector writes into the spool (and
+// the block's output when BlockID is set) at SpoolOffset, like a prompt
+// line; Dropped is the count of bytes dropped that this event accounts for
+// (the first event of a block is written when the cap is crossed, a last
+// one before the block's END carries the bytes dropped after it). Limit
+// is the cap in bytes; Scope is "block" or "conversation".
+type PtyTruncated struct {
+	BlockID     string `json:"block_id,omitempty"`
+	SpoolOffset int64  `json:"spool_offset"`
+	Line        string `json:"line"`
+	Dropped     int64  `json:"dropped"`
+	Limit       int64  `json:"limit"`
+	Scope       string `json:"scope"`
+}
+
+// Scopes of a PtyTruncated.
+const (
+	TruncatedBlock        = "block"
+	TruncatedConversation = "conversation"
+)
+
 func (PtySessionStarted) EventType() string { return TypePtySessionStarted }
 func (PtyBlockBegin) EventType() string     { return TypePtyBlockBegin }
 func (PtyOutput) EventType() string         { return TypePtyOutput }
@@ -113,6 +141,7 @@ func (PtyPrompt) EventType() string         { return TypePtyPrompt }
 func (PtyInput) EventType() string          { return TypePtyInput }
 func (PtySessionReset) EventType() string   { return TypePtySessionReset }
 func (PtySessionEnded) EventType() string   { return TypePtySessionEnded }
+func (PtyTruncated) EventType() string      { return TypePtyTruncated }
 
 func init() {
 	register(func() Payload { return &PtySessionStarted{} }, 1, nil)
@@ -123,4 +152,5 @@ func init() {
 	register(func() Payload { return &PtyInput{} }, 1, nil)
 	register(func() Payload { return &PtySessionReset{} }, 1, nil)
 	register(func() Payload { return &PtySessionEnded{} }, 1, nil)
+	register(func() Payload { return &PtyTruncated{} }, 1, nil)
 }

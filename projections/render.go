@@ -258,6 +258,7 @@ type PtyEventLine struct {
 	ShellID     string        `json:"shell_id,omitempty"`
 	Pid         int           `json:"pid,omitempty"`
 	Reason      string        `json:"reason,omitempty"`
+	Dropped     *int64        `json:"dropped,omitempty"`
 }
 
 // pty event line types.
@@ -270,6 +271,7 @@ var ptyLineType = map[string]string{
 	events.TypePtyInput:          "agent_input",
 	events.TypePtySessionReset:   "agent_session_reset",
 	events.TypePtySessionEnded:   "agent_session_ended",
+	events.TypePtyTruncated:      "agent_output_truncated",
 }
 
 // render computes the appends ev causes. It is a pure function of ev.
@@ -569,6 +571,18 @@ func renderPty(ev *events.Event, r *rendered) error {
 		line.BlockID, line.SpoolOffset, line.Line, line.Cwd, line.ExitCode = p.BlockID, &off, p.Line, p.Cwd, p.ExitCode
 		if p.Line != "" {
 			r.add(PtySpoolView(conv), []byte(p.Line))
+		}
+	case *events.PtyTruncated:
+		// The marker goes where the dropped bytes would have gone: the
+		// spool and the block's output, so readers of either see it.
+		off, n := p.SpoolOffset, len(p.Line)
+		line.BlockID, line.SpoolOffset, line.Len, line.Line, line.Reason = p.BlockID, &off, &n, p.Line, p.Scope
+		line.Dropped = &p.Dropped
+		if p.Line != "" {
+			r.add(PtySpoolView(conv), []byte(p.Line))
+			if p.BlockID != "" && validID(p.BlockID) {
+				r.add(PtyBlockOutputView(conv, p.BlockID), []byte(p.Line))
+			}
 		}
 	case *events.PtyInput:
 		line.BlockID, line.Data, line.Source = p.BlockID, string(p.Data), p.Source

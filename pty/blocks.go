@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cmlab/cmlab/events"
 )
@@ -118,26 +119,61 @@ func (m *Manager) blockOutput(conv, id string, offset, maxBytes int64) (BlockOut
 		maxBytes = DefaultMaxRead
 	}
 	maxBytes = min(maxBytes, MaxRead)
-	var res BlockOutputResult
-	var err error
-	var changed chan struct{}
+	var (
+		v        spoolView
+		segs     []span
+		changed  chan struct{}
+		found    bool
+		complete bool
+	)
 	m.snapshot(conv, func(c *convState) {
 		changed = c.changed
 		b := c.byID[id]
 		if b == nil {
-			err = fmt.Errorf("%w: block %q in conversation %q", ErrNotFound, id, conv)
 			return
 		}
-		out := c.blockOutput(id)
-		if offset < 0 || offset > int64(len(out)) {
-			err = fmt.Errorf("%w: offset %d is outside the block output [0, %d]", ErrInvalidCursor, offset, len(out))
-			return
-		}
-		res = BlockOutputResult{OK: true, BlockID: id, Cursor: offset, Size: int64(len(out)),
-			Complete: b.Status != events.BlockRunning && b.Status != events.BlockInteractive}
-		res.Data, res.ResumeCursor = sliceUTF8(out, offset, maxBytes)
+		found = true
+		v, segs = c.view(), c.outputs[id]
+		complete = b.Status != events.BlockRunning && b.Status != events.BlockInteractive
 	})
-	return res, changed, err
+	if !found {
+		return BlockOutputResult{}, changed, fmt.Errorf("%w: block %q in conversation %q", ErrNotFound, id, conv)
+	}
+	var size int64
+	for _, s := range segs {
+		size += s.end - s.start
+	}
+	if offset < 0 || offset > size {
+		return BlockOutputResult{}, changed, fmt.Errorf("%w: offset %d is outside the block output [0, %d]", ErrInvalidCursor, offset, size)
+	}
+	// Read offset..offset+maxBytes (and the UTF-8 look-ahead) of the
+	// concatenation of the block's spans, from the file and the tail.
+	rd := m.reader(v)
+	defer rd.close()
+	want := min(size, offset+maxBytes+utf8.UTFMax) - offset
+	out := make([]byte, 0, want)
+	pos := int64(0) // offset of s.start in the block output
+	for _, s := range segs {
+		n := s.end - s.start
+		if int64(len(out)) >= want {
+			break
+		}
+		if lo := offset + int64(len(out)); lo < pos+n {
+			from := s.start + (lo - pos)
+			to := min(s.end, from+want-int64(len(out)))
+			b, err := rd.bytes(from, to)
+			if err != nil {
+				return BlockOutputResult{}, changed, err
+			}
+			out = append(out, b...)
+		}
+		pos += n
+	}
+	res := BlockOutputResult{OK: true, BlockID: id, Cursor: offset, Size: size, Complete: complete}
+	var n int64
+	res.Data, n = sliceUTF8(out, 0, maxBytes)
+	res.ResumeCursor = offset + n
+	return res, changed, nil
 }
 
 // SearchHit is one line of the spool containing the query.
@@ -168,41 +204,90 @@ func (m *Manager) Search(ctx context.Context, conv, q, blockID string) (SearchRe
 		return SearchResult{}, fmt.Errorf("%w: q is empty", ErrInvalidArgument)
 	}
 	res := SearchResult{OK: true, Matches: []SearchHit{}}
-	var err error
+	var (
+		v      spoolView
+		ranges []span
+		found  = true
+	)
 	m.snapshot(conv, func(c *convState) {
-		ranges := []span{{0, c.size()}}
+		v = c.view()
+		ranges = []span{{0, c.size()}}
 		if blockID != "" {
 			if c.byID[blockID] == nil {
-				err = fmt.Errorf("%w: block %q in conversation %q", ErrNotFound, blockID, conv)
+				found = false
 				return
 			}
 			ranges = c.outputs[blockID]
 		}
-		pat := []byte(q)
-	scan:
-		for _, r := range ranges {
-			lo, hi := r.start, r.end
-			for pos := lo; pos < hi; {
-				i := bytes.Index(c.spool[pos:hi], pat)
-				if i < 0 {
-					break
-				}
-				at := pos + int64(i)
-				ls := int64(bytes.LastIndexByte(c.spool[lo:at], '\n')) + 1 + lo
-				le := hi
-				if j := bytes.IndexByte(c.spool[at:hi], '\n'); j >= 0 {
-					le = at + int64(j)
-				}
-				if len(res.Matches) == maxSearchHits {
-					res.Truncated = true
-					break scan
-				}
-				res.Matches = append(res.Matches, SearchHit{BlockID: blockAt(c, at), MatchCursor: at, Line: string(c.spool[ls:le]), LineCursor: ls})
-				pos = max(le, at+1)
-			}
-		}
 	})
-	return res, err
+	if !found {
+		return SearchResult{}, fmt.Errorf("%w: block %q in conversation %q", ErrNotFound, blockID, conv)
+	}
+	rd := m.reader(v)
+	defer rd.close()
+	pat := []byte(q)
+	var hits []int64
+scan:
+	for _, r := range ranges {
+		for pos := r.start; pos < r.end; {
+			at, ok, err := rd.index(pat, pos, r.end)
+			if err != nil {
+				return SearchResult{}, err
+			}
+			if !ok {
+				break
+			}
+			ls, le, err := rd.lineAround(at, r.start, r.end)
+			if err != nil {
+				return SearchResult{}, err
+			}
+			if len(res.Matches) == maxSearchHits {
+				res.Truncated = true
+				break scan
+			}
+			line, err := rd.bytes(ls, le)
+			if err != nil {
+				return SearchResult{}, err
+			}
+			res.Matches = append(res.Matches, SearchHit{MatchCursor: at, Line: string(line), LineCursor: ls})
+			hits = append(hits, at)
+			pos = max(le, at+1)
+		}
+	}
+	if len(hits) > 0 {
+		m.snapshot(conv, func(c *convState) {
+			for i, at := range hits {
+				res.Matches[i].BlockID = blockAt(c, at)
+			}
+		})
+	}
+	return res, nil
+}
+
+// maxSearchLine bounds how far a search hit's line reaches on either side
+// of the match: a line of a flood without newlines is not returned whole.
+const maxSearchLine = 16 << 10
+
+// lineAround returns the line holding offset at within [lo, hi): from after
+// the '\n' before it to the next '\n' (excluded), each side at most
+// maxSearchLine bytes from at.
+func (r *spoolReader) lineAround(at, lo, hi int64) (int64, int64, error) {
+	from := max(lo, at-maxSearchLine)
+	b, err := r.bytes(from, at)
+	if err != nil {
+		return 0, 0, err
+	}
+	ls := from + int64(bytes.LastIndexByte(b, '\n')) + 1
+	to := min(hi, at+maxSearchLine)
+	b, err = r.bytes(at, to)
+	if err != nil {
+		return 0, 0, err
+	}
+	le := to
+	if j := bytes.IndexByte(b, '\n'); j >= 0 {
+		le = at + int64(j)
+	}
+	return ls, le, nil
 }
 
 // blockAt names the block whose output holds spool offset off.

@@ -112,25 +112,21 @@ func ScanLeftOpen(evs iter.Seq2[*events.Event, error]) (*LeftOpen, error) {
 // (interactive sessions are blocks too), and a pty.session.ended for every
 // shell started without an end. It returns the ids of the blocks it closed.
 // Idempotent: a second call appends nothing. Call it at daemon start,
-// before any shell runs: a block of a live shell would be closed too.
+// before any shell runs: a block of a live shell would be closed too. It
+// reads the terminal snapshot, when it can be trusted, and the log after
+// it (NewManager does the same on its own model).
 func CloseCrashed(ctx context.Context, eng *engine.Engine) ([]string, error) {
-	lo, err := ScanLeftOpen(eng.Log().Events(1))
-	if err != nil {
-		return nil, err
+	md := newModel()
+	if err := md.load(SnapshotFile(eng.Home()), eng.Log()); err != nil {
+		md = newModel()
 	}
-	now := time.Now().UnixMilli()
-	var evs []*events.Event
-	var closed []string
-	for _, lb := range lo.Blocks {
-		b := lb.Block
-		b.Status, b.Reason, b.TsEnd, b.ExitCode = events.BlockFailed, ReasonDaemonCrashed, now, nil
-		b.SpoolEnd = lo.spoolSize[lb.ConversationID]
-		evs = append(evs, events.MustNew(lb.ConversationID, &events.PtyBlockEnd{Block: b}))
-		closed = append(closed, b.BlockID)
+	for ev, err := range eng.Log().Events(md.seq + 1) {
+		if err != nil {
+			return nil, fmt.Errorf("pty: scan log: %w", err)
+		}
+		md.observe(ev)
 	}
-	for _, sh := range lo.Shells {
-		evs = append(evs, events.MustNew(sh.ConversationID, &events.PtySessionEnded{ShellID: sh.ShellID, Reason: ReasonDaemonCrashed}))
-	}
+	evs, closed := md.crashedEvents(time.Now().UnixMilli())
 	if len(evs) == 0 {
 		return nil, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,7 +61,21 @@ type Options struct {
 	// shell is ended (pty.session.ended reason "idle") and its slot freed.
 	// Default 30 minutes; negative never reaps.
 	IdleTimeout time.Duration
+	// BlockOutputCap bounds the output stored for one block; past it the
+	// block keeps running, its further output is dropped and counted
+	// (pty.truncated). Default DefaultBlockOutputCap; negative: no cap.
+	BlockOutputCap int64
+	// ConversationOutputCap bounds a conversation's whole spool (output
+	// bytes; prompt and marker lines are always written). Default
+	// DefaultConversationOutputCap; negative: no cap.
+	ConversationOutputCap int64
 }
+
+// Default output caps (issue 16 §3).
+const (
+	DefaultBlockOutputCap        int64 = 64 << 20
+	DefaultConversationOutputCap int64 = 1 << 30
+)
 
 // DefaultIdleTimeout is Options.IdleTimeout when none is given.
 const DefaultIdleTimeout = 30 * time.Minute
@@ -82,8 +97,10 @@ type Manager struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	stateMu sync.Mutex // guards convs; never held across an append
-	convs   map[string]*convState
+	root string // the home's real path: spool files are opened beneath it
+
+	stateMu sync.Mutex // guards model; never held across an append
+	model
 
 	mu      sync.Mutex // guards shells, locks, closed
 	shells  map[string]*shell
@@ -131,21 +148,29 @@ func NewManager(eng *engine.Engine, opts Options) (*Manager, error) {
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
 	}
+	if opts.BlockOutputCap == 0 {
+		opts.BlockOutputCap = DefaultBlockOutputCap
+	}
+	if opts.ConversationOutputCap == 0 {
+		opts.ConversationOutputCap = DefaultConversationOutputCap
+	}
+	root, err := filepath.EvalSymlinks(eng.Home().Dir)
+	if err != nil {
+		return nil, fmt.Errorf("pty: home: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{eng: eng, opts: opts, ctx: ctx, cancel: cancel,
-		convs: map[string]*convState{}, shells: map[string]*shell{}, locks: map[string]chan struct{}{},
+	m := &Manager{eng: eng, opts: opts, ctx: ctx, cancel: cancel, root: root,
+		model: newModel(), shells: map[string]*shell{}, locks: map[string]chan struct{}{},
 		closing: make(chan struct{})}
-	if err := eng.Subscribe(engine.ObserverFunc(func(ev *events.Event) {
-		m.stateMu.Lock()
-		m.observe(ev)
-		m.stateMu.Unlock()
-	})); err != nil {
+	// The read model: its snapshot if it can be trusted, then the log
+	// after it (snapshot.go).
+	if err := m.openModel(); err != nil {
 		cancel()
-		return nil, fmt.Errorf("pty: subscribe: %w", err)
+		return nil, err
 	}
 	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ccancel()
-	if _, err := CloseCrashed(cctx, eng); err != nil {
+	if _, err := m.closeCrashed(cctx); err != nil {
 		cancel()
 		return nil, err
 	}
@@ -477,6 +502,13 @@ type StatusResult struct {
 	Foreground      string `json:"foreground,omitempty"`
 	ForegroundPgid  int    `json:"foreground_pgid,omitempty"`
 	Blocks          int    `json:"blocks"`
+	// The output caps (negative: none) and what was dropped past them:
+	// over the conversation, and for the running block with its size.
+	BlockOutputCap        int64 `json:"block_output_cap"`
+	ConversationOutputCap int64 `json:"conversation_output_cap"`
+	Dropped               int64 `json:"dropped_bytes"`
+	ActiveBlockBytes      int64 `json:"active_block_bytes,omitempty"`
+	ActiveBlockDropped    int64 `json:"active_block_dropped_bytes,omitempty"`
 }
 
 // Status reports the terminal's mode and cursor.
@@ -496,7 +528,13 @@ func (m *Manager) Status(ctx context.Context, conv string) (StatusResult, error)
 		res.ShellID = c.shellID
 		res.ResumeCursor = c.size()
 		res.Blocks = len(c.blocks)
+		res.Dropped = c.dropped
+		if c.active != "" {
+			res.ActiveBlockBytes = c.blockBytes(c.active)
+			res.ActiveBlockDropped = c.blkDrop[c.active]
+		}
 	})
+	res.BlockOutputCap, res.ConversationOutputCap = m.opts.BlockOutputCap, m.opts.ConversationOutputCap
 	m.mu.Lock()
 	sh := m.shells[conv]
 	m.mu.Unlock()

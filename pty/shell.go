@@ -288,6 +288,7 @@ func (sh *shell) appendLoop() {
 	defer close(sh.done)
 	m := sh.m
 	beginSeen := map[string]bool{}
+	var drop dropState // output dropped past a cap, for the block (or no-block stretch) dropping it
 	for {
 		sh.qmu.Lock()
 		for len(sh.queue) == 0 && !sh.eof {
@@ -309,25 +310,95 @@ func (sh *shell) appendLoop() {
 		m.stateMu.Lock()
 		c := m.conv(sh.conv)
 		off := c.size()
-		var last byte = '\n'
-		if off > 0 {
-			last = c.spool[off-1]
-		}
+		last := c.lastByte()
 		var cur events.Block
 		if b := c.activeBlock(); b != nil {
 			cur = *b
 		}
+		blkBytes := c.blockBytes(cur.BlockID)
 		m.stateMu.Unlock()
 
 		var evs []*events.Event
+		// marker appends a pty.truncated whose line is text, on a line of
+		// its own.
+		marker := func(text string, dropped int64, scope string) {
+			line := text
+			if last != '\n' {
+				line = "\n" + line
+			}
+			limit := m.opts.BlockOutputCap
+			if scope == events.TruncatedConversation {
+				limit = m.opts.ConversationOutputCap
+			}
+			evs = append(evs, events.MustNew(sh.conv, &events.PtyTruncated{BlockID: cur.BlockID, SpoolOffset: off,
+				Line: line, Dropped: dropped, Limit: limit, Scope: scope}))
+			off += int64(len(line))
+			if cur.BlockID != "" {
+				blkBytes += int64(len(line))
+			}
+			last = '\n'
+		}
+		// closeDrops writes the count of the bytes dropped after the first
+		// marker (before a block's END, or when the stretch of output it
+		// dropped from ends) and returns the stretch's total.
+		closeDrops := func() int64 {
+			total := drop.total
+			if drop.pending > 0 {
+				marker(fmt.Sprintf("[cmlab: %d bytes of output dropped in all past the %s cap]\n", drop.total, drop.scope),
+					drop.pending, drop.scope)
+			}
+			drop = dropState{block: cur.BlockID}
+			return total
+		}
+		if drop.block != cur.BlockID {
+			// The stretch that dropped output ended without an END of ours
+			// (no-block output, or a block closed elsewhere).
+			if drop.pending > 0 {
+				saved := cur
+				cur = events.Block{} // never into a block already ended
+				closeDrops()
+				cur = saved
+			}
+			drop = dropState{block: cur.BlockID}
+		}
 		var out []byte
 		flush := func() {
-			for len(out) > 0 {
-				n := min(len(out), maxOutputEvent)
-				evs = append(evs, events.MustNew(sh.conv, &events.PtyOutput{BlockID: cur.BlockID, SpoolOffset: off, Data: out[:n]}))
-				off += int64(n)
-				last = out[n-1]
-				out = out[n:]
+			if len(out) > 0 {
+				// The caps: what the block and the conversation may still
+				// store; the rest is dropped and counted.
+				keep, scope := int64(len(out)), ""
+				if bc := m.opts.BlockOutputCap; bc >= 0 && cur.BlockID != "" && bc-blkBytes < keep {
+					keep, scope = max(0, bc-blkBytes), events.TruncatedBlock
+				}
+				if cc := m.opts.ConversationOutputCap; cc >= 0 && cc-off < keep {
+					keep, scope = max(0, cc-off), events.TruncatedConversation
+				}
+				dropped := int64(len(out)) - keep
+				out = out[:keep]
+				if cur.BlockID != "" {
+					blkBytes += keep
+				}
+				for len(out) > 0 {
+					n := min(len(out), maxOutputEvent)
+					evs = append(evs, events.MustNew(sh.conv, &events.PtyOutput{BlockID: cur.BlockID, SpoolOffset: off, Data: out[:n]}))
+					off += int64(n)
+					last = out[n-1]
+					out = out[n:]
+				}
+				if dropped > 0 {
+					drop.total += dropped
+					if !drop.marked {
+						drop.marked, drop.scope = true, scope
+						limit := m.opts.BlockOutputCap
+						if scope == events.TruncatedConversation {
+							limit = m.opts.ConversationOutputCap
+						}
+						marker(fmt.Sprintf("[cmlab: output truncated at the %s cap of %d bytes; further output is dropped and counted]\n", scope, limit),
+							dropped, scope)
+					} else {
+						drop.pending += dropped
+					}
+				}
 			}
 			out = nil
 		}
@@ -344,15 +415,19 @@ func (sh *shell) appendLoop() {
 				flush()
 				sawPrompt = true
 				exit := it.Exit
-				line := fmt.Sprintf("__FWS_PROMPT__ ts=%d cwd_b64=%s exit=%d\n", it.TS, base64.StdEncoding.EncodeToString([]byte(it.Cwd)), exit)
-				if last != '\n' {
-					line = "\n" + line // the sentinel always starts a line of its own
-				}
 				// A prompt ends the active block once the shell has begun it
 				// (PS0 mark). An interrupt that reaches the shell before it
 				// runs the line flushes the typed line: the prompt that
 				// follows ends the block too.
 				ending := cur.BlockID != "" && (beginSeen[cur.BlockID] || interrupted)
+				var dropped int64
+				if ending {
+					dropped = closeDrops() // its last marker goes before the prompt
+				}
+				line := fmt.Sprintf("__FWS_PROMPT__ ts=%d cwd_b64=%s exit=%d\n", it.TS, base64.StdEncoding.EncodeToString([]byte(it.Cwd)), exit)
+				if last != '\n' {
+					line = "\n" + line // the sentinel always starts a line of its own
+				}
 				pr := &events.PtyPrompt{PromptTS: it.TS, Cwd: it.Cwd, ExitCode: &exit, SpoolOffset: off, Line: line}
 				if ending {
 					pr.BlockID = cur.BlockID
@@ -363,6 +438,7 @@ func (sh *shell) appendLoop() {
 				last = '\n'
 				if ending {
 					b := cur
+					b.Dropped = dropped
 					b.TsEnd = it.TS
 					b.ExitCode = &exit
 					b.SpoolEnd = start
@@ -379,6 +455,7 @@ func (sh *shell) appendLoop() {
 					evs = append(evs, events.MustNew(sh.conv, &events.PtyBlockEnd{Block: b}))
 					delete(beginSeen, cur.BlockID)
 					cur = events.Block{}
+					drop = dropState{}
 					sh.qmu.Lock()
 					sh.interrupted = false
 					sh.qmu.Unlock()
@@ -388,7 +465,8 @@ func (sh *shell) appendLoop() {
 		}
 		flush()
 		if eof {
-			evs = append(evs, sh.endEvents(cur, off, eofErr)...)
+			dropped := closeDrops()
+			evs = append(evs, sh.endEvents(cur, off, dropped, eofErr)...)
 		}
 		if len(evs) > 0 {
 			if _, err := m.eng.Append(m.ctx, evs...); err != nil {
@@ -444,12 +522,24 @@ func (sh *shell) closeIfDead(ctx context.Context, id string) {
 	}
 }
 
+// dropState is what the appender has dropped past a cap for one block
+// (block "" for output outside blocks): the first marker is written when
+// the cap is crossed, the bytes dropped after it are counted (pending) and
+// written in a last marker before the block's END.
+type dropState struct {
+	block   string
+	marked  bool
+	scope   string
+	pending int64
+	total   int64
+}
+
 // maxOutputEvent caps the data of one pty.output event.
 const maxOutputEvent = 256 << 10
 
 // endEvents closes what a dead shell leaves open: its block (one END) and
 // the shell itself (pty.session.ended).
-func (sh *shell) endEvents(cur events.Block, off int64, eofErr error) []*events.Event {
+func (sh *shell) endEvents(cur events.Block, off, dropped int64, eofErr error) []*events.Event {
 	select {
 	case <-sh.exited:
 	case <-time.After(5 * time.Second):
@@ -473,7 +563,7 @@ func (sh *shell) endEvents(cur events.Block, off int64, eofErr error) []*events.
 		b.TsEnd = time.Now().UnixMilli()
 		b.ExitCode = code
 		b.Status, b.Reason = status, reason
-		b.SpoolEnd = off
+		b.SpoolEnd, b.Dropped = off, dropped
 		evs = append(evs, events.MustNew(sh.conv, &events.PtyBlockEnd{Block: b}))
 	}
 	sessReason := reason

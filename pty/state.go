@@ -11,6 +11,12 @@ const (
 	ModeInteractive  = "interactive"
 )
 
+// TailBuffer is how many of a conversation's last spool bytes the manager
+// keeps in memory (at most twice that between trims): the bytes a wait
+// scans when it is woken by new output. Everything older is read from
+// output.spool by offset.
+const TailBuffer = 1 << 20
+
 // promptRec is one canonical sentinel line in the spool.
 type promptRec struct {
 	lineStart int64 // where "__FWS_PROMPT__" starts
@@ -22,25 +28,33 @@ type promptRec struct {
 }
 
 // convState is what the log says about one conversation. It is built only
-// by observe (history at subscribe, then every commit), so a restarted
-// daemon sees exactly what the log holds.
+// by observe (history at subscribe — or a snapshot and the log after it —
+// then every commit), so a restarted daemon sees exactly what the log
+// holds. It never holds the spool: only its size, its last byte and the
+// last TailBuffer bytes; the file pty/<conversationId>/output.spool, which
+// the projector writes before observers see a commit, is the only copy.
 type convState struct {
 	id      string
-	spool   []byte // the exact bytes of output.spool
+	spoolSz int64  // bytes of output.spool the log accounts for
+	last    byte   // the spool's last byte; 0 when empty
+	tail    []byte // the spool's last bytes, ending at size; never rewritten in place
 	prompts []promptRec
 	blocks  []*events.Block
 	byID    map[string]*events.Block
-	outputs map[string][]span // block id → its pty.output ranges (blocks/<id>.out)
+	outputs map[string][]span // block id → its output ranges in the spool (blocks/<id>.out)
 	active  string            // block begun and not ended, "" when idle
 	shellID string            // last shell started
 	live    bool              // a started shell has no pty.session.ended yet
 	cols    int
 	rows    int
-	changed chan struct{} // closed and replaced on every change
+	dropped int64            // output bytes dropped past a cap (pty.truncated), whole conversation
+	blkDrop map[string]int64 // block id → bytes dropped, for a block still open
+	changed chan struct{}    // closed and replaced on every change
 }
 
 func newConvState(id string) *convState {
-	return &convState{id: id, byID: map[string]*events.Block{}, outputs: map[string][]span{}, changed: make(chan struct{})}
+	return &convState{id: id, byID: map[string]*events.Block{}, outputs: map[string][]span{},
+		blkDrop: map[string]int64{}, changed: make(chan struct{})}
 }
 
 func (c *convState) mode() string {
@@ -60,19 +74,79 @@ func (c *convState) activeBlock() *events.Block {
 	return c.byID[c.active]
 }
 
-func (c *convState) size() int64 { return int64(len(c.spool)) }
+func (c *convState) size() int64 { return c.spoolSz }
+
+// lastByte is the spool's last byte, '\n' for an empty spool (a sentinel
+// line then needs no newline before it).
+func (c *convState) lastByte() byte {
+	if c.spoolSz == 0 {
+		return '\n'
+	}
+	return c.last
+}
+
+// blockBytes is the size of block id's output.
+func (c *convState) blockBytes(id string) int64 {
+	var n int64
+	for _, s := range c.outputs[id] {
+		n += s.end - s.start
+	}
+	return n
+}
 
 func (c *convState) notify() {
 	close(c.changed)
 	c.changed = make(chan struct{})
 }
 
+// view is what a reader needs to read the spool outside stateMu.
+func (c *convState) view() spoolView {
+	return spoolView{conv: c.id, size: c.spoolSz, tail: c.tail}
+}
+
+// model is the terminal's read model: every conversation's state, and
+// what the log holds open across them, covering the log up to seq. The
+// Manager guards it with stateMu; CloseCrashed builds one of its own.
+type model struct {
+	convs      map[string]*convState
+	seq        uint64    // last event observed (the model covers the log up to it)
+	eventID    string    // its id
+	fed        int       // events observed since the model was built (tests)
+	snapSeq    uint64    // seq of the last snapshot written or loaded
+	openBlocks []openRef // blocks begun without an END, in begin order
+	openShells []openRef // shells started without pty.session.ended, in start order
+}
+
+// openRef names a block or shell of a conversation.
+type openRef struct {
+	Conv string `json:"conv"`
+	ID   string `json:"id"`
+}
+
+func newModel() model { return model{convs: map[string]*convState{}} }
+
+func dropRef(refs []openRef, id string) []openRef {
+	for i, r := range refs {
+		if r.ID == id {
+			return append(refs[:i:i], refs[i+1:]...)
+		}
+	}
+	return refs
+}
+
 // observe applies one committed event. It runs inside the committer: it
-// never blocks and never appends. The caller holds Manager.stateMu.
-func (m *Manager) observe(ev *events.Event) {
+// never blocks and never appends. The Manager's caller holds stateMu.
+func (m *model) observe(ev *events.Event) {
+	if ev.Seq != 0 {
+		if ev.Seq <= m.seq {
+			return // covered by the snapshot
+		}
+		m.seq, m.eventID = ev.Seq, ev.ID
+		m.fed++
+	}
 	switch ev.Type {
 	case events.TypePtySessionStarted, events.TypePtyBlockBegin, events.TypePtyOutput,
-		events.TypePtyBlockEnd, events.TypePtyPrompt, events.TypePtySessionEnded:
+		events.TypePtyBlockEnd, events.TypePtyPrompt, events.TypePtySessionEnded, events.TypePtyTruncated:
 	default:
 		return
 	}
@@ -84,15 +158,18 @@ func (m *Manager) observe(ev *events.Event) {
 	switch d := p.(type) {
 	case *events.PtySessionStarted:
 		c.shellID, c.live, c.cols, c.rows = d.ShellID, true, d.Cols, d.Rows
+		m.openShells = append(dropRef(m.openShells, d.ShellID), openRef{ev.Stream, d.ShellID})
 	case *events.PtySessionEnded:
 		if d.ShellID == c.shellID {
 			c.live = false
 		}
+		m.openShells = dropRef(m.openShells, d.ShellID)
 	case *events.PtyBlockBegin:
 		b := d.Block
 		c.blocks = append(c.blocks, &b)
 		c.byID[b.BlockID] = &b
 		c.active = b.BlockID
+		m.openBlocks = append(dropRef(m.openBlocks, b.BlockID), openRef{ev.Stream, b.BlockID})
 	case *events.PtyBlockEnd:
 		b := d.Block
 		if old := c.byID[b.BlockID]; old != nil {
@@ -104,18 +181,19 @@ func (m *Manager) observe(ev *events.Event) {
 		if c.active == b.BlockID {
 			c.active = ""
 		}
+		delete(c.blkDrop, b.BlockID)
+		m.openBlocks = dropRef(m.openBlocks, b.BlockID)
 	case *events.PtyOutput:
 		// Offsets are assigned by the one writer of the spool; a gap or
 		// overlap would be a bug, so the bytes land where the event says.
 		c.writeAt(d.SpoolOffset, d.Data)
-		if d.BlockID != "" && len(d.Data) > 0 {
-			segs := c.outputs[d.BlockID]
-			if n := len(segs); n > 0 && segs[n-1].end == d.SpoolOffset {
-				segs[n-1].end += int64(len(d.Data))
-			} else {
-				segs = append(segs, span{d.SpoolOffset, d.SpoolOffset + int64(len(d.Data))})
-			}
-			c.outputs[d.BlockID] = segs
+		c.addOutput(d.BlockID, d.SpoolOffset, int64(len(d.Data)))
+	case *events.PtyTruncated:
+		c.writeAt(d.SpoolOffset, []byte(d.Line))
+		c.addOutput(d.BlockID, d.SpoolOffset, int64(len(d.Line)))
+		c.dropped += d.Dropped
+		if d.BlockID != "" && c.byID[d.BlockID] != nil && c.active == d.BlockID {
+			c.blkDrop[d.BlockID] += d.Dropped
 		}
 	case *events.PtyPrompt:
 		line := []byte(d.Line)
@@ -130,40 +208,68 @@ func (m *Manager) observe(ev *events.Event) {
 	c.notify()
 }
 
+// addOutput records n bytes at off as block id's output.
+func (c *convState) addOutput(id string, off, n int64) {
+	if id == "" || n == 0 {
+		return
+	}
+	segs := c.outputs[id]
+	if k := len(segs); k > 0 && segs[k-1].end == off {
+		// A new slice: readers may hold the old one outside the lock.
+		segs = append(segs[:k-1:k-1], span{segs[k-1].start, off + n})
+	} else {
+		segs = append(segs[:len(segs):len(segs)], span{off, off + n})
+	}
+	c.outputs[id] = segs
+}
+
 // span is a byte range [start, end) of the spool.
 type span struct{ start, end int64 }
 
-// blockOutput is the block's output: the data of its pty.output events,
-// exactly what the projector writes to blocks/<id>.out.
-func (c *convState) blockOutput(id string) []byte {
-	segs := c.outputs[id]
-	if len(segs) == 1 {
-		return c.spool[segs[0].start:segs[0].end]
+// writeAt places data at spool offset off: the size, the last byte and
+// the tail follow; the bytes themselves are in output.spool.
+func (c *convState) writeAt(off int64, data []byte) {
+	if len(data) == 0 {
+		return
 	}
-	var out []byte
-	for _, s := range segs {
-		out = append(out, c.spool[s.start:s.end]...)
+	switch {
+	case off > c.spoolSz:
+		// A gap (never expected): zeros, as the file would read.
+		c.appendTail(make([]byte, min(off-c.spoolSz, TailBuffer)))
+		c.spoolSz = off
+	case off < c.spoolSz:
+		// Already there (never expected): keep the spool append-only.
+		end := off + int64(len(data))
+		if end <= c.spoolSz {
+			return
+		}
+		data = data[c.spoolSz-off:]
 	}
-	return out
+	c.appendTail(data)
+	c.spoolSz += int64(len(data))
+	c.last = data[len(data)-1]
 }
 
-func (c *convState) writeAt(off int64, data []byte) {
-	switch {
-	case off == int64(len(c.spool)):
-		c.spool = append(c.spool, data...)
-	case off < int64(len(c.spool)):
-		// Already there (never expected): keep the spool append-only.
-		if end := off + int64(len(data)); end > int64(len(c.spool)) {
-			c.spool = append(c.spool, data[int64(len(c.spool))-off:]...)
-		}
-	default:
-		pad := make([]byte, off-int64(len(c.spool)))
-		c.spool = append(append(c.spool, pad...), data...)
+// appendTail appends to the tail, keeping at most 2×TailBuffer bytes. The
+// bytes of a tail slice handed to a reader are never written again: an
+// append writes past its length, a trim makes a new slice.
+func (c *convState) appendTail(data []byte) {
+	if len(data) >= TailBuffer {
+		c.tail = append([]byte(nil), data[len(data)-TailBuffer:]...)
+		return
 	}
+	if len(c.tail)+len(data) > 2*TailBuffer {
+		keep := TailBuffer - len(data)
+		t := make([]byte, 0, 2*TailBuffer)
+		t = append(t, c.tail[len(c.tail)-keep:]...)
+		c.tail = append(t, data...)
+		return
+	}
+	c.tail = append(c.tail, data...)
 }
 
 // conv returns the state of id, creating it. Caller holds stateMu.
-func (m *Manager) conv(id string) *convState {
+func (m *model) conv(id string) *convState {
 	c := m.convs[id]
 	if c == nil {
 		c = newConvState(id)

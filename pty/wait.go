@@ -1,7 +1,6 @@
 package pty
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -80,8 +79,9 @@ func waitTimeout(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// matcher finds the first match at or after from in the spool.
-type matcher func(c *convState, from int64) (start, end int64, info *PromptInfo, ok bool)
+// matcher finds the first match at or after from in the spool of rd's
+// view; prompts are the conversation's sentinel lines.
+type matcher func(rd *spoolReader, prompts []promptRec, from int64) (start, end int64, info *PromptInfo, ok bool, err error)
 
 func newMatcher(p WaitParams) (matcher, error) {
 	switch p.MatchType {
@@ -90,13 +90,12 @@ func newMatcher(p WaitParams) (matcher, error) {
 			return nil, fmt.Errorf("%w: match is empty", ErrInvalidArgument)
 		}
 		pat := []byte(p.Match)
-		return func(c *convState, from int64) (int64, int64, *PromptInfo, bool) {
-			i := bytes.Index(c.spool[from:], pat)
-			if i < 0 {
-				return 0, 0, nil, false
+		return func(rd *spoolReader, _ []promptRec, from int64) (int64, int64, *PromptInfo, bool, error) {
+			s, ok, err := rd.index(pat, from, rd.v.size)
+			if !ok || err != nil {
+				return 0, 0, nil, false, err
 			}
-			s := from + int64(i)
-			return s, s + int64(len(pat)), nil, true
+			return s, s + int64(len(pat)), nil, true, nil
 		}, nil
 	case MatchRegex:
 		if p.Match == "" {
@@ -106,21 +105,33 @@ func newMatcher(p WaitParams) (matcher, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: match is not a valid regular expression: %v", ErrInvalidArgument, err)
 		}
-		return func(c *convState, from int64) (int64, int64, *PromptInfo, bool) {
-			loc := re.FindIndex(c.spool[from:])
-			if loc == nil || loc[1] == loc[0] && from+int64(loc[0]) == c.size() {
-				return 0, 0, nil, false
+		return func(rd *spoolReader, _ []promptRec, from int64) (int64, int64, *PromptInfo, bool, error) {
+			size := rd.v.size
+			var loc []int
+			if ts := rd.v.tailStart(); from >= ts {
+				loc = re.FindIndex(rd.v.tail[from-ts:])
+			} else {
+				// Older than the tail: streamed from the file, never
+				// loaded whole.
+				in, rr := rd.runeReader(from, size)
+				loc = re.FindReaderIndex(in)
+				if rr.err != nil {
+					return 0, 0, nil, false, rr.err
+				}
 			}
-			return from + int64(loc[0]), from + int64(loc[1]), nil, true
+			if loc == nil || loc[1] == loc[0] && from+int64(loc[0]) == size {
+				return 0, 0, nil, false, nil
+			}
+			return from + int64(loc[0]), from + int64(loc[1]), nil, true, nil
 		}, nil
 	case MatchPrompt:
-		return func(c *convState, from int64) (int64, int64, *PromptInfo, bool) {
-			i := sort.Search(len(c.prompts), func(i int) bool { return c.prompts[i].lineStart >= from })
-			if i == len(c.prompts) {
-				return 0, 0, nil, false
+		return func(_ *spoolReader, prompts []promptRec, from int64) (int64, int64, *PromptInfo, bool, error) {
+			i := sort.Search(len(prompts), func(i int) bool { return prompts[i].lineStart >= from })
+			if i == len(prompts) {
+				return 0, 0, nil, false, nil
 			}
-			pr := c.prompts[i]
-			return pr.lineStart, pr.lineEnd, &PromptInfo{TS: pr.ts, Cwd: pr.cwd, Exit: pr.exit, BlockID: pr.blockID}, true
+			pr := prompts[i]
+			return pr.lineStart, pr.lineEnd, &PromptInfo{TS: pr.ts, Cwd: pr.cwd, Exit: pr.exit, BlockID: pr.blockID}, true, nil
 		}, nil
 	}
 	return nil, fmt.Errorf("%w: match_type %q is not substring, regex or prompt", ErrInvalidArgument, p.MatchType)
@@ -161,34 +172,51 @@ func (m *Manager) wait(ctx context.Context, conv string, p WaitParams, needIdle 
 	}
 	timer := time.NewTimer(waitTimeout(p.TimeoutMs))
 	defer timer.Stop()
-	// A substring cannot start before size-len+1 of a range already
-	// scanned: later scans start there, so a long spool is scanned once.
+	// Each wake-up scans from scan to the end of the spool, outside
+	// stateMu (older bytes are read from the file). A substring cannot
+	// start before size-len+1 of a range already scanned, so a long spool
+	// is scanned once. A regex match may span any length, so after a scan
+	// without a match the next one starts at most TailBuffer bytes before
+	// the end scanned: a regex match that starts more than TailBuffer
+	// bytes before the end of the output committed at some wake-up, and is
+	// not complete by then, is not found (doc.go, "Memory").
 	scan := p.FromCursor
 	for {
 		var (
-			res     WaitResult
-			found   bool
+			v       spoolView
+			prompts []promptRec
+			mode    string
 			changed chan struct{}
 		)
 		m.snapshot(conv, func(c *convState) {
-			changed = c.changed
-			s, e, info, ok := match(c, scan)
-			if !ok && (p.MatchType == "" || p.MatchType == MatchSubstring) {
-				scan = max(p.FromCursor, c.size()-int64(len(p.Match))+1)
-			}
-			if !ok || needIdle && c.mode() != ModeIdle {
-				res.ResumeCursor = c.size()
-				res.Mode = c.mode()
-				return
-			}
-			found = true
-			text := string(c.spool[s:e])
-			res = WaitResult{OK: true, Matched: true, MatchText: &text, MatchCursor: &s,
-				MatchSpan: &Span{Start: s, End: e}, ResumeCursor: e, Extra: info}
+			v, prompts, mode, changed = c.view(), c.prompts, c.mode(), c.changed
 		})
-		if found {
-			return res, nil
+		rd := m.reader(v)
+		s, e, info, ok, err := match(rd, prompts, scan)
+		if err != nil {
+			rd.close()
+			return WaitResult{}, err
 		}
+		if !ok {
+			switch p.MatchType {
+			case "", MatchSubstring:
+				scan = max(p.FromCursor, v.size-int64(len(p.Match))+1)
+			case MatchRegex:
+				scan = max(scan, v.size-TailBuffer)
+			}
+		}
+		if ok && (!needIdle || mode == ModeIdle) {
+			text, err := rd.bytes(s, e)
+			rd.close()
+			if err != nil {
+				return WaitResult{}, err
+			}
+			str := string(text)
+			return WaitResult{OK: true, Matched: true, MatchText: &str, MatchCursor: &s,
+				MatchSpan: &Span{Start: s, End: e}, ResumeCursor: e, Extra: info}, nil
+		}
+		rd.close()
+		var res WaitResult
 		select {
 		case <-changed:
 			continue
@@ -236,17 +264,24 @@ func (m *Manager) ReadSpool(ctx context.Context, conv string, from, maxBytes int
 		maxBytes = DefaultMaxRead
 	}
 	maxBytes = min(maxBytes, MaxRead)
-	var res ReadResult
-	var err error
-	m.snapshot(conv, func(c *convState) {
-		if from < 0 || from > c.size() {
-			err = fmt.Errorf("%w: from_cursor %d is outside the spool [0, %d]", ErrInvalidCursor, from, c.size())
-			return
-		}
-		res = ReadResult{OK: true, Cursor: from}
-		res.Data, res.ResumeCursor = sliceUTF8(c.spool, from, maxBytes)
-	})
-	return res, err
+	var v spoolView
+	m.snapshot(conv, func(c *convState) { v = c.view() })
+	if from < 0 || from > v.size {
+		return ReadResult{}, fmt.Errorf("%w: from_cursor %d is outside the spool [0, %d]", ErrInvalidCursor, from, v.size)
+	}
+	rd := m.reader(v)
+	defer rd.close()
+	// 4 bytes more than asked: sliceUTF8 looks at the character that
+	// starts at the limit.
+	b, err := rd.bytes(from, min(v.size, from+maxBytes+utf8.UTFMax))
+	if err != nil {
+		return ReadResult{}, err
+	}
+	res := ReadResult{OK: true, Cursor: from}
+	var n int64
+	res.Data, n = sliceUTF8(b, 0, maxBytes)
+	res.ResumeCursor = from + n
+	return res, nil
 }
 
 // sliceUTF8 returns b[from:from+max] as a string, shortened so a valid

@@ -1,0 +1,301 @@
+package pty
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/snapshot"
+	"github.com/cmlab/cmlab/wal"
+)
+
+// The terminal read model's snapshot (issue 16 §1): state/snapshots/pty.msgpack,
+// written at checkpoints (engine.OnCheckpoint) once snapEvery events have
+// passed since the last one, and at close; it follows the lab state's
+// (labapi/labstate_snapshot.go). It holds everything the model keeps except
+// spool bytes: per conversation its blocks, prompts, output spans, active
+// block, shell id, live flag, size, last byte and drop counts; and the
+// blocks and shells the log holds open. The file is its own reference: it
+// names the seq it covers and that event's id, checked against the log.
+const (
+	snapModel = "pty"
+	// snapSchema changes with the snapshot's fields or their meaning.
+	snapSchema = 1
+	snapEvery  = 10_000
+)
+
+// snapVersion is the model's code version: the schema and the event
+// format of the terminal's payloads it was built from.
+func snapVersion() string { return fmt.Sprintf("%d/pty-events-1", snapSchema) }
+
+// SnapshotFile is the terminal read model's snapshot in h.
+func SnapshotFile(h home.Home) string {
+	return filepath.Join(h.StateDir(), "snapshots", snapModel+".msgpack")
+}
+
+// SnapshotCovers reads only the header of h's terminal snapshot (whole,
+// CRC checked, of this code version) and returns the seq it covers: the
+// log after it is what a start applies. A missing file wraps
+// os.ErrNotExist, an untrusted one snapshot.ErrInvalid. Whether the log
+// still holds that seq's event is checked at load, not here.
+func SnapshotCovers(h home.Home) (uint64, error) {
+	hd, _, err := snapshot.Read(SnapshotFile(h), snapModel, snapVersion())
+	if err != nil {
+		return 0, err
+	}
+	return hd.Seq, nil
+}
+
+type snapBody struct {
+	Convs      []convSnap `json:"convs"`
+	OpenBlocks []openRef  `json:"openBlocks"`
+	OpenShells []openRef  `json:"openShells"`
+}
+
+type convSnap struct {
+	ID      string                `json:"id"`
+	Size    int64                 `json:"size"`
+	Last    byte                  `json:"last"`
+	Prompts []promptSnap          `json:"prompts"`
+	Blocks  []events.Block        `json:"blocks"`
+	Outputs map[string][]spanSnap `json:"outputs"`
+	Active  string                `json:"active"`
+	ShellID string                `json:"shellId"`
+	Live    bool                  `json:"live"`
+	Cols    int                   `json:"cols"`
+	Rows    int                   `json:"rows"`
+	Dropped int64                 `json:"dropped"`
+	BlkDrop map[string]int64      `json:"blkDrop"`
+}
+
+type promptSnap struct {
+	Start   int64  `json:"start"`
+	End     int64  `json:"end"`
+	TS      int64  `json:"ts"`
+	Cwd     string `json:"cwd"`
+	Exit    *int   `json:"exit"`
+	BlockID string `json:"blockId"`
+}
+
+type spanSnap struct {
+	Start int64 `json:"s"`
+	End   int64 `json:"e"`
+}
+
+// encode returns the snapshot body of m. Caller holds the model's lock.
+func (m *model) encode() ([]byte, error) {
+	var sn snapBody
+	ids := make([]string, 0, len(m.convs))
+	for id := range m.convs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		c := m.convs[id]
+		cs := convSnap{ID: id, Size: c.spoolSz, Last: c.last, Active: c.active, ShellID: c.shellID, Live: c.live,
+			Cols: c.cols, Rows: c.rows, Dropped: c.dropped, BlkDrop: c.blkDrop, Outputs: map[string][]spanSnap{}}
+		for _, p := range c.prompts {
+			cs.Prompts = append(cs.Prompts, promptSnap{p.lineStart, p.lineEnd, p.ts, p.cwd, p.exit, p.blockID})
+		}
+		for _, b := range c.blocks {
+			cs.Blocks = append(cs.Blocks, *b)
+		}
+		for b, segs := range c.outputs {
+			for _, s := range segs {
+				cs.Outputs[b] = append(cs.Outputs[b], spanSnap{s.start, s.end})
+			}
+		}
+		sn.Convs = append(sn.Convs, cs)
+	}
+	sn.OpenBlocks, sn.OpenShells = m.openBlocks, m.openShells
+	return events.Marshal(&sn)
+}
+
+// decode fills an empty model from a snapshot body.
+func (m *model) decode(body []byte) error {
+	var sn snapBody
+	if err := events.Unmarshal(body, &sn); err != nil {
+		return err
+	}
+	for _, cs := range sn.Convs {
+		if _, dup := m.convs[cs.ID]; dup || cs.Size < 0 {
+			return fmt.Errorf("conversation %q twice or with a negative size", cs.ID)
+		}
+		c := newConvState(cs.ID)
+		c.spoolSz, c.last, c.active, c.shellID, c.live = cs.Size, cs.Last, cs.Active, cs.ShellID, cs.Live
+		c.cols, c.rows, c.dropped = cs.Cols, cs.Rows, cs.Dropped
+		for k, v := range cs.BlkDrop {
+			c.blkDrop[k] = v
+		}
+		for _, p := range cs.Prompts {
+			c.prompts = append(c.prompts, promptRec{p.Start, p.End, p.TS, p.Cwd, p.Exit, p.BlockID})
+		}
+		for i := range cs.Blocks {
+			b := cs.Blocks[i]
+			c.blocks = append(c.blocks, &b)
+			c.byID[b.BlockID] = &b
+		}
+		for b, segs := range cs.Outputs {
+			for _, s := range segs {
+				if s.Start < 0 || s.End < s.Start || s.End > cs.Size {
+					return fmt.Errorf("block %q: span [%d, %d) outside the spool [0, %d]", b, s.Start, s.End, cs.Size)
+				}
+				c.outputs[b] = append(c.outputs[b], span{s.Start, s.End})
+			}
+		}
+		if c.active != "" && c.byID[c.active] == nil {
+			return fmt.Errorf("conversation %q: active block %q unknown", cs.ID, c.active)
+		}
+		m.convs[cs.ID] = c
+	}
+	m.openBlocks, m.openShells = sn.OpenBlocks, sn.OpenShells
+	return nil
+}
+
+// load fills an empty model from the snapshot at path if it can be
+// trusted: whole, of this code version, and covering an event the log
+// holds with the same id. A missing file returns an error wrapping
+// os.ErrNotExist; the model is left empty on any error.
+func (m *model) load(path string, l *wal.Log) error {
+	h, body, err := snapshot.Read(path, snapModel, snapVersion())
+	if err != nil {
+		return err
+	}
+	if h.Seq > l.LastSeq() {
+		return fmt.Errorf("%w: covers seq %d, the log ends at %d", snapshot.ErrInvalid, h.Seq, l.LastSeq())
+	}
+	if h.Seq >= l.FirstSeq() {
+		ev, err := l.Read(h.Seq)
+		if err != nil || ev.ID != h.EventID {
+			return fmt.Errorf("%w: covered seq %d is not event %s in this log", snapshot.ErrInvalid, h.Seq, h.EventID)
+		}
+	}
+	fresh := newModel()
+	if err := fresh.decode(body); err != nil {
+		return fmt.Errorf("%w: body: %v", snapshot.ErrInvalid, err)
+	}
+	fresh.seq, fresh.eventID, fresh.snapSeq = h.Seq, h.EventID, h.Seq
+	*m = fresh
+	return nil
+}
+
+// managerObserver feeds the Manager's model (engine.ResumableObserver).
+type managerObserver struct{ m *Manager }
+
+func (o managerObserver) Observe(ev *events.Event) {
+	o.m.stateMu.Lock()
+	o.m.observe(ev)
+	o.m.stateMu.Unlock()
+}
+
+// Covered implements engine.ResumableObserver: the log after it is fed.
+func (o managerObserver) Covered() uint64 {
+	o.m.stateMu.Lock()
+	defer o.m.stateMu.Unlock()
+	return o.m.seq
+}
+
+// openModel loads the snapshot, if trusted (a rejected one is logged),
+// subscribes the model for the log after it and registers the snapshot
+// writer at checkpoints.
+func (m *Manager) openModel() error {
+	h := m.eng.Home()
+	path := SnapshotFile(h)
+	if !m.eng.ReadOnly() {
+		// Temporary files of a write a crash interrupted.
+		stale, _ := filepath.Glob(path + ".tmp-*")
+		for _, f := range stale {
+			os.Remove(f)
+		}
+	}
+	m.stateMu.Lock()
+	err := m.model.load(path, m.eng.Log())
+	m.stateMu.Unlock()
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		m.opts.Logger.Warn("terminal snapshot ignored, rebuilding from the log", "file", h.Rel(path), "reason", err.Error())
+	}
+	if err := m.eng.Subscribe(managerObserver{m}); err != nil {
+		return fmt.Errorf("pty: subscribe: %w", err)
+	}
+	if m.eng.ReadOnly() {
+		return nil
+	}
+	m.eng.OnCheckpoint(func(final bool) {
+		every := uint64(snapEvery)
+		if final {
+			every = 0
+		}
+		if _, err := m.writeSnapshot(path, every); err != nil {
+			// Only the next start's catch-up grows; retried at the next checkpoint.
+			m.opts.Logger.Warn("terminal snapshot not written", "error", err.Error())
+		}
+	})
+	return nil
+}
+
+// writeSnapshot stores the model at path unless fewer than every events
+// passed since the last snapshot (every 0: whenever anything did).
+func (m *Manager) writeSnapshot(path string, every uint64) (bool, error) {
+	m.stateMu.Lock()
+	if m.seq == 0 || m.seq <= m.snapSeq || m.seq-m.snapSeq < every {
+		m.stateMu.Unlock()
+		return false, nil
+	}
+	body, err := m.model.encode()
+	seq, id := m.seq, m.eventID
+	m.stateMu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	if err := snapshot.Write(path, snapshot.Header{Model: snapModel, Version: snapVersion(), Seq: seq, EventID: id}, body); err != nil {
+		return false, err
+	}
+	m.stateMu.Lock()
+	m.snapSeq = max(m.snapSeq, seq)
+	m.stateMu.Unlock()
+	return true, nil
+}
+
+// crashedEvents closes what the model holds open (SPEC §8 step 4): one
+// pty.block.end (failed, daemon_crashed) per open block, in begin order,
+// and a pty.session.ended per open shell. Caller holds the model's lock.
+func (m *model) crashedEvents(now int64) ([]*events.Event, []string) {
+	var evs []*events.Event
+	var closed []string
+	for _, r := range m.openBlocks {
+		c := m.convs[r.Conv]
+		if c == nil || c.byID[r.ID] == nil {
+			continue
+		}
+		b := *c.byID[r.ID]
+		b.Status, b.Reason, b.TsEnd, b.ExitCode = events.BlockFailed, ReasonDaemonCrashed, now, nil
+		b.SpoolEnd = c.size()
+		b.Dropped = c.blkDrop[r.ID]
+		evs = append(evs, events.MustNew(r.Conv, &events.PtyBlockEnd{Block: b}))
+		closed = append(closed, b.BlockID)
+	}
+	for _, r := range m.openShells {
+		evs = append(evs, events.MustNew(r.Conv, &events.PtySessionEnded{ShellID: r.ID, Reason: ReasonDaemonCrashed}))
+	}
+	return evs, closed
+}
+
+// closeCrashed is CloseCrashed on the manager's own model (no log scan).
+func (m *Manager) closeCrashed(ctx context.Context) ([]string, error) {
+	m.stateMu.Lock()
+	evs, closed := m.model.crashedEvents(time.Now().UnixMilli())
+	m.stateMu.Unlock()
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	if _, err := m.eng.Append(ctx, evs...); err != nil {
+		return nil, fmt.Errorf("pty: close crashed blocks: %w", err)
+	}
+	return closed, nil
+}
