@@ -58,6 +58,10 @@ func TestMain(m *testing.M) {
 		runChild()
 		return
 	}
+	if os.Getenv(snapChildEnv) != "" {
+		runSnapChild()
+		return
+	}
 	code := m.Run()
 	if guessPath != "" {
 		os.RemoveAll(filepath.Dir(guessPath))
@@ -93,7 +97,12 @@ func openBridge(t *testing.T, h home.Home) *bridge {
 
 func openBridgeOn(t *testing.T, h home.Home, eng *engine.Engine) *bridge {
 	t.Helper()
-	mgr, err := pty.NewManager(eng, pty.Options{Dir: h.Dir})
+	return openBridgeWith(t, h, eng, pty.Options{Dir: h.Dir})
+}
+
+func openBridgeWith(t *testing.T, h home.Home, eng *engine.Engine, opts pty.Options) *bridge {
+	t.Helper()
+	mgr, err := pty.NewManager(eng, opts)
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)

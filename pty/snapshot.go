@@ -59,19 +59,19 @@ type snapBody struct {
 }
 
 type convSnap struct {
-	ID      string                `json:"id"`
-	Size    int64                 `json:"size"`
-	Last    byte                  `json:"last"`
-	Prompts []promptSnap          `json:"prompts"`
-	Blocks  []events.Block        `json:"blocks"`
-	Outputs map[string][]spanSnap `json:"outputs"`
-	Active  string                `json:"active"`
-	ShellID string                `json:"shellId"`
-	Live    bool                  `json:"live"`
-	Cols    int                   `json:"cols"`
-	Rows    int                   `json:"rows"`
-	Dropped int64                 `json:"dropped"`
-	BlkDrop map[string]int64      `json:"blkDrop"`
+	ID      string         `json:"id"`
+	Size    int64          `json:"size"`
+	Last    byte           `json:"last"`
+	Prompts []promptSnap   `json:"prompts"`
+	Blocks  []events.Block `json:"blocks"`
+	Outputs []blockSpans   `json:"outputs"` // sorted by block id
+	Active  string         `json:"active"`
+	ShellID string         `json:"shellId"`
+	Live    bool           `json:"live"`
+	Cols    int            `json:"cols"`
+	Rows    int            `json:"rows"`
+	Dropped int64          `json:"dropped"`
+	BlkDrop []blockDrop    `json:"blkDrop"` // sorted by block id
 }
 
 type promptSnap struct {
@@ -81,6 +81,18 @@ type promptSnap struct {
 	Cwd     string `json:"cwd"`
 	Exit    *int   `json:"exit"`
 	BlockID string `json:"blockId"`
+}
+
+// blockSpans and blockDrop are the model's maps as sorted lists, so that
+// the same model always encodes to the same bytes.
+type blockSpans struct {
+	Block string     `json:"b"`
+	Spans []spanSnap `json:"s"`
+}
+
+type blockDrop struct {
+	Block   string `json:"b"`
+	Dropped int64  `json:"d"`
 }
 
 type spanSnap struct {
@@ -99,22 +111,36 @@ func (m *model) encode() ([]byte, error) {
 	for _, id := range ids {
 		c := m.convs[id]
 		cs := convSnap{ID: id, Size: c.spoolSz, Last: c.last, Active: c.active, ShellID: c.shellID, Live: c.live,
-			Cols: c.cols, Rows: c.rows, Dropped: c.dropped, BlkDrop: c.blkDrop, Outputs: map[string][]spanSnap{}}
+			Cols: c.cols, Rows: c.rows, Dropped: c.dropped}
 		for _, p := range c.prompts {
 			cs.Prompts = append(cs.Prompts, promptSnap{p.lineStart, p.lineEnd, p.ts, p.cwd, p.exit, p.blockID})
 		}
 		for _, b := range c.blocks {
 			cs.Blocks = append(cs.Blocks, *b)
 		}
-		for b, segs := range c.outputs {
-			for _, s := range segs {
-				cs.Outputs[b] = append(cs.Outputs[b], spanSnap{s.start, s.end})
+		for _, b := range sortedKeys(c.outputs) {
+			bs := blockSpans{Block: b}
+			for _, s := range c.outputs[b] {
+				bs.Spans = append(bs.Spans, spanSnap{s.start, s.end})
 			}
+			cs.Outputs = append(cs.Outputs, bs)
+		}
+		for _, b := range sortedKeys(c.blkDrop) {
+			cs.BlkDrop = append(cs.BlkDrop, blockDrop{b, c.blkDrop[b]})
 		}
 		sn.Convs = append(sn.Convs, cs)
 	}
 	sn.OpenBlocks, sn.OpenShells = m.openBlocks, m.openShells
 	return events.Marshal(&sn)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // decode fills an empty model from a snapshot body.
@@ -130,8 +156,8 @@ func (m *model) decode(body []byte) error {
 		c := newConvState(cs.ID)
 		c.spoolSz, c.last, c.active, c.shellID, c.live = cs.Size, cs.Last, cs.Active, cs.ShellID, cs.Live
 		c.cols, c.rows, c.dropped = cs.Cols, cs.Rows, cs.Dropped
-		for k, v := range cs.BlkDrop {
-			c.blkDrop[k] = v
+		for _, d := range cs.BlkDrop {
+			c.blkDrop[d.Block] = d.Dropped
 		}
 		for _, p := range cs.Prompts {
 			c.prompts = append(c.prompts, promptRec{p.Start, p.End, p.TS, p.Cwd, p.Exit, p.BlockID})
@@ -141,12 +167,12 @@ func (m *model) decode(body []byte) error {
 			c.blocks = append(c.blocks, &b)
 			c.byID[b.BlockID] = &b
 		}
-		for b, segs := range cs.Outputs {
-			for _, s := range segs {
+		for _, bs := range cs.Outputs {
+			for _, s := range bs.Spans {
 				if s.Start < 0 || s.End < s.Start || s.End > cs.Size {
-					return fmt.Errorf("block %q: span [%d, %d) outside the spool [0, %d]", b, s.Start, s.End, cs.Size)
+					return fmt.Errorf("block %q: span [%d, %d) outside the spool [0, %d]", bs.Block, s.Start, s.End, cs.Size)
 				}
-				c.outputs[b] = append(c.outputs[b], span{s.Start, s.End})
+				c.outputs[bs.Block] = append(c.outputs[bs.Block], span{s.Start, s.End})
 			}
 		}
 		if c.active != "" && c.byID[c.active] == nil {

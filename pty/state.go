@@ -112,6 +112,7 @@ type model struct {
 	seq        uint64    // last event observed (the model covers the log up to it)
 	eventID    string    // its id
 	fed        int       // events observed since the model was built (tests)
+	firstFed   uint64    // the first of them
 	snapSeq    uint64    // seq of the last snapshot written or loaded
 	openBlocks []openRef // blocks begun without an END, in begin order
 	openShells []openRef // shells started without pty.session.ended, in start order
@@ -142,6 +143,9 @@ func (m *model) observe(ev *events.Event) {
 			return // covered by the snapshot
 		}
 		m.seq, m.eventID = ev.Seq, ev.ID
+		if m.fed == 0 {
+			m.firstFed = ev.Seq
+		}
 		m.fed++
 	}
 	switch ev.Type {

@@ -1,0 +1,80 @@
+package pty
+
+import (
+	"encoding/json"
+	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/events"
+)
+
+// Test hooks of package pty_test.
+
+// TailLen is the number of spool bytes conv's state holds in memory.
+func (m *Manager) TailLen(conv string) int {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	if c := m.convs[conv]; c != nil {
+		return len(c.tail)
+	}
+	return 0
+}
+
+// Fed is the number of events the manager's model was fed, and the
+// lowest seq among them (0 when none).
+func (m *Manager) Fed() (int, uint64) {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	return m.fed, m.firstFed
+}
+
+// SnapSeq is the seq of the snapshot the manager loaded or last wrote.
+func (m *Manager) SnapSeq() uint64 {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	return m.snapSeq
+}
+
+// ModelBytes is the manager's model encoded as its snapshot body.
+func (m *Manager) ModelBytes() []byte {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	b, err := m.model.encode()
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// ReplayModelBytes is the model built from the whole log of eng, encoded.
+func ReplayModelBytes(eng *engine.Engine) []byte {
+	md := newModel()
+	for ev, err := range eng.Log().Events(1) {
+		if err != nil {
+			panic(err)
+		}
+		md.observe(ev)
+	}
+	b, err := md.encode()
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// WriteSnapshotNow writes the snapshot whenever the model moved.
+func (m *Manager) WriteSnapshotNow() (bool, error) {
+	return m.writeSnapshot(SnapshotFile(m.eng.Home()), 0)
+}
+
+// SnapshotModelVersion are the model name and code version of the
+// terminal snapshot.
+func SnapshotModelVersion() (string, string) { return snapModel, snapVersion() }
+
+// ModelJSON decodes an encoded model for a readable diff.
+func ModelJSON(b []byte) string {
+	var sn snapBody
+	if err := events.Unmarshal(b, &sn); err != nil {
+		return err.Error()
+	}
+	j, _ := json.MarshalIndent(sn, "", " ")
+	return string(j)
+}
