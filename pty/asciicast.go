@@ -19,8 +19,8 @@ import (
 //	[0.013,"i","eval $'make test'\n"]
 //	[0.250,"o","ok\n"]
 //
-// "o" is the spool, byte for byte (output and the canonical sentinel
-// lines), "i" the input typed by exec/send, "m" a marker at each block
+// "o" is the spool, byte for byte (output, the canonical sentinel lines
+// and the markers of output dropped past a cap), "i" the input typed by exec/send, "m" a marker at each block
 // begin. Times are the events' log timestamps, relative to the first
 // terminal event. A UTF-8 character split between two pty.output events is
 // carried to the next "o" record so every record is valid UTF-8 and the
@@ -86,6 +86,8 @@ func WriteAsciicast(w io.Writer, conv string, evs iter.Seq2[*events.Event, error
 			return out(ev.TS, d.Data)
 		case *events.PtyPrompt:
 			return out(ev.TS, []byte(d.Line))
+		case *events.PtyTruncated:
+			return out(ev.TS, []byte(d.Line)) // the marker is in the spool too
 		case *events.PtyInput:
 			return rec(ev.TS, "i", d.Data)
 		case *events.PtyBlockBegin:
@@ -101,7 +103,7 @@ func WriteAsciicast(w io.Writer, conv string, evs iter.Seq2[*events.Event, error
 			continue
 		}
 		switch ev.Type {
-		case events.TypePtyOutput, events.TypePtyPrompt, events.TypePtyInput, events.TypePtyBlockBegin, events.TypePtySessionStarted:
+		case events.TypePtyOutput, events.TypePtyPrompt, events.TypePtyTruncated, events.TypePtyInput, events.TypePtyBlockBegin, events.TypePtySessionStarted:
 		default:
 			continue
 		}

@@ -3,6 +3,7 @@ package pty_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/pty"
 )
 
@@ -164,6 +166,35 @@ func TestBlockOutputCap(t *testing.T) {
 		t.Fatalf("next block output %q", got)
 	}
 	_ = produced
+	// The recording and a rebuild of the views from the log carry the
+	// markers exactly where the spool has them.
+	b.barrier()
+	var cast bytes.Buffer
+	if _, err := pty.WriteAsciicast(&cast, b.conv, b.eng.Log().Events(1)); err != nil {
+		t.Fatal(err)
+	}
+	var o strings.Builder
+	for _, l := range strings.Split(strings.TrimSpace(cast.String()), "\n")[1:] {
+		var rec []any
+		json.Unmarshal([]byte(l), &rec)
+		if rec[1] == "o" {
+			o.WriteString(rec[2].(string))
+		}
+	}
+	if o.String() != string(b.diskSpool()) {
+		t.Fatalf("asciicast o data (%d bytes) != spool (%d bytes)", o.Len(), len(b.diskSpool()))
+	}
+	dst := home.Home{Dir: t.TempDir()}
+	if _, err := projections.Rebuild(context.Background(), b.eng.Log().Events(1), dst, projections.RebuildOptions{NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{projections.PtySpoolView(b.conv), projections.PtyBlockOutputView(b.conv, id)} {
+		live, _ := os.ReadFile(filepath.Join(h.Dir, v))
+		re, _ := os.ReadFile(filepath.Join(dst.Dir, v))
+		if !bytes.Equal(live, re) || len(live) == 0 {
+			t.Fatalf("%s: live %d bytes, rebuilt %d", v, len(live), len(re))
+		}
+	}
 }
 
 // lastBlock is the id of the conversation's last block.

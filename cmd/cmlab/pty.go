@@ -413,6 +413,12 @@ status with the slots under "slots".`,
 				if m["foreground"] != nil {
 					fmt.Fprintf(g.stdout, "foreground %v\n", m["foreground"])
 				}
+				fmt.Fprintf(g.stdout, "output caps: block %s, conversation %s; dropped past them %d bytes",
+					ptyCap(m["block_output_cap"]), ptyCap(m["conversation_output_cap"]), ptyNum(m["dropped_bytes"]))
+				if m["active_block_id"] != nil {
+					fmt.Fprintf(g.stdout, " (active block: %d bytes stored, %d dropped)", ptyNum(m["active_block_bytes"]), ptyNum(m["active_block_dropped_bytes"]))
+				}
+				fmt.Fprintln(g.stdout)
 				var sl struct {
 					MaxShells     int   `json:"max_shells"`
 					IdleTimeoutMs int64 `json:"idle_timeout_ms"`
@@ -555,4 +561,16 @@ shell.`,
 	c.Flags().Int64Var(&graceMs, "grace-ms", 0, "how long to wait after each step, in ms")
 	c.Flags().MarkHidden("grace-ms") // the old spelling; --grace takes a duration
 	return c
+}
+
+// ptyCap prints an output cap of pty status (negative: none).
+func ptyCap(v any) string {
+	n := ptyNum(v)
+	switch {
+	case n < 0:
+		return "none"
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -27,6 +27,8 @@ type serveOpts struct {
 	compact         compactPolicyOpts
 	ptyIdle         time.Duration
 	ptyMaxShells    int
+	ptyBlockCap     int64 // pty.Options.BlockOutputCap (serve_flags.go)
+	ptyConvCap      int64 // pty.Options.ConversationOutputCap
 	writable        bool // serve a replayed home writable (replayed_home.go)
 	maxConns        int
 	ship            shipOpts
