@@ -29,7 +29,7 @@ type serveOpts struct {
 	ptyMaxShells    int
 	ptyBlockCap     int64 // pty.Options.BlockOutputCap (serve_flags.go)
 	ptyConvCap      int64 // pty.Options.ConversationOutputCap
-	writable        bool // serve a replayed home writable (replayed_home.go)
+	writable        bool  // serve a replayed home writable (replayed_home.go)
 	maxConns        int
 	ship            shipOpts
 }
