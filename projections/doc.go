@@ -38,15 +38,18 @@
 //	                             holds the current status; earlier records hold the plan's and
 //	                             earlier transitions' fields (no state is merged, so each record
 //	                             depends on its event alone).
-//	pty/<c>/output.spool         the concatenation, in log order, of every pty.output Data and
-//	                             every pty.prompt Line of conversation <c> (the event's stream)
-//	pty/<c>/blocks/<b>.out       the concatenation of the pty.output Data with block_id <b>
+//	pty/<c>/output.spool         the concatenation, in log order, of every pty.output Data, every
+//	                             pty.prompt Line and every pty.truncated Line (the marker of
+//	                             output dropped past a cap) of conversation <c> (the event's stream)
+//	pty/<c>/blocks/<b>.out       the concatenation of the pty.output Data and pty.truncated Line
+//	                             with block_id <b>
 //	pty/<c>/blocks.jsonl         the Block record of every pty.block.begin and pty.block.end;
 //	                             the last line per block_id wins
 //	pty/<c>/events.jsonl         the agent_block_* stream: one PtyEventLine per pty event
 //	                             (agent_session_started, agent_block_begin, agent_block_delta,
 //	                             agent_block_end, agent_prompt, agent_input, agent_session_reset,
-//	                             agent_session_ended). A delta carries block_id, spool_offset and
+//	                             agent_session_ended, agent_output_truncated: spool_offset, len,
+//	                             line, dropped and reason = the cap's scope). A delta carries block_id, spool_offset and
 //	                             len, never the output bytes (they are in the spool); input data
 //	                             is included.
 //

@@ -36,10 +36,74 @@
 // "__FWS_PROMPT__ ts=<ms> cwd_b64=<base64> exit=<rc>\n", preceded by "\n"
 // when the spool does not end with one — followed, in the same append, by
 // the pty.block.end of the block it closes. The projector writes the data
-// and lines at their offsets into pty/<conversationId>/output.spool; the
-// manager keeps the same bytes in memory, fed by the engine observer, so
-// cursors are byte offsets into exactly that file and a reader sees a byte
-// only after it is durable.
+// and lines at their offsets into pty/<conversationId>/output.spool, before
+// the engine feeds observers the commit; cursors are byte offsets into
+// exactly that file and a reader sees a byte only after it is durable.
+//
+// # Memory: the spool is read from its file
+//
+// The file is the only copy of the output the daemon keeps (the log holds
+// it too, as events). The manager's read model (state.go) keeps, per
+// conversation, the spool's size, its last byte, the blocks, prompts and
+// the output spans of each block, and the last TailBuffer (1 MiB) bytes of
+// the spool — at most twice that between trims. read_spool, block output,
+// search, and the part of a wait older than the tail are served by offset
+// from output.spool (pread), opened beneath the home through package
+// confine (no symlink followed, a regular file only), with no lock held:
+// a slow disk never stalls the committer. A file that cannot give the
+// bytes the log accounts for (the views lag the log, or it was removed) is
+// ErrSpoolUnavailable, never a short answer.
+//
+// A wait is woken by each commit and scans from where it left off:
+//
+//   - substring: exact over any range; the file is read in 1 MiB chunks
+//     overlapping by len(match)-1, so a match across a chunk or across the
+//     tail's start is found; a range already scanned is not scanned again;
+//   - regex: the range is streamed (regexp.FindReaderIndex over the file,
+//     then the tail); it is never loaded whole. A regex match may be of any
+//     length, so after a scan without a match the next one starts at most
+//     TailBuffer bytes before the end scanned: a match that begins more than
+//     TailBuffer bytes before the end of the output committed at one wake-up
+//     and is not complete by then is not found (a match that straddles the
+//     tail and is complete when scanned is found);
+//   - prompt: from the prompt records, which are kept in memory.
+//
+// A search hit's line is cut to 16 KiB each side of the match.
+//
+// # Output caps
+//
+// Options.BlockOutputCap (default 64 MiB, 'cmlab serve --pty-block-cap')
+// bounds the output stored for one block, Options.ConversationOutputCap
+// (default 1 GiB, --pty-conversation-cap) a conversation's spool. Past a
+// cap the program keeps running and its output is still read (the pty
+// never blocks it), but the appender drops it: when the cap is crossed it
+// appends pty.truncated {block_id, spool_offset, line, dropped, limit,
+// scope} whose line, a visible marker ("[cmlab: output truncated at the
+// block cap of N bytes; …]"), the projector writes into the spool and the
+// block's output like a prompt line; the bytes dropped after it are
+// counted and, before the block's END, a last pty.truncated with the count
+// and a second marker is appended. The END's dropped_bytes is the block's
+// total (the sum of its pty.truncated dropped). Prompt lines and markers
+// are always written. status shows both caps, the bytes dropped in the
+// conversation and, for the running block, its size and drops. A daemon
+// killed while a block drops output loses the count of bytes dropped
+// since the first marker (never stored, so nothing else is lost).
+//
+// # Snapshot
+//
+// The read model (everything above but the tail) is written to
+// state/snapshots/pty.msgpack (SnapshotFile; package snapshot: msgpack,
+// CRC-32C, tmp → fsync → rename → dir fsync) at engine checkpoints once
+// 10,000 events have passed since the last one, and at close. It names the
+// seq it covers and that event's id (SnapshotCovers reads the seq without
+// loading the model). At start the manager loads it if its CRC, model,
+// code version and event id agree with the log, and is fed only the log
+// after that seq (engine.ResumableObserver); a refused snapshot is logged
+// ("terminal snapshot ignored") and the model rebuilt from the whole log.
+// The blocks a crash left open are closed from the model (CloseCrashed
+// reads the snapshot and the log after it the same way), so a start never
+// reads the log before the snapshot's seq. After a snapshot load the tail
+// is empty: the first reads come from the file.
 //
 // # Blocks and modes
 //
@@ -86,6 +150,4 @@
 // id is the shell's (read from /proc), reaps bash, and closes the master.
 // A shell whose children keep the pty open after it exits is detected by
 // its waiter, which kills the leftovers.
-//
-// Known limit: the in-memory spool holds a conversation's whole history.
 package pty
