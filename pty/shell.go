@@ -361,7 +361,15 @@ func (sh *shell) appendLoop() {
 			}
 			drop = dropState{block: cur.BlockID}
 		}
+		// out gathers the output between prompts, sized once for the
+		// batch: growing it by appends copied a flood's bytes twice more.
 		var out []byte
+		outCap := 0
+		for _, it := range items {
+			if it.Kind == ItemOutput {
+				outCap += len(it.Data)
+			}
+		}
 		flush := func() {
 			if len(out) > 0 {
 				// The caps: what the block and the conversation may still
@@ -406,6 +414,9 @@ func (sh *shell) appendLoop() {
 		for _, it := range items {
 			switch it.Kind {
 			case ItemOutput:
+				if out == nil {
+					out = make([]byte, 0, outCap)
+				}
 				out = append(out, it.Data...)
 			case ItemBegin:
 				if cur.BlockID != "" {
