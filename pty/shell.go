@@ -117,7 +117,13 @@ func (sh *shell) writeLoop() {
 	}
 }
 
-const maxQueued = 32 << 20 // reader back-pressure: the program blocks, not a reader
+// Reader back-pressure: past maxQueued bytes queued the reader stops
+// reading, so the program blocks, never a client. The appender takes at
+// most maxAppendBytes of output per append (one group commit).
+const (
+	maxQueued      = 16 << 20
+	maxAppendBytes = 4 << 20
+)
 
 func newNonce() string {
 	var b [16]byte
@@ -289,14 +295,29 @@ func (sh *shell) appendLoop() {
 	m := sh.m
 	beginSeen := map[string]bool{}
 	var drop dropState // output dropped past a cap, for the block (or no-block stretch) dropping it
+	var outBuf []byte  // the output of one append, reused
 	for {
 		sh.qmu.Lock()
 		for len(sh.queue) == 0 && !sh.eof {
 			sh.qcond.Wait()
 		}
-		items, eof, eofErr := sh.queue, sh.eof, sh.eofErr
+		// One append carries at most maxAppendBytes of output (whole
+		// items): a flood is group-committed in chunks of that size, its
+		// buffers reused, instead of one append of all that was queued.
+		n, taken := 0, 0
+		for n < len(sh.queue) && (n == 0 || taken+len(sh.queue[n].Data) <= maxAppendBytes) {
+			taken += len(sh.queue[n].Data)
+			n++
+		}
+		items := sh.queue[:n:n]
+		eof, eofErr := sh.eof && n == len(sh.queue), sh.eofErr
 		sh.touch()
-		sh.queue, sh.queued = nil, 0
+		if n == len(sh.queue) {
+			sh.queue = nil
+		} else {
+			sh.queue = sh.queue[n:]
+		}
+		sh.queued -= taken
 		interrupted := sh.interrupted
 		if eof {
 			sh.dead = true
@@ -370,6 +391,9 @@ func (sh *shell) appendLoop() {
 				outCap += len(it.Data)
 			}
 		}
+		if cap(outBuf) < outCap {
+			outBuf = make([]byte, 0, max(outCap, 64<<10))
+		}
 		flush := func() {
 			if len(out) > 0 {
 				// The caps: what the block and the conversation may still
@@ -415,7 +439,7 @@ func (sh *shell) appendLoop() {
 			switch it.Kind {
 			case ItemOutput:
 				if out == nil {
-					out = make([]byte, 0, outCap)
+					out = outBuf[:0] // the events copy it: reused after the append
 				}
 				out = append(out, it.Data...)
 			case ItemBegin:
