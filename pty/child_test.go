@@ -1,6 +1,7 @@
 package pty_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -196,4 +197,106 @@ func killSessionForTest(sid int) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestFloodSIGKILL kills the daemon in the middle of a flood through a
+// block (pty/doc.go, "What a crash may lose"). After the restart the
+// spool is exactly the log's terminal output events in order, their
+// offsets contiguous from 0, and every byte a client read before the kill
+// (acknowledged output) is there; only output never acknowledged is lost.
+func TestFloodSIGKILL(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), childEnv+"="+h.Dir)
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Process.Kill()
+	var addr []byte
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		if addr, err = os.ReadFile(filepath.Join(h.Dir, "child.addr")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("child never listened")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	remote := &bridge{t: t, home: h, conv: "flood", base: "http://" + string(addr)}
+	r := remote.post("exec_block", map[string]any{"cmd": "yes 'flood 0123456789 abcdefghijklmnopqrstuvwxyz'"})
+	blockID := r["block_id"].(string)
+	pid := int(num(remote.get("status")["shell_pid"]))
+	// Read what the daemon acknowledges until 3 MB have been served.
+	var acked []byte
+	for len(acked) < 3<<20 {
+		rd := remote.post("read_spool", map[string]any{"from_cursor": len(acked), "max_bytes": 1 << 20})
+		acked = append(acked, rd["data"].(string)...)
+		if time.Now().After(deadline.Add(30 * time.Second)) {
+			t.Fatalf("only %d bytes acknowledged", len(acked))
+		}
+	}
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	child.Wait()
+	killSessionForTest(pid)
+
+	ctx := context.Background()
+	eng, err := engine.Open(ctx, engine.Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	var fromLog []byte
+	outputs := 0
+	for ev, err := range eng.Log().Events(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Stream != "flood" {
+			continue
+		}
+		var off int64
+		var data []byte
+		switch ev.Type {
+		case events.TypePtyOutput:
+			d, _ := events.DecodeAs[*events.PtyOutput](ev)
+			off, data = d.SpoolOffset, d.Data
+			outputs++
+		case events.TypePtyPrompt:
+			d, _ := events.DecodeAs[*events.PtyPrompt](ev)
+			off, data = d.SpoolOffset, []byte(d.Line)
+		case events.TypePtyTruncated:
+			d, _ := events.DecodeAs[*events.PtyTruncated](ev)
+			off, data = d.SpoolOffset, []byte(d.Line)
+		default:
+			continue
+		}
+		if off != int64(len(fromLog)) {
+			t.Fatalf("seq %d (%s): spool_offset %d, the events before end at %d", ev.Seq, ev.Type, off, len(fromLog))
+		}
+		fromLog = append(fromLog, data...)
+	}
+	dir, _ := h.PtyDir("flood")
+	spool, err := os.ReadFile(filepath.Join(dir, "output.spool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(spool, fromLog) {
+		t.Fatalf("output.spool (%d bytes) is not the log's output events (%d bytes)", len(spool), len(fromLog))
+	}
+	if len(spool) < len(acked) || !bytes.Equal(spool[:len(acked)], acked) {
+		t.Fatalf("acknowledged %d bytes, the spool after the restart holds %d and does not start with them", len(acked), len(spool))
+	}
+	if outputs < 2 {
+		t.Fatalf("%d output events: no flood", outputs)
+	}
+	closed, err := pty.CloseCrashed(ctx, eng)
+	if err != nil || len(closed) != 1 || closed[0] != blockID {
+		t.Fatalf("CloseCrashed = %v, %v; want [%s]", closed, err, blockID)
+	}
+	t.Logf("acknowledged %d bytes before the kill; the log holds %d", len(acked), len(spool))
 }

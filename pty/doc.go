@@ -28,9 +28,11 @@
 // # Events and the spool
 //
 // The reader goroutine never waits for the log: it queues parsed items
-// (back-pressure only past 32 MiB queued, which blocks the program, never
-// a client). The appender goroutine turns everything queued while its
-// previous append was in flight into one engine.Append (one fsync):
+// (back-pressure only past 16 MiB queued, which blocks the program, never
+// a client). The appender goroutine turns what was queued while its
+// previous append was in flight — at most 4 MiB of output per append, so
+// a flood is group-committed in chunks of that size — into one
+// engine.Append (one fsync):
 // pty.output {block_id, spool_offset, data} (≤ 256 KiB each), and for a
 // prompt mark pty.prompt {line, spool_offset} — the canonical line
 // "__FWS_PROMPT__ ts=<ms> cwd_b64=<base64> exit=<rc>\n", preceded by "\n"
@@ -39,6 +41,20 @@
 // and lines at their offsets into pty/<conversationId>/output.spool, before
 // the engine feeds observers the commit; cursors are byte offsets into
 // exactly that file and a reader sees a byte only after it is durable.
+//
+// # What a crash may lose
+//
+// Terminal output is acknowledged when a reader can see it: read_spool,
+// wait_for, block output and follow serve only committed (fsynced) bytes.
+// A daemon killed at any moment loses only output never acknowledged:
+// what the program had written into the pty but the daemon had not yet
+// committed — the kernel's pty buffer, the reader's queue (at most 16 MiB)
+// and the append in flight (at most 4 MiB of output). After the restart
+// the spool is exactly the log's pty.output, pty.prompt and pty.truncated
+// events of the conversation, in order, offsets contiguous from 0, and
+// every acknowledged byte is in it (TestFloodSIGKILL); the block that was
+// running is closed failed, daemon_crashed. Output of a program still
+// running when the daemon died goes nowhere: its terminal is gone.
 //
 // # Memory: the spool is read from its file
 //
