@@ -87,6 +87,8 @@ func ptyError(err error) error {
 		return NewError(CodeBusy, err.Error(), "End a conversation you no longer use (POST /api/pty/{conversationId}/end_session frees its shell; GET /api/pty lists them), wait for idle shells to be reaped, or raise the limit.")
 	case errors.Is(err, wal.ErrFailed):
 		return degradedError(err)
+	case errors.Is(err, pty.ErrSpoolUnavailable):
+		return NewError(CodeDegraded, err.Error(), "The spool file lags the log (every byte is in the log): the views catch up by themselves; if this persists, see 'cmlab status' and run 'cmlab rebuild'.")
 	case errors.Is(err, wal.ErrClosed), errors.Is(err, pty.ErrClosed):
 		return NewError(CodeDegraded, err.Error(), "The daemon is shutting down; retry against the next one.")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

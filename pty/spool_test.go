@@ -238,3 +238,31 @@ func TestConversationOutputCap(t *testing.T) {
 	}
 	b.checkLifecycles()
 }
+
+// TestSpoolFileGone: with output.spool removed under the daemon, a read
+// of bytes older than the tail is refused (DEGRADED, naming the file),
+// never answered short or with other bytes; the tail still serves the
+// newest output; nothing crashes.
+func TestSpoolFileGone(t *testing.T) {
+	b := newBridge(t)
+	b.execWait("seq 1 500000")
+	size := num(b.get("status")["resume_cursor"])
+	dir, _ := b.home.PtyDir(b.conv)
+	if err := os.Rename(filepath.Join(dir, "output.spool"), filepath.Join(dir, "moved.spool")); err != nil {
+		t.Fatal(err)
+	}
+	code, r := b.call("POST", "/api/pty/conv1/read_spool", "", map[string]any{"from_cursor": 0})
+	if code != 503 || !strings.Contains(fmt.Sprint(r), "output.spool") || !strings.Contains(fmt.Sprint(r), "DEGRADED") {
+		t.Fatalf("read_spool of old bytes without the file = %d %v", code, r)
+	}
+	code, r = b.call("POST", "/api/pty/conv1/wait_for", "", map[string]any{"match": "\n77\n", "from_cursor": 0, "timeout_ms": 100})
+	if code != 503 {
+		t.Fatalf("wait_for over old bytes without the file = %d %v", code, r)
+	}
+	tail := b.post("read_spool", map[string]any{"from_cursor": size - 20})
+	moved, _ := os.ReadFile(filepath.Join(dir, "moved.spool"))
+	if num(tail["resume_cursor"]) != size || tail["data"] != string(moved[size-20:]) {
+		t.Fatalf("read_spool of the tail = %v, want %q", tail, moved[size-20:])
+	}
+	os.Rename(filepath.Join(dir, "moved.spool"), filepath.Join(dir, "output.spool"))
+}
