@@ -185,6 +185,13 @@ func (g *gen) anyEvent() *events.Event {
 		b := events.Block{BlockID: fmt.Sprintf("blk_%d", g.blocks), Seq: g.blocks, Mode: "block", Cmd: "ls", Cwd: "/", TsBegin: g.ts - 5, TsEnd: g.ts, Status: events.BlockCompleted, ExitCode: code, SpoolEnd: g.spool[conv]}
 		return events.MustNew(conv, &events.PtyBlockEnd{Block: b})
 	case 17:
+		if g.n%3 == 0 { // the parity of n takes nothing from the rng
+			line := "[cmlab: output truncated at the block cap of 64 bytes; further output is dropped and counted]\n"
+			ev := events.MustNew(conv, &events.PtyTruncated{BlockID: fmt.Sprintf("blk_%d", g.blocks), SpoolOffset: g.spool[conv],
+				Line: line, Dropped: int64(g.n), Limit: 64, Scope: events.TruncatedBlock})
+			g.spool[conv] += int64(len(line))
+			return ev
+		}
 		line := fmt.Sprintf("__FWS_PROMPT__ ts=%d cwd_b64=Lw== exit=0\n", g.ts)
 		ev := events.MustNew(conv, &events.PtyPrompt{PromptTS: g.ts, Cwd: "/", ExitCode: code, SpoolOffset: g.spool[conv], Line: line})
 		g.spool[conv] += int64(len(line))
