@@ -364,7 +364,11 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 			"resume_cursor = the spool size now (a good from_cursor before pty_exec).",
 		out: []field{okOut, {"mode", "idle | block_running | interactive"}, {"active_session_id", "the open interactive session"},
 			{"active_block_id", "the running block"}, {"shell_id", "the shell's id"}, cursorOut,
-			{"shell_alive", "whether the shell process runs"}, {"foreground", "the command in the foreground, when not the shell"}, {"blocks", "number of blocks so far"}}},
+			{"shell_alive", "whether the shell process runs"}, {"foreground", "the command in the foreground, when not the shell"}, {"blocks", "number of blocks so far"},
+			{"block_output_cap", "bytes of output stored per block (negative: no cap); past it output is dropped and counted"},
+			{"conversation_output_cap", "bytes of output stored per conversation (negative: no cap)"},
+			{"dropped_bytes", "output dropped past the caps in this conversation"},
+			{"active_block_bytes", "output stored for the running block"}, {"active_block_dropped_bytes", "output the running block dropped past a cap"}}},
 		func(in convIn) (request, error) {
 			if err := conv(in.ConversationID); err != nil {
 				return request{}, err
