@@ -266,7 +266,7 @@ func TestSnapshotSIGKILLMidWrite(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 			pattern := pty.SnapshotFile(h) + ".tmp-*"
-			deadline = time.Now().Add(10 * time.Second)
+			deadline = time.Now().Add(30 * time.Second)
 			for {
 				if m, _ := filepath.Glob(pattern); len(m) > 0 {
 					break
