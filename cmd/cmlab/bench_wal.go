@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -65,6 +66,23 @@ type benchWalRow struct {
 	// for this many appenders in flight at this rate (appenders / rate):
 	// a floor under the percentiles.
 	MeanAckMs float64 `json:"mean_ack_ms,omitempty"`
+	// P99OverFsyncP99 is p99 ack latency over this run's own p99 group
+	// fsync: the tail target (≤ 2 at 64 appenders, issue 19).
+	P99OverFsyncP99 float64 `json:"p99_over_p99_fsync,omitempty"`
+	// Stages decomposes the run's acknowledgement latencies
+	// (wal.Options.AckTrace): where the median and the tail went.
+	Stages []benchStage `json:"stages,omitempty"`
+}
+
+// benchStage is one stage of the acknowledgement latency over a run: its
+// median and 99th percentile over all acks, and its mean over the slowest
+// 1% of acks (those at or above the p99 ack), whose stage means add up to
+// their mean latency.
+type benchStage struct {
+	Name     string  `json:"name"`
+	P50Ms    float64 `json:"p50_ms"`
+	P99Ms    float64 `json:"p99_ms"`
+	TailMean float64 `json:"tail_mean_ms"`
 }
 
 // benchSyncProbe compares the two ways of making a group durable.
@@ -308,7 +326,14 @@ func runBenchWal(ctx context.Context, o *benchWalOpts, progress io.Writer) (*ben
 // events per call; it returns the row and the average group size.
 func benchAppenders(ctx context.Context, dir string, n, size, k, batch, segSize int) (benchWalRow, error) {
 	evs, _ := benchEvents(n, size)
-	l, err := wal.Open(wal.Options{Dir: dir, QuarantineDir: filepath.Join(dir, "quarantine"), SegmentSize: segSize})
+	traces := make([]wal.AckTiming, n)
+	var ntrace atomic.Int64
+	l, err := wal.Open(wal.Options{Dir: dir, QuarantineDir: filepath.Join(dir, "quarantine"), SegmentSize: segSize,
+		AckTrace: func(a wal.AckTiming) {
+			if i := ntrace.Add(1) - 1; i < int64(len(traces)) {
+				traces[i] = a
+			}
+		}})
 	if err != nil {
 		return benchWalRow{}, err
 	}
@@ -350,11 +375,58 @@ func benchAppenders(ctx context.Context, dir string, n, size, k, batch, segSize 
 		groups = float64(st.Appends) / float64(st.Groups)
 	}
 	done := per * k
-	return benchWalRow{
+	row := benchWalRow{
 		Name: "cmlab Append", Appenders: k, Events: done, Seconds: secs, PerSec: float64(done) / secs,
 		P50Ms: ms(percentile(all, .5)), P99Ms: ms(percentile(all, .99)), AvgGroup: groups,
 		FsyncP50Ms: st.FsyncP50Seconds * 1000, FsyncP99Ms: st.FsyncP99Seconds * 1000,
-	}, nil
+		Stages: ackStages(traces[:min(int(ntrace.Load()), len(traces))]),
+	}
+	if row.FsyncP99Ms > 0 {
+		row.P99OverFsyncP99 = row.P99Ms / row.FsyncP99Ms
+	}
+	return row, nil
+}
+
+// ackStages summarises the decomposition of every acknowledgement of a run.
+func ackStages(ts []wal.AckTiming) []benchStage {
+	if len(ts) == 0 {
+		return nil
+	}
+	totals := make([]time.Duration, len(ts))
+	for i, a := range ts {
+		totals[i] = a.Total
+	}
+	cut := percentile(totals, .99)
+	stages := []struct {
+		name string
+		of   func(wal.AckTiming) time.Duration
+	}{
+		{"encode", func(a wal.AckTiming) time.Duration { return a.Encode }},
+		{"wait for group", func(a wal.AckTiming) time.Duration { return a.WaitGroup }},
+		{"seal", func(a wal.AckTiming) time.Duration { return a.Seal }},
+		{"write", func(a wal.AckTiming) time.Duration { return a.Write }},
+		{"wait for fsync", func(a wal.AckTiming) time.Duration { return a.WaitSync }},
+		{"fsync", func(a wal.AckTiming) time.Duration { return a.Fsync }},
+		{"apply+answer", func(a wal.AckTiming) time.Duration { return a.Apply }},
+		{"wake-up", func(a wal.AckTiming) time.Duration { return a.WakeUp }},
+		{"total", func(a wal.AckTiming) time.Duration { return a.Total }},
+	}
+	out := make([]benchStage, 0, len(stages))
+	ds := make([]time.Duration, len(ts))
+	for _, s := range stages {
+		var tail time.Duration
+		nt := 0
+		for i, a := range ts {
+			ds[i] = s.of(a)
+			if a.Total >= cut {
+				tail += ds[i]
+				nt++
+			}
+		}
+		out = append(out, benchStage{Name: s.name, P50Ms: ms(percentile(ds, .5)), P99Ms: ms(percentile(ds, .99)),
+			TailMean: ms(tail) / float64(max(1, nt))})
+	}
+	return out
 }
 
 func rawWrite(dir string, entry []byte, n int) ([]time.Duration, float64, error) {
@@ -447,13 +519,13 @@ func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 func printBenchWal(w io.Writer, res *benchWalResult) {
 	fmt.Fprintf(w, "entries of %d bytes; median of %d runs per row; per-entry baseline p50 %.3f ms\n", res.EntryBytes, res.Repeat, res.MedianFsyncMs)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tappenders\tevents/s\tp50 ms\tp99 ms\tavg group\tfsync p50 ms\tceiling/s\tof ceiling\t× per-entry\tp99/fsync\tp99/base fsync\t")
+	fmt.Fprintln(tw, "run\tappenders\tevents/s\tp50 ms\tp99 ms\tavg group\tfsync p50 ms\tfsync p99 ms\tp99/fsync p99\tceiling/s\tof ceiling\t× per-entry\tp99/fsync\tp99/base fsync\t")
 	for _, r := range res.Rows {
 		if r.CeilingPerSec == 0 {
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t\t\t\t\t\t\t\t\n", r.Name, r.Appenders, r.PerSec, r.P50Ms, r.P99Ms)
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t\t\t\t\t\t\t\t\t\t\n", r.Name, r.Appenders, r.PerSec, r.P50Ms, r.P99Ms)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.1f\t%.3f\t%.0f\t%.0f%%\t%.1f×\t%.1f\t%.1f\t\n", r.Name, r.Appenders, r.PerSec, r.P50Ms, r.P99Ms, r.AvgGroup, r.FsyncP50Ms, r.CeilingPerSec, 100*r.OfCeiling, r.XPerEntry, r.P99OverFsync, r.P99OverBaseFsync)
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.1f\t%.3f\t%.3f\t%.2f\t%.0f\t%.0f%%\t%.1f×\t%.1f\t%.1f\t\n", r.Name, r.Appenders, r.PerSec, r.P50Ms, r.P99Ms, r.AvgGroup, r.FsyncP50Ms, r.FsyncP99Ms, r.P99OverFsyncP99, r.CeilingPerSec, 100*r.OfCeiling, r.XPerEntry, r.P99OverFsync, r.P99OverBaseFsync)
 	}
 	tw.Flush()
 	for _, r := range res.Rows {
@@ -464,6 +536,12 @@ func printBenchWal(w io.Writer, res *benchWalResult) {
 		if r.Appenders > 1 && r.FsyncP50Ms > 0 {
 			fmt.Fprintf(w, "%d appenders: the run's group fsyncs p50 %.3f ms p99 %.3f ms, p99 %.1f× their median (every ack waits for one whole: p99/fsync cannot go much below this)\n",
 				r.Appenders, r.FsyncP50Ms, r.FsyncP99Ms, r.FsyncP99Ms/r.FsyncP50Ms)
+		}
+		if r.Appenders > 1 && len(r.Stages) > 0 {
+			fmt.Fprintf(w, "%d appenders, ack latency by stage (ms): p50 / p99 over all acks; mean over the slowest 1%% (acks ≥ p99)\n", r.Appenders)
+			for _, s := range r.Stages {
+				fmt.Fprintf(w, "  %-15s %7.3f %7.3f   %7.3f\n", s.Name, s.P50Ms, s.P99Ms, s.TailMean)
+			}
 		}
 	}
 	if p := res.SyncProbe; p != nil {
