@@ -57,6 +57,8 @@ type twalWriter struct {
 	batch   twal.Batch
 	pre     *preallocator // nil: no preallocation
 	seg     string        // the tail segment's file name; committer only
+	tb      *tailBuf      // sizes tidwall's tail buffers ahead (tailbuf.go); nil if it cannot
+	entries int           // entries in the tail segment written since Open; committer only
 
 	mu sync.Mutex // guards sf; held across an fsync so that sf is never closed under it
 	sf *os.File   // the tail segment, opened by us, for fsync
@@ -78,7 +80,11 @@ func newTwalWriter(tw *twal.Log, dir string, segSize, tail int, pre *preallocato
 	if err != nil {
 		return nil, err
 	}
-	w := &twalWriter{tw: tw, dir: dir, segSize: segSize, tail: tail, sf: sf, pre: pre, seg: name}
+	w := &twalWriter{tw: tw, dir: dir, segSize: segSize, tail: tail, sf: sf, pre: pre, seg: name,
+		tb: newTailBuf(tw, segSize)}
+	if w.tb != nil {
+		w.tb.presize(0)
+	}
 	if pre != nil {
 		// Open's region is the short first region of a segment, without
 		// headroom, written now: the first groups already overwrite zeros
@@ -121,6 +127,18 @@ func (w *twalWriter) WriteBatch(first uint64, entries [][]byte) (bool, error) {
 		return cycled, err
 	}
 	w.tail = tail
+	if w.tb != nil {
+		if cycled {
+			after := len(entries) - int(newTail-first) // entries in the new segment
+			w.tb.presize(w.entries + len(entries) - after)
+			w.entries = after
+		} else {
+			w.entries += len(entries)
+		}
+		if w.tail >= w.segSize/2 {
+			w.tb.prepare()
+		}
+	}
 	if cycled {
 		// tidwall fsynced and closed every segment it filled; the new
 		// tail is the file named after its first sequence.
@@ -184,6 +202,9 @@ func (w *twalWriter) SyncDir() error { return home.SyncDir(w.dir) }
 // fsync (tidwall's Close) makes the cut durable. A failed log is not
 // trimmed: its tail may hold a torn frame that the next Open must see.
 func (w *twalWriter) close(trim bool) error {
+	if w.tb != nil {
+		w.tb.close()
+	}
 	var err error
 	if w.pre != nil {
 		w.pre.settle(true)
