@@ -1,15 +1,14 @@
 package labapi
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"os"
+	"encoding/json"
 	"path/filepath"
-	"sort"
 	"time"
 
+	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/wal"
 )
 
 // BenchOptions configure BenchAPI.
@@ -40,8 +39,12 @@ type BenchResult struct {
 	FsyncP99Ms float64       `json:"fsyncP99Ms"`
 }
 
-// PollBench is the median time of a poll at the end of a store.
+// PollBench is the median time of a poll at the end of a store, over HTTP.
 type PollBench struct {
+	// Size is the poll size asked for (--poll-lines); Lines is the
+	// store's line count when polled: more when a peer's store already
+	// held more, or the timed POSTs had grown it past Size.
+	Size     int     `json:"size"`
 	Lines    int     `json:"lines"`
 	Bytes    int64   `json:"bytes"`
 	MedianUs float64 `json:"medianUs"`
@@ -49,9 +52,11 @@ type PollBench struct {
 }
 
 // BenchAPI runs `cmlab bench api`: a daemon on 127.0.0.1:0 over a fresh
-// home takes POST /api/feedback from Clients concurrent clients (each
-// with its own request id), then GET /api/feedback is timed at the end of
-// feedback stores of PollLines lines (cursor = the last line's start).
+// home gets the load of the peer mode (runFeedbackBench), through the same
+// HTTP client: GET /api/feedback timed at the end of stores of PollLines
+// lines (cursor = the last line's start; sizes up to Requests before the
+// timed POSTs, larger ones after), and Requests POST /api/feedback from
+// Clients concurrent clients (each with its own request id).
 func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	if o.Clients <= 0 {
 		o.Clients = 32
@@ -81,84 +86,89 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	case err := <-done:
 		return nil, err
 	}
-	tok, err := h.OperatorToken()
-	if err != nil {
-		return nil, err
-	}
+	srv := <-srvCh
 	res := &BenchResult{Clients: o.Clients, Requests: o.Requests}
-	lat, errs, elapsed, err := PostFeedback(ctx, FeedbackLoad{URL: "http://" + info.Listen, Token: tok,
-		IDPrefix: "bench", Requests: o.Requests, Clients: o.Clients})
+	// The same load, client and placement as the peer mode (BenchPeer):
+	// only the way the large stores are built differs (see engineGrow).
+	log := srv.opts.Engine.Log()
+	var before wal.Stats
+	pr, err := runFeedbackBench(ctx, PeerOptions{URL: "http://" + info.Listen, Clients: o.Clients, Requests: o.Requests,
+		PollLines: o.PollLines, PollReps: o.PollReps}, benchHooks{grow: engineGrow(srv),
+		beforePosts: func() { before = log.Stats() },
+		afterPosts: func() {
+			// The log's own view of the timed POSTs: group sizes and fsync latency.
+			after := log.Stats()
+			if g := after.Groups - before.Groups; g > 0 {
+				res.MeanGroup = float64(after.Appends-before.Appends) / float64(g)
+			}
+			res.FsyncP99Ms = histDiff(after.FsyncSeconds, before.FsyncSeconds).Quantile(0.99) * 1000
+		}})
 	if err != nil {
 		return nil, err
 	}
-	res.Elapsed, res.Errors = elapsed, errs
-	res.EventsPerS = float64(o.Requests-int(res.Errors)) / res.Elapsed.Seconds()
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	res.P50, res.P99 = lat[len(lat)/2], lat[len(lat)*99/100]
-	res.P50Ms, res.P99Ms = ms(res.P50), ms(res.P99)
-	res.MaxMs = ms(lat[len(lat)-1])
-	// The log's own view of the run: group sizes and fsync latency.
-	st := (<-srvCh).opts.Engine.Log().Stats()
-	if st.Groups > 0 {
-		res.MeanGroup = float64(st.Appends) / float64(st.Groups)
+	res.Errors, res.Elapsed, res.EventsPerS = pr.Errors, time.Duration(pr.ElapsedNs), pr.EventsPerS
+	res.P50Ms, res.P99Ms, res.MaxMs = pr.P50Ms, pr.P99Ms, pr.MaxMs
+	res.P50, res.P99 = time.Duration(pr.P50Ms*1e6), time.Duration(pr.P99Ms*1e6)
+	res.Polls = pr.Polls
+	if len(res.Polls) > 1 && res.Polls[0].MedianUs > 0 {
+		res.PollRatio = res.Polls[len(res.Polls)-1].MedianUs / res.Polls[0].MedianUs
 	}
-	res.FsyncP99Ms = st.FsyncSeconds.Quantile(0.99) * 1000
 	cancel()
 	if err := <-done; err != nil {
 		return nil, err
 	}
-
-	for _, n := range o.PollLines {
-		pb, err := benchPoll(filepath.Join(o.Dir, fmt.Sprintf("poll-%d.jsonl", n)), n, o.PollReps)
-		if err != nil {
-			return nil, err
-		}
-		res.Polls = append(res.Polls, pb)
-	}
-	if len(res.Polls) > 1 && res.Polls[0].MedianUs > 0 {
-		res.PollRatio = res.Polls[len(res.Polls)-1].MedianUs / res.Polls[0].MedianUs
-	}
 	return res, nil
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// benchPoll writes a store of n lines and times polls from the start of
-// its last line, through the same function the route calls.
-func benchPoll(path string, n, reps int) (PollBench, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return PollBench{}, err
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	var lastStart int64
-	var size int64
-	for i := 0; i < n; i++ {
-		line := fmt.Sprintf(`{"schemaVersion":1,"id":"fb_%08d","createdAt":"2026-02-06T00:00:00.000Z","sessionId":"lab_bench","ratings":{"overall":%d},"notes":"line %d"}`+"\n", i, i%101, i)
-		lastStart = size
-		size += int64(len(line))
-		w.WriteString(line)
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return PollBench{}, err
-	}
-	f.Close()
-	defer os.Remove(path)
-	since := fmt.Sprint(lastStart)
-	times := make([]time.Duration, reps)
-	for i := range times {
-		t0 := time.Now()
-		page, err := PollFeedback(path, since, "lab_bench", 0)
-		times[i] = time.Since(t0)
-		if err != nil {
-			return PollBench{}, err
-		}
-		if len(page.Items) != 1 {
-			return PollBench{}, fmt.Errorf("poll at end of %d lines returned %d items", n, len(page.Items))
+// histDiff is the histogram of the observations between two snapshots.
+func histDiff(after, before wal.Histogram) wal.Histogram {
+	d := after
+	d.Counts = make([]uint64, len(after.Counts))
+	for i := range d.Counts {
+		d.Counts[i] = after.Counts[i]
+		if i < len(before.Counts) {
+			d.Counts[i] -= before.Counts[i]
 		}
 	}
-	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-	return PollBench{Lines: n, Bytes: size, MedianUs: float64(times[len(times)/2].Nanoseconds()) / 1000,
-		P99Us: float64(times[len(times)*99/100].Nanoseconds()) / 1000}, nil
+	d.Count, d.Sum = after.Count-before.Count, after.Sum-before.Sum
+	return d
 }
+
+// engineGrow builds cmlab's store from have to n lines in-process: the
+// events a POST /api/feedback of the bench's body appends (without its
+// request id), 1,000 per Append, through the daemon's engine — so
+// feedback.jsonl grows exactly as through the API, in seconds instead of
+// the minutes a million POSTs take. Only the building differs from the
+// peer's side; the polls go over HTTP alike.
+func engineGrow(srv *Server) growFunc {
+	return func(ctx context.Context, _ *peerClient, _ string, have, n int) error {
+		var b feedbackBody
+		if err := json.Unmarshal([]byte(peerFeedbackBody), &b); err != nil {
+			return err
+		}
+		ratings, err := parseRatings(b.Ratings, "ratings")
+		if err != nil {
+			return err
+		}
+		sid := srv.opts.SessionID
+		for i := have; i < n; {
+			k := min(1000, n-i)
+			evs := make([]*events.Event, 0, k)
+			for range k {
+				e := events.FeedbackEntry{SchemaVersion: 1, ID: newID("fb_"), SessionID: sid, Ratings: ratings, Notes: b.Notes}
+				ev, err := events.New(sid, &events.FeedbackSubmitted{Entry: e})
+				if err != nil {
+					return err
+				}
+				evs = append(evs, ev)
+			}
+			if _, err := srv.opts.Engine.Append(ctx, evs...); err != nil {
+				return err
+			}
+			i += k
+		}
+		return nil
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

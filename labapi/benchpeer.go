@@ -179,10 +179,32 @@ func (p *peerClient) post(ctx context.Context, prefix string, n, clients int, on
 }
 
 // BenchPeer drives the Lab server at o.URL with the load of `cmlab bench
-// api`: Requests POST /api/feedback from Clients clients, then, for each
-// poll size, grows the feedback store through the API to that many lines
-// and times GET /api/feedback with the cursor at the start of the last line.
+// api` (runFeedbackBench): the same sequence, client and placement as
+// cmlab's own side, growing the store through POST /api/feedback.
 func BenchPeer(ctx context.Context, o PeerOptions) (*PeerResult, error) {
+	return runFeedbackBench(ctx, o, benchHooks{})
+}
+
+// benchHooks let cmlab's side of runFeedbackBench grow its store faster
+// and read its log around the timed POSTs; the peer's side has none.
+type benchHooks struct {
+	grow growFunc // nil: through POST /api/feedback
+	// beforePosts and afterPosts run right before and after the timed POSTs.
+	beforePosts, afterPosts func()
+}
+
+// growFunc grows the Lab store behind p from have to n lines (tag names
+// the run); nil means through POST /api/feedback.
+type growFunc func(ctx context.Context, p *peerClient, tag string, have, n int) error
+
+// runFeedbackBench is the one load both sides of `cmlab bench api` get,
+// through the wire contract only (a peerClient: the token from GET
+// /api/config, browser headers): poll sizes up to o.Requests lines are
+// built and polled first, then o.Requests POST /api/feedback from
+// o.Clients clients (each with its own request id) are timed, then the
+// larger sizes are built and polled. Every poll is a GET /api/feedback
+// over HTTP with the cursor at the start of the store's last line.
+func runFeedbackBench(ctx context.Context, o PeerOptions, h benchHooks) (*PeerResult, error) {
 	if o.Clients <= 0 {
 		o.Clients = 32
 	}
@@ -198,46 +220,68 @@ func BenchPeer(ctx context.Context, o PeerOptions) (*PeerResult, error) {
 	}
 	defer p.hc.CloseIdleConnections()
 	runTag := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	res := &PeerResult{URL: p.base, Clients: o.Clients, Requests: o.Requests}
+	sizes := append([]int(nil), o.PollLines...)
+	sort.Ints(sizes)
+	poll := func(n int) error {
+		if o.MaxBuildLines > 0 && n > o.MaxBuildLines {
+			res.Skipped = append(res.Skipped, n)
+			return nil
+		}
+		pb, err := p.pollAt(ctx, runTag, n, o.Clients, o.PollReps, h.grow)
+		if err != nil {
+			return err
+		}
+		res.Polls = append(res.Polls, pb)
+		return nil
+	}
+	i := 0
+	for ; i < len(sizes) && sizes[i] <= o.Requests; i++ {
+		if err := poll(sizes[i]); err != nil {
+			return res, err
+		}
+	}
+	if h.beforePosts != nil {
+		h.beforePosts()
+	}
 	lat, errs, el := p.post(ctx, runTag, o.Requests, o.Clients, nil)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	res := &PeerResult{URL: p.base, Clients: o.Clients, Requests: o.Requests, Errors: errs, ElapsedNs: int64(el)}
+	if h.afterPosts != nil {
+		h.afterPosts()
+	}
+	res.Errors, res.ElapsedNs = errs, int64(el)
 	res.EventsPerS = float64(o.Requests-int(errs)) / el.Seconds()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	res.P50Ms, res.P99Ms, res.MaxMs = ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1])
 	if errs == int64(o.Requests) {
 		return res, fmt.Errorf("%w: every POST /api/feedback failed", ErrPeer)
 	}
-
-	sizes := append([]int(nil), o.PollLines...)
-	sort.Ints(sizes)
-	for _, n := range sizes {
-		if o.MaxBuildLines > 0 && n > o.MaxBuildLines {
-			res.Skipped = append(res.Skipped, n)
-			continue
-		}
-		pb, err := p.pollAt(ctx, runTag, n, o.Clients, o.PollReps)
-		if err != nil {
+	for ; i < len(sizes); i++ {
+		if err := poll(sizes[i]); err != nil {
 			return res, err
 		}
-		res.Polls = append(res.Polls, pb)
 	}
 	return res, nil
 }
 
-// pollAt grows the store to at least n lines through POST /api/feedback,
-// finds the start of its last line by paging with nextCursor, then times
+// pollAt grows the store to at least n lines (through grow, or POST
+// /api/feedback when it is nil), finds the start of its last line by paging with nextCursor, then times
 // polls from there (each must return exactly that one line).
-func (p *peerClient) pollAt(ctx context.Context, tag string, n, clients, reps int) (PollBench, error) {
+func (p *peerClient) pollAt(ctx context.Context, tag string, n, clients, reps int, grow growFunc) (PollBench, error) {
 	have, last, size, err := p.scan(ctx)
 	if err != nil {
 		return PollBench{}, err
 	}
 	if have < n {
-		_, errs, _ := p.post(ctx, fmt.Sprintf("%s-fill%d", tag, n), n-have, clients, nil)
-		if errs > 0 {
-			return PollBench{}, fmt.Errorf("%w: %d POSTs failed while building %d lines", ErrPeer, errs, n)
+		if grow != nil {
+			err = grow(ctx, p, tag, have, n)
+		} else if _, errs, _ := p.post(ctx, fmt.Sprintf("%s-fill%d", tag, n), n-have, clients, nil); errs > 0 {
+			err = fmt.Errorf("%w: %d POSTs failed while building %d lines", ErrPeer, errs, n)
+		}
+		if err != nil {
+			return PollBench{}, err
 		}
 		if have, last, size, err = p.scan(ctx); err != nil {
 			return PollBench{}, err
@@ -260,7 +304,7 @@ func (p *peerClient) pollAt(ctx context.Context, tag string, n, clients, reps in
 		}
 	}
 	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-	return PollBench{Lines: have, Bytes: size, MedianUs: float64(times[len(times)/2].Nanoseconds()) / 1000,
+	return PollBench{Size: n, Lines: have, Bytes: size, MedianUs: float64(times[len(times)/2].Nanoseconds()) / 1000,
 		P99Us: float64(times[len(times)*99/100].Nanoseconds()) / 1000}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,12 @@ type fakeLab struct {
 	posts   int
 	bad     []string
 	configs int
+	// polls: the store's line count at each GET /api/feedback without a
+	// limit (a timed poll; the store scans page with a limit).
+	polls []int
+	// timedAt: the store's line count at each POST whose request id is
+	// not a fill's (a timed POST).
+	timedAt []int
 }
 
 func (f *fakeLab) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -47,9 +54,15 @@ func (f *fakeLab) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		f.ids[id] = true
 		f.posts++
+		if !strings.Contains(id, "-fill") {
+			f.timedAt = append(f.timedAt, len(f.lines))
+		}
 		f.lines = append(f.lines, fmt.Sprintf(`{"id":"fb_%d"}`+"\n", len(f.lines)))
 		io.WriteString(w, `{"feedbackId":"x"}`)
 	case r.Method == "GET" && r.URL.Path == "/api/feedback":
+		if !r.URL.Query().Has("limit") {
+			f.polls = append(f.polls, len(f.lines))
+		}
 		since, _ := strconv.Atoi(r.URL.Query().Get("since"))
 		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
 		if limit <= 0 || limit > 500 {
@@ -123,5 +136,49 @@ func TestBenchPeerRejectsUnauthorized(t *testing.T) {
 	_, err := BenchPeer(context.Background(), PeerOptions{URL: srv.URL, Clients: 2, Requests: 4, PollReps: 1})
 	if err == nil || !strings.Contains(err.Error(), "no token") {
 		t.Fatalf("err %v, want ErrPeer no token", err)
+	}
+}
+
+// Poll sizes up to the request count are built and polled before the
+// timed POSTs, larger ones after: the sequence cmlab's own side runs too
+// (BenchAPI), so that both sides poll stores of the same size.
+func TestBenchPeerPlacement(t *testing.T) {
+	f := &fakeLab{ids: map[string]bool{}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	res, err := BenchPeer(context.Background(), PeerOptions{URL: srv.URL, Clients: 3, Requests: 40,
+		PollLines: []int{100, 10}, PollReps: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if want := []int{10, 10, 10, 100, 100, 100}; !slices.Equal(f.polls, want) {
+		t.Errorf("polls at store sizes %v, want %v", f.polls, want)
+	}
+	if len(f.timedAt) != 40 || slices.Min(f.timedAt) != 10 || slices.Max(f.timedAt) != 49 {
+		t.Errorf("%d timed POSTs at store sizes %v, want 40 from 10 to 49 lines", len(f.timedAt), f.timedAt)
+	}
+	if f.posts != 100 || len(res.Polls) != 2 || res.Polls[0].Size != 10 || res.Polls[0].Lines != 10 ||
+		res.Polls[1].Size != 100 || res.Polls[1].Lines != 100 {
+		t.Errorf("%d POSTs, polls %+v", f.posts, res.Polls)
+	}
+}
+
+// cmlab's side runs the same sequence against its own daemon over HTTP:
+// the small store is polled at exactly its size, before the timed POSTs
+// grow it, and the large one after them, grown in-process.
+func TestBenchAPIPlacement(t *testing.T) {
+	res, err := BenchAPI(context.Background(), BenchOptions{Dir: t.TempDir(), Clients: 4, Requests: 50,
+		PollLines: []int{20, 1500}, PollReps: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors != 0 || res.EventsPerS <= 0 || res.MeanGroup < 1 || res.P99Ms < res.P50Ms {
+		t.Fatalf("result %+v", res)
+	}
+	if len(res.Polls) != 2 || res.Polls[0].Size != 20 || res.Polls[0].Lines != 20 ||
+		res.Polls[1].Size != 1500 || res.Polls[1].Lines != 1500 || res.Polls[1].Bytes <= res.Polls[0].Bytes {
+		t.Fatalf("polls %+v", res.Polls)
 	}
 }
