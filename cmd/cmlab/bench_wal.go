@@ -109,6 +109,9 @@ type benchStallProbe struct {
 	Over1Ms int `json:"over_1ms"`
 	// StalledShare is the share of the probe's time spent in calls over 1 ms.
 	StalledShare float64 `json:"stalled_share"`
+	// Presized is the same probe with tidwall's tail buffers sized ahead,
+	// as cmlab's log does.
+	Presized *benchStallProbe `json:"presized,omitempty"`
 }
 
 type benchWalResult struct {
@@ -305,8 +308,11 @@ func runBenchWal(ctx context.Context, o *benchWalOpts, progress io.Writer) (*ben
 	// What tidwall's in-memory tail buffer costs on its own.
 	{
 		fmt.Fprintf(progress, "stall probe: raw tidwall WriteBatch of 32 entries, no fsync, %d events\n", o.n)
-		sp, err := stallProbe(newDir(), raw, o.n, 32, o.segSize)
+		sp, err := stallProbe(newDir(), raw, o.n, 32, o.segSize, false)
 		if err != nil {
+			return nil, err
+		}
+		if sp.Presized, err = stallProbe(newDir(), raw, o.n, 32, o.segSize, true); err != nil {
 			return nil, err
 		}
 		res.StallProbe = sp
@@ -479,8 +485,8 @@ func writeBatches(dir string, opts *twal.Options, entry []byte, n, batch int) ([
 	return lat, time.Since(start).Seconds(), nil
 }
 
-func stallProbe(dir string, entry []byte, n, batch, segSize int) (*benchStallProbe, error) {
-	lat, _, err := writeBatches(dir, &twal.Options{NoSync: true, SegmentSize: segSize}, entry, n, batch)
+func stallProbe(dir string, entry []byte, n, batch, segSize int, presize bool) (*benchStallProbe, error) {
+	lat, err := wal.ProbeWriteBatch(dir, entry, n, batch, segSize, presize)
 	if err != nil {
 		return nil, err
 	}
@@ -551,5 +557,9 @@ func printBenchWal(w io.Writer, res *benchWalResult) {
 	if p := res.StallProbe; p != nil {
 		fmt.Fprintf(w, "stall probe, %d raw tidwall WriteBatch calls of %d entries, no fsync, %d-byte segments: p50 %.3f ms p99 %.3f ms max %.3f ms; %d calls over 1 ms took %.0f%% of the time\n",
 			p.Calls, p.Batch, p.SegmentSize, p.P50Ms, p.P99Ms, p.MaxMs, p.Over1Ms, 100*p.StalledShare)
+		if q := p.Presized; q != nil {
+			fmt.Fprintf(w, "  the same with tail buffers sized ahead (as the log does): p50 %.3f ms p99 %.3f ms max %.3f ms; %d calls over 1 ms took %.0f%% of the time\n",
+				q.P50Ms, q.P99Ms, q.MaxMs, q.Over1Ms, 100*q.StalledShare)
+		}
 	}
 }
