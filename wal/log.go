@@ -47,11 +47,12 @@ type Options struct {
 	// directory "quarantine" beside Dir (home/quarantine).
 	QuarantineDir string
 	// SegmentSize is the target size of a segment file. Default
-	// DefaultSegmentSize (4 MiB): tidwall/wal holds the tail segment in
-	// memory and grows that buffer by append, and the late growth copies
-	// of a 20 MiB segment stall the committer for 5–30 ms; at 4 MiB the
-	// 99.9th percentile acknowledgement at 64 appenders is about half as
-	// long (see the README).
+	// DefaultSegmentSize (4 MiB). tidwall/wal holds the tail segment in
+	// memory; the log sizes that buffer for a whole segment ahead
+	// (tailbuf.go), so the segment size no longer sets the length of
+	// growth stalls, only the memory held (about two segments) and how
+	// often tidwall's cycle (an fsync of the full segment inside a
+	// WriteBatch) and a directory fsync come round.
 	SegmentSize int
 	// MaxBatch caps the events of one group commit (a single larger Append
 	// still goes out as one group). Default 4096.
