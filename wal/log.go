@@ -529,9 +529,9 @@ func sealEntry(b []byte, seq uint64) {
 // their own: every acknowledgement took two fsyncs (p50 ack ≈ 2.1–2.5×
 // the median fsync at 64 appenders), and the p99 acknowledgement two
 // fsyncs' tails. With them most of those appends join the next fsync
-// (groups of ~48 instead of ~34 at 64 appenders): p99 ack 1.35–1.39× the
-// run's p99 group fsync against 1.74–2.84× in runs interleaved with them
-// (`cmlab bench wal`, see the README).
+// (groups of ~49 instead of ~34 at 64 appenders): p99 ack 1.40–1.88× the
+// run's p99 group fsync against 1.51–2.17× without them, in six runs each
+// interleaved (`cmlab bench wal`, see the README).
 const (
 	minSyncYields = 4
 	maxSyncYields = 8
