@@ -9,6 +9,7 @@ import (
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/retention"
 	"github.com/cmlab/cmlab/wal"
 )
 
@@ -40,6 +41,12 @@ type Options struct {
 	// Holders are retention holders besides the built-in ones (see the
 	// package doc), e.g. a shipping cursor.
 	Holders []RetentionHolder
+	// Model is the retention model of the log (the daemon's live one);
+	// nil: its snapshot in Home and the log after it (LoadModel).
+	Model *retention.Model
+	// IndexCovered returns the seq the request-id index covers (the
+	// read-models holder); nil: unknown, the holder keeps the whole log.
+	IndexCovered func(ctx context.Context) (uint64, error)
 }
 
 func (o *Options) check() error {
@@ -156,11 +163,20 @@ func Plan(ctx context.Context, src Source, o Options) (Report, error) {
 		rep.LogBytes += s.Size
 	}
 	now := o.Now()
-	sc, err := ScanLog(ctx, src, now.Add(-o.ResumeWindow), keepDaysCutoff(o, now))
+	m := o.Model
+	if m == nil {
+		if o.Home.Dir != "" {
+			m, _, err = LoadModel(ctx, o.Home, src)
+		}
+		if m == nil || err != nil {
+			m = retention.New()
+		}
+	}
+	sc, err := ScanModel(ctx, src, m, now.Add(-o.ResumeWindow), keepDaysCutoff(o, now))
 	if err != nil {
 		return rep, fmt.Errorf("compact: scan the log: %w", err)
 	}
-	holders := append(DefaultHolders(o.Home, sc), o.Holders...)
+	holders := append(DefaultHolders(o.Home, sc, o.IndexCovered), o.Holders...)
 	rep.Needed = rep.LastSeq + 1
 	for _, h := range holders {
 		seq, err := h.OldestNeededSeq(ctx)

@@ -3,12 +3,17 @@ package compact
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"os"
+	"slices"
+	"sync"
 	"time"
 
-	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/projections"
+	"github.com/cmlab/cmlab/retention"
+	"github.com/cmlab/cmlab/snapshot"
 	"github.com/cmlab/cmlab/ship/cursor"
 	"github.com/cmlab/cmlab/steps"
 )
@@ -52,15 +57,14 @@ type Scan struct {
 	FirstSince uint64
 }
 
-// ScanLog reads the retained log of src once. window is the start of the
-// auto-resume window, since the keep-days cutoff (zero: none).
+// ScanLog reads the retained log of src once, from its first seq: the
+// reference answer of the step, block and window holders when no model
+// is at hand (ScanModel gives the same from the retention model). window
+// is the start of the auto-resume window, since the keep-days cutoff
+// (zero: none).
 func ScanLog(ctx context.Context, src Source, window, since time.Time) (*Scan, error) {
+	m := retention.New()
 	last := src.LastSeq()
-	sc := &Scan{Last: last, FirstInWindow: last + 1, FirstSince: last + 1}
-	winMS, sinceMS := window.UnixMilli(), since.UnixMilli()
-	stepsOpen := newStepScan()
-	type blockKey struct{ conv, block string }
-	open := map[blockKey]uint64{}
 	n := 0
 	for ev, err := range src.Events(src.FirstSeq()) {
 		if err != nil {
@@ -74,83 +78,82 @@ func ScanLog(ctx context.Context, src Source, window, since time.Time) (*Scan, e
 				return nil, err
 			}
 		}
-		if sc.FirstInWindow > last && ev.TS > winMS {
-			sc.FirstInWindow = ev.Seq
-		}
-		if sc.FirstSince > last && (since.IsZero() || ev.TS >= sinceMS) {
-			sc.FirstSince = ev.Seq
-		}
-		switch ev.Type {
-		case events.TypePtyBlockBegin:
-			if b, err := events.DecodeAs[*events.PtyBlockBegin](ev); err == nil {
-				open[blockKey{ev.Stream, b.Block.BlockID}] = ev.Seq
+		m.Observe(ev)
+	}
+	return ScanModel(ctx, src, m, window, since)
+}
+
+// ScanModel answers the step, block and window holders from m, the
+// retention model of src's log (retention.Model: its snapshot and the log
+// after it), first bringing m up to src's last seq. Only the one run of
+// retention.TSBlock seqs holding the window's (or the cutoff's) first
+// event is read, plus whatever m does not cover yet.
+func ScanModel(ctx context.Context, src Source, m *retention.Model, window, since time.Time) (*Scan, error) {
+	first, last := src.FirstSeq(), src.LastSeq()
+	if c := m.Covered(); c < last {
+		// Observe skips what it covers: the daemon's engine may feed the
+		// same events concurrently, each is applied once, in order.
+		for ev, err := range src.Events(max(c+1, first)) {
+			if err != nil {
+				return nil, err
 			}
-		case events.TypePtyBlockEnd:
-			if b, err := events.DecodeAs[*events.PtyBlockEnd](ev); err == nil {
-				delete(open, blockKey{ev.Stream, b.Block.BlockID})
+			if ev.Seq > last {
+				break
 			}
-		default:
-			stepsOpen.observe(ev)
+			m.Observe(ev)
 		}
 	}
-	for _, seq := range open {
-		if sc.OpenBlocks == 0 || seq < sc.OpenBlocks {
-			sc.OpenBlocks = seq
+	sc := &Scan{Last: last, FirstInWindow: last + 1, FirstSince: last + 1,
+		OpenSteps: m.OldestOpenStep(), OpenBlocks: m.OldestOpenBlock()}
+	winMS, sinceMS := window.UnixMilli(), since.UnixMilli()
+	var err error
+	if sc.FirstInWindow, err = m.FirstTS(ctx, src.Events, first, last, func(ts int64) bool { return ts > winMS }); err != nil {
+		return nil, err
+	}
+	switch {
+	case since.IsZero():
+		if first <= last {
+			sc.FirstSince = first
+		}
+	default:
+		if sc.FirstSince, err = m.FirstTS(ctx, src.Events, first, last, func(ts int64) bool { return ts >= sinceMS }); err != nil {
+			return nil, err
 		}
 	}
-	sc.OpenSteps = stepsOpen.oldestOpen()
+	// What the model says before the retained log does not bind it.
+	if sc.OpenSteps != 0 && sc.OpenSteps < first {
+		sc.OpenSteps = first
+	}
+	if sc.OpenBlocks != 0 && sc.OpenBlocks < first {
+		sc.OpenBlocks = first
+	}
 	return sc, nil
 }
 
-// stepScan follows step state through the steps package's State (the
-// narrowest existing reader of step transitions) and the first step event of
-// each mandate.
-type stepScan struct {
-	state *steps.State
-	first map[string]uint64 // mandate id → its first step event in the retained log
-}
-
-func newStepScan() *stepScan {
-	return &stepScan{state: steps.NewState(), first: map[string]uint64{}}
-}
-
-func (s *stepScan) observe(ev *events.Event) {
-	switch ev.Type {
-	case events.TypeStepPlanned, events.TypeStepExecuting, events.TypeStepCompleted,
-		events.TypeStepFailed, events.TypeStepNeedsReview, events.TypeStepReset:
-		if _, ok := s.first[ev.Stream]; !ok {
-			s.first[ev.Stream] = ev.Seq
-		}
-	case events.TypeRecoveryApplied:
-	default:
-		return
-	}
-	s.state.Observe(ev)
-}
-
-// oldestOpen is the oldest first step event of a mandate that has a step
-// neither completed nor failed; 0 if there is none.
-func (s *stepScan) oldestOpen() uint64 {
-	var oldest uint64
-	for _, m := range s.state.Mandates() {
-		open := false
-		for _, st := range m.Steps {
-			if st.Status != events.StatusCompleted && st.Status != events.StatusFailed {
-				open = true
+// LoadModel is the retention model of src's log in h: its snapshot if
+// trusted, then the log after it (the whole retained log without one). A
+// refused snapshot's reason is returned in refused.
+func LoadModel(ctx context.Context, h home.Home, src Source) (m *retention.Model, refused string, err error) {
+	m = retention.New()
+	idAt := func(seq uint64) (string, error) {
+		for ev, err := range src.Events(seq) {
+			if err != nil {
+				return "", err
 			}
+			if ev.Seq == seq {
+				return ev.ID, nil
+			}
+			break
 		}
-		if !open {
-			continue
-		}
-		seq := s.first[m.MandateID]
-		if m.PlannedSeq != 0 && (seq == 0 || m.PlannedSeq < seq) {
-			seq = m.PlannedSeq
-		}
-		if seq != 0 && (oldest == 0 || seq < oldest) {
-			oldest = seq
-		}
+		return "", fmt.Errorf("seq %d not in the log", seq)
 	}
-	return oldest
+	if err := m.LoadSnapshot(retention.SnapshotFile(h), src.FirstSeq(), src.LastSeq(), idAt); err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			refused = err.Error()
+		}
+		m = retention.New()
+	}
+	return m, refused, nil
 }
 
 // unshipped is the first seq the home's JetStream stream has not
@@ -170,7 +173,7 @@ func unshipped(h home.Home) (uint64, error) {
 
 // DefaultHolders are the built-in holders of home h, the step, block and
 // window ones answering from sc.
-func DefaultHolders(h home.Home, sc *Scan) []RetentionHolder {
+func DefaultHolders(h home.Home, sc *Scan, indexCovered func(context.Context) (uint64, error)) []RetentionHolder {
 	fixed := func(seq uint64) func(context.Context) (uint64, error) {
 		return func(context.Context) (uint64, error) { return seq, nil }
 	}
@@ -189,8 +192,80 @@ func DefaultHolders(h home.Home, sc *Scan) []RetentionHolder {
 		{Name: "open terminal blocks", OldestNeededSeq: fixed(sc.OpenBlocks)},
 		{Name: "auto-resume window", OldestNeededSeq: fixed(sc.FirstInWindow)},
 		{Name: "ship cursor", OldestNeededSeq: func(context.Context) (uint64, error) { return unshipped(h) }},
-		// Request-id dedupe, Lab state, steps, terminal sessions and view
-		// rebuilds read the whole log until snapshots exist.
-		{Name: "read models", OldestNeededSeq: fixed(1), ReadsArchive: true},
+		{Name: "read models", OldestNeededSeq: func(ctx context.Context) (uint64, error) { return readModelsNeed(ctx, h, indexCovered) }, ReadsArchive: true},
 	}
 }
+
+// SnapshotModel names a read model's snapshot file: its model name and
+// the code version it must carry (package snapshot).
+type SnapshotModel struct {
+	File, Model, Version string
+}
+
+// readModels are the snapshots of the daemon's in-memory read models
+// (labapi registers the Lab state's with RegisterReadModel): the
+// read-models holder needs the log after the oldest seq they cover.
+var readModels struct {
+	mu sync.Mutex
+	fs []func(home.Home) SnapshotModel
+}
+
+// RegisterReadModel adds a read model whose snapshot the read-models
+// holder counts (call it from an init function).
+func RegisterReadModel(f func(home.Home) SnapshotModel) {
+	readModels.mu.Lock()
+	defer readModels.mu.Unlock()
+	readModels.fs = append(readModels.fs, f)
+}
+
+func init() {
+	RegisterReadModel(func(h home.Home) SnapshotModel {
+		return SnapshotModel{File: retention.SnapshotFile(h), Model: retention.ModelName, Version: retention.Version()}
+	})
+	RegisterReadModel(func(h home.Home) SnapshotModel {
+		return SnapshotModel{File: steps.SnapshotFile(h), Model: steps.SnapshotModel, Version: steps.SnapshotVersion()}
+	})
+	// TODO(issue 16, term branch): the terminal sessions' snapshot,
+	// pty.SnapshotFile(h), once it lands on main. Until then the
+	// terminal's read model rebuilds from the whole log, so deleting
+	// compaction must keep it: TestReadModelsHolderCountsTerminal pins
+	// the holder at 1 while the terminal's model has no snapshot.
+}
+
+// readModelsNeed is the oldest seq a read model still needs: one after
+// the oldest seq a snapshot covers (the request-id index's included: its
+// covered seq from indexCovered). A missing or untrusted snapshot needs
+// the whole log (1), as does a missing indexCovered.
+func readModelsNeed(ctx context.Context, h home.Home, indexCovered func(context.Context) (uint64, error)) (uint64, error) {
+	if !terminalSnapshotted {
+		return 1, nil
+	}
+	readModels.mu.Lock()
+	fs := slices.Clone(readModels.fs)
+	readModels.mu.Unlock()
+	need := uint64(math.MaxUint64)
+	for _, f := range fs {
+		sm := f(h)
+		hd, _, err := snapshot.Read(sm.File, sm.Model, sm.Version)
+		if err != nil || hd.Seq == 0 {
+			return 1, nil
+		}
+		need = min(need, hd.Seq+1)
+	}
+	if indexCovered == nil {
+		return 1, nil
+	}
+	c, err := indexCovered(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if c == 0 {
+		return 1, nil
+	}
+	return min(need, c+1), nil
+}
+
+// terminalSnapshotted: the terminal's read model (package pty) restarts
+// from a snapshot. False until the term branch's pty.SnapshotFile lands
+// (see the TODO in init).
+var terminalSnapshotted = false

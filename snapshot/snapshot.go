@@ -8,6 +8,8 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -101,3 +103,54 @@ func Read(path, model, version string) (Header, []byte, error) {
 	}
 	return f.Header, f.Body, nil
 }
+
+// Check refuses a snapshot whose header does not fit the log it is to be
+// resumed on: the log ends at last, its first retained seq is first, and
+// idAt returns the id of the event at a seq. The covered seq must be in
+// the log with the same event id; a seq before first (compacted away) is
+// trusted on the file's CRC alone. Refusals wrap ErrInvalid.
+func Check(h Header, first, last uint64, idAt func(seq uint64) (string, error)) error {
+	if h.Seq > last {
+		return fmt.Errorf("%w: covers seq %d, the log ends at %d", ErrInvalid, h.Seq, last)
+	}
+	if h.Seq == 0 || h.Seq < first {
+		return nil
+	}
+	id, err := idAt(h.Seq)
+	if err != nil || id != h.EventID {
+		return fmt.Errorf("%w: covered seq %d is not event %s in this log", ErrInvalid, h.Seq, h.EventID)
+	}
+	return nil
+}
+
+// RemoveStale removes the temporary files a write to path left when a
+// crash interrupted it.
+func RemoveStale(path string) {
+	stale, _ := filepath.Glob(path + ".tmp-*")
+	for _, f := range stale {
+		os.Remove(f)
+	}
+}
+
+var codeVersion = sync.OnceValue(func() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			v += "+" + s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			v += "+dirty"
+		}
+	}
+	return v
+})
+
+// CodeVersion names the build of this program (module version and VCS
+// revision when the build recorded them): a model's snapshot version is
+// its schema number and this, so a snapshot another build wrote is
+// rebuilt from the log rather than trusted.
+func CodeVersion() string { return codeVersion() }

@@ -316,16 +316,40 @@ type Journal struct {
 	// startSeq is the log's last seq when the journal was created: step
 	// transitions after it belong to this process's lifetime.
 	startSeq uint64
+	// refused: why the snapshot was not trusted (SnapshotRefused).
+	refused string
+	snapMu  sync.Mutex
+	snapErr error
 }
 
-// NewJournal subscribes a step state to eng.
+// NewJournal subscribes a step state to eng: the state's snapshot
+// (state/snapshots/steps.msgpack) if it can be trusted, then the log after
+// its seq (the whole log without one). Unless eng is read-only, the
+// snapshot is written at eng's checkpoints.
 func NewJournal(eng *engine.Engine) (*Journal, error) {
-	j := &Journal{eng: eng, state: NewState()}
+	st, refused := openState(eng)
+	j := &Journal{eng: eng, state: st, refused: refused}
 	j.startSeq = eng.Log().LastSeq()
 	if err := eng.Subscribe(j.state); err != nil {
 		return nil, fmt.Errorf("recovery: rebuilding step state: %w", err)
 	}
+	if !eng.ReadOnly() {
+		eng.OnCheckpoint(j.snapshotHook)
+	}
 	return j, nil
+}
+
+// SnapshotRefused says why the step state's snapshot was ignored and the
+// state rebuilt from the log ("" when it was trusted or missing): the
+// daemon logs it.
+func (j *Journal) SnapshotRefused() string { return j.refused }
+
+// SnapshotErr is the error of the last snapshot write, nil once one
+// succeeds (or skips) again.
+func (j *Journal) SnapshotErr() error {
+	j.snapMu.Lock()
+	defer j.snapMu.Unlock()
+	return j.snapErr
 }
 
 // State is the journal's live step state.

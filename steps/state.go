@@ -142,6 +142,13 @@ type State struct {
 	lastSeq  uint64
 	// errs counts step events whose payload did not decode.
 	errs int
+	// covered and coveredID are the last event observed, of any type (or
+	// the one a loaded snapshot covers); loaded is that snapshot's seq,
+	// snapSeq the last snapshot's written or loaded (snapshot.go).
+	covered   uint64
+	coveredID string
+	loaded    uint64
+	snapSeq   uint64
 }
 
 // NewState returns an empty state.
@@ -159,16 +166,29 @@ func Rebuild(evs []*events.Event) *State {
 // Observe applies one event; events that are not step or recovery events
 // are ignored.
 func (s *State) Observe(ev *events.Event) {
+	var p events.Payload
+	var err error
+	step := false
 	switch ev.Type {
 	case events.TypeStepPlanned, events.TypeStepExecuting, events.TypeStepCompleted,
 		events.TypeStepFailed, events.TypeStepNeedsReview, events.TypeStepReset,
 		events.TypeMandateCancelled, events.TypeRecoveryApplied:
-	default:
-		return
+		step = true
+		p, err = ev.Decode()
 	}
-	p, err := ev.Decode()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if ev.Seq != 0 {
+		if ev.Seq <= s.loaded {
+			return // covered by the loaded snapshot
+		}
+		if ev.Seq > s.covered {
+			s.covered, s.coveredID = ev.Seq, ev.ID
+		}
+	}
+	if !step {
+		return
+	}
 	if ev.Seq > s.lastSeq {
 		s.lastSeq = ev.Seq
 	}

@@ -1,0 +1,178 @@
+package retention
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/snapshot"
+	"github.com/cmlab/cmlab/wal"
+)
+
+// The model's snapshot: state/snapshots/retention.msgpack.
+const (
+	ModelName = "retention"
+	// schema changes with state's fields or their meaning.
+	schema = 1
+	// SnapshotEvery: the daemon writes the snapshot at a checkpoint once
+	// this many events passed since the last one (the file is small; the
+	// tail a CLI command reads after it stays short).
+	SnapshotEvery = 1000
+)
+
+// Version is the code version a snapshot must carry to be trusted.
+func Version() string { return fmt.Sprintf("%d/%s", schema, snapshot.CodeVersion()) }
+
+// SnapshotFile is the model's snapshot in h.
+func SnapshotFile(h home.Home) string {
+	return filepath.Join(h.StateDir(), "snapshots", ModelName+".msgpack")
+}
+
+// WriteSnapshot stores the model at path unless fewer than every events
+// passed since the last snapshot (every 0: whenever anything did). It
+// reports whether it wrote. A failed write leaves the old file and is
+// retried at the next call.
+func (m *Model) WriteSnapshot(path string, every uint64) (bool, error) {
+	m.mu.RLock()
+	if m.seq == 0 || m.seq <= m.snapSeq || m.seq-m.snapSeq < every {
+		m.mu.RUnlock()
+		return false, nil
+	}
+	body, err := events.Marshal(&m.st)
+	seq, id := m.seq, m.eventID
+	m.mu.RUnlock()
+	if err != nil {
+		return false, err
+	}
+	if err := snapshot.Write(path, snapshot.Header{Model: ModelName, Version: Version(), Seq: seq, EventID: id}, body); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	m.snapSeq = max(m.snapSeq, seq)
+	m.mu.Unlock()
+	return true, nil
+}
+
+// LoadSnapshot fills an empty model from the snapshot at path if it can be
+// trusted: whole, of this code version, and covering an event the log
+// holds with the same id (snapshot.Check). A missing file wraps
+// os.ErrNotExist; any other refusal wraps snapshot.ErrInvalid. The model
+// is left empty on any error.
+func (m *Model) LoadSnapshot(path string, first, last uint64, idAt func(uint64) (string, error)) error {
+	h, body, err := snapshot.Read(path, ModelName, Version())
+	if err != nil {
+		return err
+	}
+	if err := snapshot.Check(h, first, last, idAt); err != nil {
+		return err
+	}
+	st := New().st
+	if err := events.Unmarshal(body, &st); err != nil {
+		return fmt.Errorf("%w: body: %v", snapshot.ErrInvalid, err)
+	}
+	if st.Mandates == nil || st.Keys == nil || st.Blocks == nil {
+		return fmt.Errorf("%w: body lacks a table", snapshot.ErrInvalid)
+	}
+	for _, md := range st.Mandates {
+		if md == nil || md.Steps == nil {
+			return fmt.Errorf("%w: body holds an empty mandate", snapshot.ErrInvalid)
+		}
+	}
+	for _, k := range st.Keys {
+		if k == nil {
+			return fmt.Errorf("%w: body holds an empty step", snapshot.ErrInvalid)
+		}
+	}
+	for _, b := range st.Blocks {
+		if b == nil {
+			return fmt.Errorf("%w: body holds an empty block", snapshot.ErrInvalid)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st = st
+	m.seq, m.eventID, m.snapSeq = h.Seq, h.EventID, h.Seq
+	return nil
+}
+
+// LogIDAt is snapshot.Check's idAt over an open log.
+func LogIDAt(l *wal.Log) func(uint64) (string, error) {
+	return func(seq uint64) (string, error) {
+		ev, err := l.Read(seq)
+		if err != nil {
+			return "", err
+		}
+		return ev.ID, nil
+	}
+}
+
+// ReaderIDAt is snapshot.Check's idAt over a wal.Reader.
+func ReaderIDAt(r *wal.Reader) func(uint64) (string, error) {
+	return func(seq uint64) (string, error) {
+		for ev, err := range r.Events(seq) {
+			if err != nil {
+				return "", err
+			}
+			if ev.Seq != seq {
+				break
+			}
+			return ev.ID, nil
+		}
+		return "", fmt.Errorf("seq %d not in the log", seq)
+	}
+}
+
+// Loaded says how Load built a model.
+type Loaded struct {
+	// SnapshotSeq is the seq the trusted snapshot covered, 0 without one.
+	SnapshotSeq uint64
+	// Refused is why a snapshot file was not trusted ("" if it was, or
+	// there was none).
+	Refused string
+	// Read counts the events read from the log after the snapshot.
+	Read int
+	// First and Last are the log's first retained and last seq.
+	First, Last uint64
+}
+
+// Load builds the model of the log in h without the log's lock (a daemon
+// may hold it): the snapshot, if trusted, then the log after it, read
+// with wal.OpenReader, up to the log's last complete entry.
+func Load(h home.Home) (*Model, Loaded, error) {
+	var info Loaded
+	r, err := wal.OpenReader(h.WALDir())
+	if err != nil {
+		return nil, info, err
+	}
+	if info.First, err = r.FirstSeq(); err != nil {
+		return nil, info, err
+	}
+	if info.Last, err = r.LastSeq(); err != nil {
+		return nil, info, err
+	}
+	m := New()
+	if err := m.LoadSnapshot(SnapshotFile(h), info.First, info.Last, ReaderIDAt(r)); err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			info.Refused = err.Error()
+		}
+		m = New()
+	}
+	info.SnapshotSeq = m.Covered()
+	if info.SnapshotSeq >= info.Last {
+		return m, info, nil
+	}
+	for ev, err := range r.Events(max(info.SnapshotSeq+1, info.First)) {
+		if err != nil {
+			return nil, info, err
+		}
+		if ev.Seq > info.Last {
+			break
+		}
+		info.Read++
+		m.Observe(ev)
+	}
+	return m, info, nil
+}
