@@ -44,6 +44,9 @@ type Options struct {
 	// Model is the retention model of the log (the daemon's live one);
 	// nil: its snapshot in Home and the log after it (LoadModel).
 	Model *retention.Model
+	// SkipWaived does not ask the holders an archive waives (status's
+	// reclaimable bytes: their answer would not count).
+	SkipWaived bool
 	// IndexCovered returns the seq the request-id index covers (the
 	// read-models holder); nil: unknown, the holder keeps the whole log.
 	IndexCovered func(ctx context.Context) (uint64, error)
@@ -126,6 +129,12 @@ func ReaderSource(dir string) (Source, error) {
 	return readerSource{r: r, dir: dir, first: first, last: last}, nil
 }
 
+// ReaderSourceAt adapts r, a wal.Reader of dir, to Source with the first
+// and last seq already read (status reads them once).
+func ReaderSourceAt(r *wal.Reader, dir string, first, last uint64) Source {
+	return readerSource{r: r, dir: dir, first: first, last: last}
+}
+
 type readerSource struct {
 	r           *wal.Reader
 	dir         string
@@ -179,6 +188,10 @@ func Plan(ctx context.Context, src Source, o Options) (Report, error) {
 	holders := append(DefaultHolders(o.Home, sc, o.IndexCovered), o.Holders...)
 	rep.Needed = rep.LastSeq + 1
 	for _, h := range holders {
+		if o.SkipWaived && h.ReadsArchive && o.Archive != "" {
+			rep.Holders = append(rep.Holders, Hold{Name: h.Name, Waived: true})
+			continue
+		}
 		seq, err := h.OldestNeededSeq(ctx)
 		if err != nil {
 			return rep, fmt.Errorf("compact: holder %q: %w", h.Name, err)

@@ -13,8 +13,8 @@ import (
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/retention"
-	"github.com/cmlab/cmlab/snapshot"
 	"github.com/cmlab/cmlab/ship/cursor"
+	"github.com/cmlab/cmlab/snapshot"
 	"github.com/cmlab/cmlab/steps"
 )
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cmlab/cmlab/compact"
 	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/retention"
 )
 
 // DefaultCompactEvery is how often the daemon's compaction policy runs.
@@ -16,13 +17,21 @@ const DefaultCompactEvery = time.Hour
 // startCompaction runs the compaction policy o.Compaction on eng's log
 // every o.CompactEvery in a goroutine it owns; the returned function
 // stops it and waits for it (before the engine closes).
-func startCompaction(ctx context.Context, eng *engine.Engine, o DaemonOptions) (stop func()) {
+func startCompaction(ctx context.Context, eng *engine.Engine, m *retention.Model, o DaemonOptions) (stop func()) {
 	every := o.CompactEvery
 	if every <= 0 {
 		every = DefaultCompactEvery
 	}
 	opts := *o.Compaction
 	opts.Home = o.Home
+	opts.Model = m
+	opts.IndexCovered = func(ctx context.Context) (uint64, error) {
+		x, err := eng.RequestIndex(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return x.Covered(), nil
+	}
 	if opts.ResumeWindow <= 0 {
 		opts.ResumeWindow = o.Lookback
 	}

@@ -178,8 +178,12 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 			o.Logger.Info("start-up recovery closed terminal blocks left open", "blocks", plan.ClosedTerminal)
 		}
 	}
+	ret, err := OpenRetention(eng, o.Logger)
+	if err != nil {
+		return fmt.Errorf("retention model: %w", err)
+	}
 	if o.Compaction != nil && !o.ReadOnly {
-		stopCompaction := startCompaction(ctx, eng, o)
+		stopCompaction := startCompaction(ctx, eng, ret, o)
 		defer stopCompaction() // before the engine closes
 	}
 	var mgr *pty.Manager
@@ -217,7 +221,7 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 	nonce := newSecret()
 	exitCh := make(chan struct{})
 	srv, err := New(Options{
-		Engine: eng, Journal: j, Listen: addr, OperatorToken: tok, Nonce: nonce, SessionID: "lab_" + uuid.NewString(),
+		Engine: eng, Journal: j, Retention: ret, Listen: addr, OperatorToken: tok, Nonce: nonce, SessionID: "lab_" + uuid.NewString(),
 		AllowedRoots: DefaultAllowedRoots(o.AllowRoots), ReadOnly: o.ReadOnly, Pty: mgr,
 		Version: Version, Logger: o.Logger, Task: o.Task, ExitAfterSubmit: o.ExitAfterSubmit,
 		OnExit: func() { close(exitCh) }, UIDir: o.UIDir,

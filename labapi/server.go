@@ -23,6 +23,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/pty"
+	"github.com/cmlab/cmlab/retention"
 	"github.com/cmlab/cmlab/steps"
 	"github.com/cmlab/cmlab/wal"
 )
@@ -46,6 +47,10 @@ type Options struct {
 	// Default: a journal of its own over Engine (a server that is the only
 	// recorder of steps in its process, such as an in-process client's).
 	Journal *steps.Journal
+	// Retention is the retention/status read model (OpenRetention): the
+	// daemon's one, shared with its compaction policy. Default: New
+	// opens one over Engine.
+	Retention *retention.Model
 	// Listen is the address the daemon listens on (for the Host check).
 	Listen string
 	// OperatorToken (state/token) opens every route: the terminal, steps,
@@ -196,8 +201,18 @@ func New(opts Options) (*Server, error) {
 	} else if s.opts.Journal.Engine() != opts.Engine {
 		return nil, errors.New("labapi: Options.Journal records on another engine")
 	}
+	if why := s.opts.Journal.SnapshotRefused(); why != "" {
+		s.log.Warn("step state snapshot ignored, rebuilt from the log", "file", opts.Engine.Home().Rel(steps.SnapshotFile(opts.Engine.Home())), "reason", why)
+	}
 	if err := s.openLabState(); err != nil {
 		return nil, err
+	}
+	if s.opts.Retention == nil {
+		m, err := OpenRetention(opts.Engine, s.log)
+		if err != nil {
+			return nil, err
+		}
+		s.opts.Retention = m
 	}
 	s.registerRoutes()
 	return s, nil

@@ -69,6 +69,11 @@ func (m *Model) LoadSnapshot(path string, first, last uint64, idAt func(uint64) 
 	if err := snapshot.Check(h, first, last, idAt); err != nil {
 		return err
 	}
+	return m.loadBody(h, body)
+}
+
+// loadBody fills an empty model from a snapshot's body.
+func (m *Model) loadBody(h snapshot.Header, body []byte) error {
 	st := New().st
 	if err := events.Unmarshal(body, &st); err != nil {
 		return fmt.Errorf("%w: body: %v", snapshot.ErrInvalid, err)
@@ -140,7 +145,12 @@ type Loaded struct {
 
 // Load builds the model of the log in h without the log's lock (a daemon
 // may hold it): the snapshot, if trusted, then the log after it, read
-// with wal.OpenReader, up to the log's last complete entry.
+// with wal.OpenReader to the end of what is on disk. One pass over the
+// log serves both the snapshot's check (the event at its seq must carry
+// its event id) and the tail; the log's last segment is read only if the
+// tail reaches it, which also finds damage there (an error wrapping
+// wal.ErrCorrupt). Nothing is read before the snapshot's seq unless the
+// snapshot is refused.
 func Load(h home.Home) (*Model, Loaded, error) {
 	var info Loaded
 	r, err := wal.OpenReader(h.WALDir())
@@ -150,29 +160,56 @@ func Load(h home.Home) (*Model, Loaded, error) {
 	if info.First, err = r.FirstSeq(); err != nil {
 		return nil, info, err
 	}
-	if info.Last, err = r.LastSeq(); err != nil {
-		return nil, info, err
-	}
 	m := New()
-	if err := m.LoadSnapshot(SnapshotFile(h), info.First, info.Last, ReaderIDAt(r)); err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			info.Refused = err.Error()
-		}
-		m = New()
+	from := info.First
+	check := false // the first event read must be the snapshot's
+	hd, body, err := snapshot.Read(SnapshotFile(h), ModelName, Version())
+	if err == nil {
+		err = m.loadBody(hd, body)
 	}
-	info.SnapshotSeq = m.Covered()
-	if info.SnapshotSeq >= info.Last {
-		return m, info, nil
+	switch {
+	case err == nil && hd.Seq >= info.First:
+		from, check = hd.Seq, true // its event is checked below
+	case err == nil:
+		from = info.First // before the retained log: trusted on its CRC
+	case !errors.Is(err, os.ErrNotExist):
+		info.Refused = err.Error()
 	}
-	for ev, err := range r.Events(max(info.SnapshotSeq+1, info.First)) {
-		if err != nil {
-			return nil, info, err
+	for {
+		refused := ""
+		info.Read, info.Last = 0, max(m.Covered(), from-1)
+		for ev, err := range r.Events(from) {
+			if err != nil {
+				return nil, info, err
+			}
+			if check {
+				check = false
+				if ev.Seq != m.Covered() || ev.ID != m.eventID {
+					refused = fmt.Sprintf("%v: covered seq %d is not event %s in this log", snapshot.ErrInvalid, m.Covered(), m.eventID)
+					break
+				}
+				continue
+			}
+			info.Read++
+			info.Last = ev.Seq
+			m.Observe(ev)
 		}
-		if ev.Seq > info.Last {
+		if refused == "" && check {
+			check = false
+			refused = fmt.Sprintf("%v: covers seq %d, the log ends before it", snapshot.ErrInvalid, m.Covered())
+		}
+		if refused == "" && m.Covered() > info.Last {
+			refused = fmt.Sprintf("%v: covers seq %d, the log ends at %d", snapshot.ErrInvalid, m.Covered(), info.Last)
+		}
+		if refused == "" {
 			break
 		}
-		info.Read++
-		m.Observe(ev)
+		// Rebuilt from the retained log.
+		info.Refused, m, from = refused, New(), info.First
+	}
+	info.SnapshotSeq = 0
+	if info.Refused == "" {
+		info.SnapshotSeq = hd.Seq
 	}
 	return m, info, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/retention"
 	"github.com/cmlab/cmlab/wal"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -115,6 +116,13 @@ func runCompact(ctx context.Context, h home.Home, o compact.Options) (compact.Re
 		}
 		return compact.Report{}, err
 	}
+	o.IndexCovered = func(ctx context.Context) (uint64, error) {
+		x, err := eng.RequestIndex(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return x.Covered(), nil
+	}
 	rep, err := compact.Run(ctx, eng.Log(), o)
 	if cerr := eng.Close(); err == nil && cerr != nil {
 		err = cerr
@@ -177,22 +185,20 @@ type compactionStatus struct {
 	Error          string             `json:"error,omitempty"`
 }
 
-// statusScanLimit is the largest retained log status plans a compaction
-// of (about 0.1 s of reading here).
-const statusScanLimit = 16 << 20
-
-// readCompactionStatus reads the log's compaction state without its lock.
-func readCompactionStatus(ctx context.Context, h home.Home) *compactionStatus {
+// readCompactionStatus reads the log's compaction state without its lock;
+// the reclaimable bytes are planned from m, the retention model covering
+// the log up to loaded.Last, so nothing is read from the log's start.
+func readCompactionStatus(ctx context.Context, h home.Home, m *retention.Model, loaded retention.Loaded) *compactionStatus {
 	st := &compactionStatus{ReclaimableBytes: -1, FirstRetainedSeq: 1}
-	m, err := wal.ReadManifest(h.WALDir())
+	man, err := wal.ReadManifest(h.WALDir())
 	if err != nil {
 		st.Error = err.Error()
 		return st
 	}
-	if m != nil {
-		st.FirstRetainedSeq = m.FirstSeq
-		st.LastCompaction = time.UnixMilli(m.CompactedAt).UTC().Format(time.RFC3339)
-		st.Removed = m.Removed
+	if man != nil {
+		st.FirstRetainedSeq = man.FirstSeq
+		st.LastCompaction = time.UnixMilli(man.CompactedAt).UTC().Format(time.RFC3339)
+		st.Removed = man.Removed
 	}
 	segs, err := wal.Segments(h.WALDir())
 	if err != nil {
@@ -202,17 +208,12 @@ func readCompactionStatus(ctx context.Context, h home.Home) *compactionStatus {
 	for _, s := range segs {
 		st.LogBytes += s.Size
 	}
-	if st.LogBytes > statusScanLimit {
-		// Finding open steps and blocks reads the whole retained log:
-		// too slow for status on a large one.
-		st.Error = fmt.Sprintf("reclaimable bytes not computed for a log over %d bytes: cmlab compact --dry-run --archive DIR says", int64(statusScanLimit))
-		return st
-	}
-	src, err := compact.ReaderSource(h.WALDir())
+	r, err := wal.OpenReader(h.WALDir())
 	if err == nil {
+		src := compact.ReaderSourceAt(r, h.WALDir(), loaded.First, loaded.Last)
 		var rep compact.Report
 		// Any archive makes the plan the one --archive would carry out.
-		if rep, err = compact.Plan(ctx, src, compact.Options{Home: h, Archive: "(status)", DryRun: true}); err == nil {
+		if rep, err = compact.Plan(ctx, src, compact.Options{Home: h, Archive: "(status)", DryRun: true, Model: m, SkipWaived: true}); err == nil {
 			st.ReclaimableBytes = rep.Bytes
 		}
 	}

@@ -6,22 +6,19 @@ import (
 
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/pty"
-	"github.com/cmlab/cmlab/wal"
+	"github.com/cmlab/cmlab/retention"
 )
 
-// leftOpenBlocks lists the terminal blocks the log of h holds open, read
-// without the log's lock. Call it only when no daemon serves h: a daemon's
-// open blocks are running, not left by a crash.
+// leftOpenBlocks lists the terminal blocks the log of h holds open: the
+// retention model's snapshot and the log after it, read without the log's
+// lock (retention.Load), never the log from seq 1. Call it only when no
+// daemon serves h: a daemon's open blocks are running, not left by a crash.
 func leftOpenBlocks(h home.Home) []pty.LeftBlock {
-	r, err := wal.OpenReader(h.WALDir())
+	m, _, err := retention.Load(h)
 	if err != nil {
 		return []pty.LeftBlock{}
 	}
-	lo, err := pty.ScanLeftOpen(r.Events(1))
-	if err != nil || lo.Blocks == nil {
-		return []pty.LeftBlock{}
-	}
-	return lo.Blocks
+	return m.OpenBlocks()
 }
 
 // printLeftOpen writes the blocks a crash left open, one a line, and what

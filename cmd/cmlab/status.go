@@ -1,17 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/pty"
+	"github.com/cmlab/cmlab/retention"
 	"github.com/cmlab/cmlab/ship/cursor"
 	"github.com/spf13/cobra"
 )
@@ -49,8 +48,13 @@ that none runs; health ("ok", or "degraded" with its cause when the log
 cannot make writes durable); log size and last sequence; the last
 checkpoint; the durability policy; and steps awaiting manual review.
 
-With no daemon, status opens the home in-process (which repairs a torn tail
-and catches the views up, as any command would).`,
+Status only reads, and never the whole log: the steps awaiting review, the
+blocks a crash left open and the reclaimable bytes come from the retention
+model's snapshot (state/snapshots/retention.msgpack, written by the daemon
+at checkpoints) and the log after it, read without the log's lock. With no
+daemon, health is the log's own state on disk (a torn tail is repaired by
+the next command that opens the home; the checkpoint shown is the one on
+disk, which catch-up brings to the log then).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := g.Home()
@@ -65,44 +69,7 @@ and catches the views up, as any command would).`,
 				return newCLIError(exitError, "NO_HOME", fmt.Sprintf("no cmlab home at %s (%s)", h.Dir, g.homeSource()),
 					"check the path; 'cmlab serve --home DIR' creates a home and serves it")
 			}
-			var openErr error // a corrupt log: reported, then returned
-			rep := statusReport{Home: h.Dir, AwaitReview: []string{},
-				Durability: "fsync before acknowledging: each group commit is one write + one fsync (plus directory fsync for a new segment)"}
-			if info, err := labapi.ReadDaemonInfo(h); err == nil {
-				rep.Daemon = info
-			}
-			c, closeFn, err := labapi.Dial(cmd.Context(), h, labapi.DialOptions{Version: labapi.Version})
-			if err != nil {
-				rep.HealthError = err.Error()
-				if isCorrupt(err) {
-					openErr = err // exit 3 with the salvage commands
-				}
-			} else {
-				var hl labapi.Health
-				if err := c.Do(cmd.Context(), "GET", "/api/health", "", nil, &hl); err != nil {
-					rep.HealthError = labErr(err).Error()
-				} else {
-					rep.Health = &hl
-					rep.LastSeq = hl.WalIndex
-				}
-				closeFn()
-			}
-			rep.LogBytes, rep.LogSegments = walDirSize(h.WALDir())
-			if b, err := os.ReadFile(h.CheckpointFile()); err == nil && json.Valid(b) {
-				rep.Checkpoint = json.RawMessage(strings.TrimSpace(string(b)))
-			} else {
-				rep.Checkpoint = json.RawMessage("null")
-			}
-			rep.AwaitReview = stepsAwaitingReview(h)
-			rep.Compaction = readCompactionStatus(cmd.Context(), h)
-			rep.LeftOpen = []pty.LeftBlock{}
-			if rep.Daemon == nil && openErr == nil {
-				rep.LeftOpen = leftOpenBlocks(h)
-			}
-			if st, err := cursor.Read(h); err == nil {
-				st.LastSeq = max(st.LastSeq, rep.LastSeq)
-				rep.Ship = &shipStatus{State: st, Lag: st.Lag()}
-			}
+			rep, openErr := gatherStatus(cmd, h)
 			if g.json {
 				if err := labPrintJSON(g, rep); err != nil {
 					return err
@@ -157,6 +124,75 @@ and catches the views up, as any command would).`,
 	}
 }
 
+// gatherStatus builds the status report of h. Nothing in it reads the log
+// from seq 1: the retention model is its snapshot and the log after it
+// (retention.Load). A corrupt log is reported and returned (exit 3).
+func gatherStatus(cmd *cobra.Command, h home.Home) (statusReport, error) {
+	ctx := cmd.Context()
+	var openErr error
+	rep := statusReport{Home: h.Dir, AwaitReview: []string{}, LeftOpen: []pty.LeftBlock{},
+		Durability: "fsync before acknowledging: each group commit is one write + one fsync (plus directory fsync for a new segment)"}
+	if info, err := labapi.ReadDaemonInfo(h); err == nil {
+		rep.Daemon = info
+		c, closeFn, err := labapi.Dial(ctx, h, labapi.DialOptions{Version: labapi.Version})
+		if err != nil {
+			rep.HealthError = err.Error()
+		} else {
+			var hl labapi.Health
+			if err := c.Do(ctx, "GET", "/api/health", "", nil, &hl); err != nil {
+				rep.HealthError = labErr(err).Error()
+			} else {
+				rep.Health = &hl
+				rep.LastSeq = hl.WalIndex
+			}
+			closeFn()
+		}
+	} else if !errors.Is(err, labapi.ErrNoDaemon) {
+		rep.HealthError = err.Error()
+	}
+	m, loaded, merr := retention.Load(h)
+	if rep.Daemon == nil && rep.HealthError == "" {
+		// No daemon: the log's state on disk is its health.
+		if merr != nil {
+			rep.HealthError = merr.Error()
+			if isCorrupt(merr) {
+				openErr = merr // exit 3 with the salvage commands
+			}
+		} else {
+			rep.Health = &labapi.Health{Status: "ok", WalIndex: loaded.Last}
+			rep.LastSeq = loaded.Last
+		}
+	}
+	rep.LogBytes, rep.LogSegments = walDirSize(h.WALDir())
+	if b, err := os.ReadFile(h.CheckpointFile()); err == nil && json.Valid(b) {
+		rep.Checkpoint = json.RawMessage(strings.TrimSpace(string(b)))
+	} else {
+		rep.Checkpoint = json.RawMessage("null")
+	}
+	if merr != nil {
+		rep.AwaitReview = []string{"unknown: " + merr.Error()}
+		rep.Compaction = &compactionStatus{ReclaimableBytes: -1, FirstRetainedSeq: 1, Error: merr.Error()}
+	} else {
+		if rep.Daemon == nil && loaded.Read >= retention.SnapshotEvery && h.CheckOwner() == nil {
+			// A long tail (a home no daemon of this version has closed):
+			// keep what was read for the next command, as the daemon
+			// would at its checkpoints. Best effort: a read-only home
+			// just reads the tail again.
+			m.WriteSnapshot(retention.SnapshotFile(h), 0)
+		}
+		rep.AwaitReview = m.AwaitingReview()
+		rep.Compaction = readCompactionStatus(ctx, h, m, loaded)
+		if rep.Daemon == nil {
+			rep.LeftOpen = m.OpenBlocks()
+		}
+	}
+	if st, err := cursor.Read(h); err == nil {
+		st.LastSeq = max(st.LastSeq, rep.LastSeq)
+		rep.Ship = &shipStatus{State: st, Lag: st.Lag()}
+	}
+	return rep, openErr
+}
+
 func walDirSize(dir string) (int64, int) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -174,42 +210,4 @@ func walDirSize(dir string) (int64, int) {
 		}
 	}
 	return n, segs
-}
-
-// stepsAwaitingReview reads steps/steps.jsonl (last record per step wins)
-// and lists "mandate/step" of those whose status is needs_review.
-func stepsAwaitingReview(h home.Home) []string {
-	out := []string{}
-	f, err := os.Open(h.StepsFile())
-	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			return []string{"unreadable " + filepath.Base(h.StepsFile()) + ": " + err.Error()}
-		}
-		return out
-	}
-	defer f.Close()
-	last := map[string]string{}
-	var order []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		var rec map[string]any
-		if json.Unmarshal(sc.Bytes(), &rec) != nil {
-			continue
-		}
-		m, _ := rec["mandate_id"].(string)
-		s, _ := rec["step_id"].(string)
-		st, _ := rec["status"].(string)
-		key := m + "/" + s
-		if _, ok := last[key]; !ok {
-			order = append(order, key)
-		}
-		last[key] = st
-	}
-	for _, k := range order {
-		if last[k] == "needs_review" {
-			out = append(out, k)
-		}
-	}
-	return out
 }
