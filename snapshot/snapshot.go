@@ -53,7 +53,10 @@ func Write(path string, h Header, body []byte) error {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	tmp := f.Name()
-	_, err = f.Write(b)
+	err = fault(StageWrite, path)
+	if err == nil {
+		_, err = f.Write(b)
+	}
 	if err == nil {
 		err = f.Sync()
 	}
@@ -61,11 +64,17 @@ func Write(path string, h Header, body []byte) error {
 		err = cerr
 	}
 	if err == nil {
+		err = fault(StageRename, path)
+	}
+	if err == nil {
 		err = os.Rename(tmp, path)
 	}
 	if err != nil {
 		os.Remove(tmp) // the old snapshot stays
 		return fmt.Errorf("snapshot: write %s: %w", filepath.Base(path), err)
+	}
+	if err := fault(StageDirSync, path); err != nil {
+		return fmt.Errorf("snapshot: fsync %s: %w", dir, err)
 	}
 	d, err := os.Open(dir)
 	if err != nil {
@@ -154,3 +163,35 @@ var codeVersion = sync.OnceValue(func() string {
 // its schema number and this, so a snapshot another build wrote is
 // rebuilt from the log rather than trusted.
 func CodeVersion() string { return codeVersion() }
+
+// Stages of Write a fault hook sees.
+const (
+	StageWrite   = "write"    // before the temporary file is written
+	StageRename  = "rename"   // the temporary file is whole and fsynced, not renamed yet
+	StageDirSync = "dir-sync" // renamed, the directory not fsynced yet
+)
+
+var faultHook struct {
+	mu sync.Mutex
+	f  func(stage, path string) error
+}
+
+// SetFaultHook makes every Write call f at each stage (nil: none): an
+// error it returns fails the write there, as a full disk would. It is the
+// seam of the fault and crash tests (a test child process blocks in it
+// to be killed mid-write); production code never sets it.
+func SetFaultHook(f func(stage, path string) error) {
+	faultHook.mu.Lock()
+	defer faultHook.mu.Unlock()
+	faultHook.f = f
+}
+
+func fault(stage, path string) error {
+	faultHook.mu.Lock()
+	f := faultHook.f
+	faultHook.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return f(stage, path)
+}
