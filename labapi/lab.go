@@ -492,16 +492,21 @@ func nullable(s string) any {
 }
 
 func (s *Server) handleRunsList(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, runsListBody(s.lab))
+	return nil
+}
+
+// runsListBody is the answer of GET /api/runs from st.
+func runsListBody(st *labState) map[string]any {
 	items := []map[string]any{}
-	for _, run := range s.lab.runList() {
+	for _, run := range st.runList() {
 		items = append(items, map[string]any{
 			"runId": run.RunID, "sessionId": run.SessionID, "createdAt": run.CreatedAt,
 			"topic": nullable(run.Topic), "artifactsDir": run.ArtifactsDir, "videoPath": nullable(run.VideoPath),
 			"autoMetricsSummary": summaryOrNulls(run.AutoMetricsSummary),
 		})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": nil})
-	return nil
+	return map[string]any{"items": items, "nextCursor": nil}
 }
 
 func (s *Server) lookupRun(r *http.Request) (events.LabRun, error) {

@@ -94,6 +94,11 @@ func (st *labState) loadSnapshot(path string, l *wal.Log) error {
 			return fmt.Errorf("%w: covered seq %d is not event %s in this log", snapshot.ErrInvalid, h.Seq, h.EventID)
 		}
 	}
+	return st.loadBody(h, body)
+}
+
+// loadBody fills an empty state from a snapshot's body.
+func (st *labState) loadBody(h snapshot.Header, body []byte) error {
 	var sn labSnap
 	if err := events.Unmarshal(body, &sn); err != nil {
 		return fmt.Errorf("%w: body: %v", snapshot.ErrInvalid, err)

@@ -127,24 +127,32 @@ func (st *stepRoutes) transition(tr string) handlerFunc {
 }
 
 func (st *stepRoutes) list(w http.ResponseWriter, r *http.Request) error {
-	id := strings.TrimSpace(r.URL.Query().Get("mandateId"))
+	body, err := stepsListBody(st.j.State(), r.URL.Query().Get("mandateId"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
+// stepsListBody is the answer of GET /api/steps[?mandateId=id] from state.
+func stepsListBody(state *steps.State, id string) (any, error) {
+	id = strings.TrimSpace(id)
 	if id == "" {
-		ms := st.j.State().Mandates()
+		ms := state.Mandates()
 		if ms == nil {
 			ms = []*steps.MandateState{}
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"mandates": ms})
-		return nil
+		return map[string]any{"mandates": ms}, nil
 	}
 	if err := home.ValidateID(id); err != nil {
-		return NewError(CodeInvalidArgument, "mandateId: "+err.Error(), "Use 1–128 characters of [A-Za-z0-9_.-].")
+		return nil, NewError(CodeInvalidArgument, "mandateId: "+err.Error(), "Use 1–128 characters of [A-Za-z0-9_.-].")
 	}
-	m := st.j.State().Mandate(id)
+	m := state.Mandate(id)
 	if m == nil {
-		return NewError(CodeNotFound, "no mandate "+id, "GET /api/steps lists every mandate.").With("mandateId", id)
+		return nil, NewError(CodeNotFound, "no mandate "+id, "GET /api/steps lists every mandate.").With("mandateId", id)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"mandate": m})
-	return nil
+	return map[string]any{"mandate": m}, nil
 }
 
 func (st *stepRoutes) plan(w http.ResponseWriter, r *http.Request) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/snapshot"
+	"github.com/cmlab/cmlab/wal"
 )
 
 // The step state's snapshot (issue 16): state/snapshots/steps.msgpack,
@@ -94,6 +95,11 @@ func (s *State) LoadSnapshot(path string, first, last uint64, idAt func(uint64) 
 	if err := snapshot.Check(h, first, last, idAt); err != nil {
 		return err
 	}
+	return s.loadBody(h, body)
+}
+
+// loadBody fills an empty state from a snapshot's body.
+func (s *State) loadBody(h snapshot.Header, body []byte) error {
 	var sn stateSnap
 	if err := events.Unmarshal(body, &sn); err != nil {
 		return fmt.Errorf("%w: body: %v", snapshot.ErrInvalid, err)
@@ -159,4 +165,36 @@ func (j *Journal) snapshotHook(final bool) {
 	j.snapMu.Lock()
 	j.snapErr = err
 	j.snapMu.Unlock()
+}
+
+// Load builds the step state of the log in h without an engine or the
+// log's lock (commands without a daemon): the snapshot if it can be
+// trusted, then the log after it (snapshot.FeedTail). refused says why a
+// snapshot file was ignored.
+func Load(h home.Home) (st *State, refused string, err error) {
+	r, err := wal.OpenReader(h.WALDir())
+	if err != nil {
+		return nil, "", err
+	}
+	first, err := r.FirstSeq()
+	if err != nil {
+		return nil, "", err
+	}
+	st = NewState()
+	hd, body, err := snapshot.Read(SnapshotFile(h), SnapshotModel, SnapshotVersion())
+	if err == nil {
+		err = st.loadBody(hd, body)
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		refused = err.Error()
+	}
+	t, err := snapshot.FeedTail(r, first, st.Covered(), st.coveredID, st.Observe)
+	if err == nil && t.Refused != "" {
+		refused, st = t.Refused, NewState()
+		_, err = snapshot.FeedTail(r, first, 0, "", st.Observe)
+	}
+	if err != nil {
+		return nil, refused, err
+	}
+	return st, refused, nil
 }

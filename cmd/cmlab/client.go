@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/cmlab/cmlab/home"
 
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/google/uuid"
@@ -55,4 +57,35 @@ func labPrintJSON(g *globalOpts, v any) error {
 	}
 	_, err = fmt.Fprintln(g.stdout, string(b))
 	return err
+}
+
+// readLocal answers a read of a home no daemon serves without opening it:
+// read builds the route's JSON from the read models' snapshots and the log
+// after them, or from a view file (labapi.ReadRunsList, ReadStepsList,
+// ReadFeedbackPage), so no command replays the whole log. It returns false
+// when a daemon runs, or the views are not known to be current: the caller
+// then goes through labCall (the daemon, or the home opened in-process).
+func readLocal(g *globalOpts, read func(h home.Home) (any, error), out any) (bool, error) {
+	h, err := g.Home()
+	if err != nil {
+		return true, err
+	}
+	if err := requireHome(g, h); err != nil {
+		return true, err
+	}
+	if _, err := labapi.ReadDaemonInfo(h); !errors.Is(err, labapi.ErrNoDaemon) {
+		return false, nil
+	}
+	v, err := read(h)
+	if errors.Is(err, labapi.ErrViewsNotCurrent) {
+		return false, nil
+	}
+	if err != nil {
+		return true, labErr(err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return true, err
+	}
+	return true, json.Unmarshal(b, out)
 }

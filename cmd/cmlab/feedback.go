@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 	"net/url"
 	"strconv"
 	"strings"
@@ -118,7 +120,13 @@ cursor; --limit (at most 500) stops early with a cursor that loses nothing.`,
 				Items      []json.RawMessage `json:"items"`
 				NextCursor string            `json:"nextCursor"`
 			}
-			if err := labCall(cmd.Context(), g, "GET", "/api/feedback?"+q.Encode(), "", nil, &page); err != nil {
+			done, err := readLocal(g, func(h home.Home) (any, error) {
+				return labapi.ReadFeedbackPage(h, since, session, q.Get("limit"))
+			}, &page)
+			if !done {
+				err = labCall(cmd.Context(), g, "GET", "/api/feedback?"+q.Encode(), "", nil, &page)
+			}
+			if err != nil {
 				return err
 			}
 			if g.json {

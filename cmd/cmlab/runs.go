@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cmlab/cmlab/home"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -76,7 +77,11 @@ from your working directory.`,
 				} `json:"items"`
 			}
 			var raw json.RawMessage
-			if err := labCall(cmd.Context(), g, "GET", "/api/runs", "", nil, &raw); err != nil {
+			done, err := readLocal(g, func(h home.Home) (any, error) { return labapi.ReadRunsList(h) }, &raw)
+			if !done {
+				err = labCall(cmd.Context(), g, "GET", "/api/runs", "", nil, &raw)
+			}
+			if err != nil {
 				return err
 			}
 			if g.json {

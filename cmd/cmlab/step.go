@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 	"io"
 	"net/http"
 	"net/url"
@@ -307,7 +309,11 @@ func newStepListCmd(g *globalOpts) *cobra.Command {
 				var out struct {
 					Mandate *steps.MandateState `json:"mandate"`
 				}
-				if err := labCall(ctx, g, http.MethodGet, "/api/steps?mandateId="+url.QueryEscape(args[0]), "", nil, &out); err != nil {
+				done, err := readLocal(g, func(h home.Home) (any, error) { return labapi.ReadStepsList(h, args[0]) }, &out)
+				if !done {
+					err = labCall(ctx, g, http.MethodGet, "/api/steps?mandateId="+url.QueryEscape(args[0]), "", nil, &out)
+				}
+				if err != nil {
 					return err
 				}
 				ms = append(ms, out.Mandate)
@@ -315,7 +321,11 @@ func newStepListCmd(g *globalOpts) *cobra.Command {
 				var out struct {
 					Mandates []*steps.MandateState `json:"mandates"`
 				}
-				if err := labCall(ctx, g, http.MethodGet, "/api/steps", "", nil, &out); err != nil {
+				done, err := readLocal(g, func(h home.Home) (any, error) { return labapi.ReadStepsList(h, "") }, &out)
+				if !done {
+					err = labCall(ctx, g, http.MethodGet, "/api/steps", "", nil, &out)
+				}
+				if err != nil {
 					return err
 				}
 				ms = out.Mandates

@@ -1,0 +1,111 @@
+package labapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/projections"
+	"github.com/cmlab/cmlab/snapshot"
+	"github.com/cmlab/cmlab/steps"
+	"github.com/cmlab/cmlab/wal"
+)
+
+// Reads for commands without a daemon (issue 16 §5): the answers of
+// GET /api/runs, GET /api/steps and GET /api/feedback built from the read
+// models' snapshots and the log after them (or from the view file), read
+// without the log's lock and without opening the home, so that no command
+// replays the whole log. Each answer is the same JSON the route writes.
+
+// ErrViewsNotCurrent: the view a local read would serve is not known to
+// be current (the checkpoint lags the log, or feedback.jsonl holds lines
+// the log does not account for yet): open the home instead (Dial), which
+// catches the views up.
+var ErrViewsNotCurrent = errors.New("labapi: the views are not known to be current")
+
+// loadLabStateLocal is the lab state of h: its snapshot if trusted, then
+// the log after it.
+func loadLabStateLocal(h home.Home) (*labState, error) {
+	r, err := wal.OpenReader(h.WALDir())
+	if err != nil {
+		return nil, err
+	}
+	first, err := r.FirstSeq()
+	if err != nil {
+		return nil, err
+	}
+	st := newLabState()
+	hd, body, err := snapshot.Read(LabSnapshotFile(h), labSnapModel, labSnapVersion())
+	if err == nil && st.loadBody(hd, body) != nil {
+		st = newLabState()
+	}
+	t, err := snapshot.FeedTail(r, first, st.seq, st.eventID, st.Observe)
+	if err == nil && t.Refused != "" {
+		st = newLabState()
+		_, err = snapshot.FeedTail(r, first, 0, "", st.Observe)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// ReadRunsList is GET /api/runs of h without a daemon.
+func ReadRunsList(h home.Home) (json.RawMessage, error) {
+	st, err := loadLabStateLocal(h)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(runsListBody(st))
+}
+
+// ReadStepsList is GET /api/steps[?mandateId=id] of h without a daemon
+// (the step state's snapshot and the log after it, steps.Load). An
+// unknown or invalid id is the route's *APIError.
+func ReadStepsList(h home.Home, id string) (json.RawMessage, error) {
+	st, _, err := steps.Load(h)
+	if err != nil {
+		return nil, err
+	}
+	body, err := stepsListBody(st, id)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(body)
+}
+
+// ReadFeedbackPage is GET /api/feedback of h without a daemon: the view
+// file from the cursor (PollFeedback), once the checkpoint shows it
+// current: the checkpoint covers the log's last seq and feedback.jsonl
+// has exactly the size the checkpoint recorded. Otherwise
+// ErrViewsNotCurrent.
+func ReadFeedbackPage(h home.Home, since, sessionID, limit string) (*FeedbackPage, error) {
+	cp, err := projections.ReadCheckpoint(h)
+	if err != nil || cp == nil {
+		return nil, fmt.Errorf("%w: no usable checkpoint", ErrViewsNotCurrent)
+	}
+	r, err := wal.OpenReader(h.WALDir())
+	if err != nil {
+		return nil, err
+	}
+	last, err := r.LastSeq()
+	if err != nil {
+		return nil, err
+	}
+	if cp.Seq != last {
+		return nil, fmt.Errorf("%w: checkpoint at seq %d, log at %d", ErrViewsNotCurrent, cp.Seq, last)
+	}
+	var size int64
+	if fi, err := os.Stat(h.FeedbackFile()); err == nil {
+		size = fi.Size()
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if want := cp.Views[projections.FeedbackView]; want != size {
+		return nil, fmt.Errorf("%w: feedback.jsonl has %d bytes, the checkpoint %d", ErrViewsNotCurrent, size, want)
+	}
+	return PollFeedback(h.FeedbackFile(), since, strings.TrimSpace(sessionID), parseLimit(limit))
+}
