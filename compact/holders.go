@@ -85,9 +85,9 @@ func ScanLog(ctx context.Context, src Source, window, since time.Time) (*Scan, e
 
 // ScanModel answers the step, block and window holders from m, the
 // retention model of src's log (retention.Model: its snapshot and the log
-// after it), first bringing m up to src's last seq. Only the one run of
-// retention.TSBlock seqs holding the window's (or the cutoff's) first
-// event is read, plus whatever m does not cover yet.
+// after it), first bringing m up to src's last seq: only what m does not
+// cover yet is read, and the one run of the timestamp index holding the
+// window's (or the keep-days cutoff's) first event.
 func ScanModel(ctx context.Context, src Source, m *retention.Model, window, since time.Time) (*Scan, error) {
 	first, last := src.FirstSeq(), src.LastSeq()
 	if c := m.Covered(); c < last {

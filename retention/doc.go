@@ -8,9 +8,11 @@
 // steps/steps.jsonl names it, the order of its first record and its last
 // status (status's steps awaiting review); the terminal blocks begun and
 // not ended with what status prints about them (left-open blocks and the
-// "open terminal blocks" holder); and the largest event timestamp of each
-// run of TSBlock seqs, so that the first event of the auto-resume window
-// or of a keep-days cutoff is found by reading one such run of the log.
+// "open terminal blocks" holder); and a timestamp index, runs of at most
+// TSBlock seqs within one TSSpan of time with their largest ts, so that
+// the first event of the auto-resume window or of a keep-days cutoff is
+// found by reading one such run of the log (near that time, so in the
+// retained log), never the log from its start.
 //
 // The daemon subscribes it to its engine and writes its snapshot
 // (state/snapshots/retention.msgpack, package snapshot) at checkpoints once

@@ -12,8 +12,15 @@ import (
 	"github.com/cmlab/cmlab/steps"
 )
 
-// TSBlock is how many seqs share one entry of the timestamp index.
-const TSBlock = 4096
+// The timestamp index: runs of consecutive seqs, each with its largest
+// ts. A run ends after TSBlock seqs, or when an event's ts falls in
+// another TSSpan (milliseconds) than the run's first event's: reading one
+// run is bounded in events and lies within TSSpan of the times asked
+// about, so it stays in the retained log.
+const (
+	TSBlock = 4096
+	TSSpan  = 10 * 60 * 1000
+)
 
 // Model is the retention/status read model. It is an engine observer
 // (engine.ResumableObserver once loaded from a snapshot) and safe for
@@ -37,8 +44,15 @@ type state struct {
 	Ord  uint64              `json:"ord"`
 	// Blocks: terminal blocks begun and not ended, by block id.
 	Blocks map[string]*openBlock `json:"blocks"`
-	// MaxTS[i] is the largest ts of the seqs i*TSBlock+1 … (i+1)*TSBlock.
-	MaxTS []int64 `json:"maxTs"`
+	// Runs is the timestamp index, in seq order.
+	Runs []tsRun `json:"runs"`
+}
+
+// tsRun is a run of seqs from First to the next run's First - 1.
+type tsRun struct {
+	First   uint64 `json:"first"`
+	FirstTS int64  `json:"firstTs"`
+	MaxTS   int64  `json:"maxTs"`
 }
 
 type mandate struct {
@@ -85,18 +99,17 @@ func (m *Model) Observe(ev *events.Event) {
 	}
 	if ev.Seq != 0 {
 		m.seq, m.eventID = ev.Seq, ev.ID
-		i := int((ev.Seq - 1) / TSBlock)
-		for len(m.st.MaxTS) <= i {
-			m.st.MaxTS = append(m.st.MaxTS, minTS)
+		n := len(m.st.Runs)
+		if n == 0 || ev.Seq-m.st.Runs[n-1].First >= TSBlock || ev.TS/TSSpan != m.st.Runs[n-1].FirstTS/TSSpan {
+			m.st.Runs = append(m.st.Runs, tsRun{First: ev.Seq, FirstTS: ev.TS, MaxTS: ev.TS})
+		} else {
+			m.st.Runs[n-1].MaxTS = max(m.st.Runs[n-1].MaxTS, ev.TS)
 		}
-		m.st.MaxTS[i] = max(m.st.MaxTS[i], ev.TS)
 	}
 	if p != nil {
 		m.apply(ev, p)
 	}
 }
-
-const minTS = -1 << 63
 
 func (m *Model) apply(ev *events.Event, p events.Payload) {
 	switch p := p.(type) {
@@ -236,9 +249,9 @@ func (m *Model) OldestOpenStep() uint64 {
 
 // FirstTS returns the first seq in [from, last] whose event's ts satisfies
 // match (which must hold for every ts above some bound: ts > t or ts >=
-// t), last+1 if none. The timestamp index names the one block of TSBlock
-// seqs to read through evs; seqs the model does not cover yet are read
-// too.
+// t), last+1 if none. The timestamp index names the run of seqs to read
+// through evs (at most TSBlock of them, within TSSpan of the bound); seqs
+// the model does not cover yet are read too.
 func (m *Model) FirstTS(ctx context.Context, evs func(from uint64) iter.Seq2[*events.Event, error], from, last uint64, match func(ts int64) bool) (uint64, error) {
 	if from == 0 {
 		from = 1
@@ -246,9 +259,13 @@ func (m *Model) FirstTS(ctx context.Context, evs func(from uint64) iter.Seq2[*ev
 	m.mu.RLock()
 	covered := m.seq
 	start := uint64(0)
-	for i := int((from - 1) / TSBlock); i < len(m.st.MaxTS); i++ {
-		if match(m.st.MaxTS[i]) {
-			start = max(from, uint64(i)*TSBlock+1)
+	runs := m.st.Runs
+	for i, r := range runs {
+		if i+1 < len(runs) && runs[i+1].First <= from {
+			continue // wholly before from
+		}
+		if match(r.MaxTS) {
+			start = max(from, r.First)
 			break
 		}
 	}
