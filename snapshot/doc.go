@@ -3,8 +3,37 @@
 // log it covers and that event's id, the model's name and code version,
 // and a CRC-32C over all of it. Write is crash-safe (temporary file →
 // fsync → rename → fsync of the directory), so a reader sees the old file
-// or the new one, never a mix. Read refuses a file that fails its CRC,
-// names another model or another code version (ErrInvalid); the caller
-// then rebuilds the model from the log. Start = load the snapshot + apply
-// the log after its seq (engine.ResumableObserver).
+// or the new one, never a mix; a failed write (a full disk) leaves the old
+// file, and its owner retries at the next checkpoint. Read refuses a file
+// that fails its CRC, names another model or another code version
+// (ErrInvalid); Check refuses one whose covered seq is not the same event
+// in the log (or lies past its end). The caller then rebuilds the model
+// from the log, and the daemon logs why. Start = load the snapshot + apply
+// the log after its seq (engine.ResumableObserver); FeedTail does the same
+// over a wal.Reader for commands without a daemon, checking the covered
+// event in the same pass that reads the tail.
+//
+// # The models
+//
+// Every file is under state/snapshots/ and written at the engine's
+// checkpoints (engine.OnCheckpoint) once enough events passed, and at
+// close:
+//
+//	labstate.msgpack   the Lab's runs, experiments and sessions (labapi)
+//	steps.msgpack      the step state (steps.State, loaded by steps.NewJournal)
+//	retention.msgpack  the retention/status model (package retention): open steps,
+//	                   open terminal blocks, steps awaiting review, the timestamp index
+//
+// The request-id index keeps its covered seq in its own file
+// (state/reqindex.db, package reqindex); the terminal's read model has its
+// own snapshot in package pty. The compaction's read-models holder
+// (package compact) needs the log after the oldest seq any of them covers.
+//
+// # SSE positions
+//
+// /api/events keeps no state per client: a client resumes with
+// Last-Event-ID (the seq of the last event it saw) and the server reads
+// the log after it. There is nothing to snapshot; a client that resumes
+// from before the first retained seq of a compacted log is read back
+// from the archive, or told the range was removed.
 package snapshot
