@@ -9,6 +9,7 @@ import (
 
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/projections"
+	"github.com/cmlab/cmlab/retention"
 	"github.com/cmlab/cmlab/snapshot"
 	"github.com/cmlab/cmlab/steps"
 	"github.com/cmlab/cmlab/wal"
@@ -79,7 +80,8 @@ func ReadStepsList(h home.Home, id string) (json.RawMessage, error) {
 
 // ReadFeedbackPage is GET /api/feedback of h without a daemon: the view
 // file from the cursor (PollFeedback), once the checkpoint shows it
-// current: the checkpoint covers the log's last seq and feedback.jsonl
+// current: the checkpoint covers the log's last seq (found by the
+// retention model's snapshot and the log's tail) and feedback.jsonl
 // has exactly the size the checkpoint recorded. Otherwise
 // ErrViewsNotCurrent.
 func ReadFeedbackPage(h home.Home, since, sessionID, limit string) (*FeedbackPage, error) {
@@ -87,16 +89,14 @@ func ReadFeedbackPage(h home.Home, since, sessionID, limit string) (*FeedbackPag
 	if err != nil || cp == nil {
 		return nil, fmt.Errorf("%w: no usable checkpoint", ErrViewsNotCurrent)
 	}
-	r, err := wal.OpenReader(h.WALDir())
+	// The log's last seq: the retention model's snapshot and the log
+	// after it, whose damage is reported as opening the home would.
+	_, info, err := retention.Load(h)
 	if err != nil {
 		return nil, err
 	}
-	last, err := r.LastSeq()
-	if err != nil {
-		return nil, err
-	}
-	if cp.Seq != last {
-		return nil, fmt.Errorf("%w: checkpoint at seq %d, log at %d", ErrViewsNotCurrent, cp.Seq, last)
+	if last := info.Last; cp.Seq != last {
+		return nil, fmt.Errorf("%w: checkpoint at seq %d, log at %d", ErrViewsNotCurrent, cp.Seq, info.Last)
 	}
 	var size int64
 	if fi, err := os.Stat(h.FeedbackFile()); err == nil {

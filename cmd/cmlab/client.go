@@ -76,6 +76,9 @@ func readLocal(g *globalOpts, read func(h home.Home) (any, error), out any) (boo
 	if _, err := labapi.ReadDaemonInfo(h); !errors.Is(err, labapi.ErrNoDaemon) {
 		return false, nil
 	}
+	if h.CheckOwner() != nil {
+		return false, nil // labCall refuses, naming the fix
+	}
 	v, err := read(h)
 	if errors.Is(err, labapi.ErrViewsNotCurrent) {
 		return false, nil
