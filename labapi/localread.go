@@ -20,6 +20,9 @@ import (
 // models' snapshots and the log after them (or from the view file), read
 // without the log's lock and without opening the home, so that no command
 // replays the whole log. Each answer is the same JSON the route writes.
+// A read that had to replay a long tail (no daemon of this build closed
+// the home) writes the model's snapshot for the next command (the CLI
+// calls these only for a home its user owns).
 
 // ErrViewsNotCurrent: the view a local read would serve is not known to
 // be current (the checkpoint lags the log, or feedback.jsonl holds lines
@@ -46,10 +49,16 @@ func loadLabStateLocal(h home.Home) (*labState, error) {
 	t, err := snapshot.FeedTail(r, first, st.seq, st.eventID, st.Observe)
 	if err == nil && t.Refused != "" {
 		st = newLabState()
-		_, err = snapshot.FeedTail(r, first, 0, "", st.Observe)
+		t, err = snapshot.FeedTail(r, first, 0, "", st.Observe)
 	}
 	if err != nil {
 		return nil, err
+	}
+	if t.Read >= labSnapEvery {
+		// A long tail (no daemon of this build closed the home): keep
+		// what was read for the next command, as the daemon would. Best
+		// effort: a read-only home reads the tail again.
+		st.writeSnapshot(LabSnapshotFile(h), 0)
 	}
 	return st, nil
 }
@@ -67,9 +76,12 @@ func ReadRunsList(h home.Home) (json.RawMessage, error) {
 // (the step state's snapshot and the log after it, steps.Load). An
 // unknown or invalid id is the route's *APIError.
 func ReadStepsList(h home.Home, id string) (json.RawMessage, error) {
-	st, _, err := steps.Load(h)
+	st, read, err := steps.Load(h)
 	if err != nil {
 		return nil, err
+	}
+	if read >= steps.SnapshotEvery {
+		st.WriteSnapshot(steps.SnapshotFile(h), 0) // as loadLabStateLocal
 	}
 	body, err := stepsListBody(st, id)
 	if err != nil {

@@ -169,32 +169,29 @@ func (j *Journal) snapshotHook(final bool) {
 
 // Load builds the step state of the log in h without an engine or the
 // log's lock (commands without a daemon): the snapshot if it can be
-// trusted, then the log after it (snapshot.FeedTail). refused says why a
-// snapshot file was ignored.
-func Load(h home.Home) (st *State, refused string, err error) {
+// trusted, then the log after it (snapshot.FeedTail). read counts the
+// events read after the snapshot (the whole log without a trusted one).
+func Load(h home.Home) (st *State, read int, err error) {
 	r, err := wal.OpenReader(h.WALDir())
 	if err != nil {
-		return nil, "", err
+		return nil, 0, err
 	}
 	first, err := r.FirstSeq()
 	if err != nil {
-		return nil, "", err
+		return nil, 0, err
 	}
 	st = NewState()
 	hd, body, err := snapshot.Read(SnapshotFile(h), SnapshotModel, SnapshotVersion())
-	if err == nil {
-		err = st.loadBody(hd, body)
-	}
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		refused = err.Error()
+	if err == nil && st.loadBody(hd, body) != nil {
+		st = NewState()
 	}
 	t, err := snapshot.FeedTail(r, first, st.Covered(), st.coveredID, st.Observe)
 	if err == nil && t.Refused != "" {
-		refused, st = t.Refused, NewState()
-		_, err = snapshot.FeedTail(r, first, 0, "", st.Observe)
+		st = NewState()
+		t, err = snapshot.FeedTail(r, first, 0, "", st.Observe)
 	}
 	if err != nil {
-		return nil, refused, err
+		return nil, 0, err
 	}
-	return st, refused, nil
+	return st, t.Read, nil
 }
