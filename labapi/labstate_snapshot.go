@@ -10,6 +10,7 @@ import (
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/snapshot"
 	"github.com/cmlab/cmlab/wal"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // The lab state's snapshot (issue 16): state/snapshots/labstate.msgpack,
@@ -32,10 +33,39 @@ func LabSnapshotFile(h home.Home) string {
 
 // labSnap is labState as stored: runs and experiments in log order.
 type labSnap struct {
-	Runs     []events.LabRun        `json:"runs"`
-	ByReal   map[string]string      `json:"byReal"`
-	Exps     []events.LabExperiment `json:"exps"`
-	Sessions map[string]int64       `json:"sessions"`
+	Runs     sizedSlice[events.LabRun]        `json:"runs"`
+	ByReal   map[string]string                `json:"byReal"`
+	Exps     sizedSlice[events.LabExperiment] `json:"exps"`
+	Sessions map[string]int64                 `json:"sessions"`
+}
+
+// sizedSlice decodes a msgpack array into a slice allocated once at its
+// length: the decoder's own growth (in steps of 10,000 elements) copies a
+// large snapshot's runs over and over. Encoded as a plain array.
+type sizedSlice[T any] []T
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (s *sizedSlice[T]) DecodeMsgpack(dec *msgpack.Decoder) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	if n < 0 {
+		*s = nil
+		return nil
+	}
+	// Each element takes at least one byte: a length beyond what is left
+	// is refused by the first short read, not allocated up front.
+	out := make([]T, 0, min(n, 1<<20))
+	for range n {
+		var v T
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		out = append(out, v)
+	}
+	*s = out
+	return nil
 }
 
 // Covered implements engine.ResumableObserver: the log after it is fed.
@@ -54,7 +84,7 @@ func (st *labState) writeSnapshot(path string, every uint64) (bool, error) {
 		return false, nil
 	}
 	sn := labSnap{ByReal: st.byReal, Sessions: st.sessions,
-		Runs: make([]events.LabRun, 0, len(st.runOrder)), Exps: make([]events.LabExperiment, 0, len(st.expOrder))}
+		Runs: make(sizedSlice[events.LabRun], 0, len(st.runOrder)), Exps: make(sizedSlice[events.LabExperiment], 0, len(st.expOrder))}
 	for _, id := range st.runOrder {
 		sn.Runs = append(sn.Runs, *st.runs[id])
 	}
