@@ -17,13 +17,15 @@
 //	                       recovery closes it (daemon_crashed)
 //	auto-resume window     the first event newer than now - 2h: start-up recovery resumes mandates
 //	                       interrupted within it
-//	read models            1 — the daemon's in-memory read models (request-id dedupe, which must
-//	                       answer forever (SPEC §6), the Lab state, step states, terminal
-//	                       sessions) and the views' rebuild (`cmlab rebuild`, a damaged view at
-//	                       catch-up, replay --check) read the whole log. It holds only against
-//	                       deletion (ReadsArchive): archived segments stay readable through the
-//	                       log (wal reads them back from the archive the manifest names). When
-//	                       snapshots exist (issue 16 §1) this holder becomes "the snapshot seq + 1".
+//	read models            one after the oldest seq any read model's snapshot covers: the Lab
+//	                       state, the step state, the retention model (state/snapshots/, package
+//	                       snapshot) and the request-id index (Options.IndexCovered); 1 when one
+//	                       of them has no trusted snapshot, and — until the terminal's read model
+//	                       has its own (pty.SnapshotFile, TODO in holders.go) — always 1. A
+//	                       restart loads each snapshot and applies the log after it. It holds only
+//	                       against deletion (ReadsArchive): archived segments stay readable through
+//	                       the log (wal reads them back from the archive the manifest names), so
+//	                       `cmlab rebuild` and replay --check still see the whole history.
 //	ship cursor            state/ship.json's shipped seq + 1 when the home ships to NATS
 //	                       JetStream (package ship): events its stream has not acknowledged
 //	                       exist nowhere else; held against archiving too (the shipper reads
@@ -33,9 +35,13 @@
 //
 // Holders are evaluated before the removal, and the log only grows
 // meanwhile, so each answer can only be too old (keeping more), never too
-// new. Step, block and window holders scan the retained log once (Scan):
-// whatever is open now was open at the previous compaction too and was
-// kept by it, so it lies in the retained part.
+// new. Step, block and window holders answer from the retention model
+// (package retention: the daemon's live one, or its snapshot and the log
+// after it, LoadModel), never by reading the log from its start: the
+// window's first event is found by reading one run of the model's
+// timestamp index. Whatever is open now was open at the previous
+// compaction too and was kept by it, so it lies in the retained part.
+// ScanLog is the same answer from a scan of the whole retained log.
 //
 // # Policy
 //
@@ -52,9 +58,8 @@
 // `replay --to/--check`, `trace` and `wal dump` see the whole history; if
 // the archive was moved, readers take --archive DIR, and if it is gone
 // they fail with wal.ErrCompacted naming the missing range and the fix
-// (restore the archive). Deleted: the read-models holder refuses deletion
-// until snapshots exist, so today a compaction without an archive removes
-// nothing and says why.
+// (restore the archive). Deleted: only what every read model's snapshot
+// covers goes (the read-models holder), so a restart never needs it.
 //
 // Loop runs a policy periodically for the daemon (cmlab serve
 // --compact-keep-days / --compact-keep-bytes / --compact-archive /

@@ -1,12 +1,19 @@
 package compact
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/retention"
 	"github.com/cmlab/cmlab/snapshot"
 	"github.com/cmlab/cmlab/steps"
+	"github.com/cmlab/cmlab/wal"
 )
 
 // writeSnap writes a snapshot covering seq for a registered model.
@@ -80,5 +87,57 @@ func TestReadModelsHolderMinimum(t *testing.T) {
 	writeSnap(t, sm, 800)
 	if got, _ := readModelsNeed(ctx, h, idx); got != 1 {
 		t.Fatalf("untrusted steps snapshot: %d, want 1", got)
+	}
+}
+
+// TestPlanFromSnapshotReadsNoFront: with the retention model's snapshot,
+// a plan (a dry run beside a daemon: a reader of the log) answers the
+// step, block and window holders from it and the log after it, equal to
+// a scan of the whole log, and reads nothing of the log's front: it still
+// answers once the first segments are garbage.
+func TestPlanFromSnapshotReadsNoFront(t *testing.T) {
+	th := newTestHome(t)
+	ctx := context.Background()
+	want, err := Plan(ctx, th.eng.Log(), Options{Home: th.h, Now: th.clk.now, Archive: "/x", DryRun: true, Model: retention.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The model of the log up to seq 100, as the daemon's snapshot.
+	m := retention.New()
+	for ev, err := range th.eng.Log().Events(1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Seq > 100 {
+			break
+		}
+		m.Observe(ev)
+	}
+	if ok, err := m.WriteSnapshot(retention.SnapshotFile(th.h), 0); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if err := th.eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := wal.Segments(th.h.WALDir())
+	for _, s := range segs {
+		if s.First+20 > 100 {
+			break // keep the segment holding seq 100 and after
+		}
+		os.WriteFile(filepath.Join(th.h.WALDir(), s.Name), bytes.Repeat([]byte{0x5a}, int(s.Size)), 0o600)
+	}
+	src, err := ReaderSource(th.h.WALDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ScanLog(ctx, src, th.clk.now().Add(-DefaultResumeWindow), time.Time{}); err == nil {
+		t.Fatal("a scan of the garbled log succeeded: the test proves nothing")
+	}
+	got, err := Plan(ctx, src, Options{Home: th.h, Now: th.clk.now, Archive: "/x", DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Holders, want.Holders) || got.Needed != want.Needed || got.Bytes != want.Bytes {
+		t.Fatalf("from the snapshot: %+v\nfrom a scan: %+v", got, want)
 	}
 }
