@@ -14,6 +14,13 @@
 // found by reading one such run of the log (near that time, so in the
 // retained log), never the log from its start.
 //
+// It keeps open work, not history: a completed step (final: no
+// transition leaves completed) leaves the model, and so does a mandate
+// whose steps are all completed. Its size follows what is open plus the
+// timestamp index (one run per TSBlock seqs or TSSpan of time), not the
+// log's length. (A transition the journal would refuse — one reviving a
+// completed step — is then counted from that event on.)
+//
 // The daemon subscribes it to its engine and writes its snapshot
 // (state/snapshots/retention.msgpack, package snapshot) at checkpoints once
 // SnapshotEvery events passed, and at close. Load, for commands without a

@@ -136,6 +136,11 @@ func (m *Model) apply(ev *events.Event, p events.Payload) {
 			m.st.Keys[mid+"/"+sid] = k
 		}
 		k.Status = status
+		if status == events.StatusCompleted {
+			// Final: a completed step never moves again (CheckTransition),
+			// so the model keeps open work only, not history.
+			delete(m.st.Keys, mid+"/"+sid)
+		}
 	}
 	sm := mid
 	if sm == "" {
@@ -160,6 +165,14 @@ func (m *Model) apply(ev *events.Event, p events.Payload) {
 	}
 	key(mid, sid)
 	md.Steps[sid] = status
+	if status == events.StatusCompleted {
+		for _, st := range md.Steps {
+			if st != events.StatusCompleted {
+				return
+			}
+		}
+		delete(m.st.Mandates, sm) // every step completed: nothing left open
+	}
 }
 
 // Seq is the last seq the model covers.

@@ -315,3 +315,30 @@ func TestFirstTS(t *testing.T) {
 		}
 	}
 }
+
+// TestModelKeepsOpenWorkOnly: completed steps and mandates whose steps
+// all completed leave the model; what stays open stays.
+func TestModelKeepsOpenWorkOnly(t *testing.T) {
+	m := New()
+	seq := uint64(0)
+	obs := func(stream string, p events.Payload) {
+		seq++
+		ev := events.MustNew(stream, p)
+		ev.Seq, ev.TS = seq, int64(seq)
+		m.Observe(ev)
+	}
+	for i := range 1000 {
+		id := fmt.Sprintf("m%d", i)
+		obs(id, &events.StepPlanned{MandateID: id, Steps: []events.PlannedStep{{StepID: "a", Tool: "sh", ParamsHash: hash('1'), IdemKey: "k"}}})
+		obs(id, &events.StepExecuting{MandateID: id, StepID: "a", ObservedPreHash: hash('2')})
+		if i != 500 {
+			obs(id, &events.StepCompleted{MandateID: id, StepID: "a", PostHash: hash('3'), ResultHash: hash('4')})
+		}
+	}
+	if len(m.st.Mandates) != 1 || len(m.st.Keys) != 1 || m.st.Mandates["m500"] == nil || m.st.Keys["m500/a"] == nil {
+		t.Fatalf("%d mandates, %d steps kept", len(m.st.Mandates), len(m.st.Keys))
+	}
+	if m.OldestOpenStep() != 1501 {
+		t.Fatalf("oldest open step %d, want 1501 (m500's plan)", m.OldestOpenStep())
+	}
+}

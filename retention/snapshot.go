@@ -16,7 +16,7 @@ import (
 const (
 	ModelName = "retention"
 	// schema changes with state's fields or their meaning.
-	schema = 2
+	schema = 3
 	// SnapshotEvery: the daemon writes the snapshot at a checkpoint once
 	// this many events passed since the last one (the file is small; the
 	// tail a CLI command reads after it stays short).
