@@ -276,3 +276,34 @@ func TestRetentionSnapshotWriteFailure(t *testing.T) {
 		t.Fatalf("not retried at the next checkpoint: %+v %v (last %d)", hd, err, eng.Log().LastSeq())
 	}
 }
+
+// TestReadModelSnapshotsRefusedAreLogged: a garbled step-state snapshot
+// and a truncated retention snapshot are not trusted: the daemon logs
+// each and rebuilds the model from the log.
+func TestReadModelSnapshotsRefusedAreLogged(t *testing.T) {
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	srv, eng := openServer(t, h, nil)
+	for i := range 3 {
+		appendReadModelHistory(t, eng, i)
+	}
+	srv.Close()
+	eng.Close()
+	b, err := os.ReadFile(steps.SnapshotFile(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0x40
+	os.WriteFile(steps.SnapshotFile(h), b, 0o600)
+	fi, _ := os.Stat(retention.SnapshotFile(h))
+	os.Truncate(retention.SnapshotFile(h), fi.Size()-5)
+	var logs bytes.Buffer
+	srv, eng = openServer(t, h, &logs)
+	defer eng.Close()
+	defer srv.Close()
+	for _, want := range []string{"step state snapshot ignored, rebuilt from the log", "retention model snapshot ignored, rebuilding from the log"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Fatalf("not logged: %q in %s", want, logs.String())
+		}
+	}
+	checkReadModels(t, srv, eng)
+}
