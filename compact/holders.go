@@ -244,8 +244,21 @@ func readModelsNeed(ctx context.Context, h home.Home, indexCovered func(context.
 	fs := slices.Clone(readModels.fs)
 	readModels.mu.Unlock()
 	need := uint64(math.MaxUint64)
+	seen := map[string]bool{}
+	var models []SnapshotModel
 	for _, f := range fs {
 		sm := f(h)
+		seen[sm.Model] = true
+		models = append(models, sm)
+	}
+	for _, name := range requiredReadModels {
+		if !seen[name] {
+			// A program that does not register a model the daemon keeps
+			// (labapi registers the Lab state's) cannot tell what it covers.
+			return 1, nil
+		}
+	}
+	for _, sm := range models {
 		hd, _, err := snapshot.Read(sm.File, sm.Model, sm.Version)
 		if err != nil || hd.Seq == 0 {
 			return 1, nil
@@ -264,6 +277,10 @@ func readModelsNeed(ctx context.Context, h home.Home, indexCovered func(context.
 	}
 	return min(need, c+1), nil
 }
+
+// requiredReadModels are the models a daemon restarts from a snapshot: the
+// holder keeps the whole log unless each is registered.
+var requiredReadModels = []string{"labstate", steps.SnapshotModel, retention.ModelName}
 
 // terminalSnapshotted: the terminal's read model (package pty) restarts
 // from a snapshot. False until the term branch's pty.SnapshotFile lands

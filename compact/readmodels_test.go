@@ -53,26 +53,33 @@ func TestReadModelsHolderMinimum(t *testing.T) {
 	defer func() { terminalSnapshotted = false }()
 	ctx := context.Background()
 	h := home.Home{Dir: t.TempDir()}
-	var lab SnapshotModel // a stand-in for labapi's registration
-	RegisterReadModel(func(hh home.Home) SnapshotModel {
-		lab = SnapshotModel{File: hh.StateDir() + "/snapshots/test-lab.msgpack", Model: "test-lab", Version: "1"}
-		return lab
+	idx := func(context.Context) (uint64, error) { return 900, nil }
+	writeAll := func(base uint64) {
+		readModels.mu.Lock()
+		fs := readModels.fs
+		readModels.mu.Unlock()
+		for i, f := range fs {
+			writeSnap(t, f(h), base+uint64(i))
+		}
+	}
+	// Without labapi's registration of the Lab state, the holder cannot
+	// tell what a restart needs.
+	writeAll(700)
+	if got, _ := readModelsNeed(ctx, h, idx); got != 1 {
+		t.Fatalf("the Lab state unregistered: %d, want 1", got)
+	}
+	RegisterReadModel(func(hh home.Home) SnapshotModel { // a stand-in for labapi's registration
+		return SnapshotModel{File: hh.StateDir() + "/snapshots/labstate.msgpack", Model: "labstate", Version: "1"}
 	})
 	defer func() {
 		readModels.mu.Lock()
 		readModels.fs = readModels.fs[:len(readModels.fs)-1]
 		readModels.mu.Unlock()
 	}()
-	idx := func(context.Context) (uint64, error) { return 900, nil }
 	if got, _ := readModelsNeed(ctx, h, idx); got != 1 {
-		t.Fatalf("no snapshots: %d, want 1", got)
+		t.Fatalf("no Lab state snapshot: %d, want 1", got)
 	}
-	readModels.mu.Lock()
-	fs := readModels.fs
-	readModels.mu.Unlock()
-	for i, f := range fs {
-		writeSnap(t, f(h), uint64(700+i))
-	}
+	writeAll(700)
 	if got, _ := readModelsNeed(ctx, h, idx); got != 701 {
 		t.Fatalf("holder at %d, want 701 (the oldest snapshot, seq 700, + 1)", got)
 	}
