@@ -18,11 +18,11 @@
 //	auto-resume window     the first event newer than now - 2h: start-up recovery resumes mandates
 //	                       interrupted within it
 //	read models            one after the oldest seq any read model's snapshot covers: the Lab
-//	                       state, the step state, the retention model (state/snapshots/, package
-//	                       snapshot) and the request-id index (Options.IndexCovered); 1 when one
-//	                       of them has no trusted snapshot, and — until the terminal's read model
-//	                       has its own (pty.SnapshotFile, TODO in holders.go) — always 1. A
-//	                       restart loads each snapshot and applies the log after it. It holds only
+//	                       state, the step state, the retention model, the terminal's model
+//	                       (state/snapshots/, package snapshot; pty.SnapshotCovers) and the
+//	                       request-id index (Options.IndexCovered); 1 when one of them has no
+//	                       trusted snapshot or is not registered (RegisterReadModel). A restart
+//	                       loads each snapshot and applies the log after it. It holds only
 //	                       against deletion (ReadsArchive): archived segments stay readable through
 //	                       the log (wal reads them back from the archive the manifest names), so
 //	                       `cmlab rebuild` and replay --check still see the whole history.

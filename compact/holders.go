@@ -12,6 +12,7 @@ import (
 
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/projections"
+	"github.com/cmlab/cmlab/pty"
 	"github.com/cmlab/cmlab/retention"
 	"github.com/cmlab/cmlab/ship/cursor"
 	"github.com/cmlab/cmlab/snapshot"
@@ -202,68 +203,77 @@ type SnapshotModel struct {
 	File, Model, Version string
 }
 
-// readModels are the snapshots of the daemon's in-memory read models
-// (labapi registers the Lab state's with RegisterReadModel): the
-// read-models holder needs the log after the oldest seq they cover.
+// Covers is the seq the snapshot of sm covers, read whole (CRC checked)
+// and of its code version; an error when it is missing or untrusted.
+func (sm SnapshotModel) Covers() (uint64, error) {
+	hd, _, err := snapshot.Read(sm.File, sm.Model, sm.Version)
+	return hd.Seq, err
+}
+
+// ReadModel is a read model a daemon restarts from a snapshot: Covers
+// returns the seq its snapshot in h covers (an error when it has no
+// trusted one).
+type ReadModel struct {
+	Name   string
+	Covers func(h home.Home) (uint64, error)
+}
+
+// readModels are the read models the read-models holder counts (labapi
+// registers the Lab state's with RegisterReadModel): it needs the log
+// after the oldest seq their snapshots cover.
 var readModels struct {
 	mu sync.Mutex
-	fs []func(home.Home) SnapshotModel
+	ms []ReadModel
 }
 
 // RegisterReadModel adds a read model whose snapshot the read-models
 // holder counts (call it from an init function).
-func RegisterReadModel(f func(home.Home) SnapshotModel) {
+func RegisterReadModel(m ReadModel) {
 	readModels.mu.Lock()
 	defer readModels.mu.Unlock()
-	readModels.fs = append(readModels.fs, f)
+	readModels.ms = append(readModels.ms, m)
 }
 
 func init() {
-	RegisterReadModel(func(h home.Home) SnapshotModel {
-		return SnapshotModel{File: retention.SnapshotFile(h), Model: retention.ModelName, Version: retention.Version()}
-	})
-	RegisterReadModel(func(h home.Home) SnapshotModel {
-		return SnapshotModel{File: steps.SnapshotFile(h), Model: steps.SnapshotModel, Version: steps.SnapshotVersion()}
-	})
-	// TODO(issue 16, term branch): the terminal sessions' snapshot,
-	// pty.SnapshotFile(h), once it lands on main. Until then the
-	// terminal's read model rebuilds from the whole log, so deleting
-	// compaction must keep it: TestReadModelsHolderCountsTerminal pins
-	// the holder at 1 while the terminal's model has no snapshot.
+	RegisterReadModel(ReadModel{Name: retention.ModelName, Covers: func(h home.Home) (uint64, error) {
+		return SnapshotModel{File: retention.SnapshotFile(h), Model: retention.ModelName, Version: retention.Version()}.Covers()
+	}})
+	RegisterReadModel(ReadModel{Name: steps.SnapshotModel, Covers: func(h home.Home) (uint64, error) {
+		return SnapshotModel{File: steps.SnapshotFile(h), Model: steps.SnapshotModel, Version: steps.SnapshotVersion()}.Covers()
+	}})
+	RegisterReadModel(ReadModel{Name: "pty", Covers: pty.SnapshotCovers})
 }
+
+// requiredReadModels are the models a daemon restarts from a snapshot: the
+// holder keeps the whole log unless each is registered (a program that
+// does not register one — labapi registers the Lab state's — cannot tell
+// what a restart needs).
+var requiredReadModels = []string{"labstate", steps.SnapshotModel, retention.ModelName, "pty"}
 
 // readModelsNeed is the oldest seq a read model still needs: one after
 // the oldest seq a snapshot covers (the request-id index's included: its
 // covered seq from indexCovered). A missing or untrusted snapshot needs
 // the whole log (1), as does a missing indexCovered.
 func readModelsNeed(ctx context.Context, h home.Home, indexCovered func(context.Context) (uint64, error)) (uint64, error) {
-	if !terminalSnapshotted {
-		return 1, nil
-	}
 	readModels.mu.Lock()
-	fs := slices.Clone(readModels.fs)
+	ms := slices.Clone(readModels.ms)
 	readModels.mu.Unlock()
-	need := uint64(math.MaxUint64)
 	seen := map[string]bool{}
-	var models []SnapshotModel
-	for _, f := range fs {
-		sm := f(h)
-		seen[sm.Model] = true
-		models = append(models, sm)
+	for _, m := range ms {
+		seen[m.Name] = true
 	}
 	for _, name := range requiredReadModels {
 		if !seen[name] {
-			// A program that does not register a model the daemon keeps
-			// (labapi registers the Lab state's) cannot tell what it covers.
 			return 1, nil
 		}
 	}
-	for _, sm := range models {
-		hd, _, err := snapshot.Read(sm.File, sm.Model, sm.Version)
-		if err != nil || hd.Seq == 0 {
+	need := uint64(math.MaxUint64)
+	for _, m := range ms {
+		seq, err := m.Covers(h)
+		if err != nil || seq == 0 {
 			return 1, nil
 		}
-		need = min(need, hd.Seq+1)
+		need = min(need, seq+1)
 	}
 	if indexCovered == nil {
 		return 1, nil
@@ -277,12 +287,3 @@ func readModelsNeed(ctx context.Context, h home.Home, indexCovered func(context.
 	}
 	return min(need, c+1), nil
 }
-
-// requiredReadModels are the models a daemon restarts from a snapshot: the
-// holder keeps the whole log unless each is registered.
-var requiredReadModels = []string{"labstate", steps.SnapshotModel, retention.ModelName}
-
-// terminalSnapshotted: the terminal's read model (package pty) restarts
-// from a snapshot. False until the term branch's pty.SnapshotFile lands
-// (see the TODO in init).
-var terminalSnapshotted = false

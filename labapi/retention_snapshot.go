@@ -14,9 +14,9 @@ import (
 
 func init() {
 	// The read-models retention holder counts the Lab state's snapshot.
-	compact.RegisterReadModel(func(h home.Home) compact.SnapshotModel {
-		return compact.SnapshotModel{File: LabSnapshotFile(h), Model: labSnapModel, Version: labSnapVersion()}
-	})
+	compact.RegisterReadModel(compact.ReadModel{Name: labSnapModel, Covers: func(h home.Home) (uint64, error) {
+		return compact.SnapshotModel{File: LabSnapshotFile(h), Model: labSnapModel, Version: labSnapVersion()}.Covers()
+	}})
 }
 
 // OpenRetention subscribes the retention/status read model to eng (issue
