@@ -65,9 +65,9 @@ func (h Home) TokenFile() string      { return h.path("state", "token") }
 
 // RequestIndexFile is the on-disk request-id index (package reqindex).
 func (h Home) RequestIndexFile() string { return h.path("state", "reqindex.db") }
-func (h Home) QuarantineDir() string  { return h.path("quarantine") }
-func (h Home) FeedbackFile() string   { return h.path("feedback", "feedback.jsonl") }
-func (h Home) RunsFile() string       { return h.path("lab", "runs.jsonl") }
+func (h Home) QuarantineDir() string    { return h.path("quarantine") }
+func (h Home) FeedbackFile() string     { return h.path("feedback", "feedback.jsonl") }
+func (h Home) RunsFile() string         { return h.path("lab", "runs.jsonl") }
 func (h Home) ExperimentsFile() string {
 	return h.path("lab", "experiments.jsonl")
 }
