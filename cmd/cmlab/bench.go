@@ -9,7 +9,7 @@ func newBenchCmd(g *globalOpts) *cobra.Command {
 		Use:   "bench",
 		Short: "Measure throughput and latency of the log, rebuild, API and terminal",
 	}
-	for _, mk := range []func(*globalOpts) *cobra.Command{newBenchWalCmd, newBenchRebuildCmd, newBenchAPICmd, newBenchPtyCmd, newBenchShipCmd} {
+	for _, mk := range []func(*globalOpts) *cobra.Command{newBenchWalCmd, newBenchRebuildCmd, newBenchAPICmd, newBenchPtyCmd, newBenchShipCmd, newBenchStartCmd} {
 		if sub := mk(g); sub != nil {
 			c.AddCommand(sub)
 		}

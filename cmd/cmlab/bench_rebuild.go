@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -85,28 +86,7 @@ func runBenchRebuild(ctx context.Context, g *globalOpts, o *benchRebuildOpts) er
 		return err
 	}
 	t0 := time.Now()
-	l, err := wal.Open(wal.Options{Dir: src.WALDir(), QuarantineDir: src.QuarantineDir(), NoSync: true})
-	if err != nil {
-		return err
-	}
-	batch := make([]*events.Event, 0, 1000)
-	for ev := range projections.Workload(projections.WorkloadMixedLab, o.seed, o.events) {
-		batch = append(batch, ev)
-		if len(batch) == cap(batch) {
-			if _, err := l.Append(ctx, batch...); err != nil {
-				l.Close()
-				return err
-			}
-			batch = batch[:0]
-		}
-	}
-	if len(batch) > 0 {
-		if _, err := l.Append(ctx, batch...); err != nil {
-			l.Close()
-			return err
-		}
-	}
-	if err := l.Close(); err != nil {
+	if err := writeBenchLog(ctx, src, projections.Workload(projections.WorkloadMixedLab, o.seed, o.events), nil); err != nil {
 		return err
 	}
 	setup := time.Since(t0)
@@ -155,6 +135,50 @@ func runBenchRebuild(ctx context.Context, g *globalOpts, o *benchRebuildOpts) er
 		res.Events, d.Seconds(), out.EventsPerSec, float64(out.LogBytes)/(1<<20), float64(out.ViewBytes)/(1<<20), out.MBPerSecViews, out.CPUSeconds, runtime.GOMAXPROCS(0))
 	return nil
 }
+
+// writeBenchLog appends evs to h's log without fsync (setup speed: the
+// benchmarks generate homes, they do not measure this), in batches of
+// benchLogBatch events, calling progress (when set) after each batch with
+// the number of events written so far.
+func writeBenchLog(ctx context.Context, h home.Home, evs iter.Seq[*events.Event], progress func(n int)) error {
+	l, err := wal.Open(wal.Options{Dir: h.WALDir(), QuarantineDir: h.QuarantineDir(), NoSync: true})
+	if err != nil {
+		return err
+	}
+	batch := make([]*events.Event, 0, benchLogBatch)
+	n := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if _, err := l.Append(ctx, batch...); err != nil {
+			return err
+		}
+		n += len(batch)
+		batch = batch[:0]
+		if progress != nil {
+			progress(n)
+		}
+		return nil
+	}
+	for ev := range evs {
+		batch = append(batch, ev)
+		if len(batch) == cap(batch) {
+			if err := flush(); err != nil {
+				l.Close()
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		l.Close()
+		return err
+	}
+	return l.Close()
+}
+
+// benchLogBatch is how many events writeBenchLog appends at once.
+const benchLogBatch = 4096
 
 func dirSize(dir string) int64 {
 	ents, err := os.ReadDir(dir)

@@ -73,6 +73,8 @@ read-only unless --writable.`,
   cmlab serve --home ./replayed --read-only`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			endProfile := startProfile() // bench_start.go: CMLAB_START_PROFILE
+			defer endProfile()
 			h, err := g.Home()
 			if err != nil {
 				return err
@@ -132,6 +134,7 @@ read-only unless --writable.`,
 				Pty:     ptyOptions(o),
 				Sidecar: sidecar,
 				Ready: func(info labapi.DaemonInfo) {
+					endProfile()
 					if g.json {
 						labPrintJSON(g, info)
 						return
