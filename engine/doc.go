@@ -43,6 +43,19 @@
 // of ids the log holds is built from the whole log the first time a
 // foreign line needs it, then kept up to date by the committer.
 //
+// Verification after open: with Options.VerifyAfterOpen (the daemon),
+// Open's cost does not grow with the history. projections.Open checks
+// each view's tail (TailBytes) and trusts its whole-view CRC
+// (projections.Options.DeferWholeCheck); once Open has returned, a
+// goroutine reads those views (projections.VerifyViews). A view whose
+// bytes anywhere before the checkpoint differ is then regenerated from the
+// whole log like at open (regenerateLive: feedback appends and the
+// committer's apply wait meanwhile; the report says which views), so a
+// damaged old byte costs one regeneration, found within one read of the
+// views after start (Verified). Checkpoints extend the CRCs trusted at
+// open, so a daemon stopped before its verification ended leaves the
+// damage to the next start's. Without the option, Open reads every view.
+//
 // ReadOnly refuses appends (ErrReadOnly) but still brings the views up to
 // the log at open.
 package engine

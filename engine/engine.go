@@ -103,6 +103,34 @@ type Options struct {
 	// (projections.Options.OpenFile): the fault seam through which tests
 	// make a projection fail after its events were fsynced.
 	ViewOpenFile func(name string, flag int, perm os.FileMode) (*os.File, error)
+	// VerifyAfterOpen makes Open's cost independent of the history (the
+	// daemon sets it): the checks that read every byte of the views are
+	// deferred to a goroutine that starts once Open returns (see
+	// "Verification after open" in doc.go). Verified reports its outcome.
+	VerifyAfterOpen bool
+	// verifyHold, when set (tests), holds the verification after open back
+	// until it is closed or the engine closes.
+	verifyHold <-chan struct{}
+}
+
+// VerifyReport is the outcome of the verification after open
+// (Options.VerifyAfterOpen).
+type VerifyReport struct {
+	// Views lists the views whose whole-view CRC was checked.
+	Views int `json:"views"`
+	// Bytes is how many view bytes were read.
+	Bytes int64 `json:"bytes"`
+	// Damaged lists the views whose bytes differed from their checkpoint's
+	// whole-view CRC; the views were then regenerated from the log.
+	Damaged []string `json:"damaged,omitempty"`
+	// Regenerated is the report of that regeneration, nil when none ran.
+	Regenerated *projections.RegenerateReport `json:"regenerated,omitempty"`
+	// Err is why the verification or the regeneration did not finish
+	// (Close, a read error); the views were then marked stale, so the next
+	// open regenerates them, unless the verification found nothing yet.
+	Err error `json:"-"`
+	// Seconds is how long it took after Open returned.
+	Seconds float64 `json:"seconds"`
 }
 
 // Engine is an open home. Safe for concurrent use.
@@ -142,6 +170,12 @@ type Engine struct {
 
 	cpHooks []func(final bool) // OnCheckpoint; guarded by applyMu
 
+	// deferCheck: the projector being opened by openViews defers its
+	// whole-view check (Options.VerifyAfterOpen).
+	deferCheck bool
+	verified   chan struct{} // closed when the verification after open ends
+	verifyRep  VerifyReport  // set before verified is closed
+
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -165,7 +199,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if opts.FeedbackWait <= 0 {
 		opts.FeedbackWait = DefaultFeedbackWait
 	}
-	e := &Engine{opts: opts, stop: make(chan struct{}), fbCh: make(chan *feedbackAppend)}
+	e := &Engine{opts: opts, stop: make(chan struct{}), fbCh: make(chan *feedbackAppend), verified: make(chan struct{})}
 	// The log first: its lock says this process owns the home, and only
 	// the owner may touch the views.
 	l, err := wal.Open(wal.Options{
@@ -188,6 +222,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.proj = proj
+	e.deferCheck = false
 	err = e.catchUp(ctx)
 	if errors.Is(err, projections.ErrFeedbackDamaged) {
 		// Past the checkpoint, feedback.jsonl holds a corrupt line or one
@@ -215,6 +250,12 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e.wg.Add(1)
 	go e.checkpointLoop()
+	if unverified := e.proj.Unverified(); len(unverified) > 0 {
+		e.wg.Add(1)
+		go e.verifyViews(unverified)
+	} else {
+		close(e.verified)
+	}
 	if !opts.ReadOnly {
 		e.wg.Add(1)
 		go e.feedbackLoop()
@@ -240,6 +281,7 @@ func (e *Engine) openViews(ctx context.Context) (*projections.Projector, error) 
 	if _, err := projections.FinishRegenerate(h); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
+	e.deferCheck = e.opts.VerifyAfterOpen
 	last := e.log.LastSeq()
 	if !e.opts.RebuildViews && !projections.ViewsStale(h) {
 		p, err := projections.Open(e.projOptions(false))
@@ -375,7 +417,7 @@ func (e *Engine) FeedbackSetAside() []projections.SetAside {
 func (e *Engine) Regenerated() *projections.RegenerateReport { return e.regen }
 
 func (e *Engine) projOptions(fresh bool) projections.Options {
-	return projections.Options{Home: e.opts.Home, Fresh: fresh, NoSync: e.opts.NoSync, OpenFile: e.opts.ViewOpenFile}
+	return projections.Options{Home: e.opts.Home, Fresh: fresh, NoSync: e.opts.NoSync, OpenFile: e.opts.ViewOpenFile, DeferWholeCheck: e.deferCheck}
 }
 
 // catchUp re-applies the log after the checkpoint. Appends made meanwhile

@@ -136,7 +136,7 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 	if err != nil {
 		return fmt.Errorf("operator token: %w", err)
 	}
-	eng, err := engine.Open(ctx, engine.Options{Home: served, ReadOnly: o.ReadOnly, FeedbackSweep: feedbackSweep, SegmentSize: o.SegmentSize})
+	eng, err := engine.Open(ctx, engine.Options{Home: served, ReadOnly: o.ReadOnly, FeedbackSweep: feedbackSweep, SegmentSize: o.SegmentSize, VerifyAfterOpen: true})
 	if err != nil {
 		return err
 	}
@@ -145,6 +145,8 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 			err = fmt.Errorf("closing engine: %w", cerr)
 		}
 	}()
+	stopVerifyLog := logVerification(eng, o.Logger)
+	defer stopVerifyLog() // before the engine closes
 	if rep := eng.Regenerated(); rep != nil {
 		// feedback.jsonl (or a salvage) left views the checkpoint did not
 		// vouch for: say what regenerating them changed and moved aside.
@@ -349,4 +351,30 @@ func resumeLogger(l *slog.Logger, h home.Home) func(string, *steps.RunResult, er
 		}
 		l.Info("resumed mandate completed", "mandate", id, "output", h.Rel(out))
 	}
+}
+
+// logVerification logs the outcome of the engine's verification after
+// open (engine.Options.VerifyAfterOpen) when it ends; the returned
+// function stops waiting for it.
+func logVerification(eng *engine.Engine, l *slog.Logger) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		verified, report := eng.Verified()
+		select {
+		case <-verified:
+		case <-quit:
+			return
+		}
+		rep := report()
+		switch {
+		case len(rep.Damaged) > 0:
+			l.Error("views damaged before their checkpoint were regenerated from the log", "damaged", rep.Damaged, "err", rep.Err, "seconds", rep.Seconds)
+		case rep.Err != nil:
+			l.Warn("verification of the views after start did not finish (the next start checks again)", "err", rep.Err)
+		case rep.Views > 0:
+			l.Info("views verified after start", "views", rep.Views, "bytes", rep.Bytes, "seconds", rep.Seconds)
+		}
+	}()
+	return func() { close(quit); <-done }
 }

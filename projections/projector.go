@@ -3,6 +3,7 @@ package projections
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -10,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 
@@ -64,6 +66,20 @@ type Options struct {
 	// which tests make an open fail (EMFILE) to check that a projection
 	// failure never fails the log.
 	OpenFile func(name string, flag int, perm os.FileMode) (*os.File, error)
+	// DeferWholeCheck skips Open's whole-view CRC check (the tail check
+	// stays): a view whose checkpoint records a whole-view CRC is trusted
+	// at open, listed in Unverified, and the caller checks it after open
+	// (VerifyViews) and regenerates the views if any differs. Open then
+	// reads TailBytes per view instead of every view whole.
+	DeferWholeCheck bool
+}
+
+// ViewCheck is a whole-view CRC that Open did not check
+// (Options.DeferWholeCheck): the first Size bytes of View must have CRC.
+type ViewCheck struct {
+	View string
+	Size int64
+	CRC  uint32
 }
 
 // ForeignLine is a complete line that another program appended to
@@ -93,8 +109,9 @@ type Projector struct {
 	newDirs map[string]bool // directories holding files created since the last checkpoint
 	damaged map[string]bool // views found shorter than projected while live
 
-	tails map[string]viewTail // per view, its tail checksum at a size (checkpoint.go)
-	crcs  map[string]viewTail // per view, the CRC-32C of its bytes up to a size
+	tails      map[string]viewTail // per view, its tail checksum at a size (checkpoint.go)
+	crcs       map[string]viewTail // per view, the CRC-32C of its bytes up to a size
+	unverified []ViewCheck         // Options.DeferWholeCheck: whole-view CRCs trusted at Open
 	// feedbackDamaged: Open found feedback.jsonl holding bytes that the
 	// checkpoint does not vouch for (see FeedbackDamaged).
 	feedbackDamaged bool
@@ -180,6 +197,9 @@ func Open(opts Options) (*Projector, error) {
 			// short one.
 			if ok, terr := tailMatches(path, v, want, cp); terr != nil || !ok {
 				fi = nil
+			} else if crc, has := cp.CRCs[v]; has && want > 0 && opts.DeferWholeCheck {
+				p.crcs[v] = viewTail{size: want, crc: crc}
+				p.unverified = append(p.unverified, ViewCheck{View: v, Size: want, CRC: crc})
 			} else if crc, ok, cerr := wholeMatches(path, v, want, cp); cerr != nil || !ok {
 				fi = nil
 			} else if _, has := cp.CRCs[v]; has || want == 0 {
@@ -221,6 +241,56 @@ func Open(opts Options) (*Projector, error) {
 	}
 	p.skipThrough = cp.Seq
 	return p, nil
+}
+
+// Unverified lists the views whose whole-view CRC Open trusted without
+// reading them (Options.DeferWholeCheck), in view order.
+func (p *Projector) Unverified() []ViewCheck {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.unverified)
+}
+
+// VerifyViews reads the first Size bytes of every checked view of h and
+// returns those whose CRC-32C differs from the one recorded, or whose file
+// is shorter or missing. Views are append-only below their checkpointed
+// size, so a projector may write them meanwhile. It stops with ctx's error.
+func VerifyViews(ctx context.Context, h home.Home, checks []ViewCheck) ([]ViewCheck, error) {
+	var damaged []ViewCheck
+	buf := make([]byte, 1<<20)
+	for _, c := range checks {
+		f, err := os.Open(filepath.Join(h.Dir, filepath.FromSlash(c.View)))
+		if errors.Is(err, fs.ErrNotExist) {
+			damaged = append(damaged, c)
+			continue
+		}
+		if err != nil {
+			return damaged, fmt.Errorf("projections: verify %s: %w", c.View, err)
+		}
+		var crc uint32
+		short := false
+		for off := int64(0); off < c.Size; {
+			if err := ctx.Err(); err != nil {
+				f.Close()
+				return damaged, err
+			}
+			n := min(int64(len(buf)), c.Size-off)
+			if _, err := f.ReadAt(buf[:n], off); errors.Is(err, io.EOF) {
+				short = true
+				break
+			} else if err != nil {
+				f.Close()
+				return damaged, fmt.Errorf("projections: verify %s: %w", c.View, err)
+			}
+			crc = crc32.Update(crc, castagnoli, buf[:n])
+			off += n
+		}
+		f.Close()
+		if short || crc != c.CRC {
+			damaged = append(damaged, c)
+		}
+	}
+	return damaged, nil
 }
 
 // validViewPath accepts the home-relative names the projector itself

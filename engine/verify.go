@@ -1,0 +1,117 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cmlab/cmlab/projections"
+)
+
+// Verified returns a channel closed when the verification after open
+// (Options.VerifyAfterOpen) has ended — at once when there was nothing to
+// verify — and its report. The report is valid once the channel is closed.
+func (e *Engine) Verified() (<-chan struct{}, func() VerifyReport) {
+	return e.verified, func() VerifyReport {
+		<-e.verified
+		return e.verifyRep
+	}
+}
+
+// verifyViews is the verification after open: it reads the views whose
+// whole-view CRC Open trusted and, if any differs, regenerates every view
+// from the log while appends wait (regenerateLive). It ends early at Close.
+func (e *Engine) verifyViews(checks []projections.ViewCheck) {
+	defer e.wg.Done()
+	defer close(e.verified)
+	t0 := time.Now()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-e.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	rep := VerifyReport{Views: len(checks)}
+	for _, c := range checks {
+		rep.Bytes += c.Size
+	}
+	defer func() {
+		rep.Seconds = time.Since(t0).Seconds()
+		e.verifyRep = rep
+	}()
+	if e.opts.verifyHold != nil {
+		select {
+		case <-e.opts.verifyHold:
+		case <-ctx.Done():
+			rep.Err = ctx.Err()
+			return
+		}
+	}
+	damaged, err := projections.VerifyViews(ctx, e.opts.Home, checks)
+	for _, d := range damaged {
+		rep.Damaged = append(rep.Damaged, d.View)
+	}
+	if err != nil && len(damaged) == 0 {
+		rep.Err = err // nothing found: the next open checks again
+		return
+	}
+	if len(damaged) == 0 {
+		return
+	}
+	rep.Regenerated, rep.Err = e.regenerateLive(ctx)
+}
+
+// regenerateLive replaces the views with a regeneration from the log
+// while the engine runs: feedback appends and the committer's apply wait
+// for it (fbMu, applyMu), then the projector is reopened on the new views
+// and caught up. On failure the views are marked stale, so that the next
+// open regenerates them, and a projector is reopened on what is there.
+func (e *Engine) regenerateLive(ctx context.Context) (*projections.RegenerateReport, error) {
+	if e.opts.ReadOnly {
+		// A read-only engine may not rewrite the views: the next writable
+		// open regenerates them.
+		return nil, errors.Join(errors.New("engine: read-only: damaged views left for the next writable open"), projections.MarkViewsStale(e.opts.Home))
+	}
+	e.fbMu.Lock()
+	defer e.fbMu.Unlock()
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
+	if err := e.log.Err(); err != nil {
+		return nil, errors.Join(fmt.Errorf("engine: the log failed, views not regenerated: %w", err), projections.MarkViewsStale(e.opts.Home))
+	}
+	e.proj.CloseNoCheckpoint()
+	p, err := e.regenerate(ctx)
+	if err == nil {
+		e.proj = p
+		// Events committed since regenerate read the log wait on applyMu:
+		// LastSeq does not count them yet, apply projects them after this.
+		if err = e.catchUpLocked(ctx, e.log.LastSeq()); err == nil {
+			e.viewsErr = nil
+			e.sinceCP = 0
+			e.checkpointLocked()
+			return e.regen, e.cpErr
+		}
+	}
+	merr := projections.MarkViewsStale(e.opts.Home)
+	if _, ferr := projections.FinishRegenerate(e.opts.Home); ferr != nil {
+		merr = errors.Join(merr, ferr)
+	}
+	if p == nil || err != nil {
+		if p != nil {
+			p.CloseNoCheckpoint()
+		}
+		p, perr := projections.Open(e.projOptions(false))
+		if perr != nil {
+			// No projector: nothing more can be projected; the views lag
+			// the log until the next open regenerates them.
+			return nil, errors.Join(fmt.Errorf("engine: regenerate damaged views: %w", err), merr, perr)
+		}
+		e.proj = p
+	}
+	e.viewsErr = fmt.Errorf("regenerating damaged views: %w", err)
+	return nil, errors.Join(fmt.Errorf("engine: regenerate damaged views: %w", err), merr)
+}
