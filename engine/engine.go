@@ -742,7 +742,7 @@ func (e *Engine) RequestIndex(ctx context.Context) (*reqindex.Index, error) {
 		return e.reqIdx, nil
 	}
 	x, err := reqindex.Open(ctx, reqindex.Options{Path: e.opts.Home.RequestIndexFile(), Log: e.log,
-		Rebuild: e.opts.RebuildViews && e.log.FirstSeq() <= 1, NoSync: e.opts.NoSync})
+		Rebuild: e.opts.RebuildViews && e.log.FirstSeq() <= 1, NoSync: e.opts.NoSync, VerifyAfterOpen: e.opts.VerifyAfterOpen})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}

@@ -13,6 +13,17 @@
 // rebuilt from the log. Then the events after the covered seq are applied
 // straight to disk in batches.
 //
+// With Options.VerifyAfterOpen (the daemon) Open's cost does not grow with
+// the ids: it checks the format and the covered seq only, and a goroutine
+// runs the page check and every entry's CRC once Open has returned. Until
+// it passes nothing is written to the file (ids stay pending; Observe waits
+// past MaxPending), so bbolt never writes over a damaged page. If it fails,
+// the index is rebuilt from the log into state/reqindex.db.rebuild while
+// Lookup keeps answering from the old file (an entry failing its CRC is an
+// error, "do not act"), then swapped in by rename; Rebuilt says why. A
+// compacted log cannot rebuild it: the old file is kept and Verified
+// reports the error.
+//
 // Live events arrive through Observe (an engine observer, called in the
 // committer before the appender is acknowledged). They go into a small
 // pending map that a flusher goroutine writes to disk, one fsynced

@@ -63,13 +63,22 @@ type Options struct {
 	FlushInterval time.Duration
 	FlushAt       int
 	MaxPending    int
+	// VerifyAfterOpen makes Open's cost independent of the number of ids:
+	// Open checks the format and the covered seq only, and a goroutine
+	// runs the page check and every entry's CRC once Open has returned,
+	// rebuilding the file from the log in place if they fail (see the
+	// package doc). Verified reports the outcome.
+	VerifyAfterOpen bool
 }
 
 // Index is an open request-id index. Safe for concurrent use.
 type Index struct {
 	opts    Options
-	db      *bolt.DB
-	rebuilt string
+	db      *bolt.DB // replaced only by the verification, under mu with no flush writing
+	rebuilt string   // guarded by mu once Open has returned
+
+	verified  chan struct{} // closed when the verification after open ends
+	verifyErr error         // its outcome, set before verified is closed
 
 	mu         sync.Mutex
 	drained    *sync.Cond // signalled after each flush
@@ -102,7 +111,7 @@ func Open(ctx context.Context, opts Options) (*Index, error) {
 		opts.MaxPending = max(DefaultMaxPending, opts.FlushAt)
 	}
 	x := &Index{opts: opts, pending: map[string]Record{}, kick: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), verified: make(chan struct{})}
 	x.drained = sync.NewCond(&x.mu)
 	reason := "rebuild requested"
 	if !opts.Rebuild {
@@ -127,13 +136,22 @@ func Open(ctx context.Context, opts Options) (*Index, error) {
 		x.db.Close()
 		return nil, err
 	}
+	if opts.VerifyAfterOpen && x.rebuilt == "" {
+		go x.verifyLoop()
+	} else {
+		close(x.verified)
+	}
 	go x.flushLoop()
 	return x, nil
 }
 
-// Rebuilt is why the existing file was discarded at Open ("" when it was
-// trusted or there was none).
-func (x *Index) Rebuilt() string { return x.rebuilt }
+// Rebuilt is why the existing file was discarded, at Open or by the
+// verification after it ("" when it was trusted or there was none).
+func (x *Index) Rebuilt() string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.rebuilt
+}
 
 // boltOptions: the freelist is synced, so that opening a damaged file reads
 // it in this goroutine (a panic there is recovered), not in one bbolt
@@ -161,20 +179,15 @@ func (x *Index) openTrusted() (db *bolt.DB, covered uint64, coveredID string, er
 	if err != nil {
 		return nil, 0, "", err
 	}
-	err = db.View(func(tx *bolt.Tx) error {
-		for cerr := range tx.Check() {
-			return fmt.Errorf("consistency check: %w", cerr)
+	if !x.opts.VerifyAfterOpen {
+		if err = checkAll(db); err != nil {
+			return db, 0, "", err
 		}
+	}
+	err = db.View(func(tx *bolt.Tx) error {
 		meta, entries := tx.Bucket(bucketMeta), tx.Bucket(bucketEntries)
 		if meta == nil || entries == nil {
 			return errors.New("buckets missing")
-		}
-		// Every entry's CRC: bbolt checks its pages, not the values in them.
-		if err := entries.ForEach(func(k, v []byte) error {
-			_, err := decode(string(k), v)
-			return err
-		}); err != nil {
-			return err
 		}
 		if f := meta.Get(keyFormat); string(f) != Format {
 			return fmt.Errorf("format %q, want %q", f, Format)
@@ -205,14 +218,49 @@ func (x *Index) openTrusted() (db *bolt.DB, covered uint64, coveredID string, er
 	return db, covered, coveredID, nil
 }
 
+// checkAll runs bbolt's page check and every entry's CRC over db: O(ids).
+// A panic of bbolt reading a damaged page is an error.
+func checkAll(db *bolt.DB) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("bbolt panicked reading the file: %v", p)
+		}
+	}()
+	return db.View(func(tx *bolt.Tx) error {
+		for cerr := range tx.Check() {
+			return fmt.Errorf("consistency check: %w", cerr)
+		}
+		entries := tx.Bucket(bucketEntries)
+		if entries == nil {
+			return errors.New("buckets missing")
+		}
+		// Every entry's CRC: bbolt checks its pages, not the values in them.
+		return entries.ForEach(func(k, v []byte) error {
+			_, err := decode(string(k), v)
+			return err
+		})
+	})
+}
+
 // create removes any file and starts an empty index covering nothing.
 func (x *Index) create() error {
-	if err := os.Remove(x.opts.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("reqindex: %w", err)
-	}
-	db, err := bolt.Open(x.opts.Path, 0o600, x.boltOptions())
+	db, err := createAt(x.opts.Path, x.boltOptions())
 	if err != nil {
-		return fmt.Errorf("reqindex: %w", err)
+		return err
+	}
+	x.db = db
+	x.covered, x.observed, x.observedID = 0, 0, ""
+	return nil
+}
+
+// createAt removes any file at path and makes an empty index there.
+func createAt(path string, o *bolt.Options) (*bolt.DB, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("reqindex: %w", err)
+	}
+	db, err := bolt.Open(path, 0o600, o)
+	if err != nil {
+		return nil, fmt.Errorf("reqindex: %w", err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucket(bucketMeta)
@@ -229,11 +277,9 @@ func (x *Index) create() error {
 	})
 	if err != nil {
 		db.Close()
-		return fmt.Errorf("reqindex: %w", err)
+		return nil, fmt.Errorf("reqindex: %w", err)
 	}
-	x.db = db
-	x.covered, x.observed, x.observedID = 0, 0, ""
-	return nil
+	return db, nil
 }
 
 func putCovered(meta *bolt.Bucket, seq uint64, id string) error {
@@ -248,12 +294,17 @@ func putCovered(meta *bolt.Bucket, seq uint64, id string) error {
 // catchUp writes the log's events after the covered seq to the file, one
 // transaction (entries + covered seq) per batch.
 func (x *Index) catchUp(ctx context.Context) error {
-	l := x.opts.Log
-	last := l.LastSeq()
 	// From covered+1 even before the log's first retained seq: the log
 	// reads archived segments back, and fails (wal.ErrCompacted, naming
 	// the fix) rather than leave ids out.
-	from := x.covered + 1
+	return catchUpInto(ctx, x.db, x.opts.Log, x.covered+1, x.opts.Log.LastSeq(), func(seq uint64, id string) {
+		x.covered, x.observed, x.observedID = seq, seq, id
+	})
+}
+
+// catchUpInto writes the events from..last of l to db, one transaction
+// (entries + covered seq) per batch, calling done after each.
+func catchUpInto(ctx context.Context, db *bolt.DB, l *wal.Log, from, last uint64, done func(seq uint64, id string)) error {
 	if from > last {
 		return nil
 	}
@@ -265,10 +316,10 @@ func (x *Index) catchUp(ctx context.Context) error {
 		if seq == 0 {
 			return nil
 		}
-		if err := x.write(batch, seq, id); err != nil {
+		if err := writeTo(db, batch, seq, id); err != nil {
 			return err
 		}
-		x.covered, x.observed, x.observedID = seq, seq, id
+		done(seq, id)
 		clear(batch)
 		n = 0
 		return nil
@@ -301,7 +352,11 @@ func (x *Index) catchUp(ctx context.Context) error {
 // write stores entries (first writer of an id wins) and the covered seq in
 // one transaction.
 func (x *Index) write(entries map[string]Record, seq uint64, id string) error {
-	err := x.db.Update(func(tx *bolt.Tx) error {
+	return writeTo(x.db, entries, seq, id)
+}
+
+func writeTo(db *bolt.DB, entries map[string]Record, seq uint64, id string) error {
+	err := db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketEntries)
 		for k, r := range entries {
 			if b.Get([]byte(k)) != nil {
@@ -450,8 +505,13 @@ func (x *Index) Len() (int, error) {
 	return n, err
 }
 
-// Flush writes the pending ids and the observed seq to disk now.
+// Flush writes the pending ids and the observed seq to disk now (after
+// the verification after open, if one runs).
 func (x *Index) Flush() error {
+	select {
+	case <-x.verified:
+	case <-x.stop:
+	}
 	x.mu.Lock()
 	if x.closed {
 		x.mu.Unlock()
@@ -500,6 +560,14 @@ func (x *Index) Err() error {
 
 func (x *Index) flushLoop() {
 	defer close(x.done)
+	// Nothing is written to a file not yet verified (Options.VerifyAfterOpen):
+	// bbolt writing over a damaged page could panic. Meanwhile ids stay
+	// pending (Observe waits past MaxPending).
+	select {
+	case <-x.verified:
+	case <-x.stop:
+		return
+	}
 	t := time.NewTicker(x.opts.FlushInterval)
 	defer t.Stop()
 	for {
@@ -523,6 +591,7 @@ func (x *Index) Close() error {
 	x.mu.Unlock()
 	close(x.stop)
 	<-x.done
+	<-x.verified
 	err := x.flush()
 	x.mu.Lock()
 	x.closed = true

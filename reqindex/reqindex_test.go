@@ -141,7 +141,31 @@ func buildIndexed(t *testing.T, n int) (home.Home, map[string]string) {
 // ahead-of-the-log file is never trusted: it is rebuilt from the log and
 // gives the same answers.
 func TestDamagedIndexRebuilt(t *testing.T) {
-	damage := map[string]func(t *testing.T, h home.Home, path string){
+	for name, f := range damageCases() {
+		t.Run(name, func(t *testing.T) {
+			h, want := buildIndexed(t, 200)
+			f(t, h, h.RequestIndexFile())
+			e := openEngine(t, h)
+			defer e.Close()
+			x, err := e.RequestIndex(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if x.Rebuilt() == "" {
+				t.Fatal("damaged index trusted")
+			}
+			t.Logf("rebuilt: %s", x.Rebuilt())
+			checkAnswers(t, x, want)
+			if n, _ := x.Len(); n != len(want) {
+				t.Fatalf("%d ids stored, want %d", n, len(want))
+			}
+		})
+	}
+}
+
+// damageCases are ways to damage an index file.
+func damageCases() map[string]func(t *testing.T, h home.Home, path string) {
+	return map[string]func(t *testing.T, h home.Home, path string){
 		"truncated": func(t *testing.T, h home.Home, path string) {
 			fi, _ := os.Stat(path)
 			if err := os.Truncate(path, fi.Size()/2); err != nil {
@@ -216,26 +240,6 @@ func TestDamagedIndexRebuilt(t *testing.T) {
 			}
 			os.WriteFile(path, b, 0o600)
 		},
-	}
-	for name, f := range damage {
-		t.Run(name, func(t *testing.T) {
-			h, want := buildIndexed(t, 200)
-			f(t, h, h.RequestIndexFile())
-			e := openEngine(t, h)
-			defer e.Close()
-			x, err := e.RequestIndex(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if x.Rebuilt() == "" {
-				t.Fatal("damaged index trusted")
-			}
-			t.Logf("rebuilt: %s", x.Rebuilt())
-			checkAnswers(t, x, want)
-			if n, _ := x.Len(); n != len(want) {
-				t.Fatalf("%d ids stored, want %d", n, len(want))
-			}
-		})
 	}
 }
 
