@@ -104,9 +104,10 @@ type Options struct {
 	// make a projection fail after its events were fsynced.
 	ViewOpenFile func(name string, flag int, perm os.FileMode) (*os.File, error)
 	// VerifyAfterOpen makes Open's cost independent of the history (the
-	// daemon sets it): the checks that read every byte of the views are
-	// deferred to a goroutine that starts once Open returns (see
-	// "Verification after open" in doc.go). Verified reports its outcome.
+	// daemon sets it): the checks that read every byte of the log's sealed
+	// segments, of the views and of the request-id index are deferred to
+	// goroutines that StartVerification starts (see "Verification after
+	// open" in doc.go). Verified reports their outcome.
 	VerifyAfterOpen bool
 	// verifyHold, when set (tests), holds the verification after open back
 	// until it is closed or the engine closes.
@@ -129,7 +130,11 @@ type VerifyReport struct {
 	// (Close, a read error); the views were then marked stale, so the next
 	// open regenerates them, unless the verification found nothing yet.
 	Err error `json:"-"`
-	// Seconds is how long it took after Open returned.
+	// Log is the verification of the log's sealed segments; damage there
+	// fails the log (Err is then its *wal.CorruptError) and the views are
+	// not checked.
+	Log wal.VerifyReport `json:"-"`
+	// Seconds is how long it took after StartVerification.
 	Seconds float64 `json:"seconds"`
 }
 
@@ -165,8 +170,9 @@ type Engine struct {
 	obsMu     sync.Mutex
 	observers []Observer
 
-	reqMu  sync.Mutex
-	reqIdx *reqindex.Index
+	reqMu         sync.Mutex
+	reqIdx        *reqindex.Index
+	verifyStarted bool // StartVerification was called (reqMu)
 
 	cpHooks []func(final bool) // OnCheckpoint; guarded by applyMu
 
@@ -175,6 +181,7 @@ type Engine struct {
 	deferCheck bool
 	verified   chan struct{} // closed when the verification after open ends
 	verifyRep  VerifyReport  // set before verified is closed
+	verifyGo   sync.Once     // starts the verification, or ends it unstarted at Close
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -211,6 +218,8 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		Apply:         e.apply,
 		Archive:       opts.Archive,
 		Faults:        opts.Faults,
+
+		VerifyAfterOpen: opts.VerifyAfterOpen,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -250,12 +259,6 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e.wg.Add(1)
 	go e.checkpointLoop()
-	if unverified := e.proj.Unverified(); len(unverified) > 0 {
-		e.wg.Add(1)
-		go e.verifyViews(unverified)
-	} else {
-		close(e.verified)
-	}
 	if !opts.ReadOnly {
 		e.wg.Add(1)
 		go e.feedbackLoop()
@@ -751,6 +754,9 @@ func (e *Engine) RequestIndex(ctx context.Context) (*reqindex.Index, error) {
 		return nil, fmt.Errorf("engine: request index: %w", err)
 	}
 	e.reqIdx = x
+	if e.verifyStarted {
+		x.StartVerification()
+	}
 	return x, nil
 }
 
@@ -1038,6 +1044,7 @@ func (e *Engine) Close() error {
 func (e *Engine) close() error {
 	close(e.stop)
 	e.wg.Wait()
+	e.verifyGo.Do(func() { e.verifyRep.Err = wal.ErrClosed; close(e.verified) })
 	err := e.log.Close()
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()

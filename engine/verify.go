@@ -9,9 +9,35 @@ import (
 	"github.com/cmlab/cmlab/projections"
 )
 
-// Verified returns a channel closed when the verification after open
-// (Options.VerifyAfterOpen) has ended — at once when there was nothing to
-// verify — and its report. The report is valid once the channel is closed.
+// StartVerification starts the verification after open
+// (Options.VerifyAfterOpen) in a goroutine that Close ends and waits for:
+// first the log's sealed segments (wal.Log.StartVerification), then the
+// views Open trusted, regenerated if any differs; and the request-id
+// index's pages and entries (now, or when RequestIndex opens it). The caller picks the moment (the daemon:
+// once it serves). Later calls do nothing.
+func (e *Engine) StartVerification() {
+	e.reqMu.Lock()
+	e.verifyStarted = true
+	if e.reqIdx != nil {
+		e.reqIdx.StartVerification()
+	}
+	e.reqMu.Unlock()
+	e.verifyGo.Do(func() {
+		if !e.opts.VerifyAfterOpen {
+			close(e.verified)
+			return
+		}
+		e.applyMu.Lock()
+		checks := e.proj.Unverified()
+		e.applyMu.Unlock()
+		e.wg.Add(1)
+		go e.verify(checks)
+	})
+}
+
+// Verified returns a channel closed when the verification after open has
+// ended (or, never started, at Close) and its report, valid once the
+// channel is closed.
 func (e *Engine) Verified() (<-chan struct{}, func() VerifyReport) {
 	return e.verified, func() VerifyReport {
 		<-e.verified
@@ -19,10 +45,10 @@ func (e *Engine) Verified() (<-chan struct{}, func() VerifyReport) {
 	}
 }
 
-// verifyViews is the verification after open: it reads the views whose
-// whole-view CRC Open trusted and, if any differs, regenerates every view
-// from the log while appends wait (regenerateLive). It ends early at Close.
-func (e *Engine) verifyViews(checks []projections.ViewCheck) {
+// verify is the verification after open. A view whose bytes differ from
+// its whole-view CRC makes every view regenerate from the log while
+// appends wait (regenerateLive). It ends early at Close.
+func (e *Engine) verify(checks []projections.ViewCheck) {
 	defer e.wg.Done()
 	defer close(e.verified)
 	t0 := time.Now()
@@ -43,6 +69,20 @@ func (e *Engine) verifyViews(checks []projections.ViewCheck) {
 		rep.Seconds = time.Since(t0).Seconds()
 		e.verifyRep = rep
 	}()
+	// The log first: regenerating views from a damaged log would fail.
+	e.log.StartVerification()
+	logDone, logReport := e.log.Verified()
+	select {
+	case <-logDone:
+	case <-ctx.Done():
+		rep.Err = ctx.Err()
+		return
+	}
+	rep.Log = logReport()
+	if rep.Log.Err != nil {
+		rep.Err = rep.Log.Err
+		return
+	}
 	if e.opts.verifyHold != nil {
 		select {
 		case <-e.opts.verifyHold:
@@ -72,9 +112,9 @@ func (e *Engine) verifyViews(checks []projections.ViewCheck) {
 // open regenerates them, and a projector is reopened on what is there.
 func (e *Engine) regenerateLive(ctx context.Context) (*projections.RegenerateReport, error) {
 	if e.opts.ReadOnly {
-		// A read-only engine may not rewrite the views: the next writable
-		// open regenerates them.
-		return nil, errors.Join(errors.New("engine: read-only: damaged views left for the next writable open"), projections.MarkViewsStale(e.opts.Home))
+		// A read-only engine writes nothing in the home: the damaged
+		// views stay until a writable open finds them.
+		return nil, errors.New("engine: read-only: damaged views not regenerated")
 	}
 	e.fbMu.Lock()
 	defer e.fbMu.Unlock()

@@ -20,6 +20,7 @@ func openVerifyAfter(t *testing.T, h home.Home, hold <-chan struct{}) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.StartVerification()
 	return e
 }
 

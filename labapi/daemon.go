@@ -281,6 +281,9 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 	if o.Ready != nil {
 		o.Ready(info)
 	}
+	// Serving: now read what the start trusted without reading it whole
+	// (the log's sealed segments, the views), not before.
+	eng.StartVerification()
 	select {
 	case <-ctx.Done():
 	case <-exitCh:

@@ -65,9 +65,11 @@ type Options struct {
 	MaxPending    int
 	// VerifyAfterOpen makes Open's cost independent of the number of ids:
 	// Open checks the format and the covered seq only, and a goroutine
-	// runs the page check and every entry's CRC once Open has returned,
-	// rebuilding the file from the log in place if they fail (see the
-	// package doc). Verified reports the outcome.
+	// that StartVerification starts runs the page check and every entry's
+	// CRC, rebuilding the file from the log in place if they fail (see the
+	// package doc). Until it has passed nothing is flushed: the caller
+	// must call StartVerification soon (past MaxPending ids Observe waits).
+	// Verified reports the outcome.
 	VerifyAfterOpen bool
 }
 
@@ -79,6 +81,7 @@ type Index struct {
 
 	verified  chan struct{} // closed when the verification after open ends
 	verifyErr error         // its outcome, set before verified is closed
+	verifyGo  sync.Once     // starts the verification, or ends it unstarted at Close
 
 	mu         sync.Mutex
 	drained    *sync.Cond // signalled after each flush
@@ -136,10 +139,8 @@ func Open(ctx context.Context, opts Options) (*Index, error) {
 		x.db.Close()
 		return nil, err
 	}
-	if opts.VerifyAfterOpen && x.rebuilt == "" {
-		go x.verifyLoop()
-	} else {
-		close(x.verified)
+	if !opts.VerifyAfterOpen || x.rebuilt != "" {
+		x.verifyGo.Do(func() { close(x.verified) }) // nothing to verify
 	}
 	go x.flushLoop()
 	return x, nil
@@ -591,6 +592,7 @@ func (x *Index) Close() error {
 	x.mu.Unlock()
 	close(x.stop)
 	<-x.done
+	x.verifyGo.Do(func() { x.verifyErr = ErrClosed; close(x.verified) })
 	<-x.verified
 	err := x.flush()
 	x.mu.Lock()

@@ -10,9 +10,16 @@ import (
 	"github.com/cmlab/cmlab/home"
 )
 
+// StartVerification starts the verification after open
+// (Options.VerifyAfterOpen) in a goroutine that Close ends and waits for.
+// Later calls, and calls when there is nothing to verify, do nothing.
+func (x *Index) StartVerification() {
+	x.verifyGo.Do(func() { go x.verifyLoop() })
+}
+
 // Verified returns a channel closed when the verification after open
-// (Options.VerifyAfterOpen) has ended — at once when there was none — and
-// its outcome: nil when the file passed, or was rebuilt from the log after
+// (Options.VerifyAfterOpen) has ended — at once when there was none, at
+// Close when it never started — and its outcome: nil when the file passed, or was rebuilt from the log after
 // failing (Rebuilt then says why); otherwise why the check or the rebuild
 // did not finish (Close, a log whose start is compacted away).
 func (x *Index) Verified() (<-chan struct{}, func() error) {

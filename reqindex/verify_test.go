@@ -16,6 +16,7 @@ func openEngineVerifyAfter(t testing.TB, h home.Home) *engine.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.StartVerification()
 	return e
 }
 

@@ -129,4 +129,19 @@
 // `cmlab wal dump|verify|stat` work while the daemon holds it; Reader.Follow
 // polls for new entries. Log.Stats reports appends, group commits, group
 // size and fsync latency histograms and the last fsync error.
+//
+// # Verification after open
+//
+// Open's check of every segment costs a read of the whole log. With
+// Options.VerifyAfterOpen (the daemon's engine) Open reads the last
+// segment only — the one a crash can tear, repaired as above — and takes
+// the sealed segments before it as their names say (a missing first
+// segment is still refused at once). StartVerification then checks every
+// entry of those sealed segments, and that each ends where the next
+// begins, in a goroutine Close waits for; the caller starts it once it
+// serves. Damage found there, which Open would have refused, fails the
+// log with a *CorruptError (wrapped in ErrFailed): nothing more is
+// appended and the fix is the same (`cmlab recover --salvage`). The
+// window is the time one read of the sealed segments takes after the
+// start; Verified reports the outcome.
 package wal

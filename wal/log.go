@@ -85,6 +85,13 @@ type Options struct {
 	// For benchmarks (`cmlab bench wal`): it costs a few clock reads per
 	// append and group. It must be safe for concurrent calls.
 	AckTrace func(AckTiming)
+	// VerifyAfterOpen makes Open read only the last segment (the one a
+	// crash can tear): the entries of the sealed segments before it are
+	// checked by a goroutine that StartVerification starts (see
+	// "Verification after open" in doc.go). Damage found there fails the log with a
+	// *CorruptError, as Open would have refused it. Verified reports the
+	// outcome.
+	VerifyAfterOpen bool
 }
 
 // Log is an open, writable log. It is safe for concurrent use.
@@ -128,6 +135,14 @@ type Log struct {
 	// fsyncs everything written so far in one call, applies and
 	// acknowledges: the next group is written while the previous fsync runs.
 	scratch [][]byte // the committer's entries of one WriteBatch
+
+	// sealed: the segments before the last at Open, whose entries the
+	// verification after open checks (Options.VerifyAfterOpen).
+	sealed    []segmentFile
+	tailFirst uint64        // first seq of the last segment at Open
+	verified  chan struct{} // closed when that verification has ended
+	verifyRep VerifyReport  // set before verified is closed
+	verifyGo  sync.Once     // starts the verification, or ends it unstarted at Close
 
 	pmu       sync.Mutex
 	pending   []*written    // written, not yet fsynced, in sequence order
@@ -223,7 +238,7 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 			return nil, fmt.Errorf("wal: open %s: finish compaction: %w", opts.Dir, err)
 		}
 	}
-	reps, tailSize, err := repairTailRecords(opts.Dir, opts.QuarantineDir, opts.NoSync)
+	reps, tailSize, sealed, tailFirst, err := repairTail(opts.Dir, opts.QuarantineDir, opts.NoSync, opts.VerifyAfterOpen)
 	if err != nil {
 		return nil, err
 	}
@@ -244,6 +259,9 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 		closeDone: make(chan struct{}),
 		pwake:     make(chan struct{}, 1),
 		wroteLast: make(chan struct{}),
+		sealed:    sealed,
+		tailFirst: tailFirst,
+		verified:  make(chan struct{}),
 	}
 	l.stats.init()
 	var pre *preallocator
@@ -865,6 +883,8 @@ func (l *Log) Close() error {
 	defer close(l.closeDone)
 	close(l.done)
 	<-l.exited
+	l.verifyGo.Do(func() { l.verifyRep.Err = ErrClosed; close(l.verified) })
+	<-l.verified
 	failed := l.Err() // read after the last write and fsync
 	// tidwall's Close fsyncs the tail. After a failure that would be a
 	// retried fsync, which must never happen (its success would prove

@@ -44,10 +44,33 @@ func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 // never written (see unrecordedRepairs), then this cut — and the tail
 // segment's size. noSync (Options.NoSync) skips the fsyncs.
 func repairTailRecords(dir, qdir string, noSync bool) ([]*events.WalRepaired, int64, error) {
-	ds, err := scanDir(dir, false, nil)
+	reps, size, _, _, err := repairTail(dir, qdir, noSync, false)
+	return reps, size, err
+}
+
+// repairTail is repairTailRecords; with tailOnly only the last segment's
+// entries are read and checked (the others are taken as their names say,
+// and returned as sealed, for Log.verifySealed).
+func repairTail(dir, qdir string, noSync, tailOnly bool) (reps []*events.WalRepaired, size int64, sealed []segmentFile, tailFirst uint64, err error) {
+	ds, err := scanDirOpts(dir, false, tailOnly, nil)
 	if err != nil {
-		return nil, 0, fmt.Errorf("wal: scan %s: %w", dir, err)
+		return nil, 0, nil, 0, fmt.Errorf("wal: scan %s: %w", dir, err)
 	}
+	if n := len(ds.Segments); tailOnly && n > 1 {
+		for _, sc := range ds.Segments[:n-1] {
+			sealed = append(sealed, sc.Segment)
+		}
+		tailFirst = ds.Segments[n-1].Segment.First
+	}
+	reps, size, err = repairScanned(dir, qdir, noSync, ds)
+	if err != nil {
+		return nil, 0, nil, 0, err
+	}
+	return reps, size, sealed, tailFirst, nil
+}
+
+// repairScanned repairs the torn tail ds found, or refuses its damage.
+func repairScanned(dir, qdir string, noSync bool, ds dirScan) ([]*events.WalRepaired, int64, error) {
 	var torn *BadEntry
 	var bad []BadEntry
 	for i := range ds.Bad {

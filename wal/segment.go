@@ -413,6 +413,13 @@ func retainedSegments(segs []segmentFile, base uint64) (pending, kept []segmentF
 // and so is a log that does not start where it should: at seq 1, or at
 // the first retained seq of wal/MANIFEST.
 func scanDir(dir string, keep bool, each func(sc *segmentScan, data []byte) error) (dirScan, error) {
+	return scanDirOpts(dir, keep, false, each)
+}
+
+// scanDirOpts is scanDir; with tailOnly only the last segment is read: the
+// others are taken to hold the sequences their names say (Size -1, no
+// entries counted) and each is not called for them.
+func scanDirOpts(dir string, keep, tailOnly bool, each func(sc *segmentScan, data []byte) error) (dirScan, error) {
 	segs, err := listSegments(dir)
 	if err != nil {
 		return dirScan{}, err
@@ -455,6 +462,11 @@ func scanDir(dir string, keep bool, each func(sc *segmentScan, data []byte) erro
 		ds.Bad = append(ds.Bad, BadEntry{Segment: segmentName(ds.First), Offset: 0, Seq: ds.First, Reason: fmt.Sprintf("missing segment: wal/%s says the log starts at seq %d, but the directory holds no segment", manifestName, ds.First)})
 	}
 	for i, seg := range segs {
+		if tailOnly && i < len(segs)-1 {
+			ds.Segments = append(ds.Segments, segmentScan{Segment: seg, Size: -1, Next: segs[i+1].First})
+			next = segs[i+1].First
+			continue
+		}
 		data, err := os.ReadFile(filepath.Join(dir, seg.Name))
 		if err != nil {
 			return ds, err
