@@ -97,9 +97,9 @@ type benchStartRow struct {
 	// ReadyCPUMs is the serve process's CPU time (user+system) at ready:
 	// less sensitive than ReadyMs to other work on the machine.
 	ReadyCPUMs float64 `json:"readyCpuMs"`
-	RSSMiB    float64 `json:"rssMiB"`
-	HWMMiB    float64 `json:"hwmMiB"`
-	StatusMs  float64 `json:"statusMs"`
+	RSSMiB     float64 `json:"rssMiB"`
+	HWMMiB     float64 `json:"hwmMiB"`
+	StatusMs   float64 `json:"statusMs"`
 	// StatusExit is the exit code of `cmlab status` (4 when steps await
 	// review; the time counts either way).
 	StatusExit  int     `json:"statusExit"`
@@ -323,7 +323,7 @@ func treeSize(dir string) int64 {
 type benchServeMeasure struct {
 	ready    time.Duration
 	cpu      time.Duration // user+system CPU of the process at ready
-	rss, hwm float64 // MiB
+	rss, hwm float64       // MiB
 }
 
 // benchServeOnce starts `cmlab serve` on h (127.0.0.1, port 0), waits until
