@@ -48,7 +48,8 @@ func BenchmarkRebuildMixedLab(b *testing.B) {
 // BenchmarkOpenChecksViews measures Open of a home whose checkpoint covers
 // 200,000 mixed Lab events' views: with crcs every view is read whole and
 // checksummed (the cost a daemon start pays for catching damage anywhere),
-// "tails only" is the same checkpoint without crcs. Reported as MB/s of
+// "tails only" is the same checkpoint without crcs, "crcs deferred" the
+// daemon's open (DeferWholeCheck: tails now, VerifyViews after start). Reported as MB/s of
 // view bytes checked.
 func BenchmarkOpenChecksViews(b *testing.B) {
 	src := workloadSrc(WorkloadMixedLab, 1, 200000)
@@ -67,9 +68,10 @@ func BenchmarkOpenChecksViews(b *testing.B) {
 	tailsOnly := *cp
 	tailsOnly.CRCs = nil
 	for _, bc := range []struct {
-		name string
-		cp   Checkpoint
-	}{{"crcs", *cp}, {"tails only", tailsOnly}} {
+		name     string
+		cp       Checkpoint
+		deferred bool
+	}{{"crcs", *cp, false}, {"tails only", tailsOnly, false}, {"crcs deferred", *cp, true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			c := bc.cp
 			if err := writeCheckpoint(h, &c, true); err != nil {
@@ -77,7 +79,7 @@ func BenchmarkOpenChecksViews(b *testing.B) {
 			}
 			b.SetBytes(total)
 			for i := 0; i < b.N; i++ {
-				p, err := Open(Options{Home: h, NoSync: true})
+				p, err := Open(Options{Home: h, NoSync: true, DeferWholeCheck: bc.deferred})
 				if err != nil || p.ReplayFrom() != cp.Seq+1 {
 					b.Fatalf("open: %v, replay from %d", err, p.ReplayFrom())
 				}
