@@ -371,12 +371,14 @@ func logVerification(eng *engine.Engine, l *slog.Logger) (stop func()) {
 		}
 		rep := report()
 		switch {
+		case rep.Log.Err != nil:
+			l.Error("the log is damaged before its last segment (verification after start): writes are refused; fix: cmlab stop, cmlab wal verify, cmlab recover --salvage --apply", "err", rep.Log.Err, "seconds", rep.Seconds)
 		case len(rep.Damaged) > 0:
 			l.Error("views damaged before their checkpoint were regenerated from the log", "damaged", rep.Damaged, "err", rep.Err, "seconds", rep.Seconds)
 		case rep.Err != nil:
 			l.Warn("verification of the views after start did not finish (the next start checks again)", "err", rep.Err)
-		case rep.Views > 0:
-			l.Info("views verified after start", "views", rep.Views, "bytes", rep.Bytes, "seconds", rep.Seconds)
+		default:
+			l.Info("log and views verified after start", "segments", rep.Log.Segments, "logBytes", rep.Log.Bytes, "views", rep.Views, "viewBytes", rep.Bytes, "seconds", rep.Seconds)
 		}
 	}()
 	return func() { close(quit); <-done }

@@ -341,6 +341,10 @@ func degradedError(cause error) *APIError {
 func degradedFix(cause error) string {
 	const tail = " Reads keep working; check cmlab status."
 	switch {
+	case errors.Is(cause, wal.ErrCorrupt):
+		// Found by the check of the sealed segments after start
+		// (wal.Options.VerifyAfterOpen): a restart finds it again.
+		return "The log is damaged before its last segment: stop the daemon (cmlab stop), then run cmlab wal verify and cmlab recover --salvage --apply." + tail
 	case errors.Is(cause, syscall.ENOSPC), errors.Is(cause, syscall.EDQUOT):
 		return "Free disk space on the home's file system, then restart the daemon (cmlab serve)." + tail
 	case isFDShortage(cause):
