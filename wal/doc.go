@@ -134,14 +134,17 @@
 //
 // Open's check of every segment costs a read of the whole log. With
 // Options.VerifyAfterOpen (the daemon's engine) Open reads the last
-// segment only — the one a crash can tear, repaired as above — and takes
-// the sealed segments before it as their names say (a missing first
-// segment is still refused at once). StartVerification then checks every
-// entry of those sealed segments, and that each ends where the next
-// begins, in a goroutine Close waits for; the caller starts it once it
-// serves. Damage found there, which Open would have refused, fails the
-// log with a *CorruptError (wrapped in ErrFailed): nothing more is
-// appended and the fix is the same (`cmlab recover --salvage`). The
-// window is the time one read of the sealed segments takes after the
-// start; Verified reports the outcome.
+// segment — the one a crash can tear, repaired as above — and every sealed
+// segment that wal/VERIFIED does not list with its current size and mtime
+// (the first time: all of them; then those sealed since the last open),
+// then rewrites that record. A listed segment is taken to hold the seqs
+// the record says, so a missing or cut segment is still refused at open,
+// naming it. StartVerification then reads every listed segment's entries
+// in a goroutine Close waits for; the caller starts it once it serves.
+// Damage found there (bit rot: bytes changed, size and mtime not) fails
+// the log with the *CorruptError Open would have returned (wrapped in
+// ErrFailed): nothing more is appended, the fix is the same (`cmlab
+// recover --salvage`), and the segment is dropped from the record, so the
+// next open refuses the log at once. The window is one read of the sealed
+// segments after the start; Verified reports the outcome.
 package wal

@@ -86,9 +86,10 @@ type Options struct {
 	// append and group. It must be safe for concurrent calls.
 	AckTrace func(AckTiming)
 	// VerifyAfterOpen makes Open read only the last segment (the one a
-	// crash can tear): the entries of the sealed segments before it are
-	// checked by a goroutine that StartVerification starts (see
-	// "Verification after open" in doc.go). Damage found there fails the log with a
+	// crash can tear) and the sealed segments wal/VERIFIED does not list
+	// unchanged: the entries of the listed ones are checked by a goroutine
+	// that StartVerification starts (see "Verification after open" in
+	// doc.go). Damage found there fails the log with a
 	// *CorruptError, as Open would have refused it. Verified reports the
 	// outcome.
 	VerifyAfterOpen bool

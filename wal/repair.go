@@ -48,23 +48,39 @@ func repairTailRecords(dir, qdir string, noSync bool) ([]*events.WalRepaired, in
 	return reps, size, err
 }
 
-// repairTail is repairTailRecords; with tailOnly only the last segment's
-// entries are read and checked (the others are taken as their names say,
-// and returned as sealed, for Log.verifySealed).
-func repairTail(dir, qdir string, noSync, tailOnly bool) (reps []*events.WalRepaired, size int64, sealed []segmentFile, tailFirst uint64, err error) {
-	ds, err := scanDirOpts(dir, false, tailOnly, nil)
+// repairTail is repairTailRecords; with trustRecord the sealed segments
+// wal/VERIFIED lists unchanged are not read (scanDirOpts) and are returned
+// as sealed, for Log.verifySealed, with the first seq of the last segment;
+// the others are read and checked now, and the record is rewritten to
+// list every sealed segment.
+func repairTail(dir, qdir string, noSync, trustRecord bool) (reps []*events.WalRepaired, size int64, sealed []segmentFile, tailFirst uint64, err error) {
+	var trust map[string]verifiedSeg
+	var rec *verifiedRecord
+	if trustRecord {
+		rec = readVerified(dir)
+		trust = rec.bySegment()
+	}
+	ds, err := scanDirOpts(dir, false, trust, nil)
 	if err != nil {
 		return nil, 0, nil, 0, fmt.Errorf("wal: scan %s: %w", dir, err)
-	}
-	if n := len(ds.Segments); tailOnly && n > 1 {
-		for _, sc := range ds.Segments[:n-1] {
-			sealed = append(sealed, sc.Segment)
-		}
-		tailFirst = ds.Segments[n-1].Segment.First
 	}
 	reps, size, err = repairScanned(dir, qdir, noSync, ds)
 	if err != nil {
 		return nil, 0, nil, 0, err
+	}
+	if n := len(ds.Segments); trustRecord && n > 0 {
+		next := &verifiedRecord{Version: verifiedVersion}
+		for _, sc := range ds.Segments[:n-1] {
+			if sc.Trusted {
+				sealed = append(sealed, sc.Segment)
+			}
+			next.Segments = append(next.Segments, sc.Stat)
+		}
+		tailFirst = ds.Segments[n-1].Segment.First
+		if !next.equal(rec) {
+			// Best effort: without it the next open reads those segments.
+			writeVerified(dir, next, noSync)
+		}
 	}
 	return reps, size, sealed, tailFirst, nil
 }

@@ -226,6 +226,10 @@ type segmentScan struct {
 	// Prealloc is the preallocated space (zeros) ending the last segment:
 	// not damage; Open truncates it.
 	Prealloc int64
+	// Trusted: not read, taken from wal/VERIFIED (scanDirOpts); Stat is
+	// its record there, or, for a segment read, its record to be.
+	Trusted bool
+	Stat    verifiedSeg
 }
 
 // scanSegment checks every frame of data, the bytes of seg. After a bad
@@ -413,13 +417,17 @@ func retainedSegments(segs []segmentFile, base uint64) (pending, kept []segmentF
 // and so is a log that does not start where it should: at seq 1, or at
 // the first retained seq of wal/MANIFEST.
 func scanDir(dir string, keep bool, each func(sc *segmentScan, data []byte) error) (dirScan, error) {
-	return scanDirOpts(dir, keep, false, each)
+	return scanDirOpts(dir, keep, nil, each)
 }
 
-// scanDirOpts is scanDir; with tailOnly only the last segment is read: the
-// others are taken to hold the sequences their names say (Size -1, no
-// entries counted) and each is not called for them.
-func scanDirOpts(dir string, keep, tailOnly bool, each func(sc *segmentScan, data []byte) error) (dirScan, error) {
+// scanDirOpts is scanDir. With trust non-nil (wal/VERIFIED, see
+// verify.go), a segment before the last that the record lists with its
+// current size and mtime is not read: it is taken to hold the entries the
+// record says (segmentScan.Trusted; each is not called for it), so a
+// missing or cut segment still shows as a gap. Every other segment is read
+// and checked, and its size and mtime are noted (segmentScan.Stat) for the
+// next record.
+func scanDirOpts(dir string, keep bool, trust map[string]verifiedSeg, each func(sc *segmentScan, data []byte) error) (dirScan, error) {
 	segs, err := listSegments(dir)
 	if err != nil {
 		return dirScan{}, err
@@ -462,10 +470,27 @@ func scanDirOpts(dir string, keep, tailOnly bool, each func(sc *segmentScan, dat
 		ds.Bad = append(ds.Bad, BadEntry{Segment: segmentName(ds.First), Offset: 0, Seq: ds.First, Reason: fmt.Sprintf("missing segment: wal/%s says the log starts at seq %d, but the directory holds no segment", manifestName, ds.First)})
 	}
 	for i, seg := range segs {
-		if tailOnly && i < len(segs)-1 {
-			ds.Segments = append(ds.Segments, segmentScan{Segment: seg, Size: -1, Next: segs[i+1].First})
-			next = segs[i+1].First
-			continue
+		var st verifiedSeg
+		if trust != nil && i < len(segs)-1 {
+			fi, err := os.Stat(filepath.Join(dir, seg.Name))
+			if err != nil {
+				return ds, err
+			}
+			st = verifiedSeg{Name: seg.Name, First: seg.First, Size: fi.Size(), MtimeNs: fi.ModTime().UnixNano()}
+			if t, ok := trust[seg.Name]; ok && t.First == seg.First && t.Size == st.Size && t.MtimeNs == st.MtimeNs && t.Last >= seg.First {
+				switch {
+				case i == 0:
+				case seg.First > next:
+					b := BadEntry{Segment: ds.Segments[i-1].Segment.Name, Offset: ds.Segments[i-1].Size, Seq: next, Lost: seg.First - next, Reason: ReasonMissing}
+					ds.Segments[i-1].Bad = append(ds.Segments[i-1].Bad, b)
+					ds.Bad = append(ds.Bad, b)
+				case seg.First < next:
+					ds.Bad = append(ds.Bad, BadEntry{Segment: seg.Name, Offset: 0, Seq: seg.First, Reason: fmt.Sprintf("segment starts at seq %d but the previous one ends at %d", seg.First, next-1)})
+				}
+				ds.Segments = append(ds.Segments, segmentScan{Segment: seg, Size: t.Size, Next: t.Last + 1, Trusted: true, Stat: t})
+				next = t.Last + 1
+				continue
+			}
 		}
 		data, err := os.ReadFile(filepath.Join(dir, seg.Name))
 		if err != nil {
@@ -502,6 +527,10 @@ func scanDirOpts(dir string, keep, tailOnly bool, each func(sc *segmentScan, dat
 				data = again
 				sc = scanSegment(seg, data, last, keep)
 			}
+		}
+		if st.Name != "" {
+			st.Last = sc.Next - 1
+			sc.Stat = st
 		}
 		ds.Segments = append(ds.Segments, sc)
 		ds.Bad = append(ds.Bad, sc.Bad...)

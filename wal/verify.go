@@ -1,13 +1,109 @@
 package wal
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
+
+	"github.com/cmlab/cmlab/home"
 )
+
+// verifiedName is the record of the sealed segments whose every entry a
+// check read and found sound: wal/VERIFIED.
+const (
+	verifiedName    = "VERIFIED"
+	verifiedVersion = 1
+)
+
+// verifiedRecord is wal/VERIFIED:
+//
+//	{"version":1,"segments":[{"name":"00000000000000000001","first":1,
+//	  "last":9876,"size":4194400,"mtime_ns":1764000000000000000},...],
+//	 "sum":123456789}
+//
+// Open with VerifyAfterOpen does not read a sealed segment listed there
+// with its current size and mtime: it takes the segment to hold first..last
+// (so a missing or cut segment is still refused at once) and leaves the
+// check of its bytes to verifySealed. Any other segment is read at open.
+// sum is the CRC-32C of the JSON with sum 0; a record that fails it, or
+// cannot be read, is ignored (every segment is read).
+type verifiedRecord struct {
+	Version  int           `json:"version"`
+	Segments []verifiedSeg `json:"segments"`
+	Sum      uint32        `json:"sum"`
+}
+
+type verifiedSeg struct {
+	Name    string `json:"name"`
+	First   uint64 `json:"first"`
+	Last    uint64 `json:"last"`
+	Size    int64  `json:"size"`
+	MtimeNs int64  `json:"mtime_ns"`
+}
+
+func (r *verifiedRecord) sum() uint32 {
+	c := *r
+	c.Sum = 0
+	b, _ := json.Marshal(&c)
+	return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))
+}
+
+// readVerified loads dir's wal/VERIFIED; nil when missing or not sound.
+func readVerified(dir string) *verifiedRecord {
+	b, err := os.ReadFile(filepath.Join(dir, verifiedName))
+	if err != nil {
+		return nil
+	}
+	var r verifiedRecord
+	if json.Unmarshal(b, &r) != nil || r.Version != verifiedVersion || r.Sum != r.sum() {
+		return nil
+	}
+	return &r
+}
+
+// bySegment maps segment names to their records; empty (not nil) for a
+// nil record, so that scanDirOpts records every segment it reads.
+func (r *verifiedRecord) bySegment() map[string]verifiedSeg {
+	m := map[string]verifiedSeg{}
+	if r != nil {
+		for _, s := range r.Segments {
+			m[s.Name] = s
+		}
+	}
+	return m
+}
+
+func (r *verifiedRecord) equal(o *verifiedRecord) bool {
+	return o != nil && slices.Equal(r.Segments, o.Segments)
+}
+
+// writeVerified replaces dir's wal/VERIFIED with r (atomically).
+func writeVerified(dir string, r *verifiedRecord, noSync bool) error {
+	r.Sum = r.sum()
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_ = noSync // home.WriteFileAtomic always fsyncs; the record is small
+	return home.WriteFileAtomic(filepath.Join(dir, verifiedName), append(b, '\n'))
+}
+
+// forgetVerified drops the named segments from wal/VERIFIED, so that the
+// next Open reads (and refuses) them.
+func forgetVerified(dir string, names []string) error {
+	r := readVerified(dir)
+	if r == nil {
+		return nil
+	}
+	r.Segments = slices.DeleteFunc(r.Segments, func(s verifiedSeg) bool { return slices.Contains(names, s.Name) })
+	return writeVerified(dir, r, false)
+}
 
 // VerifyReport is the outcome of the verification after open
 // (Options.VerifyAfterOpen).
@@ -91,6 +187,12 @@ func (l *Log) verifySealed() {
 		}
 	}
 	if len(bad) > 0 {
+		// The next Open reads these segments again and refuses them.
+		var names []string
+		for _, b := range bad {
+			names = append(names, b.Segment)
+		}
+		forgetVerified(l.opts.Dir, names)
 		cerr := &CorruptError{Dir: l.opts.Dir, Bad: bad}
 		l.setFailed(fmt.Errorf("%w: verification after open: %w", ErrFailed, cerr))
 		rep.Err = cerr
