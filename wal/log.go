@@ -139,8 +139,7 @@ type Log struct {
 
 	// sealed: the segments before the last at Open, whose entries the
 	// verification after open checks (Options.VerifyAfterOpen).
-	sealed    []segmentFile
-	tailFirst uint64        // first seq of the last segment at Open
+	sealed []sealedSegment
 	verified  chan struct{} // closed when that verification has ended
 	verifyRep VerifyReport  // set before verified is closed
 	verifyGo  sync.Once     // starts the verification, or ends it unstarted at Close
@@ -239,7 +238,7 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 			return nil, fmt.Errorf("wal: open %s: finish compaction: %w", opts.Dir, err)
 		}
 	}
-	reps, tailSize, sealed, tailFirst, err := repairTail(opts.Dir, opts.QuarantineDir, opts.NoSync, opts.VerifyAfterOpen)
+	reps, tailSize, sealed, err := repairTail(opts.Dir, opts.QuarantineDir, opts.NoSync, opts.VerifyAfterOpen)
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +260,6 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 		pwake:     make(chan struct{}, 1),
 		wroteLast: make(chan struct{}),
 		sealed:    sealed,
-		tailFirst: tailFirst,
 		verified:  make(chan struct{}),
 	}
 	l.stats.init()

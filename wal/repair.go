@@ -44,16 +44,17 @@ func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 // never written (see unrecordedRepairs), then this cut — and the tail
 // segment's size. noSync (Options.NoSync) skips the fsyncs.
 func repairTailRecords(dir, qdir string, noSync bool) ([]*events.WalRepaired, int64, error) {
-	reps, size, _, _, err := repairTail(dir, qdir, noSync, false)
+	reps, size, _, err := repairTail(dir, qdir, noSync, false)
 	return reps, size, err
 }
 
 // repairTail is repairTailRecords; with trustRecord the sealed segments
 // wal/VERIFIED lists unchanged are not read (scanDirOpts) and are returned
-// as sealed, for Log.verifySealed, with the first seq of the last segment;
+// as sealed, for Log.verifySealed, each with the first seq of the segment
+// after it;
 // the others are read and checked now, and the record is rewritten to
 // list every sealed segment.
-func repairTail(dir, qdir string, noSync, trustRecord bool) (reps []*events.WalRepaired, size int64, sealed []segmentFile, tailFirst uint64, err error) {
+func repairTail(dir, qdir string, noSync, trustRecord bool) (reps []*events.WalRepaired, size int64, sealed []sealedSegment, err error) {
 	var trust map[string]verifiedSeg
 	var rec *verifiedRecord
 	if trustRecord {
@@ -62,27 +63,26 @@ func repairTail(dir, qdir string, noSync, trustRecord bool) (reps []*events.WalR
 	}
 	ds, err := scanDirOpts(dir, false, trust, nil)
 	if err != nil {
-		return nil, 0, nil, 0, fmt.Errorf("wal: scan %s: %w", dir, err)
+		return nil, 0, nil, fmt.Errorf("wal: scan %s: %w", dir, err)
 	}
 	reps, size, err = repairScanned(dir, qdir, noSync, ds)
 	if err != nil {
-		return nil, 0, nil, 0, err
+		return nil, 0, nil, err
 	}
 	if n := len(ds.Segments); trustRecord && n > 0 {
 		next := &verifiedRecord{Version: verifiedVersion}
-		for _, sc := range ds.Segments[:n-1] {
+		for i, sc := range ds.Segments[:n-1] {
 			if sc.Trusted {
-				sealed = append(sealed, sc.Segment)
+				sealed = append(sealed, sealedSegment{segmentFile: sc.Segment, next: ds.Segments[i+1].Segment.First})
 			}
 			next.Segments = append(next.Segments, sc.Stat)
 		}
-		tailFirst = ds.Segments[n-1].Segment.First
 		if !next.equal(rec) {
 			// Best effort: without it the next open reads those segments.
 			writeVerified(dir, next, noSync)
 		}
 	}
-	return reps, size, sealed, tailFirst, nil
+	return reps, size, sealed, nil
 }
 
 // repairScanned repairs the torn tail ds found, or refuses its damage.

@@ -157,7 +157,7 @@ func (l *Log) verifySealed() {
 		l.verifyRep = rep
 	}()
 	var bad []BadEntry
-	for i, seg := range l.sealed {
+	for _, seg := range l.sealed {
 		select {
 		case <-l.done:
 			rep.Err = ErrClosed
@@ -174,9 +174,9 @@ func (l *Log) verifySealed() {
 		}
 		rep.Segments++
 		rep.Bytes += int64(len(data))
-		sc := scanSegment(seg, data, false, false)
+		sc := scanSegment(seg.segmentFile, data, false, false)
 		bad = append(bad, sc.Bad...)
-		next := l.lastAtOpenAfter(i)
+		next := seg.next
 		if len(sc.Bad) == 0 && sc.Next != next {
 			switch {
 			case sc.Next < next:
@@ -199,10 +199,9 @@ func (l *Log) verifySealed() {
 	}
 }
 
-// lastAtOpenAfter is the first seq of the segment after sealed[i] at Open.
-func (l *Log) lastAtOpenAfter(i int) uint64 {
-	if i+1 < len(l.sealed) {
-		return l.sealed[i+1].First
-	}
-	return l.tailFirst
+// sealedSegment is a sealed segment Open did not read, and the first seq
+// of the segment after it at Open (where its entries must end).
+type sealedSegment struct {
+	segmentFile
+	next uint64
 }
