@@ -139,7 +139,7 @@ type Log struct {
 
 	// sealed: the segments before the last at Open, whose entries the
 	// verification after open checks (Options.VerifyAfterOpen).
-	sealed []sealedSegment
+	sealed    []sealedSegment
 	verified  chan struct{} // closed when that verification has ended
 	verifyRep VerifyReport  // set before verified is closed
 	verifyGo  sync.Once     // starts the verification, or ends it unstarted at Close
