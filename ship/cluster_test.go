@@ -11,6 +11,7 @@ import (
 
 	"github.com/cmlab/cmlab/home"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // freePorts returns n ports free on 127.0.0.1 right now.
@@ -91,6 +92,12 @@ func TestShipR3ClusterLosesANode(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	// Losing a node may move the JetStream meta leader; until the two
+	// nodes left have one, their API answers "no responders". Wait for
+	// each node to answer a stream info before checking through it.
+	for _, u := range urls[1:] {
+		waitFor(t, "the stream's info from "+u, func() bool { return streamAnswers(u, s.State().Stream) })
+	}
 	n := &natsServer{t: t, port: ports[1]}
 	info, err := n.stream(t, s.State().Stream).Info(context.Background())
 	if err != nil {
@@ -106,4 +113,26 @@ func TestShipR3ClusterLosesANode(t *testing.T) {
 	}
 	e.Checkpoint()
 	sameViews(t, h, into)
+}
+
+// streamAnswers reports whether the server at url answers an info
+// request for stream.
+func streamAnswers(url, stream string) bool {
+	nc, err := Conn{URL: url}.connect("test")
+	if err != nil {
+		return false
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return false
+	}
+	_, err = st.Info(ctx)
+	return err == nil
 }

@@ -99,22 +99,34 @@ func (s *Source) Events(ctx context.Context, from, to uint64) iter.Seq2[*events.
 		if from > to {
 			return
 		}
-		cons, err := s.js.OrderedConsumer(ctx, s.stream, jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{SubjectFilter(s.homeID)},
-			DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-			OptStartSeq:    from,
-		})
+		var cons jetstream.Consumer
+		var err error
+		blips := 0
+		for {
+			cons, err = s.js.OrderedConsumer(ctx, s.stream, jetstream.OrderedConsumerConfig{
+				FilterSubjects: []string{SubjectFilter(s.homeID)},
+				DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+				OptStartSeq:    from,
+			})
+			if err == nil || !s.blip(ctx, err, &blips) {
+				break
+			}
+		}
 		if err != nil {
 			yield(nil, fmt.Errorf("ship: read stream %s: %w", s.stream, err))
 			return
 		}
 		next := from
+		blips = 0
 		for next <= to {
 			n := int(min(uint64(fetchBatch), to-next+1))
 			fctx, cancel := context.WithTimeout(ctx, s.FetchWait)
 			b, err := cons.Fetch(n, jetstream.FetchContext(fctx))
 			if err != nil {
 				cancel()
+				if s.blip(ctx, err, &blips) {
+					continue
+				}
 				yield(nil, fmt.Errorf("ship: read stream %s at seq %d: %w", s.stream, next, err))
 				return
 			}
@@ -135,14 +147,43 @@ func (s *Source) Events(ctx context.Context, from, to uint64) iter.Seq2[*events.
 			}
 			cancel()
 			if err := b.Error(); err != nil && got == 0 && !errors.Is(err, context.DeadlineExceeded) {
+				if s.blip(ctx, err, &blips) {
+					continue
+				}
 				yield(nil, fmt.Errorf("ship: read stream %s at seq %d: %w", s.stream, next, err))
 				return
+			}
+			if got > 0 {
+				blips = 0
 			}
 			if got == 0 {
 				yield(nil, &GapError{Stream: s.stream, Missing: []Range{{next, to}}})
 				return
 			}
 		}
+	}
+}
+
+// maxBlips bounds how many "no responders" answers in a row a read
+// waits out: a cluster that lost a node answers so while it elects new
+// leaders (nats.go's own publish retries them too).
+const maxBlips = 8
+
+// blip reports whether err is a leadership blip worth another fetch, and
+// then waits a growing backoff (50 ms doubling, at most 1 s) first.
+func (s *Source) blip(ctx context.Context, err error, n *int) bool {
+	if !errors.Is(err, nats.ErrNoResponders) || *n >= maxBlips {
+		return false
+	}
+	d := min(50*time.Millisecond<<*n, time.Second)
+	*n++
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
