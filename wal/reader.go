@@ -24,6 +24,8 @@ type cursor struct {
 	off     int64  // byte offset in seg of the next frame
 	next    uint64 // sequence expected at off
 	buf     []byte // reused by readFrom: decoded events copy what they keep
+	// readBytes counts the bytes read from segment files (for the tests).
+	readBytes int64
 	// suspect is where a live read last found a bad frame with good ones
 	// after it in the last segment (-1: none). Reading bytes the writer is
 	// copying into preallocated space can show exactly that — zeros, then
@@ -39,25 +41,52 @@ type cursor struct {
 // sequence (readArchived turns it into a *CompactedError).
 var errArchiveMissing = errors.New("not in the archive")
 
-// readFrom returns the bytes of the segment file from off to its end. The
-// bytes live in a buffer the next readFrom reuses: a segment is read with
-// one read into a buffer sized from the file (plus one to see the end),
-// not grown and copied as io.ReadAll would, and not reallocated (and
-// zeroed) for every segment of a long sequential read.
-func (c *cursor) readFrom() ([]byte, error) {
+// readPiece is how much of a segment the cursor reads at a time. A read
+// that wants a few events (the tail after a snapshot, the first event of a
+// segment) reads this much, not the whole segment: in a new process every
+// page of a fresh buffer is a page fault, and reading a 4 MiB segment into
+// one cost `cmlab status` more than everything else it does. A long read
+// goes on piece by piece through the same buffer. A frame that does not
+// fit in a piece, and any bad frame, is read again with the rest of the
+// file from its offset (see cursor.read). A variable for the tests.
+var readPiece = 256 << 10
+
+// readFrom returns bytes of the segment file from off: the whole rest of
+// the file (eof true) if limit ≤ 0 or the rest is no longer than limit,
+// else exactly limit bytes (eof false). The bytes live in a buffer the
+// next readFrom reuses (decoded events copy what they keep), sized from
+// the file (plus one to see the end), not grown and copied as io.ReadAll
+// would, and not reallocated (and zeroed) for every piece or segment of a
+// long sequential read.
+func (c *cursor) readFrom(limit int) ([]byte, bool, error) {
 	f, err := os.Open(filepath.Join(c.dir, c.seg.Name))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer f.Close()
-	if c.off > 0 {
-		if _, err := f.Seek(c.off, io.SeekStart); err != nil {
-			return nil, err
-		}
-	}
 	want := 512
 	if fi, err := f.Stat(); err == nil && fi.Size()-c.off >= 0 {
 		want = int(fi.Size()-c.off) + 1
+	}
+	if limit > 0 && want-1 > limit {
+		if cap(c.buf) < limit {
+			c.buf = make([]byte, 0, limit)
+		}
+		buf := c.buf[:limit]
+		n, err := f.ReadAt(buf, c.off)
+		c.readBytes += int64(n)
+		switch {
+		case n == limit:
+			return buf, false, nil
+		case err != nil && err != io.EOF:
+			return nil, false, err
+		}
+		return buf[:n], true, nil // the file shrank since Stat: that is its end
+	}
+	if c.off > 0 {
+		if _, err := f.Seek(c.off, io.SeekStart); err != nil {
+			return nil, false, err
+		}
 	}
 	if cap(c.buf) < want {
 		c.buf = make([]byte, 0, want)
@@ -69,15 +98,16 @@ func (c *cursor) readFrom() ([]byte, error) {
 		}
 		n, err := f.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
+		c.readBytes += int64(n)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	c.buf = buf[:0]
-	return buf, nil
+	return buf, true, nil
 }
 
 func (c *cursor) corrupt(off int64, reason string) error {
@@ -139,8 +169,9 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 		}
 		c.seg, c.off, c.next, c.started, c.suspect = segs[i], 0, segs[i].First, true, -1
 	}
+	limit := readPiece
 	for {
-		data, err := c.readFrom()
+		data, eof, err := c.readFrom(limit)
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) && !c.archive {
 				if m, merr := ReadManifest(c.dir); merr == nil && m.firstSeq() > c.seg.First {
@@ -151,6 +182,8 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 		}
 		isLast := c.seg.Name == segs[len(segs)-1].Name
 		base := c.off
+		limit = readPiece
+		more := !eof // data ends before the file does: read on from c.off
 		for p := 0; p < len(data); {
 			if c.next > to {
 				// Past the last sequence asked for: what follows may be a
@@ -172,6 +205,16 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 				if ev == nil {
 					seq, reason = checkEntry(entry, c.next)
 				}
+			}
+			if reason != "" && !eof {
+				// A frame cut by the end of the piece, or damage: read
+				// again from its offset; a frame that starts a piece and
+				// is still not whole there, with the rest of the file, as
+				// the checks below expect.
+				if p == 0 {
+					limit = 0
+				}
+				break
 			}
 			if reason != "" {
 				if isLast && preallocatedFrom(data, base, p) {
@@ -209,6 +252,9 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 			c.next++
 			p += n
 		}
+		if more {
+			continue
+		}
 		// End of this segment's bytes: move on if a later segment exists.
 		var nextSeg *segmentFile
 		for i := range segs {
@@ -233,7 +279,7 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 		}
 		// The next segment exists, so this one is complete; read what may
 		// have been written to it since.
-		if rest, err := c.readFrom(); err == nil && len(rest) > 0 {
+		if rest, _, err := c.readFrom(readPiece); err == nil && len(rest) > 0 {
 			continue
 		}
 		if nextSeg.First != c.next {
