@@ -26,6 +26,10 @@ type cursor struct {
 	buf     []byte // reused by readFrom: decoded events copy what they keep
 	// readBytes counts the bytes read from segment files (for the tests).
 	readBytes int64
+	// f is the open segment file fname, between readFrom calls of one
+	// read call.
+	f     *os.File
+	fname string
 	// suspect is where a live read last found a bad frame with good ones
 	// after it in the last segment (-1: none). Reading bytes the writer is
 	// copying into preallocated space can show exactly that — zeros, then
@@ -59,11 +63,17 @@ var readPiece = 256 << 10
 // would, and not reallocated (and zeroed) for every piece or segment of a
 // long sequential read.
 func (c *cursor) readFrom(limit int) ([]byte, bool, error) {
-	f, err := os.Open(filepath.Join(c.dir, c.seg.Name))
-	if err != nil {
-		return nil, false, err
+	if c.f != nil && c.fname != c.seg.Name {
+		c.closeFile()
 	}
-	defer f.Close()
+	if c.f == nil {
+		f, err := os.Open(filepath.Join(c.dir, c.seg.Name))
+		if err != nil {
+			return nil, false, err
+		}
+		c.f, c.fname = f, c.seg.Name
+	}
+	f := c.f
 	want := 512
 	if fi, err := f.Stat(); err == nil && fi.Size()-c.off >= 0 {
 		want = int(fi.Size()-c.off) + 1
@@ -83,10 +93,8 @@ func (c *cursor) readFrom(limit int) ([]byte, bool, error) {
 		}
 		return buf[:n], true, nil // the file shrank since Stat: that is its end
 	}
-	if c.off > 0 {
-		if _, err := f.Seek(c.off, io.SeekStart); err != nil {
-			return nil, false, err
-		}
+	if _, err := f.Seek(c.off, io.SeekStart); err != nil {
+		return nil, false, err
 	}
 	if cap(c.buf) < want {
 		c.buf = make([]byte, 0, want)
@@ -110,6 +118,16 @@ func (c *cursor) readFrom(limit int) ([]byte, bool, error) {
 	return buf, true, nil
 }
 
+// closeFile closes the segment file readFrom keeps open between the
+// pieces of one read call (read closes it when it returns: a later call
+// opens the file again, and sees a compaction that removed it).
+func (c *cursor) closeFile() {
+	if c.f != nil {
+		c.f.Close()
+		c.f, c.fname = nil, ""
+	}
+}
+
 func (c *cursor) corrupt(off int64, reason string) error {
 	return fmt.Errorf("%w: segment %s offset %d seq %d: %s", ErrCorrupt, c.seg.Name, off, c.next, reason)
 }
@@ -122,6 +140,7 @@ func (c *cursor) corrupt(off int64, reason string) error {
 // the entries in either mode. It returns stop=true when yield asked to stop or
 // seq to was passed.
 func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, error) bool) (stop bool, err error) {
+	defer c.closeFile()
 	segs, err := listSegments(c.dir)
 	if err != nil {
 		return true, err
