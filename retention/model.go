@@ -279,6 +279,13 @@ func (m *Model) FirstTS(ctx context.Context, evs func(from uint64) iter.Seq2[*ev
 		}
 		if match(r.MaxTS) {
 			start = max(from, r.First)
+			if start == r.First && start <= last && match(r.FirstTS) {
+				// The run's first event is the answer: nothing to read
+				// (a log whose events all lie in the window, as every
+				// status on a recent home asks).
+				m.mu.RUnlock()
+				return start, nil
+			}
 			break
 		}
 	}

@@ -3,6 +3,7 @@ package retention
 import (
 	"context"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -308,12 +309,50 @@ func TestFirstTS(t *testing.T) {
 					break
 				}
 			}
-			got, err := m.FirstTS(context.Background(), r.Events, from, last, func(x int64) bool { return x > cut })
+			read := 0
+			evs := func(from uint64) iter.Seq2[*events.Event, error] {
+				return func(yield func(*events.Event, error) bool) {
+					for ev, err := range r.Events(from) {
+						read++
+						if !yield(ev, err) {
+							return
+						}
+					}
+				}
+			}
+			got, err := m.FirstTS(context.Background(), evs, from, last, func(x int64) bool { return x > cut })
 			if err != nil || got != want {
 				t.Fatalf("from %d cut %d: %d %v, want %d", from, cut, got, err, want)
 			}
+			// A run's first event that matches is answered from the
+			// index alone; otherwise at most one run is read.
+			if want == from && firstOfRun(m, from) && read != 0 {
+				t.Fatalf("from %d cut %d: read %d events for the first event of a run", from, cut, read)
+			}
+			if read > TSBlock+1 {
+				t.Fatalf("from %d cut %d: read %d events", from, cut, read)
+			}
 		}
 	}
+	// Every event in the window: the answer is the first seq, read from
+	// nothing (status on a recent home).
+	n := 0
+	never := func(uint64) iter.Seq2[*events.Event, error] {
+		return func(func(*events.Event, error) bool) { n++ }
+	}
+	if got, err := m.FirstTS(context.Background(), never, 1, last, func(x int64) bool { return x > ts[0]-1 }); err != nil || got != 1 || n != 0 {
+		t.Fatalf("all in the window: %d %v, %d reads", got, err, n)
+	}
+}
+
+// firstOfRun reports whether seq starts a run of m's timestamp index.
+func firstOfRun(m *Model, seq uint64) bool {
+	for _, r := range m.st.Runs {
+		if r.First == seq {
+			return true
+		}
+	}
+	return false
 }
 
 // TestModelKeepsOpenWorkOnly: completed steps and mandates whose steps
