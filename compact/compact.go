@@ -50,6 +50,10 @@ type Options struct {
 	// IndexCovered returns the seq the request-id index covers (the
 	// read-models holder); nil: unknown, the holder keeps the whole log.
 	IndexCovered func(ctx context.Context) (uint64, error)
+	// Segments are the log's segments as wal.Segments lists them, when the
+	// caller has just listed them (status: one stat of each instead of
+	// two); nil: Plan lists them.
+	Segments []wal.SegmentInfo
 }
 
 func (o *Options) check() error {
@@ -164,9 +168,12 @@ func Plan(ctx context.Context, src Source, o Options) (Report, error) {
 		return Report{}, err
 	}
 	rep := Report{Dir: src.Dir(), FirstSeq: src.FirstSeq(), LastSeq: src.LastSeq(), Archive: o.Archive, DryRun: o.DryRun, Segments: []wal.SegmentInfo{}, Holders: []Hold{}}
-	segs, err := wal.Segments(src.Dir())
-	if err != nil {
-		return rep, err
+	segs := o.Segments
+	var err error
+	if segs == nil {
+		if segs, err = wal.Segments(src.Dir()); err != nil {
+			return rep, err
+		}
 	}
 	for _, s := range segs {
 		rep.LogBytes += s.Size

@@ -186,9 +186,10 @@ type compactionStatus struct {
 }
 
 // readCompactionStatus reads the log's compaction state without its lock;
-// the reclaimable bytes are planned from m, the retention model covering
-// the log up to loaded.Last, so nothing is read from the log's start.
-func readCompactionStatus(ctx context.Context, h home.Home, m *retention.Model, loaded retention.Loaded) *compactionStatus {
+// segs are its segments (wal.Segments); the reclaimable bytes are planned
+// from m, the retention model covering the log up to loaded.Last, so
+// nothing is read from the log's start.
+func readCompactionStatus(ctx context.Context, h home.Home, segs []wal.SegmentInfo, m *retention.Model, loaded retention.Loaded) *compactionStatus {
 	st := &compactionStatus{ReclaimableBytes: -1, FirstRetainedSeq: 1}
 	man, err := wal.ReadManifest(h.WALDir())
 	if err != nil {
@@ -200,11 +201,6 @@ func readCompactionStatus(ctx context.Context, h home.Home, m *retention.Model, 
 		st.LastCompaction = time.UnixMilli(man.CompactedAt).UTC().Format(time.RFC3339)
 		st.Removed = man.Removed
 	}
-	segs, err := wal.Segments(h.WALDir())
-	if err != nil {
-		st.Error = err.Error()
-		return st
-	}
 	for _, s := range segs {
 		st.LogBytes += s.Size
 	}
@@ -213,7 +209,7 @@ func readCompactionStatus(ctx context.Context, h home.Home, m *retention.Model, 
 		src := compact.ReaderSourceAt(r, h.WALDir(), loaded.First, loaded.Last)
 		var rep compact.Report
 		// Any archive makes the plan the one --archive would carry out.
-		if rep, err = compact.Plan(ctx, src, compact.Options{Home: h, Archive: "(status)", DryRun: true, Model: m, SkipWaived: true}); err == nil {
+		if rep, err = compact.Plan(ctx, src, compact.Options{Home: h, Archive: "(status)", DryRun: true, Model: m, SkipWaived: true, Segments: segs}); err == nil {
 			st.ReclaimableBytes = rep.Bytes
 		}
 	}
