@@ -20,6 +20,10 @@ import (
 //     set their own);
 //   - id arguments and flags complete dynamically (completion.go).
 func finishTree(root *cobra.Command, g *globalOpts) {
+	byFlag := map[string]completeFunc{
+		"baseline": completeRuns(g), "run": completeRuns(g), "task-review": completeRuns(g),
+		"experiment": completeExperiments(g), "task-compare": completeExperiments(g),
+	}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
@@ -32,16 +36,14 @@ func finishTree(root *cobra.Command, g *globalOpts) {
 		if c.ValidArgsFunction == nil {
 			c.ValidArgsFunction = argCompletion(g, c.CommandPath())
 		}
-		for _, name := range []string{"type"} {
-			if f := c.LocalNonPersistentFlags().Lookup(name); f != nil && strings.Contains(f.Usage, "event type") {
-				c.RegisterFlagCompletionFunc(name, completeEventTypes())
-			}
+		// LocalNonPersistentFlags builds a new flag set at every call:
+		// once per command (this walk runs at every start of the CLI).
+		local := c.LocalNonPersistentFlags()
+		if f := local.Lookup("type"); f != nil && strings.Contains(f.Usage, "event type") {
+			c.RegisterFlagCompletionFunc("type", completeEventTypes())
 		}
-		for name, fn := range map[string]completeFunc{
-			"baseline": completeRuns(g), "run": completeRuns(g), "task-review": completeRuns(g),
-			"experiment": completeExperiments(g), "task-compare": completeExperiments(g),
-		} {
-			if c.LocalNonPersistentFlags().Lookup(name) != nil {
+		for name, fn := range byFlag {
+			if local.Lookup(name) != nil {
 				c.RegisterFlagCompletionFunc(name, fn)
 			}
 		}
