@@ -180,14 +180,14 @@ func DefaultHolders(h home.Home, sc *Scan, indexCovered func(context.Context) (u
 	}
 	return []RetentionHolder{
 		{Name: "checkpoint", OldestNeededSeq: func(context.Context) (uint64, error) {
-			cp, err := projections.ReadCheckpoint(h)
+			seq, ok, err := projections.ReadCheckpointSeq(h)
 			if err != nil {
 				return 0, err
 			}
-			if cp == nil {
+			if !ok {
 				return 1, nil // the views are rebuilt from the start
 			}
-			return cp.Seq + 1, nil
+			return seq + 1, nil
 		}},
 		{Name: "open steps", OldestNeededSeq: fixed(sc.OpenSteps)},
 		{Name: "open terminal blocks", OldestNeededSeq: fixed(sc.OpenBlocks)},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io/fs"
 	"os"
@@ -221,5 +222,76 @@ func TestCheckpointTailCheck(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// The checkpoint's sum is checked on the file's own bytes when they are
+// as writeCheckpoint writes them (no re-encoding of a checkpoint that
+// lists thousands of views), and ReadCheckpointSeq trusts a checkpoint
+// exactly when ReadCheckpoint does: the same answer for every flipped
+// bit tried at every byte, and for a re-indented file, which only the
+// re-encoding accepts.
+func TestCheckpointSumOnTheFileBytes(t *testing.T) {
+	const total, cut = 300, 200
+	h := crashedHome(t, workloadEvents(WorkloadEveryType, 7, total), cut)
+	good, err := os.ReadFile(h.CheckpointFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := ReadCheckpoint(h)
+	if err != nil || cp == nil || cp.Seq != cut {
+		t.Fatalf("checkpoint %+v %v", cp, err)
+	}
+	if sum, ok := rawSum(good); !ok || sum != cp.Sum {
+		t.Fatalf("the written checkpoint does not pass the check on its bytes: %q…", good[max(0, len(good)-60):])
+	}
+	if seq, ok, err := ReadCheckpointSeq(h); err != nil || !ok || seq != cut {
+		t.Fatalf("ReadCheckpointSeq: %d %v %v", seq, ok, err)
+	}
+	outcome := func() (string, string) {
+		full := "refused"
+		if c, err := ReadCheckpoint(h); err == nil && c != nil {
+			full = fmt.Sprint("seq ", c.Seq)
+		}
+		seqOnly := "refused"
+		if seq, ok, err := ReadCheckpointSeq(h); err == nil && ok {
+			seqOnly = fmt.Sprint("seq ", seq)
+		}
+		return full, seqOnly
+	}
+	refused := 0
+	for i := range good {
+		for _, mask := range []byte{0x01, 0x80} {
+			b := bytes.Clone(good)
+			b[i] ^= mask
+			if err := os.WriteFile(h.CheckpointFile(), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			full, seqOnly := outcome()
+			if full != seqOnly {
+				t.Fatalf("byte %d ^ %#x: ReadCheckpoint %s, ReadCheckpointSeq %s", i, mask, full, seqOnly)
+			}
+			if full == "refused" {
+				refused++
+			}
+		}
+	}
+	// Every flip but those of the final newline changes what is summed.
+	t.Logf("refused %d of %d", refused, 2*len(good))
+	if want := 2 * (len(good) - 1); refused < want {
+		t.Fatalf("%d of %d flipped checkpoints refused, want at least %d", refused, 2*len(good), want)
+	}
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, good, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rawSum(indented.Bytes()); ok {
+		t.Fatal("an indented checkpoint passed the check on its bytes")
+	}
+	if err := os.WriteFile(h.CheckpointFile(), indented.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if full, seqOnly := outcome(); full != fmt.Sprint("seq ", cut) || seqOnly != full {
+		t.Fatalf("indented checkpoint: ReadCheckpoint %s, ReadCheckpointSeq %s", full, seqOnly)
 	}
 }
