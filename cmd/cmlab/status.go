@@ -9,6 +9,7 @@ import (
 
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/pty"
 	"github.com/cmlab/cmlab/retention"
 	"github.com/cmlab/cmlab/ship/cursor"
@@ -31,6 +32,12 @@ type statusReport struct {
 	// LeftOpen: terminal blocks a crash left open (no daemon runs).
 	LeftOpen []pty.LeftBlock `json:"terminalLeftOpen"`
 	Ship     *shipStatus     `json:"ship,omitempty"`
+
+	// cpSeq is the checkpoint's seq when cpOK; cpErr why it is not
+	// trusted (projections.ReadCheckpointSeq), for the text output.
+	cpSeq uint64
+	cpOK  bool
+	cpErr error
 }
 
 // shipStatus is state/ship.json with the lag against the log's last seq.
@@ -70,7 +77,7 @@ disk, which catch-up brings to the log then).`,
 				return newCLIError(exitError, "NO_HOME", fmt.Sprintf("no cmlab home at %s (%s)", h.Dir, g.homeSource()),
 					"check the path; 'cmlab serve --home DIR' creates a home and serves it")
 			}
-			rep, openErr := gatherStatus(cmd, h)
+			rep, openErr := gatherStatus(cmd, h, g.json)
 			if g.json {
 				if err := labPrintJSON(g, rep); err != nil {
 					return err
@@ -94,12 +101,12 @@ disk, which catch-up brings to the log then).`,
 			}
 			fmt.Fprintf(w, "log:         %d bytes in %d segment(s), last seq %d\n", rep.LogBytes, rep.LogSegments, rep.LastSeq)
 			printCompactionStatus(w, rep.Compaction)
-			var cp struct {
-				Seq uint64 `json:"seq"`
-			}
-			if string(rep.Checkpoint) != "null" && json.Unmarshal(rep.Checkpoint, &cp) == nil {
-				fmt.Fprintf(w, "checkpoint:  seq %d\n", cp.Seq)
-			} else {
+			switch {
+			case rep.cpErr != nil:
+				fmt.Fprintf(w, "checkpoint:  not trusted: %v (the next start rebuilds the views from the log)\n", rep.cpErr)
+			case rep.cpOK:
+				fmt.Fprintf(w, "checkpoint:  seq %d\n", rep.cpSeq)
+			default:
 				fmt.Fprintf(w, "checkpoint:  none\n")
 			}
 			fmt.Fprintf(w, "durability:  %s\n", rep.Durability)
@@ -128,7 +135,10 @@ disk, which catch-up brings to the log then).`,
 // gatherStatus builds the status report of h. Nothing in it reads the log
 // from seq 1: the retention model is its snapshot and the log after it
 // (retention.Load). A corrupt log is reported and returned (exit 3).
-func gatherStatus(cmd *cobra.Command, h home.Home) (statusReport, error) {
+// withCheckpoint includes the checkpoint file itself (--json); the text
+// output needs only its seq, which a terminal home's checkpoint (a view
+// per block) gives without decoding all of it.
+func gatherStatus(cmd *cobra.Command, h home.Home, withCheckpoint bool) (statusReport, error) {
 	ctx := cmd.Context()
 	var openErr error
 	rep := statusReport{Home: h.Dir, AwaitReview: []string{}, LeftOpen: []pty.LeftBlock{},
@@ -171,10 +181,13 @@ func gatherStatus(cmd *cobra.Command, h home.Home) (statusReport, error) {
 		rep.LogBytes += s.Size
 	}
 	rep.LogSegments = len(segs)
-	if b, err := os.ReadFile(h.CheckpointFile()); err == nil && json.Valid(b) {
-		rep.Checkpoint = json.RawMessage(strings.TrimSpace(string(b)))
+	rep.Checkpoint = json.RawMessage("null")
+	if withCheckpoint {
+		if b, err := os.ReadFile(h.CheckpointFile()); err == nil && json.Valid(b) {
+			rep.Checkpoint = json.RawMessage(strings.TrimSpace(string(b)))
+		}
 	} else {
-		rep.Checkpoint = json.RawMessage("null")
+		rep.cpSeq, rep.cpOK, rep.cpErr = projections.ReadCheckpointSeq(h)
 	}
 	if merr != nil {
 		rep.AwaitReview = []string{"unknown: " + merr.Error()}

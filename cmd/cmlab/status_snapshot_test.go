@@ -18,6 +18,7 @@ import (
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/pty"
 	"github.com/cmlab/cmlab/retention"
 	"github.com/cmlab/cmlab/steps"
@@ -322,5 +323,62 @@ func TestLocalReadsEqualTheRoutes(t *testing.T) {
 		if code != 0 || out != outs[i] {
 			t.Fatalf("%v on a log unreadable from seq 1: %d %s\n%s\nwant\n%s", args, code, errs, out, outs[i])
 		}
+	}
+}
+
+// TestStatusCheckpointLine: the text output's checkpoint line is the seq
+// of a checkpoint projections trusts, "none" without one, and says so when
+// the checkpoint is damaged (it used to print the seq of any valid JSON);
+// --json still carries the file itself.
+func TestStatusCheckpointLine(t *testing.T) {
+	h := snapshotHome(t, 6)
+	cp, err := projections.ReadCheckpoint(h)
+	if err != nil || cp == nil || cp.Seq == 0 {
+		t.Fatalf("checkpoint %+v %v", cp, err)
+	}
+	line := func() string {
+		t.Helper()
+		code, text, errs := cli(t, "status", "--home", h.Dir)
+		if code != 0 {
+			t.Fatalf("status: %d %s", code, errs)
+		}
+		for _, l := range strings.Split(text, "\n") {
+			if strings.HasPrefix(l, "checkpoint:") {
+				return l
+			}
+		}
+		t.Fatalf("no checkpoint line in\n%s", text)
+		return ""
+	}
+	if got, want := line(), fmt.Sprintf("checkpoint:  seq %d", cp.Seq); got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+	_, js, _ := cli(t, "status", "--home", h.Dir, "--json")
+	var rep struct {
+		Checkpoint projections.Checkpoint `json:"checkpoint"`
+	}
+	if err := json.Unmarshal([]byte(js), &rep); err != nil || rep.Checkpoint.Seq != cp.Seq || len(rep.Checkpoint.Views) != len(cp.Views) {
+		t.Fatalf("--json checkpoint %+v %v", rep.Checkpoint, err)
+	}
+	good, err := os.ReadFile(h.CheckpointFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A changed seq that is still valid JSON: the sum refuses it.
+	bad := bytes.Replace(good, []byte(fmt.Sprintf(`"seq":%d,`, cp.Seq)), []byte(fmt.Sprintf(`"seq":%d,`, cp.Seq+1)), 1)
+	if bytes.Equal(bad, good) {
+		t.Fatal("no seq to change")
+	}
+	if err := os.WriteFile(h.CheckpointFile(), bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := line(); !strings.HasPrefix(got, "checkpoint:  not trusted: ") || !strings.Contains(got, "sum") {
+		t.Fatalf("damaged checkpoint: %q", got)
+	}
+	if err := os.Remove(h.CheckpointFile()); err != nil {
+		t.Fatal(err)
+	}
+	if got := line(); got != "checkpoint:  none" {
+		t.Fatalf("no checkpoint: %q", got)
 	}
 }
