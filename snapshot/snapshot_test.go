@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 func TestRoundTripAndEveryDamageRefused(t *testing.T) {
@@ -64,5 +66,44 @@ func TestFailedWriteKeepsOld(t *testing.T) {
 	}
 	if _, b, err := Read(path, "m", "1"); err != nil || string(b) != "old" {
 		t.Fatalf("old snapshot: %q %v", b, err)
+	}
+}
+
+// decodeFile reads what msgpack.Unmarshal reads, for bodies of every bin
+// width (nil, empty, 8-, 16- and 32-bit lengths), with the body a slice of
+// the file's bytes that an append cannot overrun; a body longer than the
+// bytes left, or bytes after the fields, is an error and no panic.
+func TestDecodeFileEqualsUnmarshal(t *testing.T) {
+	for _, size := range []int{-1, 0, 1, 200, 70_000, 1 << 20} {
+		var body []byte
+		if size >= 0 {
+			body = bytes.Repeat([]byte{0xa5, 0x00, 0x5a}, size/3+1)[:size]
+		}
+		want := file{Header: Header{Model: "labstate", Version: "3/x", Seq: uint64(size + 2), EventID: "ev"}, Body: body}
+		b, err := msgpack.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var old file
+		if err := msgpack.Unmarshal(b, &old); err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeFile(b)
+		if err != nil || got.Header != old.Header || !bytes.Equal(got.Body, old.Body) || (got.Body == nil) != (old.Body == nil) {
+			t.Fatalf("size %d: %+v %v, msgpack.Unmarshal gives %+v", size, got.Header, err, old.Header)
+		}
+		if size > 0 {
+			if &got.Body[0] != &b[len(b)-size] || cap(got.Body) != size {
+				t.Fatalf("size %d: the body is not the file's bytes (cap %d)", size, cap(got.Body))
+			}
+		}
+		if _, err := decodeFile(append(bytes.Clone(b), 0xc0)); err == nil {
+			t.Fatalf("size %d: a byte after the fields was accepted", size)
+		}
+		if size > 0 {
+			if _, err := decodeFile(b[:len(b)-1]); err == nil {
+				t.Fatalf("size %d: a body cut short was accepted", size)
+			}
+		}
 	}
 }
