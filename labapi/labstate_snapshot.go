@@ -3,6 +3,7 @@ package labapi
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 
@@ -135,21 +136,37 @@ func (st *labState) loadBody(h snapshot.Header, body []byte) error {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	// The state is empty: its maps are made at their final size (1M runs
+	// grew one by rehashing), and hold pointers into the decoded slices
+	// instead of a copy of each run (entries are replaced, never changed
+	// in place, so a slice outlives its replaced elements only).
+	if len(st.runs) == 0 {
+		st.runs = make(map[string]*events.LabRun, len(sn.Runs))
+		st.runOrder = make([]string, 0, len(sn.Runs))
+	}
+	if len(st.exps) == 0 {
+		st.exps = make(map[string]*events.LabExperiment, len(sn.Exps))
+		st.expOrder = make([]string, 0, len(sn.Exps))
+	}
 	for i := range sn.Runs {
-		r := sn.Runs[i]
-		st.runs[r.RunID] = &r
+		r := &sn.Runs[i]
+		st.runs[r.RunID] = r
 		st.runOrder = append(st.runOrder, r.RunID)
 	}
 	for i := range sn.Exps {
-		e := sn.Exps[i]
-		st.exps[e.ExperimentID] = &e
+		e := &sn.Exps[i]
+		st.exps[e.ExperimentID] = e
 		st.expOrder = append(st.expOrder, e.ExperimentID)
 	}
-	for k, v := range sn.ByReal {
-		st.byReal[k] = v
+	if len(st.byReal) == 0 && sn.ByReal != nil {
+		st.byReal = sn.ByReal
+	} else {
+		maps.Copy(st.byReal, sn.ByReal)
 	}
-	for k, v := range sn.Sessions {
-		st.sessions[k] = v
+	if len(st.sessions) == 0 && sn.Sessions != nil {
+		st.sessions = sn.Sessions
+	} else {
+		maps.Copy(st.sessions, sn.Sessions)
 	}
 	st.seq, st.eventID, st.snapSeq = h.Seq, h.EventID, h.Seq
 	return nil
