@@ -185,16 +185,32 @@ func (cp *Checkpoint) sum() (uint32, error) {
 // atomically (durably unless noSync: a projector whose views are not
 // fsynced either).
 func writeCheckpoint(h home.Home, cp *Checkpoint, noSync bool) error {
-	sum, err := cp.sum()
+	b, err := sealCheckpoint(cp)
 	if err != nil {
 		return err
 	}
-	cp.Sum = sum
+	return writeFile(h.CheckpointFile(), b, noSync)
+}
+
+// sealCheckpoint sets cp.Sum and returns the file's bytes: the JSON
+// encoding of cp with Sum zero (which omits it), then `,"sum":N` spliced
+// before its closing brace — what encoding cp with its sum gives, Sum
+// being the last field, from one encoding instead of two (a terminal
+// home's checkpoint lists a view per block).
+func sealCheckpoint(cp *Checkpoint) ([]byte, error) {
+	cp.Sum = 0
 	b, err := json.Marshal(cp)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return writeFile(h.CheckpointFile(), append(b, '\n'), noSync)
+	cp.Sum = crc32.Checksum(b, castagnoli)
+	if cp.Sum == 0 {
+		// omitempty: the sealed encoding is the one already made.
+		return append(b, '\n'), nil
+	}
+	b = append(b[:len(b)-1], `,"sum":`...)
+	b = strconv.AppendUint(b, uint64(cp.Sum), 10)
+	return append(b, '}', '\n'), nil
 }
 
 // viewTail is the tail checksum of a view at a size.

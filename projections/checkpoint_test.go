@@ -295,3 +295,31 @@ func TestCheckpointSumOnTheFileBytes(t *testing.T) {
 		t.Fatalf("indented checkpoint: ReadCheckpoint %s, ReadCheckpointSeq %s", full, seqOnly)
 	}
 }
+
+// sealCheckpoint's one encoding is byte for byte the two it replaces: the
+// sum of the encoding with Sum zero, then the encoding with the sum.
+func TestSealCheckpointEqualsTwoEncodings(t *testing.T) {
+	for i, cp := range []Checkpoint{
+		{Version: 2, Seq: 1, Views: map[string]int64{}},
+		{Version: 2, Seq: 987654321, Views: map[string]int64{"feedback/feedback.jsonl": 12, "lab/runs.jsonl": 0, "pty/c/blocks/b.out": 1 << 40},
+			Tails: map[string]uint32{"feedback/feedback.jsonl": 7}, CRCs: map[string]uint32{"feedback/feedback.jsonl": 1<<32 - 1}},
+	} {
+		c := cp
+		want, err := c.sum()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Sum = want
+		old, err := json.Marshal(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := sealCheckpoint(&cp)
+		if err != nil || cp.Sum != want || string(got) != string(old)+"\n" {
+			t.Fatalf("case %d: sum %d (want %d) %v\n%s\nwant\n%s", i, cp.Sum, want, err, got, old)
+		}
+		if s, ok := rawSum(got); !ok || s != want {
+			t.Fatalf("case %d: rawSum %d %v", i, s, ok)
+		}
+	}
+}
