@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
-	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,44 +18,18 @@ import (
 // registers it in state/daemon.json, as 'cmlab serve' does.
 func ptyStartDaemon(t *testing.T, h home.Home) {
 	t.Helper()
-	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := pty.NewManager(eng, pty.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := h.OperatorToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), OperatorToken: tok, Nonce: "nonce-" + t.Name(), SessionID: "lab_ptycli", Pty: mgr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewUnstartedServer(srv.Handler())
-	hs.Listener.Close()
-	hs.Listener = ln
-	hs.Start()
-	if err := labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: ln.Addr().String(), TokenFile: h.TokenFile(), Nonce: "nonce-" + t.Name()}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		labapi.RemoveDaemonInfo(h, os.Getpid())
-		hs.Close()
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := mgr.Close(ctx); err != nil {
-			t.Errorf("terminal manager close: %v", err)
+	startTestDaemon(t, h, "lab_ptycli", func(eng *engine.Engine, o *labapi.Options) func() {
+		mgr, err := pty.NewManager(eng, pty.Options{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if err := eng.Close(); err != nil {
-			t.Errorf("engine close: %v", err)
+		o.Pty = mgr
+		return func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := mgr.Close(ctx); err != nil {
+				t.Errorf("terminal manager close: %v", err)
+			}
 		}
 	})
 }

@@ -18,6 +18,20 @@ import (
 // registers it in state/daemon.json, as 'cmlab serve --allow-root' does.
 func labStartDaemon(t *testing.T, h home.Home, roots []string) {
 	t.Helper()
+	startTestDaemon(t, h, "lab_runscli", func(_ *engine.Engine, o *labapi.Options) func() {
+		o.AllowedRoots = roots
+		return nil
+	})
+}
+
+// startTestDaemon serves h on 127.0.0.1 from this process and registers
+// it in state/daemon.json, as 'cmlab serve' does, with session id
+// session. extra sets what the daemon serves beyond the engine, the
+// listener and the auth (import roots, a terminal manager) and returns
+// what to close before the engine, or nil. Everything is closed at the
+// test's end.
+func startTestDaemon(t *testing.T, h home.Home, session string, extra func(eng *engine.Engine, o *labapi.Options) func()) {
+	t.Helper()
 	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +44,9 @@ func labStartDaemon(t *testing.T, h home.Home, roots []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), OperatorToken: tok, Nonce: "nonce-" + t.Name(), SessionID: "lab_runscli", AllowedRoots: roots})
+	o := labapi.Options{Engine: eng, Listen: ln.Addr().String(), OperatorToken: tok, Nonce: "nonce-" + t.Name(), SessionID: session}
+	closeExtra := extra(eng, &o)
+	srv, err := labapi.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +61,9 @@ func labStartDaemon(t *testing.T, h home.Home, roots []string) {
 		labapi.RemoveDaemonInfo(h, os.Getpid())
 		hs.Close()
 		srv.Close()
+		if closeExtra != nil {
+			closeExtra()
+		}
 		if err := eng.Close(); err != nil {
 			t.Errorf("engine close: %v", err)
 		}
