@@ -128,22 +128,27 @@ func TestLegacyFeedbackLines(t *testing.T) {
 	assertNoFeedbackTwice(t, h)
 }
 
-// Foreign lines written after a crash that left our own output unprojected
-// and partly written are told apart: our bytes are kept (not duplicated),
-// the foreign lines ingested.
-func TestCatchUpKeepsOwnUnflushedFeedback(t *testing.T) {
-	h := home.Home{Dir: t.TempDir()}
-	ctx := context.Background()
-	e := openTest(t, h)
+// crashPastCheckpoint appends fb_1, checkpoints, appends later (the
+// feedback events with these ids) and stops e as a crash right after
+// projecting them would: the views keep their lines, the checkpoint goes
+// back to the one after fb_1. It returns that checkpoint and feedback.jsonl
+// as the crash left it.
+func crashPastCheckpoint(t *testing.T, e *Engine, h home.Home, later ...string) (*projections.Checkpoint, []byte) {
+	t.Helper()
 	mustAppend(t, e, feedbackEvent("fb_1"))
 	if err := e.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	cp, _ := projections.ReadCheckpoint(h)
-	mustAppend(t, e, feedbackEvent("fb_2"), feedbackEvent("fb_3"))
+	cp, err := projections.ReadCheckpoint(h)
+	if err != nil || cp == nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
+	evs := make([]*events.Event, len(later))
+	for i, id := range later {
+		evs[i] = feedbackEvent(id)
+	}
+	mustAppend(t, e, evs...)
 	fb := readView(t, h, projections.FeedbackView)
-	// Simulate a crash right after the projection: keep the views but put
-	// the old checkpoint back, and cut fb_3's line in half (a torn write).
 	e.log.Close()
 	e.proj.CloseNoCheckpoint()
 	close(e.stop)
@@ -151,6 +156,19 @@ func TestCatchUpKeepsOwnUnflushedFeedback(t *testing.T) {
 	if err := os.WriteFile(viewPath(h, "state/checkpoint.json"), mustJSON(t, cp), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return cp, fb
+}
+
+// Foreign lines written after a crash that left our own output unprojected
+// and partly written are told apart: our bytes are kept (not duplicated),
+// the foreign lines ingested.
+func TestCatchUpKeepsOwnUnflushedFeedback(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	ctx := context.Background()
+	e := openTest(t, h)
+	// Simulate a crash right after the projection: keep the views but put
+	// the old checkpoint back, and cut fb_3's line in half (a torn write).
+	_, fb := crashPastCheckpoint(t, e, h, "fb_2", "fb_3")
 	if err := os.Truncate(viewPath(h, projections.FeedbackView), int64(len(fb)-10)); err != nil {
 		t.Fatal(err)
 	}
@@ -197,20 +215,8 @@ func TestForeignLineWhereUnprojectedOutputBelongs(t *testing.T) {
 	h := home.Home{Dir: t.TempDir()}
 	ctx := context.Background()
 	e := openTest(t, h)
-	mustAppend(t, e, feedbackEvent("fb_1"))
-	if err := e.Checkpoint(); err != nil {
-		t.Fatal(err)
-	}
-	cp, _ := projections.ReadCheckpoint(h)
-	mustAppend(t, e, feedbackEvent("fb_2"))
 	// Crash before fb_2 was projected: its line never reached the file.
-	e.log.Close()
-	e.proj.CloseNoCheckpoint()
-	close(e.stop)
-	e.wg.Wait()
-	if err := os.WriteFile(viewPath(h, "state/checkpoint.json"), mustJSON(t, cp), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cp, _ := crashPastCheckpoint(t, e, h, "fb_2")
 	if err := os.Truncate(viewPath(h, projections.FeedbackView), cp.Views[projections.FeedbackView]); err != nil {
 		t.Fatal(err)
 	}

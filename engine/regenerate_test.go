@@ -288,20 +288,7 @@ func TestCatchUpDamagedOwnLinePastCheckpoint(t *testing.T) {
 	h := home.Home{Dir: t.TempDir()}
 	ctx := context.Background()
 	e := openTest(t, h)
-	mustAppend(t, e, feedbackEvent("fb_1"))
-	if err := e.Checkpoint(); err != nil {
-		t.Fatal(err)
-	}
-	cp, _ := projections.ReadCheckpoint(h)
-	mustAppend(t, e, feedbackEvent("fb_2"), feedbackEvent("fb_3"))
-	fb := readView(t, h, projections.FeedbackView)
-	e.log.Close()
-	e.proj.CloseNoCheckpoint()
-	close(e.stop)
-	e.wg.Wait()
-	if err := os.WriteFile(viewPath(h, "state/checkpoint.json"), mustJSON(t, cp), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cp, fb := crashPastCheckpoint(t, e, h, "fb_2", "fb_3")
 	damaged := bytes.Clone(fb)
 	at := int(cp.Views[projections.FeedbackView]) + 3
 	damaged[at] ^= 0x01
