@@ -66,6 +66,11 @@ func ReadCheckpoint(h home.Home) (*Checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
 	}
+	return decodeCheckpoint(b)
+}
+
+// decodeCheckpoint is ReadCheckpoint of the file's bytes b.
+func decodeCheckpoint(b []byte) (*Checkpoint, error) {
 	var cp Checkpoint
 	if err := json.Unmarshal(b, &cp); err != nil {
 		return nil, fmt.Errorf("%w: state/checkpoint.json: %v", ErrCheckpoint, err)
@@ -98,7 +103,7 @@ func ReadCheckpoint(h home.Home) (*Checkpoint, error) {
 // does. A file as writeCheckpoint writes it is checked on its own bytes
 // (rawSum) and only its head is decoded: a terminal home's checkpoint
 // lists a view per block, 0.7 MB at 1M events, which `cmlab status`
-// decoded whole for the seq alone. Any other file takes ReadCheckpoint.
+// decoded whole for the seq alone. Any other file is decoded whole.
 func ReadCheckpointSeq(h home.Home) (seq uint64, present bool, err error) {
 	b, err := os.ReadFile(h.CheckpointFile())
 	if errors.Is(err, fs.ErrNotExist) {
@@ -112,8 +117,8 @@ func ReadCheckpointSeq(h home.Home) (seq uint64, present bool, err error) {
 			return seq, true, nil
 		}
 	}
-	cp, err := ReadCheckpoint(h)
-	if err != nil || cp == nil {
+	cp, err := decodeCheckpoint(b)
+	if err != nil {
 		return 0, false, err
 	}
 	return cp.Seq, true, nil
@@ -146,6 +151,9 @@ func checkpointHead(b []byte) (version int, seq uint64, ok bool) {
 	return vi, si, true
 }
 
+// sumMember starts the last member of a sealed checkpoint's encoding.
+const sumMember = `,"sum":`
+
 // rawSum returns the sum of checkpoint bytes b, ok when they are as
 // writeCheckpoint writes them — the JSON encoding ending in `,"sum":N}`
 // and a newline — and N is the CRC-32C of the same bytes without the sum
@@ -154,11 +162,11 @@ func checkpointHead(b []byte) (version int, seq uint64, ok bool) {
 // re-encoding; ok false says only that this shortcut does not apply.
 func rawSum(b []byte) (uint32, bool) {
 	b = bytes.TrimSuffix(b, []byte("\n"))
-	i := bytes.LastIndex(b, []byte(`,"sum":`))
+	i := bytes.LastIndex(b, []byte(sumMember))
 	if i < 0 || !bytes.HasSuffix(b, []byte("}")) {
 		return 0, false
 	}
-	digits := b[i+len(`,"sum":`) : len(b)-1]
+	digits := b[i+len(sumMember) : len(b)-1]
 	n, err := strconv.ParseUint(string(digits), 10, 32)
 	if err != nil || n == 0 || strconv.FormatUint(n, 10) != string(digits) {
 		return 0, false
@@ -170,11 +178,17 @@ func rawSum(b []byte) (uint32, bool) {
 	return uint32(n), true
 }
 
-// sum is the CRC-32C of cp's JSON encoding with Sum zero.
-func (cp *Checkpoint) sum() (uint32, error) {
+// unsealed is cp's JSON encoding with Sum zero (which omits it): what
+// its sum covers.
+func (cp *Checkpoint) unsealed() ([]byte, error) {
 	c := *cp
 	c.Sum = 0
-	b, err := json.Marshal(&c)
+	return json.Marshal(&c)
+}
+
+// sum is the CRC-32C of cp's JSON encoding with Sum zero.
+func (cp *Checkpoint) sum() (uint32, error) {
+	b, err := cp.unsealed()
 	if err != nil {
 		return 0, err
 	}
@@ -198,8 +212,7 @@ func writeCheckpoint(h home.Home, cp *Checkpoint, noSync bool) error {
 // being the last field, from one encoding instead of two (a terminal
 // home's checkpoint lists a view per block).
 func sealCheckpoint(cp *Checkpoint) ([]byte, error) {
-	cp.Sum = 0
-	b, err := json.Marshal(cp)
+	b, err := cp.unsealed()
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +221,7 @@ func sealCheckpoint(cp *Checkpoint) ([]byte, error) {
 		// omitempty: the sealed encoding is the one already made.
 		return append(b, '\n'), nil
 	}
-	b = append(b[:len(b)-1], `,"sum":`...)
+	b = append(b[:len(b)-1], sumMember...)
 	b = strconv.AppendUint(b, uint64(cp.Sum), 10)
 	return append(b, '}', '\n'), nil
 }
