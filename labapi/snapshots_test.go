@@ -65,7 +65,12 @@ func appendReadModelHistory(t testing.TB, eng *engine.Engine, i int) {
 // openServer opens h with a server (every read model subscribed); logs go
 // to buf when set.
 func openServer(t testing.TB, h home.Home, buf *bytes.Buffer) (*Server, *engine.Engine) {
-	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
+	return openServerWith(t, engine.Options{Home: h}, buf)
+}
+
+// openServerWith is openServer with the engine's options eo.
+func openServerWith(t testing.TB, eo engine.Options, buf *bytes.Buffer) (*Server, *engine.Engine) {
+	eng, err := engine.Open(context.Background(), eo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +249,11 @@ func TestRetentionSnapshotWriteFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	srv, eng = openServer(t, h, &logs)
+	// Only the test's own checkpoints: one the engine took by itself
+	// (every second, or every 1,000 events) while the last events were
+	// appended would leave the one below fewer than SnapshotEvery events
+	// to cover, and it would rightly not write (a slow race run did that).
+	srv, eng = openServerWith(t, engine.Options{Home: h, CheckpointEvery: 1 << 30, CheckpointInterval: time.Hour}, &logs)
 	defer eng.Close()
 	defer srv.Close()
 	snapshot.SetFaultHook(func(stage, p string) error {
