@@ -101,10 +101,16 @@ func operatorRoutes() []operatorRoute {
 		{"POST /api/steps/{mandateId}/review", "POST", "/api/steps/m1/review", `{"step_id":"zz","reason":"r"}`, 404, ""},
 		{"POST /api/steps/{mandateId}/reset", "POST", "/api/steps/m1/reset", `{"step_id":"zz"}`, 404, ""},
 		{"POST /api/steps/{mandateId}/cancel", "POST", "/api/steps/zz/cancel", `{}`, 404, ""},
+		{"POST /api/steps/{mandateId}/approve", "POST", "/api/steps/m1/approve", `{"step_id":"zz"}`, 404, ""},
 		{"GET /api/steps", "GET", "/api/steps?mandateId=m1", "", 200, `"status":"completed"`},
 		{"GET /api/recovery/plan", "GET", "/api/recovery/plan", "", 200, ""},
 		{"POST /api/recovery/apply", "POST", "/api/recovery/apply", `{}`, 200, ""},
 		{"GET /metrics", "GET", "/metrics", "", 200, "cmlab_wal_appends_total"},
+		{"POST /api/console/login-code", "POST", "/api/console/login-code", "", 200, `"code"`},
+		{"POST /api/console/revoke", "POST", "/api/console/revoke", "", 200, `"ended"`},
+		{"GET /api/console/overview", "GET", "/api/console/overview", "", 200, `"health"`},
+		{"GET /api/console/log", "GET", "/api/console/log?type=step.", "", 200, `"step.planned"`},
+		{"GET /api/console/trace", "GET", "/api/console/trace?id=m1/a", "", 200, `"step.completed"`},
 		{"POST /mcp", "POST", "/mcp", mcpInit, 200, "protocolVersion"},
 		{"GET /mcp", "GET", "/mcp", "", 400, ""},
 		{"DELETE /mcp", "DELETE", "/mcp", "", 400, ""},
@@ -196,7 +202,8 @@ func TestOperatorRoutesCoverEveryRoute(t *testing.T) {
 		"POST /api/experiments": true, "GET /api/experiments": true, "GET /api/experiments/{experimentId}": true,
 		"POST /api/experiments/{experimentId}/submit": true, "POST /api/export": true,
 	}
-	public := map[string]bool{"GET /api/config": true, "GET /api/health": true, "GET /{$}": true, "GET /index.html": true, "GET /lab/{path...}": true}
+	public := map[string]bool{"GET /api/config": true, "GET /api/health": true, "GET /{$}": true, "GET /index.html": true, "GET /lab/{path...}": true,
+		"GET /console/login": true, "GET /console/{file...}": true}
 	seen := map[string]bool{}
 	for _, r := range tl.srv.routes {
 		seen[r.pattern] = true

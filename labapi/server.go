@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cmlab/cmlab/console"
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/pty"
@@ -91,6 +92,9 @@ type Options struct {
 	SSEHeartbeat time.Duration
 	// SSEWriteTimeout drops a client whose writes stall this long (default 10s).
 	SSEWriteTimeout time.Duration
+	// Console configures the operator console's login (code and idle
+	// lifetimes); zero values take console's defaults.
+	Console console.SessionOptions
 }
 
 // Server is the HTTP API over one engine.
@@ -114,6 +118,10 @@ type Server struct {
 
 	// errFn reports the engine's failed state; tests replace it.
 	errFn func() error
+
+	// console is the operator console's login state and read models of
+	// this server (console.go): its sessions live and die with it.
+	console consoleState
 
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close: ends SSE streams
@@ -147,6 +155,9 @@ const (
 	tokenNone     tokenKind = iota // no token, or one that matches neither secret
 	tokenLab                       // the Lab token of /api/config
 	tokenOperator                  // state/token
+	// tokenSession: no token, but a live console session cookie on a
+	// route the console uses (consoleRoutes): the operator, for that route.
+	tokenSession
 )
 
 // routeAuth is one registered pattern and what it requires.
@@ -300,7 +311,15 @@ func (s *Server) route(pattern string, auth authMode, h handlerFunc) {
 	s.routes = append(s.routes, routeAuth{pattern, auth})
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		write := r.Method != http.MethodGet && r.Method != http.MethodHead && auth != authAlwaysRead
-		switch kind := s.tokenKind(r); {
+		kind := s.tokenKind(r)
+		if kind == tokenSession {
+			if err := sessionWriteCheck(r, write || auth == authAlwaysRead); err != nil {
+				writeError(w, err)
+				return
+			}
+			kind = tokenOperator
+		}
+		switch {
 		case auth == authAlways || auth == authAlwaysRead:
 			if kind != tokenOperator {
 				writeError(w, operatorTokenError(kind))
@@ -409,6 +428,9 @@ func (s *Server) tokenKind(r *http.Request) tokenKind {
 		tok, fromQuery = r.URL.Query().Get("token"), true
 	}
 	if tok == "" {
+		if s.sessionOpens(r) {
+			return tokenSession
+		}
 		return tokenNone
 	}
 	// Both compared every time: the answer's timing says nothing of which matched.
@@ -536,6 +558,7 @@ func (s *Server) registerRoutes() {
 	s.registerPtyRoutes()
 	s.registerStepRoutes()
 	s.registerMCPRoutes()
+	s.registerConsoleRoutes()
 }
 
 // statusWriter records the status and size of a response. It unwraps for

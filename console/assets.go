@@ -1,0 +1,59 @@
+package console
+
+import (
+	"embed"
+	"io/fs"
+	"mime"
+	"net/http"
+	"path"
+	"strings"
+)
+
+// static holds the console's pages: index.html (the one HTML shell),
+// console.css, and the ES modules under js/ (one per view). No build
+// step: these files are what the browser runs.
+//
+//go:embed static
+var static embed.FS
+
+// CSP is the Content-Security-Policy of every console answer: nothing but
+// this daemon's own files, no inline script or style, no framing.
+const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// SecurityHeaders sets the headers every console answer carries.
+func SecurityHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", CSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+}
+
+// ServeAsset answers GET /console/{name}: "" is index.html. It reports
+// false when there is no such file (the caller answers 404).
+func ServeAsset(w http.ResponseWriter, r *http.Request, name string) bool {
+	if name == "" || strings.HasSuffix(name, "/") {
+		name = "index.html"
+	}
+	name = path.Clean("/" + name)[1:]
+	b, err := fs.ReadFile(static, "static/"+name)
+	if err != nil {
+		return false
+	}
+	h := w.Header()
+	SecurityHeaders(h)
+	ct := mime.TypeByExtension(path.Ext(name))
+	if path.Ext(name) == ".js" {
+		ct = "text/javascript; charset=utf-8"
+	}
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	h.Set("Content-Type", ct)
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		w.Write(b)
+	}
+	return true
+}
