@@ -111,6 +111,7 @@ func operatorRoutes() []operatorRoute {
 		{"GET /api/console/overview", "GET", "/api/console/overview", "", 200, `"health"`},
 		{"GET /api/console/log", "GET", "/api/console/log?type=step.", "", 200, `"step.planned"`},
 		{"GET /api/console/trace", "GET", "/api/console/trace?id=m1/a", "", 200, `"step.completed"`},
+		{"GET /api/console/recovery", "GET", "/api/console/recovery", "", 200, `MANDATE`},
 		{"POST /mcp", "POST", "/mcp", mcpInit, 200, "protocolVersion"},
 		{"GET /mcp", "GET", "/mcp", "", 400, ""},
 		{"DELETE /mcp", "DELETE", "/mcp", "", 400, ""},

@@ -18,6 +18,7 @@ import (
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/pty"
+	"github.com/cmlab/cmlab/recovery"
 	"github.com/cmlab/cmlab/retention"
 	"github.com/cmlab/cmlab/ship/cursor"
 	"github.com/cmlab/cmlab/wal"
@@ -32,7 +33,8 @@ import (
 //	GET  /console/{file...}       the console's pages (no data; CSP default-src 'self')
 //	GET  /api/console/overview    health, log, snapshots, compaction, shipping, rates, review, left-open blocks, WARN/ERROR lines
 //	GET  /api/console/log         a page of the log, newest first (console.LogQuery as query parameters)
-//	GET  /api/console/trace?id=   what `cmlab trace ID` prints, as JSON
+//	GET  /api/console/trace?id=   what `cmlab trace ID` lists, as pages of the log
+//	GET  /api/console/recovery    the recovery plan and the table `cmlab recover` prints
 //
 // A live session cookie opens these routes and the operator routes the
 // pages call (consoleRoutes), and no other; the Lab token opens none of
@@ -45,6 +47,7 @@ var consoleRoutes = map[string]bool{
 	"GET /api/console/overview":                             true,
 	"GET /api/console/log":                                  true,
 	"GET /api/console/trace":                                true,
+	"GET /api/console/recovery":                             true,
 	"GET /api/events":                                       true,
 	"GET /api/steps":                                        true,
 	"POST /api/steps/{mandateId}/approve":                   true,
@@ -99,6 +102,23 @@ func (s *Server) registerConsoleRoutes() {
 	s.route("GET /api/console/overview", authAlways, s.consoleOverview)
 	s.route("GET /api/console/log", authAlways, s.consoleLog)
 	s.route("GET /api/console/trace", authAlways, s.consoleTrace)
+	s.route("GET /api/console/recovery", authAlways, s.consoleRecovery)
+}
+
+// consoleRecovery answers GET /api/console/recovery: the recovery plan
+// GET /api/recovery/plan gives, classified now, with the table `cmlab
+// recover` prints for it.
+func (s *Server) consoleRecovery(w http.ResponseWriter, r *http.Request) error {
+	p := recovery.Recover(s.opts.Journal, recovery.PlanOptions{UnderDaemon: true, LiveAfter: s.opts.Journal.StartSeq()})
+	var b strings.Builder
+	if err := p.WriteTable(&b); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Plan *recovery.Plan `json:"plan"`
+		Text string         `json:"text"`
+	}{p, b.String()})
+	return nil
 }
 
 // ConsoleLogin is the answer of POST /api/console/login-code.
@@ -376,7 +396,12 @@ func (s *Server) consoleLog(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, page)
+	// The event types, for a live tail (the event stream names each
+	// event by its type).
+	writeJSON(w, http.StatusOK, struct {
+		console.LogPage
+		Types []string `json:"types"`
+	}{page, events.Types()})
 	return nil
 }
 
