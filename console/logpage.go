@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cmlab/cmlab/events"
@@ -74,6 +75,14 @@ type LogPage struct {
 
 // Match reports whether ev passes q's filters.
 func (q *LogQuery) Match(ev *events.Event) bool {
+	var raw [][]byte
+	for _, id := range q.IDs {
+		raw = append(raw, []byte(id))
+	}
+	return q.match(ev, raw)
+}
+
+func (q *LogQuery) match(ev *events.Event, raw [][]byte) bool {
 	if q.TypePrefix != "" && !strings.HasPrefix(ev.Type, q.TypePrefix) {
 		return false
 	}
@@ -93,6 +102,9 @@ func (q *LogQuery) Match(ev *events.Event) bool {
 		return false
 	}
 	if q.Step != "" {
+		if !bytes.Contains(ev.Data, []byte(q.Step)) {
+			return false
+		}
 		quoted, _ := json.Marshal(q.Step)
 		if !bytes.Contains(Render(ev).Data, quoted) {
 			return false
@@ -100,13 +112,16 @@ func (q *LogQuery) Match(ev *events.Event) bool {
 	}
 	if len(q.IDs) > 0 {
 		var data []byte
-		for _, id := range q.IDs {
+		for i, id := range q.IDs {
 			if ev.ID == id || ev.Stream == id || ev.Req == id {
 				return true
 			}
 			quoted, _ := json.Marshal(id)
 			if bytes.Contains(ev.Resp, quoted) {
 				return true
+			}
+			if !bytes.Contains(ev.Data, raw[i]) {
+				continue
 			}
 			if data == nil {
 				data = Render(ev).Data
@@ -193,9 +208,31 @@ func RelatedIDs(resp []byte) []string {
 	return out
 }
 
-// ReadLogPage reads one page of the log in dir, whose retained events are
-// first..last.
-func ReadLogPage(ctx context.Context, dir string, first, last uint64, q LogQuery) (LogPage, error) {
+// LogReader reads pages of one log directory. It keeps the segment
+// buffers of finished pages for the next ones (a sync.Pool: at most what
+// concurrent pages use, released by the garbage collector when idle), so a
+// page does not allocate a segment's worth of memory.
+type LogReader struct {
+	dir  string
+	bufs sync.Pool
+}
+
+// NewLogReader returns a reader of the log in dir.
+func NewLogReader(dir string) *LogReader { return &LogReader{dir: dir} }
+
+type segBuf struct {
+	data []byte
+	offs []int
+}
+
+// budgetEvery is how many frames a page reads between looks at its clock.
+const budgetEvery = 128
+
+// Page reads one page of the log, whose retained events are first..last:
+// segment by segment from the newest, each framed in memory and its
+// entries checked and decoded newest first, so a page cut by its budget
+// goes on exactly below the last frame it read.
+func (lr *LogReader) Page(ctx context.Context, first, last uint64, q LogQuery) (LogPage, error) {
 	if q.Limit <= 0 {
 		q.Limit = DefaultPageSize
 	}
@@ -212,46 +249,56 @@ func ReadLogPage(ctx context.Context, dir string, first, last uint64, q LogQuery
 		return page, nil
 	}
 	deadline := time.Now().Add(q.Budget)
-	name, segFirst, ok, err := wal.SegmentOf(dir, upper)
+	name, segFirst, ok, err := wal.SegmentOf(lr.dir, upper)
 	if err != nil || !ok {
 		return page, err
 	}
+	sb, _ := lr.bufs.Get().(*segBuf)
+	if sb == nil {
+		sb = &segBuf{}
+	}
+	defer lr.bufs.Put(sb)
+	var raw [][]byte // the ids' bytes: a payload without them cannot name them
+	for _, id := range q.IDs {
+		raw = append(raw, []byte(id))
+	}
 	for {
-		lo := max(segFirst, first)
-		// One segment's matches, oldest first, then taken newest first.
-		var got []LogEvent
-		err := wal.ReadSegmentFrames(dir, name, segFirst, lo, upper, func(f wal.Frame) bool {
-			page.Scanned++
-			if f.Event == nil {
-				got = append(got, LogEvent{Rendered: Rendered{Seq: f.Seq}, Size: f.Size, Segment: f.Segment, Offset: f.Offset, Checksum: f.Bad})
-				return true
-			}
-			if !q.Match(f.Event) {
-				return true
-			}
-			got = append(got, LogEvent{Rendered: Render(f.Event),
-				Size: f.Size, Segment: f.Segment, Offset: f.Offset, Checksum: "ok"})
-			return true
-		})
+		sf, err := wal.LoadSegment(lr.dir, name, segFirst, sb.data, sb.offs)
 		if err != nil {
 			return page, err
 		}
-		for i := len(got) - 1; i >= 0; i-- {
-			page.Events = append(page.Events, got[i])
-			if len(page.Events) == q.Limit {
-				page.Next = got[i].Seq
-				if page.Next <= first {
-					page.Next = 0
+		sb.data, sb.offs = sf.Buffer()
+		lo := max(segFirst, first)
+		top := min(upper, sf.Last())
+		if sf.Tail() != "" && upper > sf.Last() {
+			// Framing stopped at damage before upper: show where.
+			page.Events = append(page.Events, LogEvent{Rendered: Rendered{Seq: sf.Last() + 1}, Segment: name, Checksum: sf.Tail()})
+		}
+		for seq := top; seq >= lo && seq > 0; seq-- {
+			page.Scanned++
+			if page.Scanned%budgetEvery == 0 && (time.Now().After(deadline) || ctx.Err() != nil) {
+				page.Partial, page.Next = true, seq+1
+				return page, nil
+			}
+			f := sf.Frame(seq)
+			switch {
+			case f.Event == nil:
+				page.Events = append(page.Events, LogEvent{Rendered: Rendered{Seq: f.Seq}, Size: f.Size, Segment: f.Segment, Offset: f.Offset, Checksum: f.Bad})
+			case q.match(f.Event, raw):
+				page.Events = append(page.Events, LogEvent{Rendered: Render(f.Event), Size: f.Size, Segment: f.Segment, Offset: f.Offset, Checksum: "ok"})
+			default:
+				continue
+			}
+			if len(page.Events) >= q.Limit {
+				if seq > first {
+					page.Next = seq
 				}
 				return page, nil
 			}
 		}
 		if lo <= first {
-			return page, nil // the retained start
-		}
-		prev, ok, err := wal.PrevSegment(dir, segFirst)
-		if err != nil || !ok {
-			return page, err
+			page.Next = 0 // the retained start: no older page
+			return page, nil
 		}
 		page.Next = segFirst
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -259,8 +306,7 @@ func ReadLogPage(ctx context.Context, dir string, first, last uint64, q LogQuery
 			return page, nil
 		}
 		upper = segFirst - 1
-		name, segFirst, ok, err = wal.SegmentOf(dir, upper)
-		if err != nil || !ok || segFirst != prev {
+		if name, segFirst, ok, err = wal.SegmentOf(lr.dir, upper); err != nil || !ok {
 			return page, err
 		}
 	}

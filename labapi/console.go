@@ -75,6 +75,14 @@ type consoleState struct {
 	// crashed caches the blocks this daemon's start closed (fixed per run).
 	crashedOnce sync.Once
 	crashed     []crashedBlock
+	// logs reads the log's pages (its buffers are reused across pages).
+	logsOnce sync.Once
+	logs     *console.LogReader
+}
+
+func (s *Server) logReader() *console.LogReader {
+	s.console.logsOnce.Do(func() { s.console.logs = console.NewLogReader(s.opts.Engine.Log().Dir()) })
+	return s.console.logs
 }
 
 // sessionOpens reports whether r, which carries no token, opens its route
@@ -392,7 +400,7 @@ func (s *Server) consoleLog(w http.ResponseWriter, r *http.Request) error {
 			q.Before = 0
 		}
 	}
-	page, err := console.ReadLogPage(r.Context(), lg.Dir(), lg.FirstSeq(), lg.LastSeq(), q)
+	page, err := s.logReader().Page(r.Context(), lg.FirstSeq(), lg.LastSeq(), q)
 	if err != nil {
 		return err
 	}
@@ -494,7 +502,7 @@ func (s *Server) consoleTrace(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	lg := s.opts.Engine.Log()
-	page, err := console.ReadLogPage(r.Context(), lg.Dir(), lg.FirstSeq(), lg.LastSeq(), q)
+	page, err := s.logReader().Page(r.Context(), lg.FirstSeq(), lg.LastSeq(), q)
 	if err != nil {
 		return err
 	}
