@@ -37,6 +37,9 @@ func ServeAsset(w http.ResponseWriter, r *http.Request, name string) bool {
 	}
 	name = path.Clean("/" + name)[1:]
 	b, err := fs.ReadFile(static, "static/"+name)
+	if name == "term.css" {
+		b, err = []byte(TermCSS()), nil
+	}
 	if err != nil {
 		return false
 	}

@@ -42,12 +42,10 @@ import (
 // to be exactly this daemon's origin by serveHTTP), so another site's
 // form or script cannot act through the operator's browser.
 
-// consoleRoutes are the patterns a console session opens.
+// consoleRoutes are the operator routes outside /api/console/ a console
+// session opens; every GET /api/console/… route is opened too (the POSTs
+// there, login-code and revoke, take the operator token only).
 var consoleRoutes = map[string]bool{
-	"GET /api/console/overview":                             true,
-	"GET /api/console/log":                                  true,
-	"GET /api/console/trace":                                true,
-	"GET /api/console/recovery":                             true,
 	"GET /api/events":                                       true,
 	"GET /api/steps":                                        true,
 	"POST /api/steps/{mandateId}/approve":                   true,
@@ -88,7 +86,8 @@ func (s *Server) logReader() *console.LogReader {
 // sessionOpens reports whether r, which carries no token, opens its route
 // with a live console session.
 func (s *Server) sessionOpens(r *http.Request) bool {
-	return consoleRoutes[r.Pattern] && s.console.sessions.Valid(r)
+	open := consoleRoutes[r.Pattern] || strings.HasPrefix(r.Pattern, "GET /api/console/")
+	return open && s.console.sessions.Valid(r)
 }
 
 // sessionWriteCheck refuses a write authenticated by the console cookie
@@ -111,6 +110,7 @@ func (s *Server) registerConsoleRoutes() {
 	s.route("GET /api/console/log", authAlways, s.consoleLog)
 	s.route("GET /api/console/trace", authAlways, s.consoleTrace)
 	s.route("GET /api/console/recovery", authAlways, s.consoleRecovery)
+	s.registerConsolePtyRoutes()
 }
 
 // consoleRecovery answers GET /api/console/recovery: the recovery plan

@@ -90,7 +90,7 @@ func TestConsoleLogin(t *testing.T) {
 		t.Fatalf("session id %q", cookie)
 	}
 	withCookie := []string{"X-CM-LAB-TOKEN", "", "Cookie", console.CookieName + "=" + cookie}
-	for _, path := range []string{"/api/console/overview", "/api/console/log", "/api/console/trace?id=x", "/api/console/recovery", "/api/steps", "/api/recovery/plan"} {
+	for _, path := range []string{"/api/console/overview", "/api/console/log", "/api/console/trace?id=x", "/api/console/recovery", "/api/console/pty", "/api/steps", "/api/recovery/plan"} {
 		if r := tl.do("GET", path, "", withCookie...); r.status != 200 {
 			t.Errorf("GET %s with the cookie: %d %s", path, r.status, r.body)
 		}

@@ -116,6 +116,13 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("after the kill: %+v", st)
 	}
 
+	var page struct {
+		Events []struct {
+			Type string          `json:"type"`
+			Req  string          `json:"req"`
+			Data json.RawMessage `json:"data"`
+		} `json:"events"`
+	}
 	b := newBrowser(t, chromium)
 	// Without a session the page says how to log in.
 	b.run(t, "no session", chromedp.Navigate(srv.base+"/console/"), waitJS(`!document.getElementById('login').hidden`, 10*time.Second))
@@ -179,6 +186,52 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	b.check(t, "live tail")
 
+	// A running block's output appears live; once finished it plays back.
+	var live struct {
+		BlockID string `json:"block_id"`
+	}
+	cmdLine := `for i in 1 2 3 4 5 6; do printf '\033[32mline-%s\033[0m <b>\n' $i; sleep 0.4; done`
+	if st := opCall(t, srv.base, tok, "POST", "/api/pty/liveconv/exec_block", map[string]string{"cmd": cmdLine}, &live); st != 200 {
+		t.Fatalf("exec_block: %d", st)
+	}
+	b.run(t, "terminal live", chromedp.Navigate(srv.base+"/console/#/terminal?conv=liveconv&block="+live.BlockID),
+		waitJS(`document.getElementById('screenState') && document.getElementById('screenState').textContent === 'live' && document.getElementById('screen').textContent.includes('line-2')`, 10*time.Second))
+	var green int
+	b.run(t, "colours", chromedp.Evaluate(`document.querySelectorAll('#screen .term-fg32').length`, &green))
+	if green == 0 {
+		t.Fatal("the block's green output has no term-fg32 span")
+	}
+	shot(t, b, "terminal")
+	b.run(t, "playback", waitJS(`document.getElementById('screenState').textContent === 'finished' && document.getElementById('scrub')`, 20*time.Second),
+		chromedp.Evaluate(`(() => { const r = document.getElementById('scrub'); r.value = '0'; r.dispatchEvent(new Event('input')); })()`, nil),
+		waitJS(`document.getElementById('screen').textContent.includes('line-1') && !document.getElementById('screen').textContent.includes('line-6')`, 10*time.Second),
+		chromedp.Evaluate(`(() => { const r = document.getElementById('scrub'); r.value = r.max; r.dispatchEvent(new Event('input')); })()`, nil),
+		waitJS(`document.getElementById('screen').textContent.includes('line-6')`, 10*time.Second))
+	var frames int
+	b.run(t, "frames", chromedp.Evaluate(`Number(document.getElementById('scrub').max) + 1`, &frames))
+	if frames < 3 {
+		t.Fatalf("playback has %d frames", frames)
+	}
+	var bolds int
+	b.run(t, "no markup", chromedp.Evaluate(`document.querySelectorAll('#screen b').length`, &bolds))
+	if bolds != 0 {
+		t.Fatal("terminal output markup was rendered")
+	}
+	// Typing goes through the terminal API's send, with a request id.
+	b.run(t, "type", chromedp.SendKeys("#ptyInput", "echo typed-$((6*7))\n", chromedp.ByID),
+		waitJS(`document.getElementById('ptyStatus').textContent === 'sent'`, 10*time.Second))
+	opCall(t, srv.base, tok, "GET", "/api/console/log?conv=liveconv&type=pty.input&limit=1", nil, &page)
+	var input struct {
+		Data []byte `json:"data"`
+	}
+	if len(page.Events) == 1 {
+		json.Unmarshal(page.Events[0].Data, &input)
+	}
+	if len(page.Events) != 1 || !strings.HasPrefix(page.Events[0].Req, "console-") || string(input.Data) != "echo typed-$((6*7))\n" {
+		t.Fatalf("typed input in the log: %+v %q", page.Events, input.Data)
+	}
+	b.check(t, "terminal")
+
 	// The interrupted step is approved from the console.
 	b.check(t, "before steps")
 	b.run(t, "steps", chromedp.Navigate(srv.base+"/console/#/steps"),
@@ -195,13 +248,6 @@ func TestConsoleBrowser(t *testing.T) {
 		chromedp.Click("#confirmOk", chromedp.ByID),
 		waitJS(`!document.getElementById('confirm').open && document.querySelector('tr[data-key="mk/b"][data-status="completed"]')`, 10*time.Second))
 	b.check(t, "approve")
-	var page struct {
-		Events []struct {
-			Type string          `json:"type"`
-			Req  string          `json:"req"`
-			Data json.RawMessage `json:"data"`
-		} `json:"events"`
-	}
 	opCall(t, srv.base, tok, "GET", "/api/console/log?mandate=mk&limit=1", nil, &page)
 	if len(page.Events) != 1 || page.Events[0].Type != "step.completed" || !strings.HasPrefix(page.Events[0].Req, "console-") ||
 		!strings.Contains(string(page.Events[0].Data), `"operator_approved"`) || !strings.Contains(string(page.Events[0].Data), "b.txt holds b") {
