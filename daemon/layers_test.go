@@ -22,7 +22,7 @@ var layers = [][]string{
 	{"engine"},                                     // append → log → views
 	{"steps", "pty"},                               // the step journal; the terminal
 	{"recovery", "retention"},                      // start-up recovery; the retention model
-	{"compact", "replay"},                          // compaction; replay and its tools
+	{"compact", "replay", "console"},               // compaction; replay and its tools; the operator console's pages, log pages and terminal rendering
 	{"ship", "labapi"},                             // shipping to NATS; the HTTP face and its client
 	{"daemon", "fuzz/torture", "internal/labtest"}, // the composition root; crash workloads; test builders
 	{"bench"},             // benchmarks (over the daemon)

@@ -218,7 +218,7 @@ func Open(ctx context.Context, o Options) (_ *Home, err error) {
 		Engine: eng, Journal: h.Journal, Retention: h.Retention, Listen: o.Listen, OperatorToken: h.OperatorToken, Nonce: o.nonce,
 		SessionID: "lab_" + uuid.NewString(), AllowedRoots: roots, ReadOnly: o.ReadOnly, Pty: h.Terminals,
 		Version: o.Version, Logger: o.Logger, Task: o.Task, ExitAfterSubmit: o.ExitAfterSubmit,
-		OnExit: o.onExit, UIDir: o.UIDir,
+		OnExit: o.onExit, UIDir: o.UIDir, DaemonLogFile: DaemonLogFile(o.Home),
 	})
 	if err != nil {
 		return nil, err

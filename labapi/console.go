@@ -276,7 +276,10 @@ func (s *Server) consoleOverview(w http.ResponseWriter, r *http.Request) error {
 	}
 	o.OpenBlocks = s.opts.Retention.OpenBlocks()
 	o.Crashed = s.crashedBlocks(r.Context())
-	o.LogLines = recentProblems(DaemonLogFile(h), 64<<10, 30)
+	o.LogLines = []string{}
+	if s.opts.DaemonLogFile != "" {
+		o.LogLines = recentProblems(s.opts.DaemonLogFile, 64<<10, 30)
+	}
 	o.Sessions.Live, o.Sessions.Codes = s.console.sessions.Count()
 	writeJSON(w, http.StatusOK, o)
 	return nil

@@ -28,6 +28,20 @@ func (c *fakeClock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// lockedBuffer is a bytes.Buffer safe for the server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+func (l *lockedBuffer) Len() int       { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Len() }
+
 // loginCode asks tl for a code with the operator token.
 func (tl *testLab) loginCode() ConsoleLogin {
 	tl.t.Helper()
@@ -67,7 +81,7 @@ func sessionCookie(t *testing.T, res *http.Response) string {
 // an HttpOnly, SameSite=Strict cookie and a redirect without the code;
 // the cookie opens the console's routes and no other operator route.
 func TestConsoleLogin(t *testing.T) {
-	var logBuf syncBuffer
+	var logBuf lockedBuffer
 	tl := newTestLab(t, func(o *Options) {
 		o.Logger = slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
@@ -206,8 +220,8 @@ func TestConsoleRefusals(t *testing.T) {
 	// An earlier daemon run's code and cookie mean nothing to the next run.
 	code := tl.loginCode()
 	live := sessionCookie(t, exchange(t, tl.hs.URL, tl.loginCode().Code))
-	next, err := New(Options{Engine: tl.eng, Listen: "127.0.0.1:0", OperatorToken: tl.token, SessionID: "lab_next", Version: "test",
-		Console: console.SessionOptions{Now: clock.now}})
+	next, err := New(withReadModels(t, Options{Engine: tl.eng, Listen: "127.0.0.1:0", OperatorToken: tl.token, SessionID: "lab_next", Version: "test",
+		Console: console.SessionOptions{Now: clock.now}}))
 	if err != nil {
 		t.Fatal(err)
 	}

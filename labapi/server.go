@@ -94,6 +94,10 @@ type Options struct {
 	// Console configures the operator console's login (code and idle
 	// lifetimes); zero values take console's defaults.
 	Console console.SessionOptions
+	// DaemonLogFile is the daemon's log file (state/daemon.log), whose
+	// recent WARN and ERROR lines the console's overview shows; empty:
+	// none.
+	DaemonLogFile string
 }
 
 // Server is the HTTP API over one engine.

@@ -1,4 +1,4 @@
-package labapi
+package daemon
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 )
 
 // envConsoleProbe switches the test binary into the part of
@@ -44,7 +45,7 @@ func TestHelperConsoleProbe(t *testing.T) {
 	if _, err := os.ReadFile(h.TokenFile()); err != nil {
 		res.TokenErr = err.Error()
 	}
-	if _, closeFn, err := Dial(context.Background(), h, DialOptions{}); err == nil {
+	if _, closeFn, err := Dial(context.Background(), h); err == nil {
 		closeFn()
 		res.DialErr = "dialled"
 	} else {
@@ -103,10 +104,10 @@ func TestForeignUserCannotOpenConsole(t *testing.T) {
 	}
 	h := home.Home{Dir: filepath.Join(base, "home")}
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan DaemonInfo, 1)
+	ready := make(chan labapi.DaemonInfo, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- RunDaemon(ctx, DaemonOptions{Home: h, Listen: "127.0.0.1:0", Ready: func(i DaemonInfo) { ready <- i }})
+		done <- Run(ctx, Options{Home: h, Listen: "127.0.0.1:0", Ready: func(i labapi.DaemonInfo) { ready <- i }})
 	}()
 	defer func() {
 		cancel()
@@ -114,7 +115,7 @@ func TestForeignUserCannotOpenConsole(t *testing.T) {
 			t.Errorf("daemon: %v", err)
 		}
 	}()
-	var info DaemonInfo
+	var info labapi.DaemonInfo
 	select {
 	case info = <-ready:
 	case err := <-done:
