@@ -24,7 +24,7 @@ import (
 const (
 	DefaultPageSize = 50
 	MaxPageSize     = 200
-	DefaultBudget   = 60 * time.Millisecond
+	DefaultBudget   = 40 * time.Millisecond
 )
 
 // LogQuery selects one page.

@@ -47,6 +47,8 @@ import (
 // there, login-code and revoke, take the operator token only).
 var consoleRoutes = map[string]bool{
 	"GET /api/events":                                       true,
+	"POST /api/console/travel":                              true,
+	"POST /api/console/check":                               true,
 	"GET /api/steps":                                        true,
 	"POST /api/steps/{mandateId}/approve":                   true,
 	"POST /api/steps/{mandateId}/failed":                    true,
@@ -76,6 +78,8 @@ type consoleState struct {
 	// logs reads the log's pages (its buffers are reused across pages).
 	logsOnce sync.Once
 	logs     *console.LogReader
+	// travel holds the time-travel points (console_travel.go).
+	travel consoleTravel
 }
 
 func (s *Server) logReader() *console.LogReader {
@@ -111,6 +115,7 @@ func (s *Server) registerConsoleRoutes() {
 	s.route("GET /api/console/trace", authAlways, s.consoleTrace)
 	s.route("GET /api/console/recovery", authAlways, s.consoleRecovery)
 	s.registerConsolePtyRoutes()
+	s.registerConsoleTravelRoutes()
 }
 
 // consoleRecovery answers GET /api/console/recovery: the recovery plan

@@ -132,7 +132,10 @@ type Server struct {
 
 // Close ends long-lived requests (event streams). It does not close the engine.
 func (s *Server) Close() {
-	s.closeOnce.Do(func() { close(s.done) })
+	s.closeOnce.Do(func() {
+		close(s.done)
+		s.closeTravel() // the console's time-travel homes
+	})
 }
 
 // authMode says what a route requires (SPEC §6, "Auth, two secrets").

@@ -232,6 +232,36 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	b.check(t, "terminal")
 
+	// Time travel: the home at the feedback's seq, then now; they differ.
+	var fbPage struct {
+		Events []struct {
+			Seq uint64 `json:"seq"`
+		} `json:"events"`
+	}
+	opCall(t, srv.base, tok, "GET", "/api/console/log?type=feedback.submitted&limit=1", nil, &fbPage)
+	if len(fbPage.Events) != 1 {
+		t.Fatal("no feedback event")
+	}
+	pastSeq := fbPage.Events[0].Seq - 1 // just before the feedback
+	b.run(t, "travel", chromedp.Navigate(srv.base+"/console/#/travel"),
+		waitJS(`document.getElementById('travelSeq')`, 10*time.Second),
+		chromedp.SetValue("#travelSeq", fmt.Sprint(pastSeq), chromedp.ByID),
+		chromedp.Click("#travelGo", chromedp.ByID),
+		waitJS(`document.querySelector('.point[data-seq="`+fmt.Sprint(pastSeq)+`"]')`, 30*time.Second),
+		chromedp.Click("#travelNow", chromedp.ByID),
+		waitJS(`document.querySelectorAll('.point').length === 2`, 30*time.Second),
+		chromedp.Click("#cmpBtn", chromedp.ByID),
+		waitJS(`document.querySelector('#compareCard .diff[data-path="feedback/feedback.jsonl"]')`, 10*time.Second))
+	var added string
+	b.run(t, "travel diff", chromedp.Text(`#compareCard .diff[data-path="feedback/feedback.jsonl"] pre.added`, &added, chromedp.ByQuery))
+	if !strings.Contains(added, "live") || !strings.Contains(added, "<img src=x") {
+		t.Fatalf("the feedback added since seq %d: %q", pastSeq, added)
+	}
+	b.run(t, "drift check", chromedp.Click("#checkBtn", chromedp.ByID),
+		waitJS(`document.getElementById('checkVerdict') && document.getElementById('checkVerdict').textContent.includes('identical')`, 60*time.Second))
+	shot(t, b, "travel")
+	b.check(t, "time travel")
+
 	// The interrupted step is approved from the console.
 	b.check(t, "before steps")
 	b.run(t, "steps", chromedp.Navigate(srv.base+"/console/#/steps"),
