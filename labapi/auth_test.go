@@ -203,7 +203,7 @@ func TestOperatorRoutesCoverEveryRoute(t *testing.T) {
 		"POST /api/experiments/{experimentId}/submit": true, "POST /api/export": true,
 	}
 	public := map[string]bool{"GET /api/config": true, "GET /api/health": true, "GET /{$}": true, "GET /index.html": true, "GET /lab/{path...}": true,
-		"GET /console/login": true, "GET /console/{file...}": true}
+		"GET /console/login": true, "GET /console/{file...}": true, "GET /console": true}
 	seen := map[string]bool{}
 	for _, r := range tl.srv.routes {
 		seen[r.pattern] = true

@@ -109,6 +109,10 @@ func (s *Server) registerConsoleRoutes() {
 	s.route("POST /api/console/login-code", authAlwaysRead, s.consoleLoginCode)
 	s.route("POST /api/console/revoke", authAlwaysRead, s.consoleRevoke)
 	s.route("GET /console/login", authNone, s.consoleLogin)
+	s.route("GET /console", authNone, func(w http.ResponseWriter, r *http.Request) error {
+		http.Redirect(w, r, "/console/", http.StatusSeeOther)
+		return nil
+	})
 	s.route("GET /console/{file...}", authNone, s.consoleAsset)
 	s.route("GET /api/console/overview", authAlways, s.consoleOverview)
 	s.route("GET /api/console/log", authAlways, s.consoleLog)

@@ -120,6 +120,14 @@ func TestConsoleLogin(t *testing.T) {
 			t.Errorf("%s %s with the cookie: %d %s, want 401", rt.method, rt.path, r.status, r.body)
 		}
 	}
+	// /console goes to the console; its pages carry the CSP.
+	if res := exchange(t, tl.hs.URL, "x"); res.StatusCode != 401 {
+		t.Errorf("a made-up code: %d", res.StatusCode)
+	}
+	page := tl.do("GET", "/console/", "", "X-CM-LAB-TOKEN", "")
+	if page.status != 200 || page.header.Get("Content-Security-Policy") != console.CSP || !strings.Contains(string(page.body), "/console/js/app.js") {
+		t.Errorf("the console page: %d CSP %q", page.status, page.header.Get("Content-Security-Policy"))
+	}
 	// A used code is spent.
 	if res := exchange(t, tl.hs.URL, login.Code); res.StatusCode != 401 || len(res.Cookies()) != 0 {
 		t.Errorf("reused code: %d %v", res.StatusCode, res.Cookies())
