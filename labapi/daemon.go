@@ -30,7 +30,15 @@ type DaemonOptions struct {
 	// AllowRemote permits a Listen address that is not loopback (CheckListen).
 	AllowRemote bool
 	// AllowRoots are extra import roots beside the working directory and its output/.
-	AllowRoots      []string
+	AllowRoots []string
+	// UnknownPeerCwd gives callers whose uid is not known the working
+	// directory as an import root too (content-machine's defaults;
+	// exposure.go).
+	UnknownPeerCwd bool
+	// ExportBudget bounds lab/exports/ (0: DefaultExportBudget).
+	ExportBudget int64
+	// LabStreams bounds Lab-token event streams (0: ¾ of the connection cap).
+	LabStreams      int
 	Task            *Task
 	ExitAfterSubmit int
 	// ReadOnly serves a replayed home: no session event, every write refused.
@@ -220,11 +228,12 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 	ln = capped
 	o.Logger.Info("connection cap", "maxConns", maxConns, "openFileLimit", fdLimit)
 	addr := ln.Addr().String()
-	nonce := newSecret()
 	exitCh := make(chan struct{})
+	roots, unknownRoots := labRoots(o.AllowRoots, o.UnknownPeerCwd)
 	srv, err := New(Options{
-		Engine: eng, Journal: j, Retention: ret, Listen: addr, OperatorToken: tok, Nonce: nonce, SessionID: "lab_" + uuid.NewString(),
-		AllowedRoots: DefaultAllowedRoots(o.AllowRoots), ReadOnly: o.ReadOnly, Pty: mgr,
+		Engine: eng, Journal: j, Retention: ret, Listen: addr, OperatorToken: tok, SessionID: "lab_" + uuid.NewString(),
+		AllowedRoots: roots, UnknownPeerRoots: unknownRoots, ExportBudget: o.ExportBudget, LabStreams: labStreamBudget(o.LabStreams, maxConns),
+		ReadOnly: o.ReadOnly, Pty: mgr,
 		Version: Version, Logger: o.Logger, Task: o.Task, ExitAfterSubmit: o.ExitAfterSubmit,
 		OnExit: func() { close(exitCh) }, UIDir: o.UIDir,
 	})
@@ -253,18 +262,22 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 	// connection cap (capped.ConnState) closes idle ones first when full.
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
 		ConnState: capped.ConnState, ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn)}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- hs.Serve(ln) }()
-	info := DaemonInfo{Pid: os.Getpid(), Listen: addr, TokenFile: o.Home.TokenFile(), Nonce: nonce, SessionID: srv.opts.SessionID,
-		StartedAt: time.Now().UTC().Format(time.RFC3339Nano), Version: Version}
+	info := DaemonInfo{Pid: os.Getpid(), Listen: addr, TokenFile: o.Home.TokenFile(), SessionID: srv.opts.SessionID,
+		StartedAt: time.Now().UTC().Format(time.RFC3339Nano), Version: Version, AllowedRoots: roots, UnknownPeerRoots: unknownRoots}
+	o.Logger.Info("import roots", "allowedRoots", roots, "unknownPeerRoots", unknownRoots, "labStreams", srv.opts.LabStreams)
 	if onROFS {
 		info.TokenFile = served.TokenFile() // a copy of state/token, or one made for this run
 	} else {
-		if err := WriteDaemonInfo(o.Home, info); err != nil {
+		// The CLI's way in: the lock, the Unix socket, state/daemon.json.
+		adv, err := advertiseDaemon(o.Home, info, hs, serveErr, o.Logger)
+		if err != nil {
 			hs.Close()
-			return fmt.Errorf("writing state/daemon.json: %w", err)
+			return err
 		}
-		defer RemoveDaemonInfo(o.Home, info.Pid)
+		info = adv.Info
+		defer adv.Withdraw()
 	}
 	o.Logger.Info("serving", "listen", addr, "session", info.SessionID, "readOnly", o.ReadOnly)
 	if o.Sidecar != nil {

@@ -32,6 +32,7 @@ type serveOpts struct {
 	writable        bool  // serve a replayed home writable (replayed_home.go)
 	maxConns        int
 	ship            shipOpts
+	security        securityServeOpts // serve_security.go
 }
 
 // newServeCmd builds 'cmlab serve'.
@@ -127,7 +128,7 @@ read-only unless --writable.`,
 					return err
 				}
 			}
-			return labapi.RunDaemon(ctx, labapi.DaemonOptions{
+			dopts := labapi.DaemonOptions{
 				Home: h, Listen: o.listen, AllowRemote: o.allowRemote, AllowRoots: o.allowRoots, Task: task,
 				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui, MaxConns: o.maxConns,
 				Compaction: policy, CompactEvery: o.compact.every, SegmentSize: o.compact.segmentSize,
@@ -141,7 +142,9 @@ read-only unless --writable.`,
 					}
 					printServing(g, h, info) // serve_operator.go
 				},
-			})
+			}
+			o.security.apply(&dopts)
+			return labapi.RunDaemon(ctx, dopts)
 		},
 	}
 	c.SetContext(context.Background())
@@ -161,5 +164,6 @@ read-only unless --writable.`,
 	f.StringVar(&o.ui, "ui", "", "serve the Lab browser client from DIR at / (e.g. content-machine's assets/lab)")
 	o.compact.flags(f)
 	addPtyServeFlags(f, o)
+	o.security.flags(f)
 	return c
 }

@@ -1,0 +1,93 @@
+package labapi
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cmlab/cmlab/confine"
+)
+
+// What a daemon exposes to local callers that do not hold the operator
+// token (issue 27 findings 5 and 8): the import roots, the export budget
+// and the Lab streams' share of the connection cap. docs/security.md
+// describes them for the operator.
+
+// labRoots are the import roots of a daemon: for callers whose uid is
+// known, the working directory, its output/ and --allow-root (what
+// content-machine allows); for callers whose uid is not (peer.go), only
+// output/ and --allow-root, unless cwdForUnknown (serve
+// --unknown-peer-cwd) gives them content-machine's defaults too.
+func labRoots(extra []string, cwdForUnknown bool) (allowed, unknown []string) {
+	allowed = DefaultAllowedRoots(extra)
+	if cwdForUnknown {
+		return allowed, allowed
+	}
+	if wd, err := os.Getwd(); err == nil {
+		unknown = append(unknown, filepath.Join(wd, "output"))
+	}
+	return allowed, append(unknown, extra...)
+}
+
+// labStreamBudget is how many Lab-token event streams a daemon holds at
+// once: asked (serve --lab-streams), else three quarters of the
+// connection cap, so that a quarter always stays for the operator's
+// console and for requests that end (the CLI has its own socket).
+func labStreamBudget(asked, maxConns int) int {
+	if asked > 0 {
+		return min(asked, max(maxConns-1, 1))
+	}
+	return max(maxConns*3/4, 1)
+}
+
+// exposureState is the Server's state of the above.
+type exposureState struct {
+	peerMu     sync.Mutex
+	peerGroups map[int]confine.User // peer.go: uids' groups
+
+	exportMu sync.Mutex // an export's budget check and write are one step
+
+	labStreams  atomic.Int64 // Lab-token event streams held now (events_budget.go)
+	streamReads atomic.Int64 // log reads made by event streams, for tests
+}
+
+// DefaultExportBudget is how many bytes lab/exports/ may hold (64 MiB):
+// an export is a few KiB to a few MiB, and anyone holding the Lab token
+// may ask for one, so the directory cannot grow without bound (issue 27
+// finding 5: 20 exports in 11 s wrote 9.7 MB).
+const DefaultExportBudget = 64 << 20
+
+// checkExportBudget refuses an export of n bytes to target when the
+// exports directory would then hold more than the budget (507, naming
+// the fix). A file target replaces counts as freed.
+func (s *Server) checkExportBudget(root, target string, n int) error {
+	budget := s.opts.ExportBudget
+	if budget <= 0 {
+		budget = DefaultExportBudget
+	}
+	var used int64
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() && p != target {
+			if fi, err := d.Info(); err == nil {
+				used += fi.Size()
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("measuring lab/exports/: %w", err)
+	}
+	if used+int64(n) > budget {
+		return NewError(CodeInsufficientStorage, fmt.Sprintf("the exports directory holds %d bytes; this export (%d bytes) would pass its budget of %d bytes", used, n, budget),
+			"Remove exports you no longer need from lab/exports/ in the cmlab home (or pass the same path to overwrite one), or restart the daemon with a larger --export-budget.").
+			With("usedBytes", used).With("exportBytes", n).With("budgetBytes", budget)
+	}
+	return nil
+}
