@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -156,16 +155,4 @@ func (a *Advertisement) Withdraw() error {
 		err = rerr
 	}
 	return err
-}
-
-// advertiseDaemon is RunDaemon's hook: Advertise with hs serving the
-// socket (its end reported on serveErr) and refused peers logged.
-func advertiseDaemon(h home.Home, info DaemonInfo, hs *http.Server, serveErr chan<- error, l *slog.Logger) (*Advertisement, error) {
-	adv, err := Advertise(h, info, func(ln net.Listener) { go func() { serveErr <- hs.Serve(ln) }() }, func(c discovery.Cred) {
-		l.Warn("refused a connection to the daemon socket: another user", "uid", c.UID, "pid", c.Pid)
-	})
-	if errors.Is(err, discovery.ErrLocked) {
-		return nil, fmt.Errorf("a daemon already serves this home (%w): stop it first ('cmlab stop') or use its API", err)
-	}
-	return adv, err
 }

@@ -53,3 +53,7 @@ func (s *Server) streamGone(r *http.Request) bool {
 		return false
 	}
 }
+
+// SetLabStreams sets the Lab streams' budget once the daemon knows its
+// connection cap (before serving).
+func (s *Server) SetLabStreams(n int) { s.opts.LabStreams = n }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -16,33 +15,6 @@ import (
 // token (issue 27 findings 5 and 8): the import roots, the export budget
 // and the Lab streams' share of the connection cap. docs/security.md
 // describes them for the operator.
-
-// labRoots are the import roots of a daemon: for callers whose uid is
-// known, the working directory, its output/ and --allow-root (what
-// content-machine allows); for callers whose uid is not (peer.go), only
-// output/ and --allow-root, unless cwdForUnknown (serve
-// --unknown-peer-cwd) gives them content-machine's defaults too.
-func labRoots(extra []string, cwdForUnknown bool) (allowed, unknown []string) {
-	allowed = DefaultAllowedRoots(extra)
-	if cwdForUnknown {
-		return allowed, allowed
-	}
-	if wd, err := os.Getwd(); err == nil {
-		unknown = append(unknown, filepath.Join(wd, "output"))
-	}
-	return allowed, append(unknown, extra...)
-}
-
-// labStreamBudget is how many Lab-token event streams a daemon holds at
-// once: asked (serve --lab-streams), else three quarters of the
-// connection cap, so that a quarter always stays for the operator's
-// console and for requests that end (the CLI has its own socket).
-func labStreamBudget(asked, maxConns int) int {
-	if asked > 0 {
-		return min(asked, max(maxConns-1, 1))
-	}
-	return max(maxConns*3/4, 1)
-}
 
 // exposureState is the Server's state of the above.
 type exposureState struct {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/home"
 
 	"github.com/cmlab/cmlab/labapi"
@@ -26,7 +27,7 @@ func dialLab(ctx context.Context, g *globalOpts) (*labapi.Client, func() error, 
 	if _, err := labapi.ReadDaemonInfo(h); errors.Is(err, labapi.ErrNoDaemon) {
 		noteStaleDaemon(g.stderr, err)
 	}
-	return labapi.Dial(ctx, h, labapi.DialOptions{Version: labapi.Version})
+	return daemon.Dial(ctx, h)
 }
 
 // noteStaleDaemon says on w, when err is a stale state/daemon.json, that

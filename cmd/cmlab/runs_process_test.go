@@ -12,6 +12,7 @@ import (
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/labtest"
 	"github.com/cmlab/cmlab/labapi"
 )
 
@@ -47,7 +48,7 @@ func startTestDaemon(t *testing.T, h home.Home, session string, extra func(eng *
 	}
 	o := labapi.Options{Engine: eng, Listen: ln.Addr().String(), OperatorToken: tok, SessionID: session}
 	closeExtra := extra(eng, &o)
-	srv, err := labapi.New(o)
+	srv, err := labtest.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

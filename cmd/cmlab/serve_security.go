@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/spf13/pflag"
 )
@@ -24,7 +25,7 @@ func (o *securityServeOpts) flags(f *pflag.FlagSet) {
 }
 
 // apply copies the flags into the daemon's options.
-func (o *securityServeOpts) apply(d *labapi.DaemonOptions) {
+func (o *securityServeOpts) apply(d *daemon.Options) {
 	d.UnknownPeerCwd, d.ExportBudget, d.LabStreams = o.unknownPeerCwd, o.exportBudget, o.labStreams
 }
 

@@ -1,4 +1,4 @@
-package labapi
+package daemon
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 )
 
 // envUIDProbe switches the test binary into TestHelperUIDProbe: requests
@@ -144,10 +145,10 @@ func TestLabReadsNeedCallersRights(t *testing.T) {
 	h := home.Home{Dir: filepath.Join(privateTempDir(t), "home")}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan DaemonInfo, 1)
+	ready := make(chan labapi.DaemonInfo, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- RunDaemon(ctx, DaemonOptions{Home: h, Listen: "127.0.0.1:0", AllowRoots: []string{runs}, Ready: func(i DaemonInfo) { ready <- i }})
+		done <- Run(ctx, Options{Home: h, Listen: "127.0.0.1:0", AllowRoots: []string{runs}, Ready: func(i labapi.DaemonInfo) { ready <- i }})
 	}()
 	defer func() {
 		cancel()
@@ -155,7 +156,7 @@ func TestLabReadsNeedCallersRights(t *testing.T) {
 			t.Errorf("daemon: %v", err)
 		}
 	}()
-	var info DaemonInfo
+	var info labapi.DaemonInfo
 	select {
 	case info = <-ready:
 	case err := <-done:
