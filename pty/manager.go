@@ -535,6 +535,10 @@ type StatusResult struct {
 	Dropped               int64 `json:"dropped_bytes"`
 	ActiveBlockBytes      int64 `json:"active_block_bytes,omitempty"`
 	ActiveBlockDropped    int64 `json:"active_block_dropped_bytes,omitempty"`
+	// InputCursor is the spool size when the last input (exec, send,
+	// expect_send, interrupt) was recorded: a wait from it sees the whole
+	// reaction to it ('cmlab pty wait --from input').
+	InputCursor int64 `json:"input_cursor"`
 }
 
 // Status reports the terminal's mode and cursor.
@@ -553,6 +557,7 @@ func (m *Manager) Status(ctx context.Context, conv string) (StatusResult, error)
 		}
 		res.ShellID = c.shellID
 		res.ResumeCursor = c.size()
+		res.InputCursor = c.lastInputCursor()
 		res.Blocks = len(c.blocks)
 		res.Dropped = c.dropped
 		if c.active != "" {
