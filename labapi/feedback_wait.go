@@ -22,12 +22,35 @@ import (
 // MaxFeedbackWait caps wait.
 const MaxFeedbackWait = 10 * time.Minute
 
+// MaxFeedbackWaiters bounds the long polls waiting at once (the route
+// needs no token for a GET, as the Lab's): past it a long poll is BUSY,
+// so idle connections cannot pile up goroutines and file reads.
+const MaxFeedbackWaiters = 64
+
 // feedbackSignal is closed and replaced at every committed feedback event.
 type feedbackSignal struct {
-	once sync.Once
-	err  error
-	mu   sync.Mutex
-	ch   chan struct{}
+	once    sync.Once
+	err     error
+	mu      sync.Mutex
+	ch      chan struct{}
+	waiters int // long polls waiting; guarded by mu
+}
+
+// enter counts a waiting long poll; false past MaxFeedbackWaiters.
+func (f *feedbackSignal) enter() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.waiters >= MaxFeedbackWaiters {
+		return false
+	}
+	f.waiters++
+	return true
+}
+
+func (f *feedbackSignal) leave() {
+	f.mu.Lock()
+	f.waiters--
+	f.mu.Unlock()
 }
 
 func (f *feedbackSignal) current() chan struct{} {
@@ -91,6 +114,10 @@ func (s *Server) feedbackLongPoll(w http.ResponseWriter, r *http.Request, wait s
 		return err
 	}
 	q := r.URL.Query()
+	if !s.fbSignal.enter() {
+		return NewError(CodeBusy, strconv.Itoa(MaxFeedbackWaiters)+" feedback long polls are already waiting", "Retry in a few seconds, or poll without wait.")
+	}
+	defer s.fbSignal.leave()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {

@@ -49,9 +49,18 @@ func TestFeedbackLongPoll(t *testing.T) {
 		s := time.Now()
 		done <- answer{tl.do("GET", "/api/feedback?since="+p1.NextCursor+"&wait=30s", ""), time.Since(s)}
 	}()
-	// The poll is waiting once the signal is subscribed and the page read.
+	// Add once the poll is waiting.
 	deadline := time.Now().Add(10 * time.Second)
-	for tl.srv.fbSignal.current() == nil && time.Now().Before(deadline) {
+	for {
+		tl.srv.fbSignal.mu.Lock()
+		n := tl.srv.fbSignal.waiters
+		tl.srv.fbSignal.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the long poll never started waiting")
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	if r := tl.do("POST", "/api/feedback", `{"notes":"second"}`); r.status != 200 {
@@ -67,6 +76,20 @@ func TestFeedbackLongPoll(t *testing.T) {
 	if e.Notes != "second" {
 		t.Fatalf("long poll item = %s", p2.Items[0])
 	}
+	// Past MaxFeedbackWaiters waiting polls a long poll is BUSY at once;
+	// the plain poll is served.
+	tl.srv.fbSignal.mu.Lock()
+	tl.srv.fbSignal.waiters = MaxFeedbackWaiters
+	tl.srv.fbSignal.mu.Unlock()
+	if r := tl.do("GET", "/api/feedback?since=0&wait=30s", ""); r.status != http.StatusConflict || r.code() != CodeBusy {
+		t.Fatalf("long poll past the cap = %d %s", r.status, r.body)
+	}
+	if r := tl.do("GET", "/api/feedback?since=0", ""); r.status != 200 {
+		t.Fatalf("plain poll at the cap = %d %s", r.status, r.body)
+	}
+	tl.srv.fbSignal.mu.Lock()
+	tl.srv.fbSignal.waiters = 0
+	tl.srv.fbSignal.mu.Unlock()
 	// Bad wait values are refused.
 	for _, w := range []string{"soon", "-1s"} {
 		if r := tl.do("GET", "/api/feedback?since=0&wait="+w, ""); r.status != http.StatusBadRequest || r.code() != CodeInvalidArgument {

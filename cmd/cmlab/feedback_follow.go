@@ -37,8 +37,8 @@ func feedbackFollow(ctx context.Context, g *globalOpts, since, session string, l
 		page, err := feedbackFollowPage(ctx, g, cur, session, limit)
 		if err != nil {
 			var ae *labapi.APIError
-			if errors.As(err, &ae) {
-				return err
+			if errors.As(err, &ae) && ae.Code != labapi.CodeBusy && ae.Code != labapi.CodeDegraded {
+				return err // the cursor itself is wrong: retrying cannot help
 			}
 			if !waiting {
 				fmt.Fprintf(g.stderr, "cmlab: the daemon is not reachable (%v); waiting for it, resuming from cursor %s\n", err, cur)
