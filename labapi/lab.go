@@ -213,6 +213,9 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) handleFeedbackPoll(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
+	if q.Has("wait") {
+		return s.feedbackLongPoll(w, r, q.Get("wait")) // feedback_wait.go
+	}
 	page, err := PollFeedback(s.opts.Engine.Home().FeedbackFile(), q.Get("since"), strings.TrimSpace(q.Get("sessionId")), parseLimit(q.Get("limit")))
 	if err != nil {
 		return err

@@ -124,7 +124,8 @@ type Server struct {
 	errFn func() error
 
 	closeOnce sync.Once
-	done      chan struct{} // closed by Close: ends SSE streams
+	done      chan struct{}  // closed by Close: ends SSE streams
+	fbSignal  feedbackSignal // feedback_wait.go
 }
 
 // Close ends long-lived requests (event streams). It does not close the engine.
