@@ -37,6 +37,8 @@ type DaemonOptions struct {
 	ReadOnly bool
 	// UIDir is served at / (the Lab's browser client: / and /lab/…), when set.
 	UIDir string
+	// Page is cmlab's own Lab page (labui.Handler), served at / when UIDir is not set.
+	Page http.Handler
 	// Lookback is recovery's auto-resume window (default 2h).
 	Lookback time.Duration
 	Logger   *slog.Logger
@@ -226,7 +228,7 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 		Engine: eng, Journal: j, Retention: ret, Listen: addr, OperatorToken: tok, Nonce: nonce, SessionID: "lab_" + uuid.NewString(),
 		AllowedRoots: DefaultAllowedRoots(o.AllowRoots), ReadOnly: o.ReadOnly, Pty: mgr,
 		Version: Version, Logger: o.Logger, Task: o.Task, ExitAfterSubmit: o.ExitAfterSubmit,
-		OnExit: func() { close(exitCh) }, UIDir: o.UIDir,
+		OnExit: func() { close(exitCh) }, UIDir: o.UIDir, Page: o.Page,
 	})
 	if err != nil {
 		ln.Close()

@@ -127,7 +127,12 @@ read-only unless --writable.`,
 					return err
 				}
 			}
+			page, err := labPage(o.ui) // serve_page.go
+			if err != nil {
+				return err
+			}
 			return labapi.RunDaemon(ctx, labapi.DaemonOptions{
+				Page: page,
 				Home: h, Listen: o.listen, AllowRemote: o.allowRemote, AllowRoots: o.allowRoots, Task: task,
 				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui, MaxConns: o.maxConns,
 				Compaction: policy, CompactEvery: o.compact.every, SegmentSize: o.compact.segmentSize,
@@ -140,6 +145,7 @@ read-only unless --writable.`,
 						return
 					}
 					printServing(g, h, info) // serve_operator.go
+					printTask(g.stdout, info.Listen, task, o.exitAfterSubmit)
 				},
 			})
 		},
