@@ -64,8 +64,17 @@ func New(o Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every module is named in the shell (modulepreload), so the browser
+	// fetches them at once instead of level by level of the imports.
+	var modules []string
+	for name := range h.files {
+		if strings.HasSuffix(name, ".js") && name != "app.js" && name != "prefetch.js" {
+			modules = append(modules, name)
+		}
+	}
+	sort.Strings(modules)
 	var buf bytes.Buffer
-	if err := t.Execute(&buf, map[string]string{"Assets": "/ui/" + h.version, "Version": o.Version}); err != nil {
+	if err := t.Execute(&buf, map[string]any{"Assets": "/ui/" + h.version, "Version": o.Version, "Modules": modules}); err != nil {
 		return nil, err
 	}
 	h.shell = buf.Bytes()

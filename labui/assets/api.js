@@ -4,6 +4,7 @@
 // daemon acknowledges it: a double click, a retry after a network error, a
 // reload or a daemon restart in the middle all record it exactly once
 // (the daemon answers a repeated request id with its first answer).
+import { early } from './prefetch.js';
 
 export const state = { config: null, token: '', online: true };
 const listeners = { online: new Set(), offline: new Set(), config: new Set(), outbox: new Set() };
@@ -40,7 +41,9 @@ export class NetworkError extends Error {
 async function send(path, opts) {
   let res;
   try {
-    res = await fetch(path, { cache: 'no-store', ...opts });
+    const pre = (!opts.method || opts.method === 'GET') && early.get(path);
+    if (pre) early.delete(path);
+    res = await (pre || fetch(path, { cache: 'no-store', ...opts }));
   } catch {
     goOffline();
     throw new NetworkError();

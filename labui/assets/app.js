@@ -62,20 +62,18 @@ function setHealth(text, st) {
 }
 
 async function boot() {
-  let health;
+  // The health answer waits for the daemon's view lock (a checkpoint can
+  // hold it for a while): the page does not wait for it to paint.
+  const healthP = get('/api/health');
+  healthP.catch(() => {});
   try {
-    [, health] = await Promise.all([loadConfig(), get('/api/health')]);
+    await loadConfig();
   } catch (err) {
     replace(root, h('h1', null, 'cmlab Lab'), errorBox(err));
     banner.hidden = false;
     banner.textContent = 'The daemon is unreachable — reconnecting by itself…';
     on('online', () => location.reload());
     return;
-  }
-  setHealth(health.status === 'ok' ? '✓ healthy' : `⚠ ${health.status}`, health.status);
-  if (health.status !== 'ok') {
-    banner.hidden = false;
-    replace(banner, `The daemon is ${health.status}: ${health.cause || ''} `, health.fix ? h('span', null, 'Fix: ', health.fix) : null);
   }
   const ver = document.getElementById('version');
   ver.textContent = `v${state.config.version}`;
@@ -110,8 +108,18 @@ async function boot() {
   }
   window.addEventListener('hashchange', render);
   render();
-  startLive(health.walIndex || 0, document.getElementById('live'));
   flushOutbox();
+  // The stream starts after the seq the health answer names; the views
+  // read their data again once it is open (live.js 'resync'), so nothing
+  // that happened between their first read and that seq is missed.
+  healthP.then((health) => {
+    setHealth(health.status === 'ok' ? '✓ healthy' : `⚠ ${health.status}`, health.status);
+    if (health.status !== 'ok') {
+      banner.hidden = false;
+      replace(banner, `The daemon is ${health.status}: ${health.cause || ''} `, health.fix ? h('span', null, 'Fix: ', health.fix) : null);
+    }
+    startLive(health.walIndex || 0, document.getElementById('live'));
+  }, () => startLive(0, document.getElementById('live')));
 }
 
 boot();

@@ -71,19 +71,29 @@ function build(ctx, exp, runs, key) {
   const linked = h('input', { id: 'linkPlayback', type: 'checkbox', checked: true });
   const playAll = h('button', { id: 'playAll', class: 'btn', type: 'button' }, '▶ Play all');
   const seekAll = h('input', { id: 'seekAll', type: 'range', min: '0', max: '1000', step: '1', value: '0' });
-  let quiet = 0; // events our own play/pause/seek calls cause are not echoed
+  // An event a video fires because this code drove it (expected) is not
+  // passed on again: one play, pause or seek moves every video once.
+  const expected = new Map(videos.map((v) => [v, { play: 0, pause: 0, seeking: 0 }]));
   const others = (v) => videos.filter((x) => x !== v);
-  const drive = (fn) => {
-    quiet++;
-    try { fn(); } finally { setTimeout(() => { quiet--; }, 250); }
+  const play = (o) => {
+    if (!o.paused) return;
+    expected.get(o).play++;
+    o.play().catch(() => { const e = expected.get(o); if (o.paused && e.play > 0) e.play--; });
+  };
+  const pause = (o) => { if (!o.paused) { expected.get(o).pause++; o.pause(); } };
+  const seek = (o, t) => {
+    const to = Math.min(t, o.duration || t);
+    if (Math.abs(o.currentTime - to) > 0.01 && o.readyState >= 1) { expected.get(o).seeking++; o.currentTime = to; }
+  };
+  const mine = (v, type) => {
+    const e = expected.get(v);
+    if (e[type] > 0) { e[type]--; return true; }
+    return false;
   };
   for (const v of videos) {
-    v.addEventListener('play', () => { if (!quiet && linked.checked) drive(() => others(v).forEach((o) => o.paused && o.play().catch(() => {}))); updatePlay(); });
-    v.addEventListener('pause', () => { if (!quiet && linked.checked) drive(() => others(v).forEach((o) => !o.paused && o.pause())); updatePlay(); });
-    v.addEventListener('seeking', () => {
-      if (quiet || !linked.checked) return;
-      drive(() => others(v).forEach((o) => { if (Math.abs(o.currentTime - v.currentTime) > 0.05) o.currentTime = Math.min(v.currentTime, o.duration || v.currentTime); }));
-    });
+    v.addEventListener('play', () => { if (!mine(v, 'play') && linked.checked) others(v).forEach(play); updatePlay(); });
+    v.addEventListener('pause', () => { if (!mine(v, 'pause') && linked.checked) others(v).forEach(pause); updatePlay(); });
+    v.addEventListener('seeking', () => { if (!mine(v, 'seeking') && linked.checked) others(v).forEach((o) => seek(o, v.currentTime)); });
     v.addEventListener('timeupdate', () => {
       const max = Math.max(...videos.map((x) => x.duration || 0));
       if (max > 0 && document.activeElement !== seekAll) seekAll.value = String(Math.round((videos[0].currentTime / max) * 1000));
@@ -92,14 +102,14 @@ function build(ctx, exp, runs, key) {
   const updatePlay = () => { playAll.textContent = videos.some((v) => !v.paused) ? '❚❚ Pause all' : '▶ Play all'; };
   playAll.addEventListener('click', () => {
     const anyPlaying = videos.some((v) => !v.paused);
-    drive(() => videos.forEach((v) => (anyPlaying ? v.pause() : v.play().catch(() => {}))));
+    videos.forEach(anyPlaying ? pause : play);
     setTimeout(updatePlay, 50);
   });
   seekAll.addEventListener('input', () => {
     const max = Math.max(...videos.map((x) => x.duration || 0));
     if (!max) return;
     const t = (Number(seekAll.value) / 1000) * max;
-    drive(() => videos.forEach((v) => { v.currentTime = Math.min(t, v.duration || t); }));
+    videos.forEach((v) => seek(v, t));
   });
 
   // --- questions, winner ---

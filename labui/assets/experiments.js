@@ -62,7 +62,7 @@ export function render(ctx) {
   load();
   let timer = null;
   const off = onLive((ev) => {
-    if (ev.type.startsWith('experiment.')) { clearTimeout(timer); timer = setTimeout(load, 150); }
+    if (ev.type.startsWith('experiment.') || ev.type === 'resync') { clearTimeout(timer); timer = setTimeout(load, 150); }
   });
   setViewKeys([{ key: '/', desc: 'Search', fn: () => searchIn.focus() }]);
   return () => { off(); clearTimeout(timer); };

@@ -13,6 +13,7 @@ const handlers = new Set();
 let es = null;
 let last = 0;
 let statusEl = null;
+let opened = false;
 
 export function onLive(fn) {
   handlers.add(fn);
@@ -33,7 +34,17 @@ function setStatus(s) {
 function open() {
   if (es) es.close();
   es = new EventSource(`/api/events?token=${encodeURIComponent(state.token)}&since=${last}`);
-  es.onopen = () => setStatus('live');
+  es.onopen = () => {
+    setStatus('live');
+    if (!opened) {
+      opened = true;
+      // Data the views read before the stream's start seq was known:
+      // read it again once, now that nothing after it can be missed.
+      for (const fn of [...handlers]) {
+        try { fn({ type: 'resync', seq: last }); } catch (e) { console.warn(e); }
+      }
+    }
+  };
   es.onerror = () => {
     if (es.readyState === EventSource.CLOSED) {
       // Refused (a restarted daemon's new token): wait for the API's

@@ -36,10 +36,10 @@ export function render(ctx) {
     field('Notes', notes), field('Tags (comma-separated)', tags),
     h('div', { class: 'actions' }, submitBtn, nextBtn), msg);
 
-  const video = h('video', { id: 'videoReview', class: 'video', controls: true, playsinline: true, preload: 'metadata',
-    src: `/api/runs/${encodeURIComponent(runId)}/video` });
+  // The video element gets its source once the run is known to have one.
+  const video = h('video', { id: 'videoReview', class: 'video', controls: true, playsinline: true, preload: 'metadata' });
   const videoStatus = h('div', { class: 'muted', id: 'videoStatus' });
-  video.addEventListener('error', () => { videoStatus.textContent = 'This run has no playable video.'; });
+  video.addEventListener('error', () => { if (video.getAttribute('src')) videoStatus.textContent = 'The video could not be played.'; });
   const info = h('div', { class: 'run-info' }, h('p', { class: 'muted' }, 'Loading run…'));
   const earlier = h('section', { id: 'earlier', class: 'earlier', 'aria-labelledby': 'earlierTitle' },
     h('h2', { id: 'earlierTitle' }, 'Earlier feedback'), h('p', { class: 'muted' }, 'Loading…'));
@@ -59,7 +59,10 @@ export function render(ctx) {
       replace(info, errorBox(err));
       return;
     }
+    if (!ctx.root.isConnected) return;
     document.getElementById('reviewTitle').textContent = `Review: ${run.topic || '(no topic)'}`;
+    if (run.videoPath) video.src = `/api/runs/${encodeURIComponent(runId)}/video`;
+    else { video.hidden = true; videoStatus.textContent = 'This run has no video.'; }
     const a = run.artifacts || {};
     const links = ARTIFACTS.filter(([k]) => a[k]).map(([, n]) => n);
     if (a.reports && a.reports.sync) links.push('sync-report.json');
@@ -162,7 +165,7 @@ export function render(ctx) {
   nextBtn.addEventListener('click', nextUnrated);
 
   const offLive = onLive((ev) => {
-    if (ev.type === 'feedback.submitted' || ev.type === 'feedback.ingested' || ev.type === 'experiment.submitted') loadEarlier();
+    if (['feedback.submitted', 'feedback.ingested', 'experiment.submitted', 'resync'].includes(ev.type)) loadEarlier();
   });
 
   setViewKeys([

@@ -8,8 +8,8 @@ import { setViewKeys } from './keys.js';
 import { onLive } from './live.js';
 import { createExperimentForm } from './experiments.js';
 import { exportButton } from './about.js';
+import { runsPath } from './prefetch.js';
 
-const PAGE = 50;
 let picked = []; // run ids picked for compare, kept across pages
 
 export function render(ctx) {
@@ -156,11 +156,7 @@ export function render(ctx) {
 
   let loading = null;
   async function load() {
-    const p = new URLSearchParams({ limit: String(PAGE), sort });
-    if (search) p.set('q', search);
-    if (unrated) p.set('unrated', '1');
-    if (after) p.set('after', after);
-    const mine = (loading = get(`/api/runs?${p}`));
+    const mine = (loading = get(runsPath(q)));
     let page;
     try {
       page = await mine;
