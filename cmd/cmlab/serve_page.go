@@ -3,21 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 
 	"github.com/cmlab/cmlab/labapi"
-	"github.com/cmlab/cmlab/labui"
 )
-
-// labPage is cmlab's own Lab page (package labui), served at / unless
-// --ui names another client.
-func labPage(uiDir string) (http.Handler, error) {
-	if uiDir != "" {
-		return nil, nil
-	}
-	return labui.New(labui.Options{Version: labapi.Version})
-}
 
 // taskLink is the deep link a one-shot task opens at (the routes
 // content-machine's client and ours share), empty without a task.
