@@ -524,7 +524,7 @@ func labPageExactlyOnce(t *testing.T, b *browser, mp4 []byte) {
 	b.run(t, "the daemon is back",
 		waitJS(`document.querySelector('#submitMsg .success') && document.getElementById('banner').hidden && document.getElementById('outbox').hidden`, 30*time.Second),
 		waitJS(`document.getElementById('live').dataset.state === 'live'`, 15*time.Second))
-	b.drain(t, "daemon restart", "ERR_CONNECTION_REFUSED", "request failed: 401 "+srv.base+"/api/events", "net::ERR_INCOMPLETE_CHUNKED_ENCODING", "EventSource ERR_", "/api/events")
+	b.drain(t, "daemon restart", "ERR_CONNECTION_REFUSED", "request failed: 401 "+srv.base+"/api/events", "net::ERR_INCOMPLETE_CHUNKED_ENCODING", "EventSource net::ERR_ABORTED (canceled true)", "/api/events")
 	fb := feedbackOf(srv2.feedback(t), r.RunID)
 	if len(fb) != 2 || fb[1].Ratings["overall"] != 90 {
 		t.Fatalf("after a submit across a restart: %+v", fb)
@@ -558,7 +558,7 @@ func labPageTask(t *testing.T, b *browser, mp4 []byte) {
 	if err := task.wait(t, 30*time.Second); err != nil {
 		t.Fatalf("serve --exit-after-submit 1 after the submit: %v\n%s", err, task.stderr)
 	}
-	b.drain(t, "one-shot task", "ERR_CONNECTION_REFUSED", "/api/events", "ERR_INCOMPLETE_CHUNKED_ENCODING")
+	b.drain(t, "one-shot task", "ERR_CONNECTION_REFUSED", "/api/events", "ERR_INCOMPLETE_CHUNKED_ENCODING", "EventSource net::ERR_ABORTED (canceled true)")
 	fb, err := os.ReadFile(home.Home{Dir: h}.FeedbackFile())
 	if err != nil || strings.Count(string(fb), "\n") != 1 || !strings.Contains(string(fb), `"runId":"`+r.RunID+`"`) || !strings.Contains(string(fb), `"ratings":{"overall":80}`) {
 		t.Fatalf("feedback after the task: %v %s", err, fb)
