@@ -142,6 +142,7 @@ read-only unless --writable.`,
 						return
 					}
 					printServing(g, h, info) // serve_operator.go
+					printTask(g.stdout, info.Listen, task, o.exitAfterSubmit)
 				},
 			}
 			o.security.apply(&dopts)
