@@ -35,7 +35,11 @@ type Manifest struct {
 	FirstSeq    uint64         `json:"first_seq"`
 	Removed     []RemovedRange `json:"removed"`
 	CompactedAt int64          `json:"compacted_at"`
-	Sum         uint32         `json:"sum"`
+	// HomeID is the id of the home whose log this is (state/home-id),
+	// recorded by compactions since home ids exist: the archives of its
+	// removed ranges must record the same (archive.go).
+	HomeID string `json:"home_id,omitempty"`
+	Sum    uint32 `json:"sum"`
 }
 
 // RemovedRange is a run of sequences compaction removed from the log
@@ -179,6 +183,7 @@ func (m *Manifest) withRemoved(r RemovedRange, first uint64) *Manifest {
 	out := &Manifest{FirstSeq: first, CompactedAt: r.At}
 	if m != nil {
 		out.Removed = append(out.Removed, m.Removed...)
+		out.HomeID = m.HomeID
 	}
 	if n := len(out.Removed); n > 0 && out.Removed[n-1].Archive == r.Archive && out.Removed[n-1].Last+1 == r.First {
 		p := &out.Removed[n-1]

@@ -372,6 +372,9 @@ func readArchived(m *Manifest, archive string, from, to uint64, yield func(*even
 		if dir == "" {
 			return true, compactedError(m, from, "", nil)
 		}
+		if _, err := checkArchiveOwner(dir, m.HomeID, archive != ""); err != nil {
+			return true, err
+		}
 		hi := min(to, r.Last)
 		got, stopped := from-1, false
 		c := &cursor{dir: dir, archive: true}
