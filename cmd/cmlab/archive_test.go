@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/wal"
 )
 
@@ -143,5 +148,184 @@ func TestWalVerifyAndStatusCheckTheArchive(t *testing.T) {
 	rep, _ := wal.VerifyArchives(filepath.Join(h, "wal"), "", true)
 	if len(rep.Problems) != 1 || rep.Problems[0].Kind != wal.ArchiveDamaged {
 		t.Fatalf("problems %+v", rep.Problems)
+	}
+}
+
+// viewFiles returns every file of home h outside wal/, state/ and
+// quarantine/ (the views, spools, exports) with its bytes.
+func viewFiles(t *testing.T, h string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(h, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(h, p)
+		if d.IsDir() {
+			if rel == "wal" || rel == "state" || rel == "quarantine" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		out[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestBadManifestIsRepairedNotSalvaged (issue 27 finding 3): one flipped
+// byte, a truncation, or the loss of wal/MANIFEST (archive intact). Every
+// command that meets it exits 3 naming 'compact --repair-manifest' (not
+// salvage, which named itself in a loop); salvage refuses, writing no
+// placeholder and no stale-views flag; the named repair ends with every
+// event present and the views byte-identical.
+func TestBadManifestIsRepairedNotSalvaged(t *testing.T) {
+	for _, damage := range []string{"flip", "truncate", "lose"} {
+		t.Run(damage, func(t *testing.T) {
+			h := compactHome(t)
+			archive := filepath.Join(t.TempDir(), "archive")
+			if code, _, errs := walCLI(t, "--home", h, "compact", "--archive", archive); code != 0 {
+				t.Fatal(errs)
+			}
+			views := viewFiles(t, h)
+			if len(views) == 0 || views[filepath.Join("steps", "steps.jsonl")] == "" {
+				t.Fatalf("no views: %v", views)
+			}
+			walDir := filepath.Join(h, "wal")
+			segs := walSegmentNames(t, walDir)
+			man := filepath.Join(walDir, "MANIFEST")
+			b, err := os.ReadFile(man)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch damage {
+			case "flip": // one bit of the sum's last digit: still JSON
+				i := strings.Index(string(b), `"sum":`)
+				j := i + len(`"sum":`)
+				for b[j+1] >= '0' && b[j+1] <= '9' {
+					j++
+				}
+				b[j] ^= 0x01
+				err = os.WriteFile(man, b, 0o600)
+			case "truncate":
+				err = os.WriteFile(man, b[:len(b)/2], 0o600)
+			case "lose":
+				err = os.Remove(man)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{{"wal", "verify"}, {"recover"}, {"rebuild", "--check"}, {"status"}, {"recover", "--salvage", "--apply"}} {
+				code, out, errs := walCLI(t, append([]string{"--home", h}, args...)...)
+				if code != exitCorrupt || !strings.Contains(errs, "fix: rebuild wal/MANIFEST from the segments on disk with 'cmlab compact --repair-manifest") || strings.Contains(errs, "fix: see every damaged place") {
+					t.Fatalf("%v: exit %d\n%s%s", args, code, out, errs)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(h, "state", "views-stale")); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("a refused salvage left state/views-stale: %v", err)
+			}
+			// What serve opens first: the daemon's engine.
+			eng, err := engine.Open(context.Background(), engine.Options{Home: home.Home{Dir: h}, VerifyAfterOpen: true})
+			if err == nil {
+				eng.Close()
+				t.Fatal("the engine opened a log with a bad manifest")
+			}
+			if d := describeError("cmlab serve", "", err); !errors.Is(err, wal.ErrBadManifest) || !strings.Contains(d.Fix, "compact --repair-manifest") {
+				t.Fatalf("serve: %v\n  fix: %s", err, d.Fix)
+			}
+			if got := walSegmentNames(t, walDir); !slices.Equal(got, segs) || walSegmentNames(t, walDir)[0] == "00000000000000000001" {
+				t.Fatalf("segments after the refused salvage: %v, want %v", got, segs)
+			}
+			repair := []string{"--home", h, "compact", "--repair-manifest"}
+			if damage != "flip" {
+				// Nothing names the archive any more: it must be given.
+				code, out, errs := walCLI(t, repair...)
+				if code == 0 || !strings.Contains(errs, "pass --archive DIR") {
+					t.Fatalf("repair without --archive: exit %d\n%s%s", code, out, errs)
+				}
+				repair = append(repair, "--archive", archive)
+			}
+			if code, out, errs := walCLI(t, repair...); code != 0 || !strings.Contains(out, "rebuilt: the log starts at seq") {
+				t.Fatalf("%v: exit %d\n%s%s", repair, code, out, errs)
+			}
+			for _, args := range [][]string{{"wal", "verify"}, {"rebuild", "--check"}, {"recover"}, {"status"}} {
+				if code, out, errs := walCLI(t, append([]string{"--home", h}, args...)...); code != 0 {
+					t.Fatalf("%v after the repair: exit %d\n%s%s", args, code, out, errs)
+				}
+			}
+			if n, errs := dumpCount(t, h); n != 120 {
+				t.Fatalf("%d events after the repair: %s", n, errs)
+			}
+			if got := viewFiles(t, h); !maps.Equal(got, views) {
+				t.Fatalf("views changed:\n%v\nwant\n%v", got, views)
+			}
+		})
+	}
+}
+
+// TestFlippedArchivedByteIsSalvagedNotBricked (issue 27 finding 7, the
+// exact sequence): one flipped byte in an archived segment passed `wal
+// verify`; `rebuild --check` pointed to salvage, which exited 3, left
+// state/views-stale, and from then on the daemon refused to start. Now
+// `wal verify` names the damaged archived file, the named salvage keeps
+// every intact archived entry (a placeholder at the lost seq, in the
+// archive), and the home opens, verifies and rebuilds clean.
+func TestFlippedArchivedByteIsSalvagedNotBricked(t *testing.T) {
+	h := compactHome(t)
+	archive := filepath.Join(t.TempDir(), "archive")
+	if code, _, errs := walCLI(t, "--home", h, "compact", "--archive", archive); code != 0 {
+		t.Fatal(errs)
+	}
+	segs := walSegmentNames(t, archive)
+	flipped := filepath.Join(archive, segs[1])
+	b, err := os.ReadFile(flipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-5] ^= 0x01
+	if err := os.WriteFile(flipped, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := walCLI(t, "--home", h, "wal", "verify")
+	if code != exitCorrupt || !strings.Contains(errs, flipped) || !strings.Contains(errs, "recover --salvage --apply") {
+		t.Fatalf("wal verify: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = walCLI(t, "--home", h, "rebuild", "--check")
+	if code != exitCorrupt || !strings.Contains(errs, "recover --salvage --apply") {
+		t.Fatalf("rebuild --check: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = walCLI(t, "--home", h, "recover", "--salvage", "--apply")
+	if code != 0 || !strings.Contains(out, "wal.salvaged") && !strings.Contains(out, "SALVAGED") && !strings.Contains(out, "lost") {
+		t.Fatalf("recover --salvage --apply: exit %d\n%s%s", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(h, "state", "views-stale")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("state/views-stale stays after the salvage: %v", err)
+	}
+	// What the daemon opens at start.
+	eng, err := engine.Open(context.Background(), engine.Options{Home: home.Home{Dir: h}, VerifyAfterOpen: true})
+	if err != nil {
+		t.Fatalf("the home does not open after the documented fix: %v", err)
+	}
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"wal", "verify"}, {"rebuild", "--check"}, {"status"}} {
+		if code, out, errs := walCLI(t, append([]string{"--home", h}, args...)...); code != 0 {
+			t.Fatalf("%v after the salvage: exit %d\n%s%s", args, code, out, errs)
+		}
+	}
+	code, out, _ = walCLI(t, "--home", h, "wal", "dump", "--from", "1", "--type", "wal.salvaged")
+	placeholders := 0
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.Contains(l, `"segment":"`+segs[1]+`"`) {
+			placeholders++
+		}
+	}
+	if n, _ := dumpCount(t, h); code != 0 || n != 120 || placeholders != 1 {
+		t.Fatalf("after the salvage: %d events, %d placeholder(s) for %s\n%s", n, placeholders, segs[1], out)
 	}
 }

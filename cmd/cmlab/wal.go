@@ -67,7 +67,11 @@ func newWalVerifyCmd(g *globalOpts) *cobra.Command {
 				printVerify(g.stdout, rep, &arep)
 			}
 			if !rep.OK() {
-				return withCode(exitCorrupt, fmt.Errorf("%w: %d damaged stretch(es), first at %s", wal.ErrCorrupt, len(rep.Bad), rep.Bad[0]))
+				err := fmt.Errorf("%w: %d damaged stretch(es), first at %s", wal.ErrCorrupt, len(rep.Bad), rep.Bad[0])
+				if errors.Is(verr, wal.ErrBadManifest) {
+					err = fmt.Errorf("%w (%w)", err, wal.ErrBadManifest) // its fix: compact --repair-manifest
+				}
+				return withCode(exitCorrupt, err)
 			}
 			if aerr != nil {
 				return aerr

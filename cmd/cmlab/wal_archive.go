@@ -82,6 +82,14 @@ func printArchives(w io.Writer, rep *wal.ArchiveReport) {
 // segments ARCHIVE does not record are read). Problems make the health
 // degraded and the command exit 3.
 func statusArchives(h home.Home, g *globalOpts, rep *statusReport) error {
+	if err := wal.CheckFront(h.WALDir()); err != nil {
+		if rep.Health != nil && rep.Health.Status == "ok" {
+			rep.Health.Status = "degraded"
+			rep.Health.Cause = err.Error()
+			rep.Health.Fix = fixForCorrupt(g.home, err)
+		}
+		return err
+	}
 	arep, err := wal.VerifyArchives(h.WALDir(), g.archive, false)
 	if err != nil {
 		return nil // a bad manifest is reported by the log's own check
