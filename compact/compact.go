@@ -244,6 +244,11 @@ func Run(ctx context.Context, l *wal.Log, o Options) (Report, error) {
 		}
 	}
 	res, err := l.Compact(ctx, wal.CompactOptions{Before: rep.Before, Archive: o.Archive, Now: o.Now, HomeID: homeID})
+	if err == nil && res.Archive != "" && o.Home.Dir != "" {
+		if kerr := keepShipKey(o.Home, res.Archive); kerr != nil {
+			err = fmt.Errorf("compact: copy the ship key to the archive: %w (the compaction itself is done)", kerr)
+		}
+	}
 	rep.NewFirstSeq, rep.Archive = res.NewFirstSeq, res.Archive
 	rep.Segments, rep.Bytes = rep.Segments[:0], res.Bytes
 	for _, s := range res.Segments {

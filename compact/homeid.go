@@ -1,8 +1,10 @@
 package compact
 
 import (
+	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
 
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/wal"
@@ -21,4 +23,23 @@ func HomeID(h home.Home) (string, error) {
 		return m.HomeID, home.WriteHomeID(h, m.HomeID)
 	}
 	return home.EnsureHomeID(h)
+}
+
+// keepShipKey copies the home's ship key (state/ship-key, package ship)
+// into the archive as ship-key when it is not there yet: the archive then
+// holds what a restore from the home's stream needs to authenticate it
+// (cmlab restore --key-from-archive DIR), after the home's disk is gone.
+func keepShipKey(h home.Home, archive string) error {
+	k, err := os.ReadFile(h.ShipKeyFile())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	dst := filepath.Join(archive, "ship-key")
+	if have, err := os.ReadFile(dst); err == nil && bytes.Equal(have, k) {
+		return nil
+	}
+	return home.WriteFileAtomic(dst, k)
 }

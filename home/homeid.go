@@ -74,3 +74,10 @@ func WriteHomeID(h Home, id string) error {
 	}
 	return WriteFileAtomic(h.HomeIDFile(), []byte(id+"\n"))
 }
+
+// ShipKeyFile is state/ship-key: the secret the home's shipper signs each
+// event it publishes with (package ship), so that a restore can tell the
+// home's own events from forged or foreign ones. Compaction keeps a copy
+// in its archive (ship-key there), so the archive can authenticate a
+// restore after the home's disk is gone.
+func (h Home) ShipKeyFile() string { return h.path("state", "ship-key") }
