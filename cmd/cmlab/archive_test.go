@@ -329,3 +329,48 @@ func TestFlippedArchivedByteIsSalvagedNotBricked(t *testing.T) {
 		t.Fatalf("after the salvage: %d events, %d placeholder(s) for %s\n%s", n, placeholders, segs[1], out)
 	}
 }
+
+// TestAnotherHomesArchiveIsRefused (issue 27 finding 7): `--archive DIR`
+// naming another home's archive was accepted; replay and trace showed the
+// other home's history and `cmlab rebuild` replaced the home's views with
+// it, exit 0. Every reader and compaction refuse it naming both homes, and
+// the home's views stay as they were.
+func TestAnotherHomesArchiveIsRefused(t *testing.T) {
+	a, b := compactHome(t), compactHome(t)
+	archA, archB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	for _, c := range [][2]string{{a, archA}, {b, archB}} {
+		if code, _, errs := walCLI(t, "--home", c[0], "compact", "--archive", c[1]); code != 0 {
+			t.Fatal(errs)
+		}
+	}
+	idB, err := os.ReadFile(filepath.Join(b, "state", "home-id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	views := viewFiles(t, a)
+	for _, args := range [][]string{
+		{"trace", "m3"},
+		{"replay", "--check"},
+		{"replay", "--to", "10", "--into", filepath.Join(t.TempDir(), "r")},
+		{"rebuild"},
+		{"wal", "dump", "--from", "1"},
+	} {
+		code, out, errs := walCLI(t, append([]string{"--home", a, "--archive", archB}, args...)...)
+		if code == 0 || !strings.Contains(errs, "archive of home "+strings.TrimSpace(string(idB))) {
+			t.Fatalf("%v with another home's archive: exit %d\n%s%s", args, code, out, errs)
+		}
+	}
+	code, out, errs := walCLI(t, "--home", a, "wal", "verify", "--archive", archB)
+	if code != exitCorrupt || !strings.Contains(out, "ARCHIVE FOREIGN") {
+		t.Fatalf("wal verify --archive of another home: exit %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := walCLI(t, "--home", a, "compact", "--archive", archB); code == 0 && !strings.Contains(out, "nothing to remove") {
+		t.Fatalf("compact into another home's archive: exit %d\n%s%s", code, out, errs)
+	}
+	if got := viewFiles(t, a); !maps.Equal(got, views) {
+		t.Fatal("the home's views changed")
+	}
+	if code, _, errs := walCLI(t, "--home", a, "rebuild", "--check", "--archive", archA); code != 0 {
+		t.Fatalf("rebuild --check with its own archive: exit %d\n%s", code, errs)
+	}
+}
