@@ -11,6 +11,7 @@ import (
 
 	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/wal"
 	"github.com/spf13/cobra"
 )
 
@@ -110,6 +111,13 @@ read-only unless --writable.`,
 			policy, err := o.compact.policy()
 			if err != nil {
 				return err
+			}
+			if policy != nil && policy.Archive != "" {
+				// Refused at start, not at the first compaction an hour on
+				// (where --quiet would hide it): wal/ under another name.
+				if err := wal.CheckArchiveDir(h.WALDir(), policy.Archive); err != nil {
+					return &usageError{msg: "--compact-archive: " + err.Error()}
+				}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
