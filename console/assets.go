@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"path"
 	"strings"
+
+	"github.com/cmlab/cmlab/pagesec"
 )
 
 // static holds the console's pages: index.html (the one HTML shell),
@@ -16,16 +18,15 @@ import (
 //go:embed static
 var static embed.FS
 
-// CSP is the Content-Security-Policy of every console answer: nothing but
-// this daemon's own files, no inline script or style, no framing.
-const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+// CSP is the Content-Security-Policy of every console answer, the one the
+// Lab page has (package pagesec): nothing but this daemon's own files, no
+// inline script or style, no framing.
+const CSP = pagesec.CSP
 
-// SecurityHeaders sets the headers every console answer carries.
+// SecurityHeaders sets the headers every console answer carries: the
+// pages' (pagesec) and a window of its own (no opener).
 func SecurityHeaders(h http.Header) {
-	h.Set("Content-Security-Policy", CSP)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("X-Frame-Options", "DENY")
+	pagesec.Set(h)
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 }
 
