@@ -48,7 +48,7 @@ type benchShipResult struct {
 	LiveShippedTotal uint64  `json:"liveShipped"`
 }
 
-// newBenchShipCmd builds 'cmlab bench ship'.
+// newBenchShipCmd builds 'cmlab-bench ship'.
 func newBenchShipCmd(g *globalOpts) *cobra.Command {
 	o := &benchShipOpts{}
 	c := &cobra.Command{
@@ -64,8 +64,8 @@ directory, 127.0.0.1), then:
            api'), sample the lag (log last seq − shipped seq) every 10 ms,
            and report events/s shipped, the lag's p50/p99/max and how long
            after the last POST was answered the stream held every event.`,
-		Example: `  cmlab bench ship
-  cmlab bench ship --backlog 20000 --requests 5000 --json`,
+		Example: `  cmlab-bench ship
+  cmlab-bench ship --backlog 20000 --requests 5000 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, err := os.MkdirTemp("", "cmlab-bench-ship-")

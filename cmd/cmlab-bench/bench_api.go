@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// newBenchAPICmd builds 'cmlab bench api'.
+// newBenchAPICmd builds 'cmlab-bench api'.
 func newBenchAPICmd(g *globalOpts) *cobra.Command {
 	o := bench.BenchOptions{}
 	var keep, ownToo bool

@@ -27,7 +27,7 @@ type benchPtyOpts struct {
 	cpuprofile string
 }
 
-// benchPtyResult is what 'cmlab bench pty' measures.
+// benchPtyResult is what 'cmlab-bench pty' measures.
 type benchPtyResult struct {
 	Bytes          int64           `json:"bytes"`
 	Command        string          `json:"command"`
@@ -57,7 +57,7 @@ type benchPtyRound struct {
 	Ratio        float64 `json:"ratio"`
 }
 
-// newBenchPtyCmd builds 'cmlab bench pty': a large output through one block
+// newBenchPtyCmd builds 'cmlab-bench pty': a large output through one block
 // (spool throughput, wall time against the same command outside cmlab) and
 // the latency from a mark printed by the shell to wait_for returning.
 func newBenchPtyCmd(g *globalOpts) *cobra.Command {
