@@ -86,7 +86,7 @@ func newBenchPtyCmd(g *globalOpts) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return labPrintJSON(g, res)
+				return writeJSONValue(g.stdout, res)
 			}
 			w := g.stdout
 			fmt.Fprintf(w, "block: %s\n", res.Command)

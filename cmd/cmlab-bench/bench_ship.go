@@ -80,7 +80,7 @@ directory, 127.0.0.1), then:
 				return err
 			}
 			if g.json {
-				return labPrintJSON(g, res)
+				return writeJSONValue(g.stdout, res)
 			}
 			w := g.stdout
 			fmt.Fprintf(w, "backlog: %d events shipped in %.2fs: %.0f events/s\n", res.Backlog, res.BacklogSeconds, res.BacklogPerS)

@@ -99,23 +99,6 @@ func isUsageError(err error) bool {
 	return false
 }
 
-// labPrintJSON writes v indented to stdout (a json.RawMessage is
-// re-indented).
-func labPrintJSON(g *globalOpts, v any) error {
-	if raw, ok := v.(json.RawMessage); ok {
-		var x any
-		if err := json.Unmarshal(raw, &x); err == nil {
-			v = x
-		}
-	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(g.stdout, string(b))
-	return err
-}
-
 // writeJSONValue writes v as indented JSON without HTML escaping.
 func writeJSONValue(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
