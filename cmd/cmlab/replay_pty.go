@@ -2,9 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"iter"
-	"os"
-	"path/filepath"
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
@@ -50,22 +49,16 @@ exec/send, "m" a marker at each block begin. Play it with 'asciinema play FILE'.
 	return c
 }
 
-// writeCast writes the recording to a temporary file beside path and
-// renames it into place, so a failed run leaves no half file.
+// writeCast writes the recording durably (home.WriteDurable): a
+// temporary file beside path renamed into place, so a failed run leaves
+// no half file.
 func writeCast(path, conv string, evs iter.Seq2[*events.Event, error]) (int, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	n := 0
+	err := home.WriteDurable(path, home.WriteOptions{}, func(w io.Writer) (err error) {
+		n, err = pty.WriteAsciicast(w, conv, evs)
+		return err
+	})
 	if err != nil {
-		return 0, err
-	}
-	n, err := pty.WriteAsciicast(f, conv, evs)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
 		return 0, err
 	}
 	return n, nil
