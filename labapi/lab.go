@@ -35,6 +35,7 @@ func (s *Server) registerLabRoutes() {
 	s.route("GET /api/runs/{runId}", authPostOnly, s.handleRunGet)
 	s.route("GET /api/runs/{runId}/video", authPostOnly, s.handleRunVideo)
 	s.route("GET /api/runs/{runId}/artifact/{name}", authPostOnly, s.handleRunArtifact)
+	s.route("GET /api/runs/{runId}/feedback", authPostOnly, s.handleRunFeedback) // feedback_index.go
 
 	s.route("POST /api/experiments", authPostOnly, s.handleExperimentCreate)
 	s.route("GET /api/experiments", authPostOnly, s.handleExperimentsList)
@@ -42,6 +43,7 @@ func (s *Server) registerLabRoutes() {
 	s.route("POST /api/experiments/{experimentId}/submit", authPostOnly, s.handleExperimentSubmit)
 
 	s.route("POST /api/export", authPostOnly, s.handleExport)
+	s.route("GET /api/exports/{name}", authPostOnly, s.handleExportDownload) // export_download.go
 
 	if s.opts.UIDir != "" {
 		// content-machine's layout (src/lab/server/static.ts): the page at
@@ -50,8 +52,11 @@ func (s *Server) registerLabRoutes() {
 		s.route("GET /{$}", authNone, s.handleUI)
 		s.route("GET /index.html", authNone, s.handleUI)
 		s.route("GET /lab/{path...}", authNone, s.handleUI)
-	} else {
-		s.route("GET /{$}", authNone, s.handleIndex) // index.go
+	} else if s.opts.Page != nil {
+		// cmlab's own Lab (package labui): the page at /, its assets under /ui/.
+		page := func(w http.ResponseWriter, r *http.Request) error { s.opts.Page.ServeHTTP(w, r); return nil }
+		s.route("GET /{$}", authNone, page)
+		s.route("GET /ui/{path...}", authNone, page)
 	}
 }
 
@@ -213,6 +218,9 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) handleFeedbackPoll(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
+	if q.Has("wait") {
+		return s.feedbackLongPoll(w, r, q.Get("wait")) // feedback_wait.go
+	}
 	page, err := PollFeedback(s.opts.Engine.Home().FeedbackFile(), q.Get("since"), strings.TrimSpace(q.Get("sessionId")), parseLimit(q.Get("limit")))
 	if err != nil {
 		return err
@@ -496,6 +504,11 @@ func nullable(s string) any {
 }
 
 func (s *Server) handleRunsList(w http.ResponseWriter, r *http.Request) error {
+	if lq, paged, err := parseListQuery(r.URL.Query(), runSorts...); err != nil {
+		return err
+	} else if paged {
+		return s.handleRunsPage(w, lq) // paging.go
+	}
 	writeJSON(w, http.StatusOK, runsListBody(s.lab))
 	return nil
 }
@@ -730,6 +743,11 @@ func (s *Server) handleExperimentCreate(w http.ResponseWriter, r *http.Request) 
 }
 
 func (s *Server) handleExperimentsList(w http.ResponseWriter, r *http.Request) error {
+	if lq, paged, err := parseListQuery(r.URL.Query(), experimentSorts...); err != nil {
+		return err
+	} else if paged {
+		return s.handleExperimentsPage(w, lq) // paging.go
+	}
 	items := []map[string]any{}
 	for _, e := range s.lab.experimentList() {
 		items = append(items, map[string]any{"experimentId": e.ExperimentID, "sessionId": e.SessionID,

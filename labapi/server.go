@@ -93,6 +93,9 @@ type Options struct {
 	// /index.html, every file under /lab/ (content-machine's layout). Point
 	// it at content-machine's assets/lab to use its client unchanged.
 	UIDir string
+	// Page, when set and UIDir is not, is cmlab's own Lab (package labui):
+	// served at / and /ui/…, with no token. The composition root hands it in.
+	Page http.Handler
 	// SSEHeartbeat is the comment interval on idle event streams (default 15s).
 	SSEHeartbeat time.Duration
 	// SSEWriteTimeout drops a client whose writes stall this long (default 10s).
@@ -107,6 +110,7 @@ type Server struct {
 	idem    *idempotency
 	lab     *labState
 	metrics *metrics
+	fbIndex *feedbackIndex // feedback_index.go
 
 	importMu  sync.Mutex // imports: realpath lookup and append are one step
 	submitMu  sync.Mutex // experiment create/submit: status check and append are one step
@@ -124,7 +128,8 @@ type Server struct {
 	errFn func() error
 
 	closeOnce sync.Once
-	done      chan struct{} // closed by Close: ends SSE streams
+	done      chan struct{}  // closed by Close: ends SSE streams
+	fbSignal  feedbackSignal // feedback_wait.go
 }
 
 // Close ends long-lived requests (event streams). It does not close the engine.
@@ -207,7 +212,8 @@ func New(opts Options) (*Server, error) {
 		opts.Logger.Warn("request-id index rebuilt from the log", "file", opts.Engine.Home().Rel(opts.Engine.Home().RequestIndexFile()), "reason", why)
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, idem: newIdempotency(idx),
-		metrics: newMetrics(), startedAt: time.Now(), done: make(chan struct{})}
+		metrics: newMetrics(), startedAt: time.Now(), done: make(chan struct{}),
+		fbIndex: newFeedbackIndex(opts.Engine.Home().FeedbackFile())}
 	s.errFn = opts.Engine.Err
 	if why := s.opts.Journal.SnapshotRefused(); why != "" {
 		s.log.Warn("step state snapshot ignored, rebuilt from the log", "file", opts.Engine.Home().Rel(steps.SnapshotFile(opts.Engine.Home())), "reason", why)

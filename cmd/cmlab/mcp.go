@@ -23,10 +23,13 @@ func newMCPCmd(g *globalOpts) *cobra.Command {
 		Use:   "mcp",
 		Short: "Serve the agent terminal, its blocks and Lab feedback as MCP tools on stdio",
 		Long: `Serve cmlab's tools over the Model Context Protocol on stdin/stdout, for an
-agent's MCP client to spawn: pty_exec, pty_exec_interactive, pty_send,
-pty_wait_for, pty_wait_prompt, pty_expect_send, pty_read_spool, pty_status,
-pty_end_session, pty_reset, blocks_since, blocks_get, blocks_read,
-blocks_search, lab_feedback_poll and lab_session.
+agent's MCP client to spawn: pty_exec_wait (run a command to its end: exit
+code, output, cursor), pty_exec, pty_exec_interactive, pty_send,
+pty_wait_for, pty_wait_prompt, pty_expect_send, pty_interrupt,
+pty_read_spool, pty_status, pty_end_session, pty_reset, blocks_since,
+blocks_get, blocks_read, blocks_search, lab_session, lab_runs_list,
+lab_run_get, lab_experiments_list, lab_feedback_add and lab_feedback_poll
+(with wait_seconds, a long poll for the next human feedback).
 
 When a daemon ('cmlab serve') runs for the home, every tool is a request to
 its HTTP API: the daemon stays the single writer (if it restarts on another

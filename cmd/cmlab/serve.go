@@ -11,6 +11,7 @@ import (
 
 	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/wal"
 	"github.com/spf13/cobra"
 )
 
@@ -111,6 +112,13 @@ read-only unless --writable.`,
 			if err != nil {
 				return err
 			}
+			if policy != nil && policy.Archive != "" {
+				// Refused at start, not at the first compaction an hour on
+				// (where --quiet would hide it): wal/ under another name.
+				if err := wal.CheckArchiveDir(h.WALDir(), policy.Archive); err != nil {
+					return &usageError{msg: "--compact-archive: " + err.Error()}
+				}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			level := slog.LevelInfo
@@ -142,6 +150,7 @@ read-only unless --writable.`,
 						return
 					}
 					printServing(g, h, info) // serve_operator.go
+					printTask(g.stdout, info.Listen, task, o.exitAfterSubmit)
 				},
 			}
 			o.security.apply(&dopts)

@@ -35,6 +35,8 @@ type statusReport struct {
 	// LeftOpen: terminal blocks a crash left open (no daemon runs).
 	LeftOpen []pty.LeftBlock `json:"terminalLeftOpen"`
 	Ship     *shipStatus     `json:"ship,omitempty"`
+	// Archive: the check of the compacted log's archived ranges (wal_archive.go).
+	Archive *wal.ArchiveReport `json:"archive,omitempty"`
 
 	// cpSeq is the checkpoint's seq when cpOK; cpErr why it is not
 	// trusted (projections.ReadCheckpointSeq), for the text output.
@@ -81,6 +83,9 @@ disk, which catch-up brings to the log then).`,
 					"check the path; 'cmlab serve --home DIR' creates a home and serves it")
 			}
 			rep, openErr := gatherStatus(cmd, h, g.json)
+			if aerr := statusArchives(h, g, &rep); aerr != nil && openErr == nil {
+				openErr = aerr
+			}
 			if g.json {
 				if err := labPrintJSON(g, rep); err != nil {
 					return err
