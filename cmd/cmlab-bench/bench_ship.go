@@ -161,18 +161,16 @@ func benchShip(ctx context.Context, dir string, o *benchShipOpts) (*benchShipRes
 	defer cancel()
 	ready := make(chan labapi.DaemonInfo, 1)
 	done := make(chan error, 1)
+	var tok string // the Lab token: it opens POST /api/feedback, and the operator token never crosses TCP
 	go func() {
 		done <- daemon.Run(dctx, daemon.Options{Home: lh, Listen: "127.0.0.1:0", Sidecar: ls.Run,
-			Ready: func(i labapi.DaemonInfo) { ready <- i }})
+			Opened: func(h *daemon.Home) { tok = h.Server.LabToken() },
+			Ready:  func(i labapi.DaemonInfo) { ready <- i }})
 	}()
 	var info labapi.DaemonInfo
 	select {
 	case info = <-ready:
 	case err := <-done:
-		return nil, err
-	}
-	tok, err := lh.OperatorToken()
-	if err != nil {
 		return nil, err
 	}
 	r, err := wal.OpenReader(lh.WALDir())
