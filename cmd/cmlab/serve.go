@@ -34,6 +34,7 @@ type serveOpts struct {
 	writable        bool  // serve a replayed home writable (replayed_home.go)
 	maxConns        int
 	ship            shipOpts
+	security        securityServeOpts // serve_security.go
 }
 
 // newServeCmd builds 'cmlab serve'.
@@ -136,7 +137,7 @@ read-only unless --writable.`,
 					return err
 				}
 			}
-			return daemon.Run(ctx, daemon.Options{
+			dopts := daemon.Options{
 				Home: h, Listen: o.listen, AllowRemote: o.allowRemote, AllowRoots: o.allowRoots, Task: task,
 				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui, MaxConns: o.maxConns,
 				Compaction: policy, CompactEvery: o.compact.every, SegmentSize: o.compact.segmentSize,
@@ -149,8 +150,11 @@ read-only unless --writable.`,
 						return
 					}
 					printServing(g, h, info) // serve_operator.go
+					printTask(g.stdout, info.Listen, task, o.exitAfterSubmit)
 				},
-			})
+			}
+			o.security.apply(&dopts)
+			return daemon.Run(ctx, dopts)
 		},
 	}
 	c.SetContext(context.Background())
@@ -170,5 +174,6 @@ read-only unless --writable.`,
 	f.StringVar(&o.ui, "ui", "", "serve the Lab browser client from DIR at / (e.g. content-machine's assets/lab)")
 	o.compact.flags(f)
 	addPtyServeFlags(f, o)
+	o.security.flags(f)
 	return c
 }
