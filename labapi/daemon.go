@@ -191,7 +191,7 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 	var mgr *pty.Manager
 	if !o.ReadOnly {
 		popts := o.Pty
-		popts.Dir, popts.Logger = "", nil
+		popts.Dir, popts.Logger = "", o.Logger
 		if mgr, err = pty.NewManager(eng, popts); err != nil {
 			return fmt.Errorf("terminal manager: %w", err)
 		}
