@@ -102,11 +102,12 @@ type Manager struct {
 	stateMu sync.Mutex // guards model; never held across an append
 	model
 
-	mu      sync.Mutex // guards shells, locks, closed
-	shells  map[string]*shell
-	locks   map[string]chan struct{}
-	closed  bool
-	closing chan struct{} // closed when Close starts: waiters return
+	mu       sync.Mutex // guards shells, starting, locks, closed
+	shells   map[string]*shell
+	starting map[string]int // shells being started, by conversation (slotcap.go)
+	locks    map[string]chan struct{}
+	closed   bool
+	closing  chan struct{} // closed when Close starts: waiters return
 }
 
 // NewManager returns a manager over eng. It subscribes to the engine (the

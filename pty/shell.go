@@ -137,17 +137,11 @@ func (m *Manager) startShell(ctx context.Context, conv, shellID string) (*shell,
 	if shellID == "" {
 		shellID = newID("sh_")
 	}
-	m.mu.Lock()
-	running := 0
-	for c, other := range m.shells {
-		if c != conv && other.alive() {
-			running++
-		}
+	release, err := m.reserveSlot(conv)
+	if err != nil {
+		return nil, err
 	}
-	m.mu.Unlock()
-	if running >= m.opts.MaxShells {
-		return nil, fmt.Errorf("%w: %d conversations have a running shell, the most allowed at once; end one you no longer use", ErrTooManyShells, running)
-	}
+	defer release() // after the shell is in m.shells, or failed
 	sh := &shell{m: m, conv: conv, id: shellID, nonce: newNonce(),
 		ready: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}), inq: make(chan []byte, 1024)}
 	sh.qcond = sync.NewCond(&sh.qmu)
