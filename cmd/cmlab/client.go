@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/home"
 
 	"github.com/cmlab/cmlab/labapi"
@@ -21,7 +23,7 @@ func dialLab(ctx context.Context, g *globalOpts) (*labapi.Client, func() error, 
 	if err := requireHome(g, h); err != nil {
 		return nil, nil, err
 	}
-	return labapi.Dial(ctx, h, labapi.DialOptions{Version: labapi.Version})
+	return daemon.Dial(ctx, h)
 }
 
 // labCall dials, sends one request and closes. reqID "" gets a fresh

@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/spf13/cobra"
 )
 
@@ -30,7 +30,7 @@ Ctrl+C.`,
 			if err != nil {
 				return err
 			}
-			path := labapi.DaemonLogFile(h)
+			path := daemon.DaemonLogFile(h)
 			f, err := os.Open(path)
 			if errors.Is(err, fs.ErrNotExist) {
 				return newCLIError(exitError, "NOT_FOUND", "no daemon log at "+path, "the daemon writes it from its start: 'cmlab serve --home "+h.Dir+"'")

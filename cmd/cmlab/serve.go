@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/spf13/cobra"
 )
@@ -89,7 +90,7 @@ read-only unless --writable.`,
 			if o.exitAfterSubmit < 0 {
 				return &usageError{"--exit-after-submit must be ≥ 0"}
 			}
-			warning, err := labapi.CheckListen(o.listen, o.allowRemote)
+			warning, err := daemon.CheckListen(o.listen, o.allowRemote)
 			if err != nil {
 				return &usageError{err.Error()}
 			}
@@ -128,7 +129,7 @@ read-only unless --writable.`,
 					return err
 				}
 			}
-			return labapi.RunDaemon(ctx, labapi.DaemonOptions{
+			return daemon.Run(ctx, daemon.Options{
 				Home: h, Listen: o.listen, AllowRemote: o.allowRemote, AllowRoots: o.allowRoots, Task: task,
 				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui, MaxConns: o.maxConns,
 				Compaction: policy, CompactEvery: o.compact.every, SegmentSize: o.compact.segmentSize,

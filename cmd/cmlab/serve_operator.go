@@ -6,13 +6,14 @@ import (
 	"io"
 	"syscall"
 
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
 )
 
 // daemonLogWriter is where serve's log goes: stderr and state/daemon.log.
 func daemonLogWriter(h home.Home, stderr io.Writer) (io.Writer, func() error, error) {
-	l, err := labapi.OpenDaemonLog(h, labapi.DaemonLogOptions{})
+	l, err := daemon.OpenDaemonLog(h, daemon.DaemonLogOptions{})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -31,7 +32,7 @@ func printServing(g *globalOpts, h home.Home, info labapi.DaemonInfo) {
 	fmt.Fprintf(w, "cmlab serving http://%s (session %s, pid %d)\n", info.Listen, info.SessionID, info.Pid)
 	fmt.Fprintf(w, "  home:   %s\n", h.Dir)
 	fmt.Fprintf(w, "  token:  %s (clients send it as X-CM-LAB-TOKEN; the CLI reads it itself)\n", info.TokenFile)
-	fmt.Fprintf(w, "  log:    %s ('cmlab logs -f --home %s')\n", labapi.DaemonLogFile(h), h.Dir)
+	fmt.Fprintf(w, "  log:    %s ('cmlab logs -f --home %s')\n", daemon.DaemonLogFile(h), h.Dir)
 	fmt.Fprintf(w, "  stop:   Ctrl+C, or 'cmlab stop --home %s'\n", h.Dir)
 }
 

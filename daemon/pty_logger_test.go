@@ -1,4 +1,4 @@
-package labapi
+package daemon
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/pty"
 )
 
@@ -19,10 +20,10 @@ func runDaemonOnce(t *testing.T, h home.Home, logger *slog.Logger) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ready := make(chan DaemonInfo, 1)
+	ready := make(chan labapi.DaemonInfo, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- RunDaemon(ctx, DaemonOptions{Home: h, Listen: "127.0.0.1:0", Logger: logger, Ready: func(i DaemonInfo) { ready <- i }})
+		done <- Run(ctx, Options{Home: h, Listen: "127.0.0.1:0", Logger: logger, Ready: func(i labapi.DaemonInfo) { ready <- i }})
 	}()
 	select {
 	case <-ready:
