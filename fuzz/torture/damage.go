@@ -159,6 +159,9 @@ func RunDamage(ctx context.Context, o DamageOptions) (*DamageSummary, error) {
 		default:
 			sum.Cases++
 			sum.Violations += len(r.Violations)
+			if len(r.Violations) > 0 {
+				fmt.Fprintf(o.Out, "VIOLATION %s (%s): exit %d: %s\n", r.DamageCase, r.File, r.Exit, strings.Join(r.Violations, "; "))
+			}
 		}
 	}
 	printDamage(o.Out, sum)
@@ -227,7 +230,14 @@ func (m *matrix) setup(ctx context.Context) error {
 	return nil
 }
 
-func (m *matrix) teardown() { m.reset() }
+// teardown leaves the last case's home in place with Keep (to look at).
+func (m *matrix) teardown() {
+	if !m.o.Keep {
+		m.reset()
+		return
+	}
+	syscall.Unmount(m.caseRoot, syscall.MNT_DETACH)
+}
 
 // reset unmounts and makes writable whatever the last case left.
 func (m *matrix) reset() {
