@@ -19,6 +19,7 @@ func TestFilesystemErrorsNameTheirFix(t *testing.T) {
 	}{
 		{fmt.Errorf("projections: write checkpoint: %w", &fs.PathError{Op: "write", Path: "/h/state/.checkpoint.json.tmp1", Err: syscall.ENOSPC}), "DISK_FULL", "free space"},
 		{fmt.Errorf("wal: lock: %w", &fs.PathError{Op: "open", Path: "/h/wal/LOCK", Err: syscall.EACCES}), "PERMISSION", "/h/wal/LOCK"},
+		{fmt.Errorf("wal: lock: %w", &fs.PathError{Op: "open", Path: "/h/wal/LOCK", Err: syscall.ELOOP}), "SYMLINK", "remove the link"},
 	} {
 		d := describeError("cmlab status", "/h", tc.err)
 		if d.Code != tc.code || !strings.Contains(d.Fix, tc.want) {
