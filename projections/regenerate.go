@@ -427,7 +427,7 @@ func appendFile(path string, b []byte, noSync bool) error {
 	if err := os.MkdirAll(filepath.Dir(path), home.DirPerm); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, home.FilePerm)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|noFollow, home.FilePerm)
 	if err != nil {
 		return err
 	}

@@ -90,7 +90,10 @@
 //
 // Options.BlockOutputCap (default 64 MiB, 'cmlab serve --pty-block-cap')
 // bounds the output stored for one block, Options.ConversationOutputCap
-// (default 1 GiB, --pty-conversation-cap) a conversation's spool. Past a
+// (default 1 GiB, --pty-conversation-cap) a conversation's spool,
+// Options.TotalOutputCap (default 4 GiB, --pty-total-cap) the spools of
+// all conversations together (scope "total"; its marker names the flag).
+// Past a
 // cap the program keeps running and its output is still read (the pty
 // never blocks it), but the appender drops it: when the cap is crossed it
 // appends pty.truncated {block_id, spool_offset, line, dropped, limit,
