@@ -21,7 +21,7 @@ var layers = [][]string{
 	{"snapshot", "reqindex"},                       // read-model snapshots; the request-id index
 	{"engine"},                                     // append → log → views
 	{"steps", "pty"},                               // the step journal; the terminal
-	{"recovery", "retention"},                      // start-up recovery; the retention model
+	{"recovery", "retention", "discovery"},         // start-up recovery; the retention model; finding the daemon (lock, socket)
 	{"compact", "replay"},                          // compaction; replay and its tools
 	{"ship", "labapi", "labui"},                    // shipping to NATS; the HTTP face and its client; the Lab page
 	{"daemon", "fuzz/torture", "internal/labtest"}, // the composition root; crash workloads; test builders

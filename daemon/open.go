@@ -215,7 +215,7 @@ func Open(ctx context.Context, o Options) (_ *Home, err error) {
 	}
 
 	o.trace("http server")
-	roots := labapi.DefaultAllowedRoots(o.AllowRoots)
+	roots, unknownRoots := labRoots(o.AllowRoots, o.UnknownPeerCwd) // exposure.go
 	// cmlab's own Lab page at /, unless --ui names another client.
 	var page http.Handler
 	if o.UIDir == "" {
@@ -224,8 +224,9 @@ func Open(ctx context.Context, o Options) (_ *Home, err error) {
 		}
 	}
 	h.Server, err = labapi.New(labapi.Options{
-		Engine: eng, Journal: h.Journal, Retention: h.Retention, Listen: o.Listen, OperatorToken: h.OperatorToken, Nonce: o.nonce,
-		SessionID: "lab_" + uuid.NewString(), AllowedRoots: roots, ReadOnly: o.ReadOnly, Pty: h.Terminals,
+		Engine: eng, Journal: h.Journal, Retention: h.Retention, Listen: o.Listen, OperatorToken: h.OperatorToken,
+		SessionID: "lab_" + uuid.NewString(), AllowedRoots: roots, UnknownPeerRoots: unknownRoots, ExportBudget: o.ExportBudget,
+		ReadOnly: o.ReadOnly, Pty: h.Terminals,
 		Version: o.Version, Logger: o.Logger, Task: o.Task, ExitAfterSubmit: o.ExitAfterSubmit,
 		OnExit: o.onExit, UIDir: o.UIDir, Page: page,
 	})

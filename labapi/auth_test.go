@@ -86,6 +86,7 @@ func operatorRoutes() []operatorRoute {
 		{"GET /api/pty", "GET", "/api/pty", "", 200, `"max_shells"`},
 		{"POST /api/pty/{conversationId}/end_session", "POST", p + "end_session", `{}`, 200, ""},
 		{"POST /api/pty/{conversationId}/reset", "POST", p + "reset", `{}`, 200, ""},
+		{"POST /api/pty/{conversationId}/exec_wait", "POST", p + "exec_wait", `{"cmd":"echo waited-$((6*7))","timeout_ms":10000}`, 200, `"output":"waited-42\n"`},
 		{"POST /api/steps/{mandateId}/plan", "POST", "/api/steps/m1/plan", plan, 200, `"status":"planned"`},
 		{"POST /api/steps/{mandateId}/executing", "POST", "/api/steps/m1/executing", `{"step_id":"a","observed_pre_hash":"` + stepHash("2") + `"}`, 200, `"status":"executing"`},
 		{"POST /api/steps/{mandateId}/completed", "POST", "/api/steps/m1/completed", `{"step_id":"a","post_hash":"` + stepHash("4") + `","result_hash":"` + stepHash("5") + `","exit_code":0}`, 200, `"status":"completed"`},

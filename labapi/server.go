@@ -63,13 +63,20 @@ type Options struct {
 	// session, and the Lab part of the event stream). Empty: New draws a
 	// random one for this server. It must differ from OperatorToken.
 	LabToken string
-	// Nonce is echoed by GET /api/health: the daemon's nonce of
-	// state/daemon.json (see DaemonInfo). Empty: none.
-	Nonce string
 	// SessionID is this daemon run's Lab session ("lab_<uuid>").
 	SessionID string
 	// AllowedRoots are the absolute directories imports may come from.
 	AllowedRoots []string
+	// UnknownPeerRoots are the roots for a caller whose uid the kernel
+	// does not tell (peer.go): narrower than AllowedRoots by default
+	// (RunDaemon). Nil: none, such a caller imports nothing.
+	UnknownPeerRoots []string
+	// ExportBudget bounds the bytes of lab/exports/ (export.go); 0 is
+	// DefaultExportBudget.
+	ExportBudget int64
+	// LabStreams bounds the /api/events streams of Lab-token callers held
+	// at once (events_budget.go); 0 is unbounded.
+	LabStreams int
 	// ReadOnly refuses every POST (a replayed home).
 	ReadOnly bool
 	// Pty is the terminal manager; nil disables the terminal routes.
@@ -115,11 +122,14 @@ type Server struct {
 	// tests that hold each route to its secret.
 	routes []routeAuth
 
+	exposureState // exposure.go: callers' groups, the export lock, the Lab streams held
+
 	// errFn reports the engine's failed state; tests replace it.
 	errFn func() error
 
 	closeOnce sync.Once
-	done      chan struct{} // closed by Close: ends SSE streams
+	done      chan struct{}  // closed by Close: ends SSE streams
+	fbSignal  feedbackSignal // feedback_wait.go
 }
 
 // Close ends long-lived requests (event streams). It does not close the engine.
@@ -403,8 +413,9 @@ func operatorTokenError(kind tokenKind) *APIError {
 func (s *Server) tokenKind(r *http.Request) tokenKind {
 	tok := r.Header.Get("X-CM-LAB-TOKEN")
 	if tok == "" {
-		if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") {
-			tok = strings.TrimPrefix(a, "Bearer ")
+		// The scheme is case-insensitive (RFC 9110 §11.1): "bearer" too.
+		if a := r.Header.Get("Authorization"); len(a) > len("Bearer ") && strings.EqualFold(a[:len("Bearer ")], "Bearer ") {
+			tok = strings.TrimLeft(a[len("Bearer "):], " ")
 		}
 	}
 	fromQuery := false
@@ -427,7 +438,7 @@ func (s *Server) tokenKind(r *http.Request) tokenKind {
 }
 
 // newSecret draws 32 random bytes in hex: a Lab token per server, the
-// nonce of daemon.json, the operator token of an in-process server.
+// operator token of an in-process server.
 func newSecret() string {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {

@@ -43,8 +43,12 @@ func TestServeOperatorProcess(t *testing.T) {
 	p, addr := serveProc(t, "--home", h)
 	p.waitStdout(t, "  stop:", 10*time.Second)
 	pid := p.cmd.Process.Pid
-	want := fmt.Sprintf("  home:   %s\n  token:  %s (clients send it as X-CM-LAB-TOKEN; the CLI reads it itself)\n  log:    %s ('cmlab logs -f --home %s')\n  stop:   Ctrl+C, or 'cmlab stop --home %s'\n",
-		h, filepath.Join(h, "state", "token"), filepath.Join(h, "state", "daemon.log"), h, h)
+	wd, _ := os.Getwd()
+	want := fmt.Sprintf("  home:   %s\n  token:  %s (clients send it as X-CM-LAB-TOKEN; the CLI reads it itself)\n"+
+		"  roots:  %s, %s (imports; each caller is served only files it could read itself)\n"+
+		"          %s for callers of unknown uid (--unknown-peer-cwd adds the working directory)\n"+
+		"  log:    %s ('cmlab logs -f --home %s')\n  stop:   Ctrl+C, or 'cmlab stop --home %s'\n",
+		h, filepath.Join(h, "state", "token"), wd, filepath.Join(wd, "output"), filepath.Join(wd, "output"), filepath.Join(h, "state", "daemon.log"), h, h)
 	if out := p.stdout.String(); !regexp.MustCompile(`^cmlab serving http://127\.0\.0\.1:\d+ \(session lab_[0-9a-f-]+, pid `+fmt.Sprint(pid)+`\)\n`).MatchString(out) || !strings.HasSuffix(out, want) {
 		t.Fatalf("serve stdout %q\nwant suffix %q", out, want)
 	}
