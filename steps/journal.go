@@ -392,6 +392,16 @@ func (j *Journal) RecordAt(ctx context.Context, p events.Payload, seq uint64) er
 	return err
 }
 
+// RecordRequestAt is RecordAt for an HTTP caller: the event carries req,
+// reqHash and the response snapshot, as RecordRequest's does (an
+// operator's decision taken on a step's state, such as recovery.Approve).
+func (j *Journal) RecordRequestAt(ctx context.Context, p events.Payload, seq uint64, req, reqHash string) (TransitionResponse, error) {
+	if seq == 0 {
+		return TransitionResponse{}, fmt.Errorf("%w: RecordRequestAt needs the step's last seq", ErrInvalidStep)
+	}
+	return j.record(ctx, p, req, reqHash, seq)
+}
+
 func (j *Journal) record(ctx context.Context, p events.Payload, req, reqHash string, at uint64) (TransitionResponse, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
