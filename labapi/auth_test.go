@@ -188,6 +188,7 @@ func TestOperatorRoutesCoverEveryRoute(t *testing.T) {
 		"GET /api/runs/{runId}/video": true, "GET /api/runs/{runId}/artifact/{name}": true,
 		"POST /api/experiments": true, "GET /api/experiments": true, "GET /api/experiments/{experimentId}": true,
 		"POST /api/experiments/{experimentId}/submit": true, "POST /api/export": true,
+		"GET /api/runs/{runId}/feedback": true, "GET /api/exports/{name}": true,
 	}
 	public := map[string]bool{"GET /api/config": true, "GET /api/health": true, "GET /{$}": true, "GET /index.html": true, "GET /lab/{path...}": true}
 	seen := map[string]bool{}

@@ -69,13 +69,16 @@
 //	var out struct{ FeedbackID string `json:"feedbackId"` }
 //	err = c.Do(ctx, "POST", "/api/feedback", reqID, body, &out)
 //
-// Dial reads state/daemon.json ({pid, listen, tokenFile, nonce, …}, written
-// by `cmlab serve` once it listens and removed on clean shutdown). When it
-// names a live pid whose listener's /api/health echoes the nonce (asked
-// without a token), the client sends HTTP requests to that address with
-// the operator token from tokenFile (X-CM-LAB-TOKEN) and the request id
-// (X-CM-LAB-REQUEST-ID). When no daemon runs (no file, a dead pid, or a
-// listener that does not echo the nonce),
+// Dial reads state/daemon.json ({pid, listen, socket, pidStart, bootId,
+// tokenFile, …}, written by `cmlab serve` once it listens and removed on
+// clean shutdown). The daemon it names is live only while it holds
+// state/daemon.lock and its pid runs with the recorded start time in the
+// recorded boot (package discovery); the client then sends HTTP requests
+// over the daemon's Unix socket, state/daemon.sock, after checking the
+// listener's credentials (SO_PEERCRED), with the operator token from
+// tokenFile (X-CM-LAB-TOKEN) and the request id (X-CM-LAB-REQUEST-ID). The
+// token never crosses TCP. When no daemon runs (no file, or a stale one:
+// *StaleDaemonError says why),
 // daemon.Dial opens the home in this process (daemon.Open, one-shot) —
 // taking the log's lock, repairing and catching up as serve would — with
 // the same Server (with

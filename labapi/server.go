@@ -63,13 +63,20 @@ type Options struct {
 	// session, and the Lab part of the event stream). Empty: New draws a
 	// random one for this server. It must differ from OperatorToken.
 	LabToken string
-	// Nonce is echoed by GET /api/health: the daemon's nonce of
-	// state/daemon.json (see DaemonInfo). Empty: none.
-	Nonce string
 	// SessionID is this daemon run's Lab session ("lab_<uuid>").
 	SessionID string
 	// AllowedRoots are the absolute directories imports may come from.
 	AllowedRoots []string
+	// UnknownPeerRoots are the roots for a caller whose uid the kernel
+	// does not tell (peer.go): narrower than AllowedRoots by default
+	// (RunDaemon). Nil: none, such a caller imports nothing.
+	UnknownPeerRoots []string
+	// ExportBudget bounds the bytes of lab/exports/ (export.go); 0 is
+	// DefaultExportBudget.
+	ExportBudget int64
+	// LabStreams bounds the /api/events streams of Lab-token callers held
+	// at once (events_budget.go); 0 is unbounded.
+	LabStreams int
 	// ReadOnly refuses every POST (a replayed home).
 	ReadOnly bool
 	// Pty is the terminal manager; nil disables the terminal routes.
@@ -86,6 +93,9 @@ type Options struct {
 	// /index.html, every file under /lab/ (content-machine's layout). Point
 	// it at content-machine's assets/lab to use its client unchanged.
 	UIDir string
+	// Page, when set and UIDir is not, is cmlab's own Lab (package labui):
+	// served at / and /ui/…, with no token. The composition root hands it in.
+	Page http.Handler
 	// SSEHeartbeat is the comment interval on idle event streams (default 15s).
 	SSEHeartbeat time.Duration
 	// SSEWriteTimeout drops a client whose writes stall this long (default 10s).
@@ -100,6 +110,7 @@ type Server struct {
 	idem    *idempotency
 	lab     *labState
 	metrics *metrics
+	fbIndex *feedbackIndex // feedback_index.go
 
 	importMu  sync.Mutex // imports: realpath lookup and append are one step
 	submitMu  sync.Mutex // experiment create/submit: status check and append are one step
@@ -110,6 +121,8 @@ type Server struct {
 	// routes lists every registered pattern with its auth, for the
 	// tests that hold each route to its secret.
 	routes []routeAuth
+
+	exposureState // exposure.go: callers' groups, the export lock, the Lab streams held
 
 	// errFn reports the engine's failed state; tests replace it.
 	errFn func() error
@@ -199,7 +212,8 @@ func New(opts Options) (*Server, error) {
 		opts.Logger.Warn("request-id index rebuilt from the log", "file", opts.Engine.Home().Rel(opts.Engine.Home().RequestIndexFile()), "reason", why)
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, idem: newIdempotency(idx),
-		metrics: newMetrics(), startedAt: time.Now(), done: make(chan struct{})}
+		metrics: newMetrics(), startedAt: time.Now(), done: make(chan struct{}),
+		fbIndex: newFeedbackIndex(opts.Engine.Home().FeedbackFile())}
 	s.errFn = opts.Engine.Err
 	if why := s.opts.Journal.SnapshotRefused(); why != "" {
 		s.log.Warn("step state snapshot ignored, rebuilt from the log", "file", opts.Engine.Home().Rel(steps.SnapshotFile(opts.Engine.Home())), "reason", why)
@@ -399,8 +413,9 @@ func operatorTokenError(kind tokenKind) *APIError {
 func (s *Server) tokenKind(r *http.Request) tokenKind {
 	tok := r.Header.Get("X-CM-LAB-TOKEN")
 	if tok == "" {
-		if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") {
-			tok = strings.TrimPrefix(a, "Bearer ")
+		// The scheme is case-insensitive (RFC 9110 §11.1): "bearer" too.
+		if a := r.Header.Get("Authorization"); len(a) > len("Bearer ") && strings.EqualFold(a[:len("Bearer ")], "Bearer ") {
+			tok = strings.TrimLeft(a[len("Bearer "):], " ")
 		}
 	}
 	fromQuery := false
@@ -423,7 +438,7 @@ func (s *Server) tokenKind(r *http.Request) tokenKind {
 }
 
 // newSecret draws 32 random bytes in hex: a Lab token per server, the
-// nonce of daemon.json, the operator token of an in-process server.
+// operator token of an in-process server.
 func newSecret() string {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {

@@ -67,6 +67,18 @@ func Resolving(resolve Resolver) (*Daemon, error) {
 	return d, nil
 }
 
+// ResolvingVia is Resolving with requests sent through hc: `cmlab mcp`
+// passes a client whose transport reaches the daemon over its Unix socket
+// only (labapi.SocketHTTPClient), so the token never crosses TCP.
+func ResolvingVia(resolve Resolver, hc *http.Client) (*Daemon, error) {
+	d, err := Resolving(resolve)
+	if err != nil {
+		return nil, err
+	}
+	d.hc = hc
+	return d, nil
+}
+
 func normalizeBase(b string) string {
 	if !strings.HasPrefix(b, "http://") && !strings.HasPrefix(b, "https://") {
 		b = "http://" + b

@@ -21,6 +21,7 @@ type Source struct {
 	stream string
 	homeID string
 	state  jetstream.StreamState // at open
+	auth   authenticator
 	// FetchWait bounds the wait for one batch of messages (default 5s).
 	FetchWait time.Duration
 }
@@ -55,6 +56,17 @@ func OpenSource(ctx context.Context, conn Conn, stream, homeID string) (*Source,
 	}
 	return &Source{nc: nc, js: js, stream: stream, homeID: homeID, state: info.State, FetchWait: 5 * time.Second}, nil
 }
+
+// SetKey makes s check every message's MAC with key (auth.go); with key
+// nil and unauthenticated set, MACs are not checked; with neither, an
+// authenticated stream is refused (ErrNeedKey).
+func (s *Source) SetKey(key []byte, unauthenticated bool) {
+	s.auth.key, s.auth.unauth = key, unauthenticated
+}
+
+// Unauthenticated counts the messages read that carried no MAC (shipped
+// before ship keys existed), or all of them read without a key.
+func (s *Source) Unauthenticated() uint64 { return s.auth.Legacy }
 
 // Close closes the connection.
 func (s *Source) Close() { s.nc.Close() }
@@ -200,8 +212,20 @@ func (s *Source) decode(m jetstream.Msg, want uint64) (*events.Event, error) {
 		}
 		return nil, fmt.Errorf("%w: stream %s delivered seq %d after %d", ErrBadMessage, s.stream, seq, want-1)
 	}
+	ev, err := s.check(m, seq)
+	if err != nil {
+		return nil, &MessageError{Stream: s.stream, Seq: seq, Err: err}
+	}
+	return ev, nil
+}
+
+// check checks the message seq: headers, MAC, entry, event id.
+func (s *Source) check(m jetstream.Msg, seq uint64) (*events.Event, error) {
 	id, err := checkHeaders(m.Headers(), s.stream, seq, s.homeID)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.auth.check(m.Headers(), s.stream, s.homeID, seq, m.Data()); err != nil {
 		return nil, err
 	}
 	ev, err := wal.DecodeEntry(m.Data(), seq)
@@ -213,3 +237,15 @@ func (s *Source) decode(m jetstream.Msg, want uint64) (*events.Event, error) {
 	}
 	return ev, nil
 }
+
+// MessageError is the error about one message of a stream that is not
+// the home's event at its seq (ErrBadMessage, ErrOtherHome, ErrForged,
+// ErrNeedKey): Seq says where a restore could stop before it.
+type MessageError struct {
+	Stream string
+	Seq    uint64
+	Err    error
+}
+
+func (e *MessageError) Error() string { return e.Err.Error() }
+func (e *MessageError) Unwrap() error { return e.Err }

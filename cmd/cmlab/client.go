@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/home"
@@ -23,7 +24,20 @@ func dialLab(ctx context.Context, g *globalOpts) (*labapi.Client, func() error, 
 	if err := requireHome(g, h); err != nil {
 		return nil, nil, err
 	}
+	if _, err := labapi.ReadDaemonInfo(h); errors.Is(err, labapi.ErrNoDaemon) {
+		noteStaleDaemon(g.stderr, err)
+	}
 	return daemon.Dial(ctx, h)
+}
+
+// noteStaleDaemon says on w, when err is a stale state/daemon.json, that
+// no daemon runs and why (a daemon that died uncleanly left it): the
+// command then works on the home itself, which the user should know.
+func noteStaleDaemon(w io.Writer, err error) {
+	var stale *labapi.StaleDaemonError
+	if errors.As(err, &stale) {
+		fmt.Fprintf(w, "cmlab: %v; working on the home in this process (fix: %s)\n", stale, stale.Fix())
+	}
 }
 
 // labCall dials, sends one request and closes. reqID "" gets a fresh

@@ -121,6 +121,12 @@ func describeError(cmdPath, homeFlag string, err error) cliError {
 	}
 	if isCorrupt(err) {
 		msg := strings.TrimPrefix(err.Error(), "engine: ")
+		if errors.Is(err, wal.ErrBadManifest) {
+			if i := strings.Index(msg, "\n  fix: "); i >= 0 {
+				msg = msg[:i] // a salvage fix written by a caller that did not know
+			}
+			return cliError{Code: "CORRUPT", Message: msg, Fix: manifestFix(homeFlag)}
+		}
 		if strings.Contains(msg, "recover --salvage --apply") {
 			return cliError{Code: "CORRUPT", Message: msg}
 		}

@@ -47,6 +47,11 @@ The same tools are served over streamable HTTP at /mcp by 'cmlab serve'
 			if err != nil {
 				return err
 			}
+			// Never create a home by accident (issue 27 item 11): the
+			// same "no home" answer as every other command.
+			if err := requireHome(g, h); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -77,14 +82,16 @@ func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog
 	if info, err := labapi.ReadDaemonInfo(h); err == nil {
 		// The daemon is found again from state/daemon.json should it
 		// restart on another address while this server runs.
-		d, err := mcp.Resolving(func() (string, string, error) { return mcpDaemonTarget(h) })
+		d, err := mcp.ResolvingVia(func() (string, string, error) { return mcpDaemonTarget(h) }, labapi.SocketHTTPClient(h))
 		if err != nil {
 			return nil, nil, err
 		}
-		fmt.Fprintf(stderr, "cmlab mcp: using the daemon at http://%s (pid %d)\n", info.Listen, info.Pid)
+		fmt.Fprintf(stderr, "cmlab mcp: using the daemon at http://%s (pid %d), over its socket %s\n", info.Listen, info.Pid, h.Rel(info.Socket))
 		return d, func() error { return nil }, nil
 	} else if !errors.Is(err, labapi.ErrNoDaemon) {
 		return nil, nil, err
+	} else {
+		noteStaleDaemon(stderr, err)
 	}
 	fmt.Fprintf(stderr, "cmlab mcp: no daemon runs for %s; opening the home in this process (start 'cmlab serve' to share it)\n", h.Dir)
 	// The same home as under `cmlab serve` (package daemon): recovery
@@ -104,7 +111,7 @@ func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog
 }
 
 // mcpDaemonTarget is the running daemon's address and operator token
-// (ReadDaemonInfo has checked the listener echoes daemon.json's nonce).
+// (ReadDaemonInfo has checked it is live; the requests go over its socket).
 func mcpDaemonTarget(h home.Home) (string, string, error) {
 	info, err := labapi.ReadDaemonInfo(h)
 	if err != nil {

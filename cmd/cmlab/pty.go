@@ -88,7 +88,12 @@ func ptyClient(ctx context.Context, g *globalOpts) (*labapi.Client, func() error
 	}
 	if c == nil || !c.Remote {
 		closeFn()
-		return nil, nil, newCLIError(exitError, "NO_DAEMON", "no daemon serves the home "+h.Dir+" (the terminal lives in the daemon)",
+		why := ""
+		var stale *labapi.StaleDaemonError
+		if errors.As(infoErr, &stale) {
+			why = "; state/daemon.json is stale: " + stale.Why
+		}
+		return nil, nil, newCLIError(exitError, "NO_DAEMON", "no daemon serves the home "+h.Dir+" (the terminal lives in the daemon)"+why,
 			"start it with 'cmlab serve --home "+h.Dir+"', or point --home (or $CMLAB_HOME) at the home your daemon serves")
 	}
 	return c, closeFn, nil

@@ -206,6 +206,9 @@ func recoverLocal(ctx context.Context, g *globalOpts, apply, salvage, wait bool)
 					msg += "\n    " + b.String()
 				}
 			}
+			if errors.Is(err, wal.ErrBadManifest) {
+				return nil, nil, withCode(exitCorrupt, fmt.Errorf(msg, err)) // the fix: compact --repair-manifest (errors.go)
+			}
 			msg += "\n  fix: `cmlab recover --salvage --apply` keeps every intact entry, moves the damaged bytes to quarantine/ and puts a wal.salvaged placeholder at each lost seq"
 			return nil, nil, withCode(exitCorrupt, fmt.Errorf(msg, err))
 		}

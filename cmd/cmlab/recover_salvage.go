@@ -18,13 +18,14 @@ import (
 // the log changed: its views must then be regenerated from it (engine
 // Options.RebuildViews), since they still hold the lost entries' lines.
 func salvageLog(h home.Home) (lost []recovery.SalvagedEntry, rewritten bool, err error) {
-	// First, durably: the views must be regenerated from whatever log the
-	// salvage leaves, even if this process dies before it opens the
-	// engine (the next open sees the flag).
-	if err := projections.MarkViewsStale(h); err != nil {
-		return nil, false, err
-	}
-	rep, err := wal.Salvage(h.WALDir(), h.QuarantineDir())
+	// First, durably, before the first byte is rewritten: the views must
+	// be regenerated from whatever log the salvage leaves, even if this
+	// process dies before it opens the engine (the next open sees the
+	// flag). Not when the salvage refuses or finds nothing to do: a
+	// stale flag with a log that cannot be read back whole would keep
+	// the daemon from starting.
+	rep, err := wal.SalvageWith(h.WALDir(), wal.SalvageOptions{QuarantineDir: h.QuarantineDir(),
+		BeforeRewrite: func() error { return projections.MarkViewsStale(h) }})
 	if err != nil {
 		return nil, false, err
 	}

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,11 +24,19 @@ import (
 // processes.
 const envAsCmlab = "CMLAB_TEST_AS_CMLAB"
 
+// browserSkipped is set when the browser tests were skipped
+// (CMLAB_SKIP_BROWSER=1 without Chromium): TestMain says so at the end.
+var browserSkipped atomic.Bool
+
 func TestMain(m *testing.M) {
 	if os.Getenv(envAsCmlab) == "1" {
 		main()
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if browserSkipped.Load() {
+		fmt.Println("cmd/cmlab: the browser tests (TestLabPage, TestLabBrowser) were SKIPPED: no Chromium (CMLAB_SKIP_BROWSER=1)")
+	}
+	os.Exit(code)
 }
 
 // cmlabProc is a cmlab process started by a test.

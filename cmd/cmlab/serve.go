@@ -11,6 +11,7 @@ import (
 
 	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/wal"
 	"github.com/spf13/cobra"
 )
 
@@ -33,6 +34,7 @@ type serveOpts struct {
 	writable        bool  // serve a replayed home writable (replayed_home.go)
 	maxConns        int
 	ship            shipOpts
+	security        securityServeOpts // serve_security.go
 }
 
 // newServeCmd builds 'cmlab serve'.
@@ -110,6 +112,13 @@ read-only unless --writable.`,
 			if err != nil {
 				return err
 			}
+			if policy != nil && policy.Archive != "" {
+				// Refused at start, not at the first compaction an hour on
+				// (where --quiet would hide it): wal/ under another name.
+				if err := wal.CheckArchiveDir(h.WALDir(), policy.Archive); err != nil {
+					return &usageError{msg: "--compact-archive: " + err.Error()}
+				}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			level := slog.LevelInfo
@@ -128,7 +137,7 @@ read-only unless --writable.`,
 					return err
 				}
 			}
-			return daemon.Run(ctx, daemon.Options{
+			dopts := daemon.Options{
 				Home: h, Listen: o.listen, AllowRemote: o.allowRemote, AllowRoots: o.allowRoots, Task: task,
 				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui, MaxConns: o.maxConns,
 				Compaction: policy, CompactEvery: o.compact.every, SegmentSize: o.compact.segmentSize,
@@ -141,8 +150,11 @@ read-only unless --writable.`,
 						return
 					}
 					printServing(g, h, info) // serve_operator.go
+					printTask(g.stdout, info.Listen, task, o.exitAfterSubmit)
 				},
-			})
+			}
+			o.security.apply(&dopts)
+			return daemon.Run(ctx, dopts)
 		},
 	}
 	c.SetContext(context.Background())
@@ -162,5 +174,6 @@ read-only unless --writable.`,
 	f.StringVar(&o.ui, "ui", "", "serve the Lab browser client from DIR at / (e.g. content-machine's assets/lab)")
 	o.compact.flags(f)
 	addPtyServeFlags(f, o)
+	o.security.flags(f)
 	return c
 }

@@ -19,20 +19,24 @@ import (
 )
 
 type statusReport struct {
-	Home        string             `json:"home"`
-	Daemon      *labapi.DaemonInfo `json:"daemon"`
-	Health      *labapi.Health     `json:"health,omitempty"`
-	HealthError string             `json:"healthError,omitempty"`
-	LogBytes    int64              `json:"logBytes"`
-	LogSegments int                `json:"logSegments"`
-	LastSeq     uint64             `json:"lastSeq"`
-	Checkpoint  json.RawMessage    `json:"checkpoint"`
-	Durability  string             `json:"durability"`
-	AwaitReview []string           `json:"awaitingReview"`
-	Compaction  *compactionStatus  `json:"compaction"`
+	Home   string             `json:"home"`
+	Daemon *labapi.DaemonInfo `json:"daemon"`
+	// StaleDaemon says why state/daemon.json names no running daemon.
+	StaleDaemon string            `json:"staleDaemon,omitempty"`
+	Health      *labapi.Health    `json:"health,omitempty"`
+	HealthError string            `json:"healthError,omitempty"`
+	LogBytes    int64             `json:"logBytes"`
+	LogSegments int               `json:"logSegments"`
+	LastSeq     uint64            `json:"lastSeq"`
+	Checkpoint  json.RawMessage   `json:"checkpoint"`
+	Durability  string            `json:"durability"`
+	AwaitReview []string          `json:"awaitingReview"`
+	Compaction  *compactionStatus `json:"compaction"`
 	// LeftOpen: terminal blocks a crash left open (no daemon runs).
 	LeftOpen []pty.LeftBlock `json:"terminalLeftOpen"`
 	Ship     *shipStatus     `json:"ship,omitempty"`
+	// Archive: the check of the compacted log's archived ranges (wal_archive.go).
+	Archive *wal.ArchiveReport `json:"archive,omitempty"`
 
 	// cpSeq is the checkpoint's seq when cpOK; cpErr why it is not
 	// trusted (projections.ReadCheckpointSeq), for the text output.
@@ -79,6 +83,9 @@ disk, which catch-up brings to the log then).`,
 					"check the path; 'cmlab serve --home DIR' creates a home and serves it")
 			}
 			rep, openErr := gatherStatus(cmd, h, g.json)
+			if aerr := statusArchives(h, g, &rep); aerr != nil && openErr == nil {
+				openErr = aerr
+			}
 			if g.json {
 				if err := labPrintJSON(g, rep); err != nil {
 					return err
@@ -89,6 +96,8 @@ disk, which catch-up brings to the log then).`,
 			fmt.Fprintf(w, "home:        %s\n", rep.Home)
 			if rep.Daemon != nil {
 				fmt.Fprintf(w, "daemon:      running, pid %d at http://%s (session %s)\n", rep.Daemon.Pid, rep.Daemon.Listen, rep.Daemon.SessionID)
+			} else if rep.StaleDaemon != "" {
+				fmt.Fprintf(w, "daemon:      not running (%s; 'cmlab serve' starts one and replaces the file)\n", strings.TrimPrefix(rep.StaleDaemon, "no daemon runs: "))
 			} else {
 				fmt.Fprintf(w, "daemon:      not running\n")
 			}
@@ -159,6 +168,8 @@ func gatherStatus(cmd *cobra.Command, h home.Home, withCheckpoint bool) (statusR
 			}
 			closeFn()
 		}
+	} else if stale := (*labapi.StaleDaemonError)(nil); errors.As(err, &stale) {
+		rep.StaleDaemon = stale.Error()
 	} else if !errors.Is(err, labapi.ErrNoDaemon) {
 		rep.HealthError = err.Error()
 	}
