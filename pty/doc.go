@@ -140,6 +140,29 @@
 // CloseCrashed). Because the prompt and its END commit together, a prompt
 // match already sees the session finalised (seed §4.4, §3.8).
 //
+// # Agents (issue 25)
+//
+// Every call that starts or feeds a block answers resume_cursor, the spool
+// size before its input (exec_block, exec_interactive, send, interrupt;
+// expect_send keeps the match's end, which precedes its input); status
+// says input_cursor, the same for the last input. A prompt wait never
+// matches a prompt older than the latest block's BEGIN, whatever its
+// from_cursor: a wait from 0 on a running block waits for that block.
+// ExecWait / AwaitBlock (run.go) answer when a block ended: status, exit
+// code, its clean output (bounded) and the cursor after its prompt. A
+// wait or read on a conversation with no terminal history is NotFound at
+// once. A block given a cwd runs there and gives the shell's directory
+// back after it (commandLine).
+//
+// The clean view (clean.go) is what a reader gets unless it asks raw:
+// sentinel lines (by the prompt records' offsets) and an echoed exec line
+// (by the exec's pty.input) are hidden, what send, expect_send and
+// interrupt typed is shown where it was typed (input.go records every
+// pty.input with the spool size when it committed). The spool and the
+// cursors are unchanged: a clean answer's cursors are spool offsets.
+// CleanText and TypedText serve renderers without a read model;
+// WriteAsciicastClean writes what the terminal looked like.
+//
 // # Locking
 //
 // A per-conversation lock (a one-slot channel, so waits honour contexts)
