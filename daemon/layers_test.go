@@ -25,8 +25,8 @@ var layers = [][]string{
 	{"compact", "replay", "console"},               // compaction; replay and its tools; the operator console's pages, log pages and terminal rendering
 	{"ship", "labapi", "labui"},                    // shipping to NATS; the HTTP face and its client; the Lab page
 	{"daemon", "fuzz/torture", "internal/labtest"}, // the composition root; crash workloads; test builders
-	{"bench"},             // benchmarks (over the daemon)
-	{"cmd/cmlab", "fuzz"}, // commands; fuzz targets (tests only)
+	{"bench"},                                // benchmarks (over the daemon)
+	{"cmd/cmlab", "cmd/cmlab-bench", "fuzz"}, // commands; fuzz targets (tests only)
 }
 
 const module = "github.com/cmlab/cmlab/"

@@ -209,3 +209,62 @@ func TestArchiveOfAnotherHomeIsRefused(t *testing.T) {
 		t.Fatalf("Events(1) = %v", got)
 	}
 }
+
+// TestArchiveMadeBeforeHomeIDsStillReadsAndIsRecorded: a home compacted
+// before home ids (no ARCHIVE, no home_id in the manifest) reads as before,
+// stat-only checks read its segments, and RepairManifest on its sound
+// manifest records the home id in both without touching a sequence; from
+// then on another home's archive is refused for it.
+func TestArchiveMadeBeforeHomeIDsStillReadsAndIsRecorded(t *testing.T) {
+	l, _ := compactLog(t, 60, Options{})
+	dir := l.Dir()
+	archive := filepath.Join(t.TempDir(), "archive")
+	res, err := l.Compact(context.Background(), CompactOptions{Before: 40, Archive: archive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	// What the old code left: no ARCHIVE.
+	if err := os.Remove(filepath.Join(archive, archiveIdentityName)); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(filepath.Join(dir, manifestName))
+	if m, _ := ReadManifest(dir); m.HomeID != "" {
+		t.Fatalf("manifest %+v", m)
+	}
+	r := mustOpenReader(t, dir)
+	if got := seqsOf(t, r.Events(1)); !slices.Equal(got, seqRange(1, 60)) {
+		t.Fatalf("Events(1) = %v", got)
+	}
+	if rep, err := VerifyArchives(dir, "", false); err != nil || !rep.OK() || rep.Entries != res.NewFirstSeq-1 {
+		t.Fatalf("stat-only check of an unrecorded archive: %+v %v", rep, err)
+	}
+	rep, err := RepairManifest(dir, RepairOptions{HomeID: "home-old"})
+	if err != nil || rep.Was != "sound" || !rep.Written {
+		t.Fatalf("RepairManifest: %+v %v", rep, err)
+	}
+	m, err := ReadManifest(dir)
+	if err != nil || m.HomeID != "home-old" || m.FirstSeq != res.NewFirstSeq || len(m.Removed) != 1 {
+		t.Fatalf("manifest after: %+v %v (before %s)", m, err, before)
+	}
+	a, err := ReadArchiveIdentity(archive)
+	if err != nil || a == nil || a.HomeID != "home-old" || len(a.Segments) != len(res.Segments) {
+		t.Fatalf("ARCHIVE after: %+v %v", a, err)
+	}
+	if got := seqsOf(t, r.Events(1)); !slices.Equal(got, seqRange(1, 60)) {
+		t.Fatalf("Events(1) after = %v", got)
+	}
+	// An archive recording no home is refused now that the log has one.
+	other := filepath.Join(t.TempDir(), "copy")
+	if err := os.CopyFS(other, os.DirFS(archive)); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(other, archiveIdentityName))
+	r.SetArchive(other)
+	for _, err := range r.Events(1) {
+		if !errors.Is(err, ErrForeignArchive) || !strings.Contains(err.Error(), "--repair-manifest") {
+			t.Fatalf("an unrecorded --archive for a recorded log: %v", err)
+		}
+		break
+	}
+}

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/cmlab/cmlab/home"
 )
 
 // ErrBadManifest is wrapped (with ErrCorrupt) by errors about a wal/MANIFEST
@@ -369,4 +372,73 @@ func CheckFront(dir string) error {
 		}
 	}
 	return nil
+}
+
+// ArchiveGaps returns the runs of seqs before the first segment of the
+// log in dir that no segment file in the archive directory archive holds
+// (each of its segments read to find where it ends): what a repair must
+// find elsewhere (the home's stream) before it can name archive for them.
+func ArchiveGaps(dir, archive string) ([]LostRange, error) {
+	segs, err := listSegments(dir)
+	if err != nil || len(segs) == 0 {
+		return nil, err
+	}
+	x := segs[0].First
+	var have []segmentFile
+	if list, err := listSegments(archive); err == nil {
+		for _, s := range list {
+			if s.First < x {
+				have = append(have, s)
+			}
+		}
+	}
+	var gaps []LostRange
+	next := uint64(1)
+	for _, s := range have {
+		if s.First > next {
+			gaps = append(gaps, LostRange{next, s.First - 1})
+		}
+		data, err := os.ReadFile(filepath.Join(archive, s.Name))
+		if err != nil {
+			return nil, err
+		}
+		sc := scanSegment(s, data, false, false)
+		next = max(next, sc.Next)
+	}
+	if next < x {
+		gaps = append(gaps, LostRange{next, x - 1})
+	}
+	return gaps, nil
+}
+
+// WriteArchivedSegment writes entries (the log entry bytes of seqs first,
+// first+1, …, each checked: frame, CRC, seq) as the segment file of first
+// in the archive directory archive: temporary file, fsync, rename,
+// directory fsync. An existing file is never replaced.
+func WriteArchivedSegment(archive string, first uint64, entries [][]byte) error {
+	var out []byte
+	for i, e := range entries {
+		if _, reason := checkEntry(e, first+uint64(i)); reason != "" {
+			return fmt.Errorf("%w: seq %d: %s", ErrCorrupt, first+uint64(i), reason)
+		}
+		out = binary.AppendUvarint(out, uint64(len(e)))
+		out = append(out, e...)
+	}
+	if err := mkdirAll(archive, false); err != nil {
+		return err
+	}
+	dst := filepath.Join(archive, segmentName(first))
+	if _, err := os.Stat(dst); err == nil {
+		return fmt.Errorf("%w: %s exists", ErrBadArchive, dst)
+	}
+	tmp := filepath.Join(archive, "."+segmentName(first)+".tmp")
+	if err := writeFileSync(tmp, out, false); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return home.SyncDir(archive)
 }

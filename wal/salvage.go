@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/cmlab/cmlab/events"
@@ -43,7 +44,16 @@ type SalvageReport struct {
 	// entries); their bytes are quarantined and removed.
 	Dropped     []BadEntry `json:"dropped,omitempty"`
 	Quarantined []string   `json:"quarantined,omitempty"`
+	// Recovered are the lost seqs whose entries SalvageOptions.Fetch gave
+	// back (a copy elsewhere, e.g. the home's stream): written byte for
+	// byte instead of placeholders.
+	Recovered []uint64 `json:"recovered,omitempty"`
+
+	fetch func(seq uint64) ([]byte, error)
 }
+
+// LostRange is a run of sequences a salvage is about to replace.
+type LostRange struct{ First, Last uint64 }
 
 // Salvage repairs corruption of acknowledged entries anywhere in the log
 // in dir, which it locks. Every intact entry is kept byte for byte; the
@@ -62,10 +72,16 @@ type SalvageOptions struct {
 	// QuarantineDir receives the damaged bytes.
 	QuarantineDir string
 	// BeforeRewrite, when set, is called once after every check and
-	// before the first byte is written (the caller marks its views
-	// stale there), and not at all when nothing is salvaged or Salvage
-	// refuses: a refused salvage leaves the home as it was.
-	BeforeRewrite func() error
+	// before the first byte is written, with the sequences about to be
+	// lost (the caller refuses when a copy of them exists elsewhere and
+	// Fetch is not set, or marks its views stale), and not at all when
+	// nothing is salvaged or Salvage refuses: a refused salvage leaves the
+	// home as it was.
+	BeforeRewrite func(lost []LostRange) error
+	// Fetch, when set, returns the entry bytes of a lost seq from a copy
+	// (nil when it has none); a salvage writes them instead of a
+	// placeholder, after checking their frame, CRC and seq.
+	Fetch func(seq uint64) ([]byte, error)
 }
 
 // SalvageWith is Salvage. Archived segments of a compacted log (in the
@@ -77,7 +93,7 @@ type SalvageOptions struct {
 // is refused (ErrBadManifest): RepairManifest is its fix.
 func SalvageWith(dir string, o SalvageOptions) (SalvageReport, error) {
 	quarantineDir := o.QuarantineDir
-	rep := SalvageReport{Dir: dir}
+	rep := SalvageReport{Dir: dir, fetch: o.Fetch}
 	lock, err := lockDir(dir)
 	if err != nil {
 		return rep, err
@@ -145,7 +161,18 @@ func SalvageWith(dir string, o SalvageOptions) (SalvageReport, error) {
 		return rep, nil
 	}
 	if o.BeforeRewrite != nil {
-		if err := o.BeforeRewrite(); err != nil {
+		var lost []LostRange
+		if head {
+			lost = append(lost, LostRange{ds.First, ds.Segments[0].Segment.First - 1})
+		}
+		for _, d := range append(slices.Clone(live), archived...) {
+			for _, b := range d.bad {
+				if b.Lost > 0 {
+					lost = append(lost, LostRange{b.Seq, b.Seq + b.Lost - 1})
+				}
+			}
+		}
+		if err := o.BeforeRewrite(lost); err != nil {
 			return rep, err
 		}
 	}
@@ -288,6 +315,21 @@ func appendPlaceholders(out []byte, b *BadEntry, qname string, prev, next *Neigh
 	guess := guessFrom(prev, next)
 	for k := uint64(0); k < b.Lost; k++ {
 		seq := b.Seq + k
+		if rep.fetch != nil {
+			e, err := rep.fetch(seq)
+			if err != nil {
+				return out, fmt.Errorf("seq %d from its copy: %w", seq, err)
+			}
+			if e != nil {
+				if _, reason := checkEntry(e, seq); reason != "" {
+					return out, fmt.Errorf("seq %d from its copy: %s", seq, reason)
+				}
+				out = binary.AppendUvarint(out, uint64(len(e)))
+				out = append(out, e...)
+				rep.Recovered = append(rep.Recovered, seq)
+				continue
+			}
+		}
 		ph := &events.WalSalvaged{LostSeq: seq, Segment: b.Segment, Offset: b.Offset, Length: b.Length, Quarantine: qname, Reason: b.Reason, Guess: guess}
 		ev, err := events.New("wal", ph)
 		if err != nil {

@@ -210,6 +210,7 @@ type browser struct {
 	mu       sync.Mutex
 	problems []string
 	shots    int
+	requests []string // URLs the page asked for (newLabBrowser records them)
 }
 
 func newBrowser(t *testing.T, path string) *browser {

@@ -36,6 +36,7 @@ type compactOpts struct {
 	// deleted lets it record a front no archive holds as deleted.
 	repairManifest bool
 	deleted        bool
+	from           salvageSource // --from-nats: the stream as a source of the repair
 }
 
 // newCompactCmd builds 'cmlab compact'.
@@ -69,8 +70,10 @@ another home.
 disk: the first segment in wal/ is the first retained seq, and every seq
 before it must be found, segment by segment from seq 1, in --archive DIR or
 in an archive the old manifest still names (each segment checked frame by
-frame). Nothing is written when a range is found nowhere (--deleted records
-it as deleted by a compaction without --archive). The old manifest is kept
+frame). With --from-nats URL the seqs DIR lacks are taken from the home's
+JetStream stream (each checked with state/ship-key) and written to DIR as
+segment files first. Nothing is written when a range is found nowhere
+(--deleted records it as deleted by a compaction without --archive). The old manifest is kept
 in quarantine/. It is the fix every command names for a bad manifest.
 
 A crash at any point leaves the log whole: the next open finishes or drops
@@ -97,7 +100,7 @@ N --compact-archive DIR) or stop it first.`,
 				if err := requireHome(g, h); err != nil {
 					return err
 				}
-				rep, err := repairManifest(g, h, o.deleted)
+				rep, err := repairManifest(cmd.Context(), g, h, o.deleted, o.from)
 				if err != nil {
 					return err
 				}
@@ -107,8 +110,8 @@ N --compact-archive DIR) or stop it first.`,
 				printRepair(g.stdout, rep)
 				return nil
 			}
-			if o.deleted {
-				return &usageError{msg: "--deleted goes with --repair-manifest"}
+			if o.deleted || o.from.nats != "" {
+				return &usageError{msg: "--deleted and --from-nats go with --repair-manifest"}
 			}
 			if o.resumeWindow <= 0 {
 				return &usageError{msg: "--resume-window must be positive"}
@@ -132,6 +135,8 @@ N --compact-archive DIR) or stop it first.`,
 	c.Flags().StringVar(&g.archive, "archive", "", "move removed segments to `DIR` (fsynced) instead of deleting them; with --repair-manifest: where they are")
 	c.Flags().BoolVar(&o.repairManifest, "repair-manifest", false, "rebuild a damaged or lost wal/MANIFEST from the segments in wal/ and the archive (--archive DIR)")
 	c.Flags().BoolVar(&o.deleted, "deleted", false, "with --repair-manifest: record the sequences no archive holds as deleted by compaction")
+	c.Flags().StringVar(&o.from.nats, "from-nats", "", "with --repair-manifest --archive DIR: take the seqs DIR lacks from the home's JetStream stream at `URL` (checked with state/ship-key) and write them there")
+	c.Flags().StringVar(&o.from.creds, "creds", "", "with --from-nats: NATS credentials file")
 	return c
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -18,9 +19,17 @@ import (
 
 // repairManifest runs the repair on h's log (the daemon must be stopped:
 // it takes the log's lock).
-func repairManifest(g *globalOpts, h home.Home, deleted bool) (wal.RepairReport, error) {
+func repairManifest(ctx context.Context, g *globalOpts, h home.Home, deleted bool, from salvageSource) (wal.RepairReport, error) {
 	if info, err := labapi.ReadDaemonInfo(h); err == nil {
 		return wal.RepairReport{}, fmt.Errorf("a daemon holds the log (pid %d at %s): stop it first ('cmlab stop'), then run 'cmlab compact --repair-manifest' again", info.Pid, info.Listen)
+	}
+	if from.nats != "" {
+		if g.archive == "" {
+			return wal.RepairReport{}, &usageError{msg: "--from-nats needs --archive DIR: the segments taken from the stream are written there"}
+		}
+		if err := refillArchive(ctx, h, g.archive, from); err != nil {
+			return wal.RepairReport{}, err
+		}
 	}
 	o := wal.RepairOptions{Deleted: deleted, QuarantineDir: h.QuarantineDir()}
 	if g.archive != "" {
@@ -71,4 +80,51 @@ func printRepair(w io.Writer, rep wal.RepairReport) {
 		fmt.Fprintf(w, "  seq %d..%d: %d segment(s), %d bytes, %s\n", r.First, r.Last, r.Segments, r.Bytes, where)
 	}
 	fmt.Fprintln(w, "check it with 'cmlab wal verify'")
+}
+
+// refillArchiveChunk is the most entries one segment file written from
+// the stream holds.
+const refillArchiveChunk = 16384
+
+// refillArchive writes into archive, as segment files, the seqs before the
+// log's first segment that archive lacks and the home's stream holds
+// (each checked: headers, MAC under state/ship-key, CRC, seq): the stream
+// as a source of the repair. It stops at the first seq the stream lacks;
+// the repair then names what is still missing.
+func refillArchive(ctx context.Context, h home.Home, archive string, from salvageSource) error {
+	if err := wal.CheckArchiveDir(h.WALDir(), archive); err != nil {
+		return err
+	}
+	gaps, err := wal.ArchiveGaps(h.WALDir(), archive)
+	if err != nil || len(gaps) == 0 {
+		return err
+	}
+	fetch, closeSrc, err := salvageFetch(ctx, h, from) // recover_stream.go
+	if err != nil {
+		return err
+	}
+	defer closeSrc()
+	for _, gp := range gaps {
+		for first := gp.First; first <= gp.Last; {
+			var entries [][]byte
+			for seq := first; seq <= gp.Last && len(entries) < refillArchiveChunk; seq++ {
+				e, err := fetch(seq)
+				if err != nil {
+					return err
+				}
+				if e == nil {
+					break
+				}
+				entries = append(entries, e)
+			}
+			if len(entries) == 0 {
+				break // the stream lacks first: the repair names it
+			}
+			if err := wal.WriteArchivedSegment(archive, first, entries); err != nil {
+				return err
+			}
+			first += uint64(len(entries))
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -17,7 +18,16 @@ import (
 // was and what its neighbours say it probably was. rewritten says whether
 // the log changed: its views must then be regenerated from it (engine
 // Options.RebuildViews), since they still hold the lost entries' lines.
-func salvageLog(h home.Home) (lost []recovery.SalvagedEntry, rewritten bool, err error) {
+func salvageLog(h home.Home, from ...salvageSource) (lost []recovery.SalvagedEntry, rewritten bool, err error) {
+	var src salvageSource
+	if len(from) > 0 {
+		src = from[0]
+	}
+	fetch, closeSrc, err := salvageFetch(context.Background(), h, src) // recover_stream.go
+	if err != nil {
+		return nil, false, err
+	}
+	defer closeSrc()
 	// First, durably, before the first byte is rewritten: the views must
 	// be regenerated from whatever log the salvage leaves, even if this
 	// process dies before it opens the engine (the next open sees the
@@ -25,7 +35,15 @@ func salvageLog(h home.Home) (lost []recovery.SalvagedEntry, rewritten bool, err
 	// stale flag with a log that cannot be read back whole would keep
 	// the daemon from starting.
 	rep, err := wal.SalvageWith(h.WALDir(), wal.SalvageOptions{QuarantineDir: h.QuarantineDir(),
-		BeforeRewrite: func() error { return projections.MarkViewsStale(h) }})
+		Fetch: fetch,
+		BeforeRewrite: func(lost []wal.LostRange) error {
+			if fetch == nil {
+				if err := refuseShippedLoss(h, lost); err != nil {
+					return err
+				}
+			}
+			return projections.MarkViewsStale(h)
+		}})
 	if err != nil {
 		return nil, false, err
 	}
