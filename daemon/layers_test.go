@@ -22,11 +22,11 @@ var layers = [][]string{
 	{"engine"},                                     // append → log → views
 	{"steps", "pty"},                               // the step journal; the terminal
 	{"recovery", "retention", "discovery"},         // start-up recovery; the retention model; finding the daemon (lock, socket)
-	{"compact", "replay"},                          // compaction; replay and its tools
+	{"compact", "replay", "console"},               // compaction; replay and its tools; the operator console's pages, log pages and terminal rendering
 	{"ship", "labapi", "labui"},                    // shipping to NATS; the HTTP face and its client; the Lab page
 	{"daemon", "fuzz/torture", "internal/labtest"}, // the composition root; crash workloads; test builders
-	{"bench"},             // benchmarks (over the daemon)
-	{"cmd/cmlab", "fuzz"}, // commands; fuzz targets (tests only)
+	{"bench"},                                // benchmarks (over the daemon)
+	{"cmd/cmlab", "cmd/cmlab-bench", "fuzz"}, // commands; fuzz targets (tests only)
 }
 
 const module = "github.com/cmlab/cmlab/"

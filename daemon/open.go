@@ -228,7 +228,7 @@ func Open(ctx context.Context, o Options) (_ *Home, err error) {
 		SessionID: "lab_" + uuid.NewString(), AllowedRoots: roots, UnknownPeerRoots: unknownRoots, ExportBudget: o.ExportBudget,
 		ReadOnly: o.ReadOnly, Pty: h.Terminals,
 		Version: o.Version, Logger: o.Logger, Task: o.Task, ExitAfterSubmit: o.ExitAfterSubmit,
-		OnExit: o.onExit, UIDir: o.UIDir, Page: page,
+		OnExit: o.onExit, UIDir: o.UIDir, Page: page, DaemonLogFile: DaemonLogFile(o.Home),
 	})
 	if err != nil {
 		return nil, err

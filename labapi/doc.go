@@ -14,8 +14,12 @@
 // cursor of seed 000), runs.go (import canonicalization, fingerprint,
 // artifact allow-list; every run file is read through package confine),
 // events.go (SSE), metrics.go (/metrics through
-// prometheus/client_golang; names in docs/metrics.md), index.go (GET /
-// without a UI: what this daemon is), daemon.go (`cmlab serve`), listener.go
+// prometheus/client_golang; names in docs/metrics.md), paging.go (the
+// paging extension of the list routes), feedback_index.go (a run's
+// feedback count and latest entries, a cache over feedback.jsonl),
+// export_download.go (GET /api/exports/{name}); GET / and /ui/ serve
+// Options.Page (package labui, handed in by package daemon) unless
+// Options.UIDir names another client; daemon.go (`cmlab serve`), listener.go
 // (the connection cap and the open-file limit),
 // daemonlog.go (state/daemon.log with rotation), client.go (the daemon
 // client), bench.go (`cmlab bench api`), pty.go (terminal bridge: also

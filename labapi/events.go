@@ -72,7 +72,8 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 		after = n
 	}
-	labOnly := s.tokenKind(r) != tokenOperator
+	kind := s.tokenKind(r)
+	labOnly := kind != tokenOperator && kind != tokenSession
 	lg := s.opts.Engine.Log()
 	if last := lg.LastSeq(); after > last {
 		return NewError(CodeInvalidCursor, fmt.Sprintf("%s %d is beyond the end of the log (%d)", argName, after, last), "Reset since=0.").With("walIndex", last)

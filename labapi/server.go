@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cmlab/cmlab/console"
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/pty"
@@ -100,6 +101,13 @@ type Options struct {
 	SSEHeartbeat time.Duration
 	// SSEWriteTimeout drops a client whose writes stall this long (default 10s).
 	SSEWriteTimeout time.Duration
+	// Console configures the operator console's login (code and idle
+	// lifetimes); zero values take console's defaults.
+	Console console.SessionOptions
+	// DaemonLogFile is the daemon's log file (state/daemon.log), whose
+	// recent WARN and ERROR lines the console's overview shows; empty:
+	// none.
+	DaemonLogFile string
 }
 
 // Server is the HTTP API over one engine.
@@ -127,6 +135,10 @@ type Server struct {
 	// errFn reports the engine's failed state; tests replace it.
 	errFn func() error
 
+	// console is the operator console's login state and read models of
+	// this server (console.go): its sessions live and die with it.
+	console consoleState
+
 	closeOnce sync.Once
 	done      chan struct{}  // closed by Close: ends SSE streams
 	fbSignal  feedbackSignal // feedback_wait.go
@@ -134,7 +146,10 @@ type Server struct {
 
 // Close ends long-lived requests (event streams). It does not close the engine.
 func (s *Server) Close() {
-	s.closeOnce.Do(func() { close(s.done) })
+	s.closeOnce.Do(func() {
+		close(s.done)
+		s.closeTravel() // the console's time-travel homes
+	})
 }
 
 // authMode says what a route requires (SPEC §6, "Auth, two secrets").
@@ -160,6 +175,9 @@ const (
 	tokenNone     tokenKind = iota // no token, or one that matches neither secret
 	tokenLab                       // the Lab token of /api/config
 	tokenOperator                  // state/token
+	// tokenSession: no token, but a live console session cookie on a
+	// route the console uses (consoleRoutes): the operator, for that route.
+	tokenSession
 )
 
 // routeAuth is one registered pattern and what it requires.
@@ -313,7 +331,15 @@ func (s *Server) route(pattern string, auth authMode, h handlerFunc) {
 	s.routes = append(s.routes, routeAuth{pattern, auth})
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		write := r.Method != http.MethodGet && r.Method != http.MethodHead && auth != authAlwaysRead
-		switch kind := s.tokenKind(r); {
+		kind := s.tokenKind(r)
+		if kind == tokenSession {
+			if err := sessionWriteCheck(r, write || auth == authAlwaysRead); err != nil {
+				writeError(w, err)
+				return
+			}
+			kind = tokenOperator
+		}
+		switch {
 		case auth == authAlways || auth == authAlwaysRead:
 			if kind != tokenOperator {
 				writeError(w, operatorTokenError(kind))
@@ -423,6 +449,9 @@ func (s *Server) tokenKind(r *http.Request) tokenKind {
 		tok, fromQuery = r.URL.Query().Get("token"), true
 	}
 	if tok == "" {
+		if s.sessionOpens(r) {
+			return tokenSession
+		}
 		return tokenNone
 	}
 	// Both compared every time: the answer's timing says nothing of which matched.
@@ -550,6 +579,7 @@ func (s *Server) registerRoutes() {
 	s.registerPtyRoutes()
 	s.registerStepRoutes()
 	s.registerMCPRoutes()
+	s.registerConsoleRoutes()
 }
 
 // statusWriter records the status and size of a response. It unwraps for

@@ -382,6 +382,8 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 			{"shell_alive", "whether the shell process runs"}, {"foreground", "the command in the foreground, when not the shell"}, {"blocks", "number of blocks so far"},
 			{"block_output_cap", "bytes of output stored per block (negative: no cap); past it output is dropped and counted"},
 			{"conversation_output_cap", "bytes of output stored per conversation (negative: no cap)"},
+			{"total_output_cap", "bytes of output stored across all conversations (negative: no cap)"},
+			{"total_stored_bytes", "bytes of output all conversations store now"},
 			{"dropped_bytes", "output dropped past the caps in this conversation"},
 			{"active_block_bytes", "output stored for the running block"}, {"active_block_dropped_bytes", "output the running block dropped past a cap"}}},
 		func(in convIn) (request, error) {

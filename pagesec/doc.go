@@ -8,8 +8,10 @@
 //     post to the daemon only.
 //   - X-Content-Type-Options: nosniff, so a run's file served as JSON or
 //     video is never run as script.
-//   - X-Frame-Options: DENY (for browsers that predate frame-ancestors) and
-//     Referrer-Policy: no-referrer (a page URL carries run and experiment ids).
+//   - X-Frame-Options: DENY (for browsers that predate frame-ancestors),
+//     Referrer-Policy: no-referrer (a page URL carries run and experiment
+//     ids) and Cross-Origin-Opener-Policy: same-origin (no other site's
+//     window keeps a handle on the page).
 //
 // It depends on nothing of ours.
 package pagesec

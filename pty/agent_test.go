@@ -70,7 +70,15 @@ func TestCursorFromEveryInput(t *testing.T) {
 	}
 	b.post("wait_prompt", map[string]any{"from_cursor": w["resume_cursor"], "timeout_ms": 20000})
 	// interrupt: its cursor precedes the prompt the Ctrl+C brings back.
-	ir = b.post("exec_interactive", map[string]any{"cmd": "sleep 30"})
+	b.post("exec_interactive", map[string]any{"cmd": "sleep 30"})
+	// Interrupt the running program (a Ctrl+C that reaches bash before it
+	// has started the command is another story): wait until it runs.
+	for deadline := time.Now().Add(20 * time.Second); b.get("status")["foreground"] != "sleep 30"; {
+		if time.Now().After(deadline) {
+			t.Fatal("sleep 30 never ran in the foreground")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	size = num(b.get("status")["resume_cursor"])
 	in := b.post("interrupt", map[string]any{})
 	if in["interrupted"] != true || num(in["resume_cursor"]) != size {

@@ -83,7 +83,13 @@ func (c *convState) plan(from, to int64) (cleanPlan, []echoCand) {
 		p.hide = append(p.hide, span{c.prompts[i].lineStart, c.prompts[i].lineEnd})
 	}
 	var echoes []echoCand
-	for _, in := range c.inputs {
+	// Inputs are in spool order: only those typed before to, and not long
+	// before from (an echo is the first output of its block, right after
+	// the exec's input), are looked at, so a read costs the same however
+	// many inputs a conversation has had.
+	hi := sort.Search(len(c.inputs), func(i int) bool { return c.inputs[i].off >= to })
+	lo := sort.Search(hi, func(i int) bool { return c.inputs[i].off >= from-echoWindow })
+	for _, in := range c.inputs[lo:hi] {
 		switch {
 		case in.source == "exec":
 			segs := c.outputs[in.blockID]
@@ -100,6 +106,10 @@ func (c *convState) plan(from, to int64) (cleanPlan, []echoCand) {
 	}
 	return p, echoes
 }
+
+// echoWindow bounds how far before a read's start an exec's input may lie
+// for its echo to reach into the read.
+const echoWindow = 4 << 20
 
 type echoCand struct {
 	at   int64

@@ -69,6 +69,11 @@ type Options struct {
 	// bytes; prompt and marker lines are always written). Default
 	// DefaultConversationOutputCap; negative: no cap.
 	ConversationOutputCap int64
+	// TotalOutputCap bounds the spools of all conversations together
+	// (each byte is stored three times: spool, block file, log), so that
+	// many conversations cannot each fill ConversationOutputCap. Default
+	// DefaultTotalOutputCap; negative: no cap (totalcap.go).
+	TotalOutputCap int64
 }
 
 // Default output caps (issue 16 §3).
@@ -102,11 +107,12 @@ type Manager struct {
 	stateMu sync.Mutex // guards model; never held across an append
 	model
 
-	mu      sync.Mutex // guards shells, locks, closed
-	shells  map[string]*shell
-	locks   map[string]chan struct{}
-	closed  bool
-	closing chan struct{} // closed when Close starts: waiters return
+	mu       sync.Mutex // guards shells, starting, locks, closed
+	shells   map[string]*shell
+	starting map[string]int // shells being started, by conversation (slotcap.go)
+	locks    map[string]chan struct{}
+	closed   bool
+	closing  chan struct{} // closed when Close starts: waiters return
 }
 
 // NewManager returns a manager over eng. It subscribes to the engine (the
@@ -153,6 +159,9 @@ func NewManager(eng *engine.Engine, opts Options) (*Manager, error) {
 	}
 	if opts.ConversationOutputCap == 0 {
 		opts.ConversationOutputCap = DefaultConversationOutputCap
+	}
+	if opts.TotalOutputCap == 0 {
+		opts.TotalOutputCap = DefaultTotalOutputCap
 	}
 	root, err := filepath.EvalSymlinks(eng.Home().Dir)
 	if err != nil {
@@ -532,9 +541,13 @@ type StatusResult struct {
 	// over the conversation, and for the running block with its size.
 	BlockOutputCap        int64 `json:"block_output_cap"`
 	ConversationOutputCap int64 `json:"conversation_output_cap"`
-	Dropped               int64 `json:"dropped_bytes"`
-	ActiveBlockBytes      int64 `json:"active_block_bytes,omitempty"`
-	ActiveBlockDropped    int64 `json:"active_block_dropped_bytes,omitempty"`
+	// TotalOutputCap bounds every conversation's spool together;
+	// TotalStoredBytes is their size now.
+	TotalOutputCap     int64 `json:"total_output_cap"`
+	TotalStoredBytes   int64 `json:"total_stored_bytes"`
+	Dropped            int64 `json:"dropped_bytes"`
+	ActiveBlockBytes   int64 `json:"active_block_bytes,omitempty"`
+	ActiveBlockDropped int64 `json:"active_block_dropped_bytes,omitempty"`
 	// InputCursor is the spool size when the last input (exec, send,
 	// expect_send, interrupt) was recorded: a wait from it sees the whole
 	// reaction to it ('cmlab pty wait --from input').
@@ -566,6 +579,10 @@ func (m *Manager) Status(ctx context.Context, conv string) (StatusResult, error)
 		}
 	})
 	res.BlockOutputCap, res.ConversationOutputCap = m.opts.BlockOutputCap, m.opts.ConversationOutputCap
+	res.TotalOutputCap = m.opts.TotalOutputCap
+	m.stateMu.Lock()
+	res.TotalStoredBytes = m.otherSpools("")
+	m.stateMu.Unlock()
 	m.mu.Lock()
 	sh := m.shells[conv]
 	m.mu.Unlock()

@@ -210,6 +210,7 @@ type browser struct {
 	mu       sync.Mutex
 	problems []string
 	shots    int
+	requests []string // URLs the page asked for (newLabBrowser records them)
 }
 
 func newBrowser(t *testing.T, path string) *browser {
@@ -252,7 +253,9 @@ func newBrowser(t *testing.T, path string) *browser {
 		case *network.EventLoadingFailed:
 			// A media element cancels its own range requests as it seeks
 			// and buffers: a cancelled media load is not a failure.
-			if !(e.Canceled && e.Type == network.ResourceTypeMedia) {
+			// Nor is an event stream the page closed (the console's live
+			// tail, paused or left).
+			if !(e.Canceled && (e.Type == network.ResourceTypeMedia || e.Type == network.ResourceTypeEventSource)) {
 				b.problem("request failed: %s %s (canceled %v)", e.Type, e.ErrorText, e.Canceled)
 			}
 		}
@@ -321,7 +324,10 @@ func (b *browser) run(t *testing.T, step string, actions ...chromedp.Action) {
 		b.screenshot(t, step)
 		var body string
 		chromedp.Run(b.ctx, chromedp.Evaluate(`document.body ? document.body.innerText : ''`, &body))
-		t.Fatalf("%s: %v\npage text: %s", step, err, body)
+		b.mu.Lock()
+		problems := strings.Join(b.problems, "\n")
+		b.mu.Unlock()
+		t.Fatalf("%s: %v\npage text: %s\nproblems: %s", step, err, body, problems)
 	}
 }
 

@@ -135,6 +135,9 @@ func describeError(cmdPath, homeFlag string, err error) cliError {
 	if isUsageError(err) {
 		return cliError{Code: "USAGE", Message: err.Error(), Fix: "run '" + cmdPath + " --help'"}
 	}
+	if d, ok := fsErrorFix(homeFlag, err); ok {
+		return d
+	}
 	return cliError{Code: "ERROR", Message: strings.TrimPrefix(err.Error(), "engine: ")}
 }
 

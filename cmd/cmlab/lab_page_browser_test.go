@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -57,15 +58,49 @@ func newLabBrowser(t *testing.T, chromium string) *browser {
 	t.Helper()
 	b := newBrowser(t, chromium)
 	chromedp.ListenTarget(b.ctx, func(ev any) {
-		if e, ok := ev.(*page.EventJavascriptDialogOpening); ok {
+		switch e := ev.(type) {
+		case *page.EventJavascriptDialogOpening:
 			b.problem("JavaScript dialog opened: %s %q", e.Type, e.Message)
 			go chromedp.Run(b.ctx, page.HandleJavaScriptDialog(false))
+		case *network.EventRequestWillBeSent:
+			b.mu.Lock()
+			b.requests = append(b.requests, e.Request.URL)
+			b.mu.Unlock()
 		}
 	})
 	if err := chromedp.Run(b.ctx, chromedp.EmulateViewport(1280, 800)); err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// labPageRoute is what the Lab page may ask its daemon for: the page,
+// its assets and the Lab routes (never the terminal, steps, recovery,
+// /metrics or /mcp, which the Lab token does not open anyway).
+var labPageRoute = regexp.MustCompile(`^/(|ui/[0-9a-f]{16}/[a-z]+\.(js|css)|api/(config|health|events\?.*|export|exports/[^/]+|feedback|experiments(\?.*)?|experiments/[^/]+(/submit)?|runs(\?.*)?|runs/import|runs/[^/]+(/video(#.*)?|/feedback|/artifact/[a-z.-]+)?))$`)
+
+// checkRequests fails on any request the page made outside its routes or
+// to another origin.
+func (b *browser) checkRequests(t *testing.T, base string) {
+	t.Helper()
+	b.mu.Lock()
+	reqs := b.requests
+	b.requests = nil
+	b.mu.Unlock()
+	n := 0
+	for _, u := range reqs {
+		if strings.HasPrefix(u, "data:") || u == "about:blank" {
+			continue
+		}
+		path, ok := strings.CutPrefix(u, base)
+		if !ok || !labPageRoute.MatchString(path) {
+			t.Errorf("the page asked for %s: not a Lab route of %s", u, base)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatalf("no request recorded")
+	}
 }
 
 // drain drops the problems matching allowed (what a daemon restart causes:
@@ -350,11 +385,19 @@ func labPageRate(t *testing.T, b *browser, mp4 []byte) {
 		key(kb.Escape))
 	b.check(t, "shortcuts")
 
-	// Every control has a label.
+	checkLabels(t, b, "review")
+	b.run(t, "runs page again", chromedp.Evaluate(`location.hash = '#/runs'`, nil), waitJS(`document.querySelectorAll('#runRows tr').length === 4`, 15*time.Second))
+	checkLabels(t, b, "runs")
+	b.checkRequests(t, srv.base)
+}
+
+// checkLabels fails on a control of the page without a label.
+func checkLabels(t *testing.T, b *browser, view string) {
+	t.Helper()
 	var unlabelled []string
-	b.run(t, "labels", chromedp.Evaluate(`[...document.querySelectorAll('input, select, textarea, button')].filter((e) => e.type !== 'hidden' && !(e.labels && e.labels.length) && !e.getAttribute('aria-label') && !e.textContent.trim()).map((e) => e.outerHTML.slice(0, 80))`, &unlabelled))
+	b.run(t, "labels of "+view, chromedp.Evaluate(`[...document.querySelectorAll('input, select, textarea, button')].filter((e) => e.type !== 'hidden' && !(e.labels && e.labels.length) && !e.getAttribute('aria-label') && !e.textContent.trim()).map((e) => e.outerHTML.slice(0, 80))`, &unlabelled))
 	if len(unlabelled) > 0 {
-		t.Fatalf("controls without a label: %q", unlabelled)
+		t.Fatalf("controls of the %s view without a label: %q", view, unlabelled)
 	}
 }
 
@@ -443,7 +486,9 @@ func labPageCompare(t *testing.T, b *browser, mp4 []byte) {
 		chromedp.Click("#q0-yes", chromedp.ByID),
 		chromedp.Click("#winner2", chromedp.ByID),
 		chromedp.SendKeys("#reason", "hook lands in the first second", chromedp.ByID))
+	b.run(t, "top of the compare page", chromedp.Evaluate(`document.activeElement.blur(); window.scrollTo(0, 0)`, nil))
 	b.docShot(t, "lab-compare.png")
+	checkLabels(t, b, "compare")
 	b.run(t, "submit the comparison",
 		chromedp.Click("#submitCompare", chromedp.ByID),
 		waitJS(`document.querySelector('#submitMsg .success')`, 15*time.Second))
@@ -461,6 +506,7 @@ func labPageCompare(t *testing.T, b *browser, mp4 []byte) {
 	b.run(t, "experiments list", chromedp.Evaluate(`location.hash = '#/experiments'`, nil),
 		waitJS(`document.getElementById('expRows') && document.getElementById('expRows').textContent.includes('✓ done')`, 15*time.Second))
 	b.check(t, "experiments list")
+	b.checkRequests(t, srv.base)
 }
 
 // labPageExactlyOnce: a submit whose answer is lost on the way back (the

@@ -556,8 +556,8 @@ status with the slots under "slots".`,
 				if m["foreground"] != nil {
 					fmt.Fprintf(g.stdout, "foreground %v\n", m["foreground"])
 				}
-				fmt.Fprintf(g.stdout, "output caps: block %s, conversation %s; dropped past them %d bytes",
-					ptyCap(m["block_output_cap"]), ptyCap(m["conversation_output_cap"]), ptyNum(m["dropped_bytes"]))
+				fmt.Fprintf(g.stdout, "output caps: block %s, conversation %s, all conversations %s (%d bytes stored); dropped past them %d bytes",
+					ptyCap(m["block_output_cap"]), ptyCap(m["conversation_output_cap"]), ptyCap(m["total_output_cap"]), ptyNum(m["total_stored_bytes"]), ptyNum(m["dropped_bytes"]))
 				if m["active_block_id"] != nil {
 					fmt.Fprintf(g.stdout, " (active block: %d bytes stored, %d dropped)", ptyNum(m["active_block_bytes"]), ptyNum(m["active_block_dropped_bytes"]))
 				}

@@ -104,14 +104,14 @@ func waitInFlight(ctx context.Context, g *globalOpts, plan func() (*recovery.Pla
 			return nil
 		}
 		for _, s := range fl {
-			if !said[s.Pid] {
-				said[s.Pid] = true
-				fmt.Fprintf(g.stderr, "cmlab recover: waiting for %s/%s: pid %d still runs\n", s.MandateID, s.StepID, s.Pid)
+			if !said[s.RunningPid()] {
+				said[s.RunningPid()] = true
+				fmt.Fprintf(g.stderr, "cmlab recover: waiting for %s/%s: pid %d still runs\n", s.MandateID, s.StepID, s.RunningPid())
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return withCode(exitNeedReview, fmt.Errorf("%d step(s) still in flight (first: %s/%s, pid %d): %w", len(fl), fl[0].MandateID, fl[0].StepID, fl[0].Pid, context.Cause(ctx)))
+			return withCode(exitNeedReview, fmt.Errorf("%d step(s) still in flight (first: %s/%s, pid %d): %w", len(fl), fl[0].MandateID, fl[0].StepID, fl[0].RunningPid(), context.Cause(ctx)))
 		case <-time.After(inFlightPoll):
 		}
 	}
@@ -174,7 +174,7 @@ func recoverHome(ctx context.Context, g *globalOpts, apply, salvage, wait bool, 
 		return withCode(exitNeedReview, fmt.Errorf("%d step(s) await manual review: inspect their world, then `cmlab step complete|fail|reset`", n))
 	}
 	if fl := plan.InFlight(); len(fl) > 0 {
-		return withCode(exitNeedReview, fmt.Errorf("%d step(s) in flight: %s/%s's process (pid %d) still runs; nothing is decided about it until it ends: wait, or `cmlab recover --apply --wait`", len(fl), fl[0].MandateID, fl[0].StepID, fl[0].Pid))
+		return withCode(exitNeedReview, fmt.Errorf("%d step(s) in flight: %s/%s's process (pid %d) still runs; nothing is decided about it until it ends: wait, or `cmlab recover --apply --wait`", len(fl), fl[0].MandateID, fl[0].StepID, fl[0].RunningPid()))
 	}
 	return nil
 }

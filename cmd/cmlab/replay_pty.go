@@ -2,9 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"iter"
-	"os"
-	"path/filepath"
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
@@ -56,26 +55,20 @@ and what was typed as "i" records, internals included. Play it with
 	return c
 }
 
-// writeCast writes the recording to a temporary file beside path and
-// renames it into place, so a failed run leaves no half file.
+// writeCast writes the recording durably (home.WriteDurable): a
+// temporary file beside path renamed into place, so a failed run leaves
+// no half file. raw keeps the terminal's control sequences.
 func writeCast(path, conv string, evs iter.Seq2[*events.Event, error], raw bool) (int, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return 0, err
-	}
 	write := pty.WriteAsciicastClean
 	if raw {
 		write = pty.WriteAsciicast
 	}
-	n, err := write(f, conv, evs)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
+	n := 0
+	err := home.WriteDurable(path, home.WriteOptions{}, func(w io.Writer) (err error) {
+		n, err = write(w, conv, evs)
+		return err
+	})
 	if err != nil {
-		os.Remove(f.Name())
 		return 0, err
 	}
 	return n, nil

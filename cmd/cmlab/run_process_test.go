@@ -207,6 +207,7 @@ func killedRunRepro(t *testing.T, daemon bool) {
 		Steps []struct {
 			Verdict  string `json:"verdict"`
 			Pid      int    `json:"pid"`
+			LivePid  int    `json:"live_pid"`
 			Action   string `json:"action"`
 			Evidence struct {
 				Reason string `json:"reason"`
@@ -224,13 +225,15 @@ func killedRunRepro(t *testing.T, daemon bool) {
 	if !sleepLived {
 		t.Fatal("the step's sleep ended before recover looked: the check proves nothing (machine too slow?)")
 	}
-	if code != exitNeedReview || s.Verdict != "in_flight" || s.Pid != step || s.Evidence.Pid != step || s.Action != "none" ||
-		!strings.Contains(errOut, "pid "+strconv.Itoa(step)+") still runs") {
+	// The step's pid is recorded; the process still running, named to
+	// the operator, is the live member of its group (issue 27 item 11).
+	if code != exitNeedReview || s.Verdict != "in_flight" || s.Pid != step || s.Evidence.Pid != step || s.LivePid != sleep || s.Action != "none" ||
+		!strings.Contains(errOut, "pid "+strconv.Itoa(sleep)+") still runs") {
 		t.Fatalf("recover while in flight: exit %d %+v\n%s", code, s, errOut)
 	}
 
 	code, stdout, errOut = cli(t, "recover", "--apply", "--wait", "--home", h)
-	if code != 0 || !strings.Contains(errOut, "waiting for m/s1: pid "+strconv.Itoa(step)+" still runs") ||
+	if code != 0 || !strings.Contains(errOut, "waiting for m/s1: pid "+strconv.Itoa(sleep)+" still runs") ||
 		!strings.Contains(stdout, "safe_to_retry") || !strings.Contains(stdout, "reset") || alive(sleep) {
 		t.Fatalf("recover --apply --wait: exit %d\n%s%s", code, stdout, errOut)
 	}

@@ -31,6 +31,7 @@ type serveOpts struct {
 	ptyMaxShells    int
 	ptyBlockCap     int64 // pty.Options.BlockOutputCap (serve_flags.go)
 	ptyConvCap      int64 // pty.Options.ConversationOutputCap
+	ptyTotalCap     int64 // pty.Options.TotalOutputCap
 	writable        bool  // serve a replayed home writable (replayed_home.go)
 	maxConns        int
 	ship            shipOpts

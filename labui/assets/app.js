@@ -112,14 +112,19 @@ async function boot() {
   // The stream starts after the seq the health answer names; the views
   // read their data again once it is open (live.js 'resync'), so nothing
   // that happened between their first read and that seq is missed.
-  healthP.then((health) => {
+  const live = (health) => {
     setHealth(health.status === 'ok' ? '✓ healthy' : `⚠ ${health.status}`, health.status);
     if (health.status !== 'ok') {
       banner.hidden = false;
       replace(banner, `The daemon is ${health.status}: ${health.cause || ''} `, health.fix ? h('span', null, 'Fix: ', health.fix) : null);
     }
     startLive(health.walIndex || 0, document.getElementById('live'));
-  }, () => startLive(0, document.getElementById('live')));
+  };
+  // Never from seq 0 (a long log would all be streamed): without a health
+  // answer, wait until the daemon is back and ask again.
+  healthP.then(live, () => {
+    const off = on('online', () => { off(); get('/api/health').then(live, () => {}); });
+  });
 }
 
 boot();

@@ -65,11 +65,12 @@ function retry() {
   if (retryTimer) return;
   retryTimer = setTimeout(async () => {
     retryTimer = null;
+    if (es) return; // the API's reachability probe reopened it first
     try {
       const c = await get('/api/config');
       state.token = c.token;
       state.config = c;
-      open();
+      if (!es) open();
     } catch {
       retry();
     }

@@ -2,12 +2,11 @@
 // localStorage until the daemon acknowledged its submit; the submit's
 // request id is the draft's, so a double click or a retry records once.
 import { h, replace, relTime, metricBadges, errorBox, field } from './dom.js';
-import { state, get, submit, pending, onAck } from './api.js';
+import { state, get, submit, pending, onAck, newRequestId } from './api.js';
 import { loadDraft, saveDraft, clearDraft } from './drafts.js';
 import { ratingForm, parseTags, DIMENSIONS } from './rating.js';
 import { setViewKeys } from './keys.js';
 import { onLive } from './live.js';
-import { newRequestId } from './api.js';
 
 const ARTIFACTS = [['script', 'script.json'], ['timestamps', 'timestamps.json'], ['visuals', 'visuals.json'], ['score', 'score.json']];
 

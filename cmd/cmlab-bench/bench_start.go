@@ -13,12 +13,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -37,6 +34,7 @@ type benchStartOpts struct {
 	seed    uint64
 	starts  int
 	profile string
+	cmlab   string // the cmlab binary measured
 }
 
 // Home kinds of bench start.
@@ -46,7 +44,7 @@ const (
 	benchKindTerminal = "terminal"
 )
 
-// newBenchStartCmd builds 'cmlab bench start': the daemon's start cost and
+// newBenchStartCmd builds 'cmlab-bench start': the daemon's start cost and
 // `cmlab status`'s as the history grows.
 func newBenchStartCmd(g *globalOpts) *cobra.Command {
 	o := &benchStartOpts{}
@@ -66,8 +64,8 @@ conversations).
 
 --profile DIR writes, per home, the CPU profile of one serve start (process
 start → ready) and its heap profile at ready (serve-<kind>-<size>.cpu|heap).`,
-		Example: `  cmlab bench start --events 100000,1000000,10000000
-  cmlab bench start --events 1000000 --kinds feedback --profile /tmp/prof --keep`,
+		Example: `  cmlab-bench start --events 100000,1000000,10000000
+  cmlab-bench start --events 1000000 --kinds feedback --profile /tmp/prof --keep`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBenchStart(cmd.Context(), g, o)
@@ -81,6 +79,7 @@ start → ready) and its heap profile at ready (serve-<kind>-<size>.cpu|heap).`,
 	f.Uint64Var(&o.seed, "seed", 1, "workload seed")
 	f.IntVar(&o.starts, "starts", 3, "daemon starts (and status runs) per home; the median is reported")
 	f.StringVar(&o.profile, "profile", "", "write CPU and heap profiles of one serve start per home into this directory")
+	f.StringVar(&o.cmlab, "cmlab", "", "the cmlab binary to measure (default: cmlab beside this binary, else on $PATH)")
 	return c
 }
 
@@ -152,7 +151,7 @@ func runBenchStart(ctx context.Context, g *globalOpts, o *benchStartOpts) error 
 	if o.starts < 1 {
 		return &usageError{msg: "--starts must be ≥ 1"}
 	}
-	exe, err := os.Executable()
+	exe, err := cmlabBinary(o.cmlab)
 	if err != nil {
 		return err
 	}
@@ -591,34 +590,25 @@ func terminalWorkload(n int) iter.Seq[*events.Event] {
 	}
 }
 
-// startProfile serves `bench start --profile`: when CMLAB_START_PROFILE is
-// set in the environment, serve writes a CPU profile of its start (from
-// here to ready) to $CMLAB_START_PROFILE.cpu and a heap profile at ready to
-// $CMLAB_START_PROFILE.heap. The returned function ends it (once; later
-// calls do nothing).
-func startProfile() func() {
-	prefix := os.Getenv("CMLAB_START_PROFILE")
-	if prefix == "" {
-		return func() {}
+// cmlabBinary is the cmlab binary bench start measures: flag when set,
+// else cmlab beside this executable, else cmlab on $PATH.
+func cmlabBinary(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
 	}
-	f, err := os.Create(prefix + ".cpu")
+	if self, err := os.Executable(); err == nil {
+		if p := filepath.Join(filepath.Dir(self), "cmlab"); isExecutable(p) {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("cmlab")
 	if err != nil {
-		return func() {}
+		return "", &usageError{msg: "no cmlab binary to measure beside cmlab-bench or on $PATH: build it (go build -o DIR/cmlab ./cmd/cmlab) and pass --cmlab DIR/cmlab"}
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return func() {}
-	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			pprof.StopCPUProfile()
-			f.Close()
-			runtime.GC() // the heap profile shows what is live at ready
-			if hf, err := os.Create(prefix + ".heap"); err == nil {
-				pprof.Lookup("heap").WriteTo(hf, 0)
-				hf.Close()
-			}
-		})
-	}
+	return p, nil
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }

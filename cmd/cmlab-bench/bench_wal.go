@@ -125,7 +125,7 @@ type benchWalResult struct {
 	Repeat         int              `json:"repeat"`
 }
 
-// newBenchWalCmd builds 'cmlab bench wal'.
+// newBenchWalCmd builds 'cmlab-bench wal'.
 func newBenchWalCmd(g *globalOpts) *cobra.Command {
 	o := &benchWalOpts{}
 	var appenders string

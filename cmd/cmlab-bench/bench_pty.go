@@ -27,7 +27,7 @@ type benchPtyOpts struct {
 	cpuprofile string
 }
 
-// benchPtyResult is what 'cmlab bench pty' measures.
+// benchPtyResult is what 'cmlab-bench pty' measures.
 type benchPtyResult struct {
 	Bytes          int64           `json:"bytes"`
 	Command        string          `json:"command"`
@@ -57,7 +57,7 @@ type benchPtyRound struct {
 	Ratio        float64 `json:"ratio"`
 }
 
-// newBenchPtyCmd builds 'cmlab bench pty': a large output through one block
+// newBenchPtyCmd builds 'cmlab-bench pty': a large output through one block
 // (spool throughput, wall time against the same command outside cmlab) and
 // the latency from a mark printed by the shell to wait_for returning.
 func newBenchPtyCmd(g *globalOpts) *cobra.Command {
@@ -86,7 +86,7 @@ func newBenchPtyCmd(g *globalOpts) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return labPrintJSON(g, res)
+				return writeJSONValue(g.stdout, res)
 			}
 			w := g.stdout
 			fmt.Fprintf(w, "block: %s\n", res.Command)

@@ -25,7 +25,7 @@ type benchRebuildOpts struct {
 	cpuProfile string
 }
 
-// newBenchRebuildCmd builds 'cmlab bench rebuild': generate a log of mixed
+// newBenchRebuildCmd builds 'cmlab-bench rebuild': generate a log of mixed
 // Lab events (without fsync, for setup speed) in a temporary home, then
 // time a rebuild of every view from it.
 func newBenchRebuildCmd(g *globalOpts) *cobra.Command {

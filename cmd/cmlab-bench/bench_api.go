@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// newBenchAPICmd builds 'cmlab bench api'.
+// newBenchAPICmd builds 'cmlab-bench api'.
 func newBenchAPICmd(g *globalOpts) *cobra.Command {
 	o := bench.BenchOptions{}
 	var keep, ownToo bool
@@ -42,7 +42,7 @@ append); a peer's through POST /api/feedback.`,
 				}
 				if !ownToo {
 					if g.json {
-						return labPrintJSON(g, pres)
+						return writeJSONValue(g.stdout, pres)
 					}
 					printPeer(g.stdout, pres)
 					return nil
@@ -62,9 +62,9 @@ append); a peer's through POST /api/feedback.`,
 			}
 			if g.json {
 				if pres != nil {
-					return labPrintJSON(g, map[string]any{"cmlab": res, "peer": pres})
+					return writeJSONValue(g.stdout, map[string]any{"cmlab": res, "peer": pres})
 				}
-				return labPrintJSON(g, res)
+				return writeJSONValue(g.stdout, res)
 			}
 			w := g.stdout
 			if pres != nil {

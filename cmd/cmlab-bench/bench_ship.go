@@ -48,7 +48,7 @@ type benchShipResult struct {
 	LiveShippedTotal uint64  `json:"liveShipped"`
 }
 
-// newBenchShipCmd builds 'cmlab bench ship'.
+// newBenchShipCmd builds 'cmlab-bench ship'.
 func newBenchShipCmd(g *globalOpts) *cobra.Command {
 	o := &benchShipOpts{}
 	c := &cobra.Command{
@@ -64,8 +64,8 @@ directory, 127.0.0.1), then:
            api'), sample the lag (log last seq − shipped seq) every 10 ms,
            and report events/s shipped, the lag's p50/p99/max and how long
            after the last POST was answered the stream held every event.`,
-		Example: `  cmlab bench ship
-  cmlab bench ship --backlog 20000 --requests 5000 --json`,
+		Example: `  cmlab-bench ship
+  cmlab-bench ship --backlog 20000 --requests 5000 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, err := os.MkdirTemp("", "cmlab-bench-ship-")
@@ -80,7 +80,7 @@ directory, 127.0.0.1), then:
 				return err
 			}
 			if g.json {
-				return labPrintJSON(g, res)
+				return writeJSONValue(g.stdout, res)
 			}
 			w := g.stdout
 			fmt.Fprintf(w, "backlog: %d events shipped in %.2fs: %.0f events/s\n", res.Backlog, res.BacklogSeconds, res.BacklogPerS)
@@ -161,18 +161,16 @@ func benchShip(ctx context.Context, dir string, o *benchShipOpts) (*benchShipRes
 	defer cancel()
 	ready := make(chan labapi.DaemonInfo, 1)
 	done := make(chan error, 1)
+	var tok string // the Lab token: it opens POST /api/feedback, and the operator token never crosses TCP
 	go func() {
 		done <- daemon.Run(dctx, daemon.Options{Home: lh, Listen: "127.0.0.1:0", Sidecar: ls.Run,
-			Ready: func(i labapi.DaemonInfo) { ready <- i }})
+			Opened: func(h *daemon.Home) { tok = h.Server.LabToken() },
+			Ready:  func(i labapi.DaemonInfo) { ready <- i }})
 	}()
 	var info labapi.DaemonInfo
 	select {
 	case info = <-ready:
 	case err := <-done:
-		return nil, err
-	}
-	tok, err := lh.OperatorToken()
-	if err != nil {
 		return nil, err
 	}
 	r, err := wal.OpenReader(lh.WALDir())
