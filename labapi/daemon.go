@@ -145,6 +145,8 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 			err = fmt.Errorf("closing engine: %w", cerr)
 		}
 	}()
+	stopDegradedLog := logDegraded(eng, o.Logger) // daemon_events.go
+	defer stopDegradedLog()
 	stopVerifyLog := logVerification(eng, o.Logger)
 	defer stopVerifyLog() // before the engine closes
 	if rep := eng.Regenerated(); rep != nil {
@@ -173,9 +175,7 @@ func RunDaemon(ctx context.Context, o DaemonOptions) (err error) {
 		if err != nil {
 			return fmt.Errorf("start-up recovery: %w", err)
 		}
-		for _, m := range plan.Mandates {
-			o.Logger.Info("start-up recovery", "mandate", m.MandateID, "resume", m.Resume, "reason", m.Reason, "error", m.ResumeError)
-		}
+		logStartupDecisions(o.Logger, plan) // daemon_events.go
 		if len(plan.ClosedTerminal) > 0 {
 			o.Logger.Info("start-up recovery closed terminal blocks left open", "blocks", plan.ClosedTerminal)
 		}

@@ -186,7 +186,9 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if why := idx.Rebuilt(); why != "" {
+	// On an empty log (a new home's first start) building the index
+	// loses nothing: no warning.
+	if why := idx.Rebuilt(); why != "" && opts.Engine.Log().LastSeq() > 0 {
 		opts.Logger.Warn("request-id index rebuilt from the log", "file", opts.Engine.Home().Rel(opts.Engine.Home().RequestIndexFile()), "reason", why)
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, idem: newIdempotency(idx),
@@ -260,7 +262,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusOK
 		}
 		s.metrics.observeHTTP(route, status)
-		s.log.Info("request", "method", r.Method, "path", r.URL.Path, "route", route, "status", status,
+		s.log.Log(r.Context(), requestLogLevel(route, status), RequestLogMessage, "method", r.Method, "path", r.URL.Path, "route", route, "status", status,
 			"bytes", rw.n, "dur_ms", time.Since(start).Milliseconds(), "req", r.Header.Get("X-CM-LAB-REQUEST-ID"))
 	}()
 	if !s.hostAllowed(r.Host) {

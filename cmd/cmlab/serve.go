@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/cmlab/cmlab/labapi"
@@ -109,25 +106,22 @@ read-only unless --writable.`,
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			level := slog.LevelInfo
-			if o.quiet {
-				level = slog.LevelWarn
-			}
-			logW, closeLog, err := daemonLogWriter(h, g.stderr) // serve_operator.go
+			dl, err := newDaemonLogger(h, g.stderr, o.quiet) // serve_log.go
 			if err != nil {
 				return err
 			}
-			defer closeLog()
-			logger := slog.New(slog.NewJSONHandler(logW, &slog.HandlerOptions{Level: level}))
+			defer dl.Close()
+			logger := dl.Logger
+			ctx, stop := stopOnSignal(cmd.Context(), logger) // serve_log.go
+			defer stop()
 			var sidecar func(context.Context) error
 			if o.ship.nats != "" {
-				if sidecar, err = shipSidecar(h, &o.ship); err != nil {
+				if sidecar, err = shipSidecar(h, &o.ship, logger); err != nil {
 					return err
 				}
 			}
-			return labapi.RunDaemon(ctx, labapi.DaemonOptions{
+			logger.Info("starting", "version", labapi.Version, "pid", os.Getpid(), "home", h.Dir, "listen", o.listen, "readOnly", o.readOnly)
+			err = labapi.RunDaemon(ctx, labapi.DaemonOptions{
 				Home: h, Listen: o.listen, AllowRemote: o.allowRemote, AllowRoots: o.allowRoots, Task: task,
 				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui, MaxConns: o.maxConns,
 				Compaction: policy, CompactEvery: o.compact.every, SegmentSize: o.compact.segmentSize,
@@ -142,6 +136,8 @@ read-only unless --writable.`,
 					printServing(g, h, info) // serve_operator.go
 				},
 			})
+			logStopped(logger, err) // serve_log.go
+			return err
 		},
 	}
 	c.SetContext(context.Background())

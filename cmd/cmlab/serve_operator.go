@@ -3,21 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"syscall"
 
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
 )
-
-// daemonLogWriter is where serve's log goes: stderr and state/daemon.log.
-func daemonLogWriter(h home.Home, stderr io.Writer) (io.Writer, func() error, error) {
-	l, err := labapi.OpenDaemonLog(h, labapi.DaemonLogOptions{})
-	if err != nil {
-		return nil, nil, err
-	}
-	return io.MultiWriter(stderr, l), l.Close, nil
-}
 
 // printServing is what serve prints once it listens: the address (first
 // line, which scripts read), then the home, the token, the log and how to
