@@ -106,6 +106,9 @@ func describeError(cmdPath, homeFlag string, err error) cliError {
 	if d, ok := busyPort(err); ok {
 		return d
 	}
+	if d, ok := daemonGone(err, homeFlag); ok { // daemon_gone.go
+		return d
+	}
 	if errors.Is(err, wal.ErrLocked) {
 		_, holder, _ := strings.Cut(err.Error(), " is held by ")
 		holder, extra, _ := strings.Cut(holder, " (")

@@ -31,7 +31,11 @@ type statusReport struct {
 	Compaction  *compactionStatus  `json:"compaction"`
 	// LeftOpen: terminal blocks a crash left open (no daemon runs).
 	LeftOpen []pty.LeftBlock `json:"terminalLeftOpen"`
-	Ship     *shipStatus     `json:"ship,omitempty"`
+	// Executing: steps left executing (no daemon runs); UncleanStop: the
+	// last daemon, when it did not stop cleanly (status_crash.go).
+	Executing   []string           `json:"executing"`
+	UncleanStop *labapi.DaemonInfo `json:"uncleanStop,omitempty"`
+	Ship        *shipStatus        `json:"ship,omitempty"`
 
 	// cpSeq is the checkpoint's seq when cpOK; cpErr why it is not
 	// trusted (projections.ReadCheckpointSeq), for the text output.
@@ -89,7 +93,7 @@ disk, which catch-up brings to the log then).`,
 			if rep.Daemon != nil {
 				fmt.Fprintf(w, "daemon:      running, pid %d at http://%s (session %s)\n", rep.Daemon.Pid, rep.Daemon.Listen, rep.Daemon.SessionID)
 			} else {
-				fmt.Fprintf(w, "daemon:      not running\n")
+				printNoDaemon(w, rep.UncleanStop) // status_crash.go
 			}
 			switch {
 			case rep.Health == nil:
@@ -126,6 +130,7 @@ disk, which catch-up brings to the log then).`,
 			} else {
 				fmt.Fprintf(w, "review:      %d step(s) await manual review: %s (see cmlab recover)\n", len(rep.AwaitReview), strings.Join(rep.AwaitReview, ", "))
 			}
+			printExecuting(w, rep.Executing)
 			printLeftOpen(w, rep.LeftOpen)
 			return openErr
 		},
@@ -141,7 +146,7 @@ disk, which catch-up brings to the log then).`,
 func gatherStatus(cmd *cobra.Command, h home.Home, withCheckpoint bool) (statusReport, error) {
 	ctx := cmd.Context()
 	var openErr error
-	rep := statusReport{Home: h.Dir, AwaitReview: []string{}, LeftOpen: []pty.LeftBlock{},
+	rep := statusReport{Home: h.Dir, AwaitReview: []string{}, LeftOpen: []pty.LeftBlock{}, Executing: []string{},
 		Durability: "fsync before acknowledging: each group commit is one write + one fsync (plus directory fsync for a new segment)"}
 	if info, err := labapi.ReadDaemonInfo(h); err == nil {
 		rep.Daemon = info
@@ -160,6 +165,8 @@ func gatherStatus(cmd *cobra.Command, h home.Home, withCheckpoint bool) (statusR
 		}
 	} else if !errors.Is(err, labapi.ErrNoDaemon) {
 		rep.HealthError = err.Error()
+	} else {
+		rep.UncleanStop = uncleanStop(h)
 	}
 	m, loaded, merr := retention.Load(h)
 	if rep.Daemon == nil && rep.HealthError == "" {
@@ -208,6 +215,7 @@ func gatherStatus(cmd *cobra.Command, h home.Home, withCheckpoint bool) (statusR
 		}
 		if rep.Daemon == nil {
 			rep.LeftOpen = m.OpenBlocks()
+			rep.Executing = m.Executing()
 		}
 	}
 	if st, err := cursor.Read(h); err == nil {
