@@ -163,6 +163,9 @@ type DialOptions struct {
 	Version string
 	// AllowedRoots for imports made in-process (default: working dir and its output/).
 	AllowedRoots []string
+	// WrapLocal, when set, wraps the in-process server's handler (the
+	// CLI's guard and notice for writes made without a daemon).
+	WrapLocal func(http.Handler) http.Handler
 }
 
 // Dial returns a client for home h: the running daemon when state/daemon.json
@@ -203,7 +206,11 @@ func Dial(ctx context.Context, h home.Home, opts DialOptions) (*Client, func() e
 		srv.Close()
 		return eng.Close()
 	}
-	return NewLocalClient(srv.Handler(), srv.OperatorToken()), closeFn, nil
+	handler := srv.Handler()
+	if opts.WrapLocal != nil {
+		handler = opts.WrapLocal(handler)
+	}
+	return NewLocalClient(handler, srv.OperatorToken()), closeFn, nil
 }
 
 // ReadOperatorToken reads the operator token of the running daemon info

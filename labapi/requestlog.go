@@ -19,3 +19,7 @@ func requestLogLevel(route string, status int) slog.Level {
 	}
 	return slog.LevelInfo
 }
+
+// WriteError writes err's error envelope, as the handlers do: for a
+// handler that wraps the server's (labapi.DialOptions.WrapLocal).
+func WriteError(w http.ResponseWriter, err error) { writeError(w, err) }

@@ -21,7 +21,12 @@ func dialLab(ctx context.Context, g *globalOpts) (*labapi.Client, func() error, 
 	if err := requireHome(g, h); err != nil {
 		return nil, nil, err
 	}
-	return labapi.Dial(ctx, h, labapi.DialOptions{Version: labapi.Version})
+	guard := &inProcessWrites{g: g, h: h}
+	c, closeFn, err := labapi.Dial(ctx, h, labapi.DialOptions{Version: labapi.Version, WrapLocal: guard.wrap})
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func() error { err := closeFn(); guard.notice(); return err }, nil
 }
 
 // labCall dials, sends one request and closes. reqID "" gets a fresh

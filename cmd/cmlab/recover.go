@@ -19,7 +19,7 @@ import (
 
 // newRecoverCmd builds 'cmlab recover [--apply] [--salvage] [--json]'.
 func newRecoverCmd(g *globalOpts) *cobra.Command {
-	var apply, salvage, wait bool
+	var apply, salvage, wait, all bool
 	var waitTimeout time.Duration
 	c := &cobra.Command{
 		Use:   "recover",
@@ -37,7 +37,9 @@ transitions and classify it with world hashes computed now:
   in_flight      its recorded process (same pid and start time) or a
                  process of its group still runs → nothing, until it ends
 
-then print the plan (STEP, STATUS, VERDICT, EVIDENCE, ACTION). --apply
+then print the plan (STEP, STATUS, VERDICT, EVIDENCE, ACTION) of the steps
+that need something — completed steps with nothing to do are counted, and
+listed with --all (--json always lists every step). --apply
 appends the decisions, closes terminal blocks and sessions left open (one
 pty.block.end each, reason daemon_crashed) and records a recovery.applied
 event; a second --apply appends nothing. Resume a mandate afterwards with
@@ -69,13 +71,14 @@ manual review or are in flight.`,
 				ctx, cancel = context.WithTimeout(ctx, waitTimeout)
 				defer cancel()
 			}
-			return recoverHome(ctx, g, apply, salvage, wait)
+			return recoverHome(ctx, g, apply, salvage, wait, all)
 		},
 	}
 	c.Flags().BoolVar(&apply, "apply", false, "append the decisions (default: only print the plan)")
 	c.Flags().BoolVar(&salvage, "salvage", false, "with --apply: salvage a log whose acknowledged entries are damaged")
 	c.Flags().BoolVar(&wait, "wait", false, "with --apply: wait until no step's process still runs, then apply")
 	c.Flags().DurationVar(&waitTimeout, "wait-timeout", 10*time.Minute, "how long --wait waits")
+	c.Flags().BoolVar(&all, "all", false, "list every step, completed ones included (default: only those that need something; --json always lists every step)")
 	return c
 }
 
@@ -108,7 +111,7 @@ func waitInFlight(ctx context.Context, g *globalOpts, plan func() (*recovery.Pla
 	}
 }
 
-func recoverHome(ctx context.Context, g *globalOpts, apply, salvage, wait bool) error {
+func recoverHome(ctx context.Context, g *globalOpts, apply, salvage, wait, all bool) error {
 	h, err := g.Home()
 	if err != nil {
 		return err
@@ -151,7 +154,7 @@ func recoverHome(ctx context.Context, g *globalOpts, apply, salvage, wait bool) 
 		if err := labPrintJSON(g, salvageJSON(plan, views)); err != nil {
 			return err
 		}
-	} else if err := plan.WriteTable(g.stdout); err != nil {
+	} else if err := shownPlan(plan, all).WriteTable(g.stdout); err != nil {
 		return err
 	} else {
 		writeRegenerated(g.stdout, "salvage", views)
@@ -237,4 +240,13 @@ func recoverLocal(ctx context.Context, g *globalOpts, apply, salvage, wait bool)
 		}
 	}
 	return plan, views, nil
+}
+
+// shownPlan is the plan as the table shows it: every step with --all,
+// else only those that need something (recovery.Plan.NeedsAttention).
+func shownPlan(p *recovery.Plan, all bool) *recovery.Plan {
+	if all {
+		return p
+	}
+	return p.NeedsAttention()
 }

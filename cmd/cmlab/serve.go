@@ -92,6 +92,7 @@ read-only unless --writable.`,
 			if warning != "" {
 				fmt.Fprintln(g.stderr, "cmlab serve: "+warning)
 			}
+			o.writable = g.writable // a global flag: every write honours it (inprocess.go)
 			if err := serveReplayedGuard(h, o, g.stderr); err != nil {
 				return err
 			}
