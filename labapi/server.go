@@ -95,12 +95,13 @@ type Options struct {
 
 // Server is the HTTP API over one engine.
 type Server struct {
-	opts    Options
-	mux     *http.ServeMux
-	log     *slog.Logger
-	idem    *idempotency
-	lab     *labState
-	metrics *metrics
+	opts     Options
+	mux      *http.ServeMux
+	log      *slog.Logger
+	idem     *idempotency
+	lab      *labState
+	metrics  *metrics
+	terminal *terminalCounter // metrics_ops.go
 
 	importMu  sync.Mutex // imports: realpath lookup and append are one step
 	submitMu  sync.Mutex // experiment create/submit: status check and append are one step
@@ -216,6 +217,7 @@ func New(opts Options) (*Server, error) {
 		}
 		s.opts.Retention = m
 	}
+	s.terminal = watchTerminal(opts.Engine) // metrics_ops.go
 	s.registerRoutes()
 	return s, nil
 }

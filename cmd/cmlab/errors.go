@@ -177,6 +177,8 @@ func messageFix(msg string) string {
 		return "list the runs with 'cmlab runs list'; import one with 'cmlab runs import PATH'"
 	case strings.HasPrefix(msg, "Experiment not found"):
 		return "list the experiments with 'cmlab experiments list'"
+	case strings.HasPrefix(msg, "no mandate "):
+		return "list the mandates with 'cmlab step list' (no argument); a mandate exists once 'cmlab run' or 'cmlab step plan' recorded it"
 	}
 	return ""
 }

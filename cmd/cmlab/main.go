@@ -42,6 +42,7 @@ type globalOpts struct {
 	// writable: write into a home made by 'cmlab replay --into', which is
 	// otherwise read-only (replayed_home.go, inprocess.go).
 	writable bool
+	created  bool // a home was created by --init (init_home.go): said once
 	// archive: --archive DIR of the commands that read the log (replay,
 	// trace, rebuild, wal dump) and of compact (see archiveFlag).
 	archive string
@@ -84,8 +85,9 @@ The home directory is --home, else $CMLAB_HOME, else ~/.cm.`,
 			root.AddCommand(c)
 		}
 	}
-	addOperatorCmds(root, g) // version.go
-	finishTree(root, g)      // cobra.go
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error { return initHome(cmd, g) } // init_home.go
+	addOperatorCmds(root, g)                                                                           // version.go
+	finishTree(root, g)                                                                                // cobra.go
 	return root
 }
 

@@ -89,6 +89,9 @@ read-only unless --writable.`,
 			if err != nil {
 				return &usageError{err.Error()}
 			}
+			if err := checkListenPort(o.listen); err != nil { // init_home.go: before anything touches the disk
+				return err
+			}
 			if warning != "" {
 				fmt.Fprintln(g.stderr, "cmlab serve: "+warning)
 			}
