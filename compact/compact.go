@@ -41,6 +41,11 @@ type Options struct {
 	// Holders are retention holders besides the built-in ones (see the
 	// package doc), e.g. a shipping cursor.
 	Holders []RetentionHolder
+	// ReadModels are the read models a daemon restarts from a snapshot
+	// (the daemon's table, daemon.ReadModels): the read-models holder
+	// keeps the log after the oldest seq their snapshots cover. Empty:
+	// the whole log is kept (nothing tells what a restart needs).
+	ReadModels []ReadModel
 	// Model is the retention model of the log (the daemon's live one);
 	// nil: its snapshot in Home and the log after it (LoadModel).
 	Model *retention.Model
@@ -192,7 +197,7 @@ func Plan(ctx context.Context, src Source, o Options) (Report, error) {
 	if err != nil {
 		return rep, fmt.Errorf("compact: scan the log: %w", err)
 	}
-	holders := append(DefaultHolders(o.Home, sc, o.IndexCovered), o.Holders...)
+	holders := append(DefaultHolders(o.Home, sc, o.ReadModels, o.IndexCovered), o.Holders...)
 	rep.Needed = rep.LastSeq + 1
 	for _, h := range holders {
 		if o.SkipWaived && h.ReadsArchive && o.Archive != "" {

@@ -21,7 +21,7 @@
 //	                       state, the step state, the retention model, the terminal's model
 //	                       (state/snapshots/, package snapshot; pty.SnapshotCovers) and the
 //	                       request-id index (Options.IndexCovered); 1 when one of them has no
-//	                       trusted snapshot or is not registered (RegisterReadModel). A restart
+//	                       trusted snapshot or Options.ReadModels is empty (daemon.ReadModels). A restart
 //	                       loads each snapshot and applies the log after it. It holds only
 //	                       against deletion (ReadsArchive): archived segments stay readable through
 //	                       the log (wal reads them back from the archive the manifest names), so

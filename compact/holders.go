@@ -6,17 +6,13 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/projections"
-	"github.com/cmlab/cmlab/pty"
 	"github.com/cmlab/cmlab/retention"
 	"github.com/cmlab/cmlab/ship/cursor"
 	"github.com/cmlab/cmlab/snapshot"
-	"github.com/cmlab/cmlab/steps"
 )
 
 // RetentionHolder is something that still needs part of the log: a
@@ -173,8 +169,8 @@ func unshipped(h home.Home) (uint64, error) {
 }
 
 // DefaultHolders are the built-in holders of home h, the step, block and
-// window ones answering from sc.
-func DefaultHolders(h home.Home, sc *Scan, indexCovered func(context.Context) (uint64, error)) []RetentionHolder {
+// window ones answering from sc, the read-models one from readModels.
+func DefaultHolders(h home.Home, sc *Scan, readModels []ReadModel, indexCovered func(context.Context) (uint64, error)) []RetentionHolder {
 	fixed := func(seq uint64) func(context.Context) (uint64, error) {
 		return func(context.Context) (uint64, error) { return seq, nil }
 	}
@@ -193,7 +189,7 @@ func DefaultHolders(h home.Home, sc *Scan, indexCovered func(context.Context) (u
 		{Name: "open terminal blocks", OldestNeededSeq: fixed(sc.OpenBlocks)},
 		{Name: "auto-resume window", OldestNeededSeq: fixed(sc.FirstInWindow)},
 		{Name: "ship cursor", OldestNeededSeq: func(context.Context) (uint64, error) { return unshipped(h) }},
-		{Name: "read models", OldestNeededSeq: func(ctx context.Context) (uint64, error) { return readModelsNeed(ctx, h, indexCovered) }, ReadsArchive: true},
+		{Name: "read models", OldestNeededSeq: func(ctx context.Context) (uint64, error) { return readModelsNeed(ctx, h, readModels, indexCovered) }, ReadsArchive: true},
 	}
 }
 
@@ -212,60 +208,22 @@ func (sm SnapshotModel) Covers() (uint64, error) {
 
 // ReadModel is a read model a daemon restarts from a snapshot: Covers
 // returns the seq its snapshot in h covers (an error when it has no
-// trusted one).
+// trusted one). The daemon's table of them (package daemon) is passed in
+// Options.ReadModels.
 type ReadModel struct {
 	Name   string
 	Covers func(h home.Home) (uint64, error)
 }
 
-// readModels are the read models the read-models holder counts (labapi
-// registers the Lab state's with RegisterReadModel): it needs the log
-// after the oldest seq their snapshots cover.
-var readModels struct {
-	mu sync.Mutex
-	ms []ReadModel
-}
-
-// RegisterReadModel adds a read model whose snapshot the read-models
-// holder counts (call it from an init function).
-func RegisterReadModel(m ReadModel) {
-	readModels.mu.Lock()
-	defer readModels.mu.Unlock()
-	readModels.ms = append(readModels.ms, m)
-}
-
-func init() {
-	RegisterReadModel(ReadModel{Name: retention.ModelName, Covers: func(h home.Home) (uint64, error) {
-		return SnapshotModel{File: retention.SnapshotFile(h), Model: retention.ModelName, Version: retention.Version()}.Covers()
-	}})
-	RegisterReadModel(ReadModel{Name: steps.SnapshotModel, Covers: func(h home.Home) (uint64, error) {
-		return SnapshotModel{File: steps.SnapshotFile(h), Model: steps.SnapshotModel, Version: steps.SnapshotVersion()}.Covers()
-	}})
-	RegisterReadModel(ReadModel{Name: "pty", Covers: pty.SnapshotCovers})
-}
-
-// requiredReadModels are the models a daemon restarts from a snapshot: the
-// holder keeps the whole log unless each is registered (a program that
-// does not register one — labapi registers the Lab state's — cannot tell
-// what a restart needs).
-var requiredReadModels = []string{"labstate", steps.SnapshotModel, retention.ModelName, "pty"}
-
-// readModelsNeed is the oldest seq a read model still needs: one after
-// the oldest seq a snapshot covers (the request-id index's included: its
-// covered seq from indexCovered). A missing or untrusted snapshot needs
-// the whole log (1), as does a missing indexCovered.
-func readModelsNeed(ctx context.Context, h home.Home, indexCovered func(context.Context) (uint64, error)) (uint64, error) {
-	readModels.mu.Lock()
-	ms := slices.Clone(readModels.ms)
-	readModels.mu.Unlock()
-	seen := map[string]bool{}
-	for _, m := range ms {
-		seen[m.Name] = true
-	}
-	for _, name := range requiredReadModels {
-		if !seen[name] {
-			return 1, nil
-		}
+// readModelsNeed is the oldest seq a read model of ms still needs: one
+// after the oldest seq a snapshot covers (the request-id index's
+// included: its covered seq from indexCovered). A missing or untrusted
+// snapshot needs the whole log (1), as do an empty table (a program
+// without the daemon's table cannot tell what a restart needs) and a
+// missing indexCovered.
+func readModelsNeed(ctx context.Context, h home.Home, ms []ReadModel, indexCovered func(context.Context) (uint64, error)) (uint64, error) {
+	if len(ms) == 0 {
+		return 1, nil
 	}
 	need := uint64(math.MaxUint64)
 	for _, m := range ms {

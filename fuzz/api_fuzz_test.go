@@ -13,6 +13,7 @@ import (
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/labtest"
 	"github.com/cmlab/cmlab/labapi"
 )
 
@@ -33,7 +34,7 @@ func newAPITarget(tb testing.TB, dir string) *apiTarget {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: "tok", SessionID: "lab_fuzz", AllowedRoots: []string{root}})
+	srv, err := labtest.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: "tok", SessionID: "lab_fuzz", AllowedRoots: []string{root}})
 	if err != nil {
 		eng.Close()
 		tb.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/fuzz/torture"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/labtest"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/wal"
 )
@@ -66,7 +67,7 @@ func runFaultTrial(t *testing.T, arm func(*wal.Faults), armAfter int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: "tok", SessionID: "lab_faults"})
+	srv, err := labtest.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: "tok", SessionID: "lab_faults"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/fuzz/torture"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/labtest"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/projections"
 )
@@ -20,7 +21,7 @@ import (
 // postFeedback posts one feedback entry through a fresh server on eng.
 func postFeedback(t *testing.T, eng *engine.Engine, notes string) *httptest.ResponseRecorder {
 	t.Helper()
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: "tok", SessionID: "lab_legacy"})
+	srv, err := labtest.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: "tok", SessionID: "lab_legacy"})
 	if err != nil {
 		t.Fatal(err)
 	}

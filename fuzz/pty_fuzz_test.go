@@ -12,6 +12,7 @@ import (
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/labtest"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/pty"
 )
@@ -65,7 +66,7 @@ func FuzzPtyBodies(f *testing.F) {
 		eng.Close()
 		f.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: "tok", SessionID: "lab_pty", Pty: mgr})
+	srv, err := labtest.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: "tok", SessionID: "lab_pty", Pty: mgr})
 	if err != nil {
 		f.Fatal(err)
 	}

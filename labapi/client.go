@@ -15,9 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
-	"github.com/google/uuid"
 )
 
 // DaemonInfo is state/daemon.json: how CLI commands find the running
@@ -159,21 +157,16 @@ func (c *Client) Token() string { return c.token }
 
 // DialOptions configure Dial.
 type DialOptions struct {
-	// Version is reported by an in-process server's /api/config.
-	Version string
-	// AllowedRoots for imports made in-process (default: working dir and its output/).
-	AllowedRoots []string
-	// WrapLocal, when set, wraps the in-process server's handler (the
-	// CLI's guard and notice for writes made without a daemon).
-	WrapLocal func(http.Handler) http.Handler
+	// InProcess opens the home in this process when no daemon runs for
+	// it (package daemon's in-process home: engine, journal, read models
+	// and server, built as the daemon builds them). Required.
+	InProcess func(ctx context.Context) (*Client, func() error, error)
 }
 
 // Dial returns a client for home h: the running daemon when state/daemon.json
 // names a live one (authenticating with the operator token of state/token),
-// else an in-process server over an engine opened here (repair and
-// catch-up included). closeFn releases what Dial opened; call it once the
-// command is done. Opening the engine refuses a home that belongs to
-// another user (home.Ensure): what it would write there would be this user's.
+// else opts.InProcess's in-process server (daemon.Dial supplies it).
+// closeFn releases what Dial opened; call it once the command is done.
 func Dial(ctx context.Context, h home.Home, opts DialOptions) (*Client, func() error, error) {
 	if info, err := ReadDaemonInfo(h); err == nil {
 		tok, err := ReadOperatorToken(h, info)
@@ -184,33 +177,10 @@ func Dial(ctx context.Context, h home.Home, opts DialOptions) (*Client, func() e
 	} else if !errors.Is(err, ErrNoDaemon) {
 		return nil, nil, err
 	}
-	eng, err := engine.Open(ctx, engine.Options{Home: h})
-	if err != nil {
-		return nil, nil, err
+	if opts.InProcess == nil {
+		return nil, nil, errors.New("labapi: no daemon runs for " + h.Dir + " and DialOptions.InProcess is nil")
 	}
-	roots := opts.AllowedRoots
-	if roots == nil {
-		roots = DefaultAllowedRoots(nil)
-	}
-	srv, err := New(Options{
-		// No OperatorToken: the in-process server, reached by no socket,
-		// draws its own, which never leaves this process.
-		Engine: eng, Listen: "127.0.0.1:0",
-		SessionID: "lab_" + uuid.NewString(), AllowedRoots: roots, Version: opts.Version,
-	})
-	if err != nil {
-		eng.Close()
-		return nil, nil, err
-	}
-	closeFn := func() error {
-		srv.Close()
-		return eng.Close()
-	}
-	handler := srv.Handler()
-	if opts.WrapLocal != nil {
-		handler = opts.WrapLocal(handler)
-	}
-	return NewLocalClient(handler, srv.OperatorToken()), closeFn, nil
+	return opts.InProcess(ctx)
 }
 
 // ReadOperatorToken reads the operator token of the running daemon info

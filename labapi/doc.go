@@ -21,8 +21,13 @@
 // client), bench.go (`cmlab bench api`), pty.go (terminal bridge: also
 // interrupt, GET /api/pty listing the shell slots, and wait_ms on a block's
 // output to stream it), steps.go (step routes, recording through the
-// daemon's one step journal, Options.Journal, which RunDaemon builds and
-// shares with start-up recovery), mcp.go (MCP over HTTP).
+// daemon's one step journal, Options.Journal, which package daemon builds
+// and shares with start-up recovery), mcp.go (MCP over HTTP).
+//
+// The server is built by package daemon (the composition root: `cmlab
+// serve`, `cmlab mcp`, in-process CLI commands), which hands New the
+// engine, the one step journal and the retention model; New requires
+// them and builds none of its own.
 //
 // # Invariants
 //
@@ -59,7 +64,7 @@
 //
 // Every CLI command that reads or mutates the lab goes through a Client:
 //
-//	c, closeFn, err := labapi.Dial(ctx, h, labapi.DialOptions{})
+//	c, closeFn, err := daemon.Dial(ctx, h)
 //	defer closeFn()
 //	var out struct{ FeedbackID string `json:"feedbackId"` }
 //	err = c.Do(ctx, "POST", "/api/feedback", reqID, body, &out)
@@ -71,8 +76,9 @@
 // the operator token from tokenFile (X-CM-LAB-TOKEN) and the request id
 // (X-CM-LAB-REQUEST-ID). When no daemon runs (no file, a dead pid, or a
 // listener that does not echo the nonce),
-// Dial opens the home's engine in this process — taking the log's lock,
-// repairing and catching up as serve would — builds the same Server (with
+// daemon.Dial opens the home in this process (daemon.Open, one-shot) —
+// taking the log's lock, repairing and catching up as serve would — with
+// the same Server (with
 // an operator token of its own that never leaves the process) and calls
 // its Handler in-process, so validation and errors are the same code
 // path. closeFn closes that engine. A non-2xx answer comes back as

@@ -13,6 +13,8 @@ import (
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/retention"
+	"github.com/cmlab/cmlab/steps"
 )
 
 // testLab is a server over a fresh home, listening on 127.0.0.1.
@@ -54,7 +56,7 @@ func newTestLabEngine(t *testing.T, eo engine.Options, mod ...func(*Options)) *t
 	for _, m := range mod {
 		m(&opts)
 	}
-	srv, err := New(opts)
+	srv, err := New(withReadModels(t, opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,4 +181,26 @@ func (tl *testLab) feedbackLines() []string {
 		return nil
 	}
 	return strings.Split(s, "\n")
+}
+
+// withReadModels fills what New requires and o leaves nil, as the daemon
+// builds them (package daemon; internal/labtest for other packages): a
+// step journal over o.Engine and its retention model, logging to o.Logger.
+func withReadModels(t testing.TB, o Options) Options {
+	t.Helper()
+	if o.Journal == nil {
+		j, err := steps.NewJournal(o.Engine)
+		if err != nil {
+			t.Fatalf("step journal: %v", err)
+		}
+		o.Journal = j
+	}
+	if o.Retention == nil {
+		m, err := retention.Open(o.Engine, o.Logger)
+		if err != nil {
+			t.Fatalf("retention model: %v", err)
+		}
+		o.Retention = m
+	}
+	return o
 }

@@ -1,6 +1,8 @@
 package labapi
 
 import (
+	"fmt"
+	"reflect"
 	"testing"
 )
 
@@ -58,5 +60,30 @@ func TestRequestIDMustBeAString(t *testing.T) {
 	seq := tl.lastSeq()
 	if r := tl.do("POST", "/api/feedback", `{"notes":"c","requestId":null}`); r.status != 200 || tl.lastSeq() != seq+1 {
 		t.Fatalf("null id: %d %s", r.status, r.body)
+	}
+}
+
+// TestIdempotencyHoldsNoDoneMap: the request ids done live in the on-disk
+// index; the only map the dedupe type keeps is the in-flight locks.
+func TestIdempotencyHoldsNoDoneMap(t *testing.T) {
+	typ := reflect.TypeOf(idempotency{})
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if f.Type.Kind() == reflect.Map && f.Name != "inflight" {
+			t.Fatalf("idempotency.%s is a map: request ids must not live in the heap", f.Name)
+		}
+	}
+	tl := newTestLab(t)
+	for i := range 50 {
+		r := tl.do("POST", "/api/feedback", fmt.Sprintf(`{"notes":"n%d"}`, i), "X-CM-LAB-REQUEST-ID", fmt.Sprintf("id-%d", i))
+		if r.status != 200 {
+			t.Fatalf("POST: %d %s", r.status, r.body)
+		}
+	}
+	tl.srv.idem.mu.Lock()
+	n := len(tl.srv.idem.inflight)
+	tl.srv.idem.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d in-flight locks left after the requests ended", n)
 	}
 }

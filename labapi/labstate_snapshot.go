@@ -209,3 +209,11 @@ func (s *Server) openLabState() error {
 	})
 	return nil
 }
+
+// LabSnapshotCovers is the seq the Lab state's snapshot in h covers, read
+// whole (CRC checked) and of this code version; an error when it is
+// missing or untrusted (the daemon's read-model table, package daemon).
+func LabSnapshotCovers(h home.Home) (uint64, error) {
+	hd, _, err := snapshot.Read(LabSnapshotFile(h), labSnapModel, labSnapVersion())
+	return hd.Seq, err
+}

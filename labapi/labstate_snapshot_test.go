@@ -88,9 +88,9 @@ func reopen(t *testing.T, h home.Home, opts Options, buf *bytes.Buffer) (*Server
 	}
 	t.Cleanup(func() { eng.Close() })
 	opts.Engine = eng
-	opts.Journal = nil // the old engine's
+	opts.Journal, opts.Retention = nil, nil // the old engine's
 	opts.Logger = slog.New(slog.NewTextHandler(buf, nil))
-	srv, err := New(opts)
+	srv, err := New(withReadModels(t, opts))
 	if err != nil {
 		t.Fatal(err)
 	}

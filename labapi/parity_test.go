@@ -235,8 +235,8 @@ func TestContentMachineParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Options{Engine: eng, Listen: "127.0.0.1:0", SessionID: "lab_" + uuid.NewString(),
-		AllowedRoots: []string{allowed}, Version: "test", UIDir: ui})
+	srv, err := New(withReadModels(t, Options{Engine: eng, Listen: "127.0.0.1:0", SessionID: "lab_" + uuid.NewString(),
+		AllowedRoots: []string{allowed}, Version: "test", UIDir: ui}))
 	if err != nil {
 		t.Fatal(err)
 	}

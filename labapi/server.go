@@ -41,15 +41,14 @@ type Task struct {
 // Options configure a Server.
 type Options struct {
 	Engine *engine.Engine
-	// Journal is the step journal the steps routes record through: the
-	// daemon's one, shared with start-up recovery and its auto-resume, so
-	// a transition's check and append never interleave with another's.
-	// Default: a journal of its own over Engine (a server that is the only
-	// recorder of steps in its process, such as an in-process client's).
+	// Journal (required) is the step journal the steps routes record
+	// through: the daemon's one (package daemon), shared with start-up
+	// recovery and its auto-resume, so a transition's check and append
+	// never interleave with another's. It must record on Engine.
 	Journal *steps.Journal
-	// Retention is the retention/status read model (OpenRetention): the
-	// daemon's one, shared with its compaction policy. Default: New
-	// opens one over Engine.
+	// Retention (required) is the retention/status read model
+	// (retention.Open over Engine): the daemon's one, shared with its
+	// compaction policy.
 	Retention *retention.Model
 	// Listen is the address the daemon listens on (for the Host check).
 	Listen string
@@ -165,6 +164,15 @@ func New(opts Options) (*Server, error) {
 	if opts.Engine == nil {
 		return nil, errors.New("labapi: Options.Engine is required")
 	}
+	if opts.Journal == nil {
+		return nil, errors.New("labapi: Options.Journal is required (the daemon's one step journal, steps.NewJournal)")
+	}
+	if opts.Journal.Engine() != opts.Engine {
+		return nil, errors.New("labapi: Options.Journal records on another engine")
+	}
+	if opts.Retention == nil {
+		return nil, errors.New("labapi: Options.Retention is required (the daemon's retention model, retention.Open)")
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -195,27 +203,11 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, idem: newIdempotency(idx),
 		metrics: newMetrics(), startedAt: time.Now(), done: make(chan struct{})}
 	s.errFn = opts.Engine.Err
-	if s.opts.Journal == nil {
-		j, err := steps.NewJournal(opts.Engine)
-		if err != nil {
-			return nil, err
-		}
-		s.opts.Journal = j
-	} else if s.opts.Journal.Engine() != opts.Engine {
-		return nil, errors.New("labapi: Options.Journal records on another engine")
-	}
 	if why := s.opts.Journal.SnapshotRefused(); why != "" {
 		s.log.Warn("step state snapshot ignored, rebuilt from the log", "file", opts.Engine.Home().Rel(steps.SnapshotFile(opts.Engine.Home())), "reason", why)
 	}
 	if err := s.openLabState(); err != nil {
 		return nil, err
-	}
-	if s.opts.Retention == nil {
-		m, err := OpenRetention(opts.Engine, s.log)
-		if err != nil {
-			return nil, err
-		}
-		s.opts.Retention = m
 	}
 	s.terminal = watchTerminal(opts.Engine) // metrics_ops.go
 	s.registerRoutes()
@@ -233,6 +225,12 @@ func (s *Server) Start(ctx context.Context, pid int, listen string) error {
 	_, err = s.opts.Engine.Append(ctx, ev)
 	return err
 }
+
+// SessionID is this server's Lab session ("lab_<uuid>").
+func (s *Server) SessionID() string { return s.opts.SessionID }
+
+// Engine is the engine the server writes through.
+func (s *Server) Engine() *engine.Engine { return s.opts.Engine }
 
 // SetListen records the actual listen address (after binding port 0) for
 // the Host check.

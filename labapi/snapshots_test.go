@@ -78,7 +78,7 @@ func openServerWith(t testing.TB, eo engine.Options, buf *bytes.Buffer) (*Server
 	if buf != nil {
 		log = slog.New(slog.NewTextHandler(buf, nil))
 	}
-	srv, err := New(Options{Engine: eng, Listen: "127.0.0.1:0", SessionID: "lab_t", Version: "test", Logger: log})
+	srv, err := New(withReadModels(t, Options{Engine: eng, Listen: "127.0.0.1:0", SessionID: "lab_t", Version: "test", Logger: log}))
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)

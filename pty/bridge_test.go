@@ -19,6 +19,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/labtest"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/pty"
 )
@@ -107,7 +108,7 @@ func openBridgeWith(t *testing.T, h home.Home, eng *engine.Engine, opts pty.Opti
 		eng.Close()
 		t.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: testToken, SessionID: "lab_test", Pty: mgr})
+	srv, err := labtest.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: testToken, SessionID: "lab_test", Pty: mgr})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/labtest"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/pty"
 )
@@ -46,7 +47,7 @@ func runChild() {
 	if err != nil {
 		fail(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), OperatorToken: testToken, SessionID: "lab_child", Pty: mgr})
+	srv, err := labtest.New(labapi.Options{Engine: eng, Listen: ln.Addr().String(), OperatorToken: testToken, SessionID: "lab_child", Pty: mgr})
 	if err != nil {
 		fail(err)
 	}

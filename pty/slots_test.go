@@ -11,6 +11,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/labtest"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/pty"
 )
@@ -29,7 +30,7 @@ func newBridgeOpts(t *testing.T, opts pty.Options) *bridge {
 		eng.Close()
 		t.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: testToken, SessionID: "lab_test", Pty: mgr})
+	srv, err := labtest.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: testToken, SessionID: "lab_test", Pty: mgr})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func To(ctx context.Context, opts ToOptions) (*ToResult, error) {
 	if opts.Projector == nil {
 		opts.Projector = DefaultProjector
 	}
-	if err := ensureEmpty(opts.Into.Dir); err != nil {
+	if err := EnsureEmpty(opts.Into.Dir); err != nil {
 		return nil, err
 	}
 	src := opts.Source
@@ -207,7 +207,8 @@ func To(ctx context.Context, opts ToOptions) (*ToResult, error) {
 	return res, nil
 }
 
-func ensureEmpty(dir string) error {
+// EnsureEmpty refuses a directory that exists and is not empty (ErrNotEmpty).
+func EnsureEmpty(dir string) error {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil

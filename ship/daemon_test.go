@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/wal"
@@ -35,7 +36,7 @@ func TestDaemonShipsAndServesThroughAnOutage(t *testing.T) {
 	ready := make(chan labapi.DaemonInfo, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- labapi.RunDaemon(ctx, labapi.DaemonOptions{Home: h, Listen: "127.0.0.1:0", Sidecar: s.Run,
+		done <- daemon.Run(ctx, daemon.Options{Home: h, Listen: "127.0.0.1:0", Sidecar: s.Run,
 			Ready: func(info labapi.DaemonInfo) { ready <- info }})
 	}()
 	var info labapi.DaemonInfo

@@ -30,7 +30,7 @@
 // appends it under one lock, so a check and its append never interleave
 // with another transition's; it carries the request id of an HTTP caller
 // in the same event. A daemon builds exactly one, where it is wired
-// (labapi.RunDaemon, `cmlab mcp`), and hands it to start-up recovery (and
+// (daemon.Run, `cmlab mcp`), and hands it to start-up recovery (and
 // its auto-resume runners) and to the steps routes: two journals over one
 // engine would each check against their own view and could both accept a
 // move from the same state. RecordAt appends a decision only while its step

@@ -6,13 +6,13 @@ import (
 	"os"
 	"time"
 
-	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/bench"
 	"github.com/spf13/cobra"
 )
 
 // newBenchAPICmd builds 'cmlab bench api'.
 func newBenchAPICmd(g *globalOpts) *cobra.Command {
-	o := labapi.BenchOptions{}
+	o := bench.BenchOptions{}
 	var keep, ownToo bool
 	var peer string
 	var maxBuild int
@@ -32,10 +32,10 @@ store is grown in-process (the events those POSTs append, 1,000 per
 append); a peer's through POST /api/feedback.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var pres *labapi.PeerResult
+			var pres *bench.PeerResult
 			if peer != "" {
 				var err error
-				pres, err = labapi.BenchPeer(cmd.Context(), labapi.PeerOptions{URL: peer, Clients: o.Clients,
+				pres, err = bench.BenchPeer(cmd.Context(), bench.PeerOptions{URL: peer, Clients: o.Clients,
 					Requests: o.Requests, PollLines: o.PollLines, MaxBuildLines: maxBuild, PollReps: o.PollReps})
 				if err != nil {
 					return err
@@ -56,7 +56,7 @@ append); a peer's through POST /api/feedback.`,
 				defer os.RemoveAll(dir)
 			}
 			o.Dir = dir
-			res, err := labapi.BenchAPI(cmd.Context(), o)
+			res, err := bench.BenchAPI(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
@@ -96,7 +96,7 @@ append); a peer's through POST /api/feedback.`,
 	return c
 }
 
-func printPeer(w io.Writer, p *labapi.PeerResult) {
+func printPeer(w io.Writer, p *bench.PeerResult) {
 	fmt.Fprintf(w, "peer %s POST /api/feedback: %d requests, %d clients, %d errors in %v\n", p.URL, p.Requests, p.Clients, p.Errors, time.Duration(p.ElapsedNs).Round(time.Millisecond))
 	fmt.Fprintf(w, "  %.0f events/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", p.EventsPerS, p.P50Ms, p.P99Ms, p.MaxMs)
 	for _, q := range p.Polls {
@@ -108,7 +108,7 @@ func printPeer(w io.Writer, p *labapi.PeerResult) {
 }
 
 // printSideBySide prints cmlab's run and the peer's with the ratios.
-func printSideBySide(w io.Writer, c *labapi.BenchResult, p *labapi.PeerResult) {
+func printSideBySide(w io.Writer, c *bench.BenchResult, p *bench.PeerResult) {
 	fmt.Fprintf(w, "\n%-28s %14s %14s %10s\n", "", "cmlab", "peer", "cmlab/peer")
 	ratio := func(a, b float64) string {
 		if b == 0 {

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cmlab/cmlab/bench"
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
@@ -160,7 +162,7 @@ func benchShip(ctx context.Context, dir string, o *benchShipOpts) (*benchShipRes
 	ready := make(chan labapi.DaemonInfo, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- labapi.RunDaemon(dctx, labapi.DaemonOptions{Home: lh, Listen: "127.0.0.1:0", Sidecar: ls.Run,
+		done <- daemon.Run(dctx, daemon.Options{Home: lh, Listen: "127.0.0.1:0", Sidecar: ls.Run,
 			Ready: func(i labapi.DaemonInfo) { ready <- i }})
 	}()
 	var info labapi.DaemonInfo
@@ -210,7 +212,7 @@ func benchShip(ctx context.Context, dir string, o *benchShipOpts) (*benchShipRes
 	}()
 	shipped0 := ls.State().Shipped
 	start = time.Now()
-	_, errs, _, err := labapi.PostFeedback(ctx, labapi.FeedbackLoad{URL: "http://" + info.Listen, Token: tok,
+	_, errs, _, err := bench.PostFeedback(ctx, bench.FeedbackLoad{URL: "http://" + info.Listen, Token: tok,
 		IDPrefix: "bench-ship", Requests: o.requests, Clients: o.clients, OnAck: func() { acked.Add(1) }})
 	if err != nil {
 		return nil, err

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/home"
 
 	"github.com/cmlab/cmlab/labapi"
@@ -22,7 +24,13 @@ func dialLab(ctx context.Context, g *globalOpts) (*labapi.Client, func() error, 
 		return nil, nil, err
 	}
 	guard := &inProcessWrites{g: g, h: h}
-	c, closeFn, err := labapi.Dial(ctx, h, labapi.DialOptions{Version: labapi.Version, WrapLocal: guard.wrap})
+	c, closeFn, err := labapi.Dial(ctx, h, labapi.DialOptions{InProcess: func(ctx context.Context) (*labapi.Client, func() error, error) {
+		dh, err := daemon.Open(ctx, daemon.Options{Home: h, OneShot: true})
+		if err != nil {
+			return nil, nil, err
+		}
+		return labapi.NewLocalClient(guard.wrap(dh.Server.Handler()), dh.OperatorToken), dh.Close, nil
+	}})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/compact"
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
@@ -76,7 +77,7 @@ N --compact-archive DIR) or stop it first.`,
 			if o.resumeWindow <= 0 {
 				return &usageError{msg: "--resume-window must be positive"}
 			}
-			opts := compact.Options{Home: h, KeepDays: o.keepDays, KeepBytes: o.keepBytes, Archive: g.archive, DryRun: o.dryRun, ResumeWindow: o.resumeWindow}
+			opts := compact.Options{Home: h, ReadModels: daemon.ReadModels(), KeepDays: o.keepDays, KeepBytes: o.keepBytes, Archive: g.archive, DryRun: o.dryRun, ResumeWindow: o.resumeWindow}
 			rep, err := runCompact(cmd.Context(), h, opts)
 			if err != nil {
 				return err
@@ -209,7 +210,7 @@ func readCompactionStatus(ctx context.Context, h home.Home, segs []wal.SegmentIn
 		src := compact.ReaderSourceAt(r, h.WALDir(), loaded.First, loaded.Last)
 		var rep compact.Report
 		// Any archive makes the plan the one --archive would carry out.
-		if rep, err = compact.Plan(ctx, src, compact.Options{Home: h, Archive: "(status)", DryRun: true, Model: m, SkipWaived: true, Segments: segs}); err == nil {
+		if rep, err = compact.Plan(ctx, src, compact.Options{Home: h, ReadModels: daemon.ReadModels(), Archive: "(status)", DryRun: true, Model: m, SkipWaived: true, Segments: segs}); err == nil {
 			st.ReclaimableBytes = rep.Bytes
 		}
 	}

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cmlab/cmlab/steps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cmlab/cmlab/daemon"
+	"github.com/cmlab/cmlab/steps"
 
 	"github.com/cmlab/cmlab/compact"
 	"github.com/cmlab/cmlab/engine"
@@ -197,7 +199,7 @@ func TestDaemonCompactionPolicyAndRestartOnACompactedLog(t *testing.T) {
 		ready := make(chan labapi.DaemonInfo, 1)
 		exited := make(chan error, 1)
 		go func() {
-			exited <- labapi.RunDaemon(ctx, labapi.DaemonOptions{Home: hh, Listen: "127.0.0.1:0", Compaction: policy, CompactEvery: 20 * time.Millisecond,
+			exited <- daemon.Run(ctx, daemon.Options{Home: hh, Listen: "127.0.0.1:0", Compaction: policy, CompactEvery: 20 * time.Millisecond,
 				Ready: func(info labapi.DaemonInfo) { ready <- info }})
 		}()
 		select {
@@ -251,7 +253,7 @@ func TestDaemonCompactionPolicyAndRestartOnACompactedLog(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	started := false
-	err := labapi.RunDaemon(ctx, labapi.DaemonOptions{Home: hh, Listen: "127.0.0.1:0",
+	err := daemon.Run(ctx, daemon.Options{Home: hh, Listen: "127.0.0.1:0",
 		Ready: func(labapi.DaemonInfo) { started = true; cancel() }})
 	cancel()
 	if err != nil || !started {
@@ -264,7 +266,7 @@ func TestDaemonCompactionPolicyAndRestartOnACompactedLog(t *testing.T) {
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	err = labapi.RunDaemon(ctx, labapi.DaemonOptions{Home: hh, Listen: "127.0.0.1:0",
+	err = daemon.Run(ctx, daemon.Options{Home: hh, Listen: "127.0.0.1:0",
 		Ready: func(labapi.DaemonInfo) {
 			t.Error("the daemon started without its archive or a step snapshot")
 			cancel()

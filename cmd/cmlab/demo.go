@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/cmlab/cmlab/replay"
 	"github.com/spf13/cobra"
 )
 
@@ -37,11 +36,11 @@ post-state, so 'cmlab recover' will ask a human about it.`,
 			if err != nil {
 				return err
 			}
-			opts := replay.DemoOptions{Home: h, NoTerminal: noTerminal}
+			opts := DemoOptions{Home: h, NoTerminal: noTerminal}
 			if !g.json {
 				opts.Log = g.stdout
 			}
-			res, err := replay.Demo(cmd.Context(), opts)
+			res, err := Demo(cmd.Context(), opts)
 			if err != nil {
 				return err
 			}

@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/spf13/cobra"
 )
 
@@ -48,7 +48,7 @@ printing what the daemon writes, across rotations, until Ctrl+C.`,
 				return err
 			}
 			out := &logLines{w: g.stdout, min: minRank, text: format == "text"}
-			path := labapi.DaemonLogFile(h)
+			path := daemon.DaemonLogFile(h)
 			f, err := os.Open(path)
 			if errors.Is(err, fs.ErrNotExist) {
 				return newCLIError(exitError, "NOT_FOUND", "no daemon log at "+path, "the daemon writes it from its start: 'cmlab serve --home "+h.Dir+"'")

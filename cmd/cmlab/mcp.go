@@ -9,16 +9,11 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
-	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/mcp"
-	"github.com/cmlab/cmlab/pty"
-	"github.com/cmlab/cmlab/recovery"
-	"github.com/cmlab/cmlab/steps"
-	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
 
@@ -73,7 +68,8 @@ The same tools are served over streamable HTTP at /mcp by 'cmlab serve'
 
 // mcpBackend is the daemon the tools talk to: the running one over
 // loopback, else an in-process server over an engine opened here, with the
-// same start-up as 'cmlab serve' (recovery, terminal manager, Lab session).
+// same start-up as 'cmlab serve' (daemon.Open: recovery, terminal manager,
+// Lab session).
 func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog.Logger) (*mcp.Daemon, func() error, error) {
 	if info, err := labapi.ReadDaemonInfo(h); err == nil {
 		// The daemon is found again from state/daemon.json should it
@@ -88,66 +84,20 @@ func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog
 		return nil, nil, err
 	}
 	fmt.Fprintf(stderr, "cmlab mcp: no daemon runs for %s; opening the home in this process (start 'cmlab serve' to share it)\n", h.Dir)
-	eng, err := engine.Open(ctx, engine.Options{Home: h})
+	// The same home as under `cmlab serve` (package daemon): recovery
+	// decides before any tool runs, resumed mandates run in the
+	// background, and Close stops them and the terminals before the
+	// engine closes.
+	dh, err := daemon.Open(ctx, daemon.Options{Home: h, Logger: logger})
 	if err != nil {
 		return nil, nil, err
 	}
-	// Resumed mandates run in the background (as under `cmlab serve`),
-	// stopped before the engine closes.
-	var res *recovery.Resumer
-	stopResume := func() {
-		if res != nil {
-			res.Stop()
-		}
-	}
-	fail := func(err error) (*mcp.Daemon, func() error, error) {
-		stopResume()
-		eng.Close()
+	if err := dh.Start(ctx, "stdio"); err != nil {
+		dh.Close()
 		return nil, nil, err
 	}
-	// One step journal, shared by start-up recovery and the steps routes.
-	j, err := steps.NewJournal(eng)
-	if err != nil {
-		return fail(fmt.Errorf("step journal: %w", err))
-	}
-	if _, res, err = recovery.Start(ctx, j, recovery.StartOptions{OutputFile: recovery.ResumeOutputFile(h)}); err != nil {
-		return fail(fmt.Errorf("start-up recovery: %w", err))
-	}
-	mgr, err := pty.NewManager(eng, pty.Options{Logger: logger})
-	if err != nil {
-		return fail(fmt.Errorf("terminal manager: %w", err))
-	}
-	closeMgr := func() error {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		return mgr.Close(cctx)
-	}
-	// No OperatorToken: the in-process server, reached by no socket, draws
-	// its own, which never leaves this process.
-	srv, err := labapi.New(labapi.Options{
-		Engine: eng, Journal: j, Listen: "127.0.0.1:0", SessionID: "lab_" + uuid.NewString(),
-		AllowedRoots: labapi.DefaultAllowedRoots(nil), Pty: mgr, Version: labapi.Version, Logger: logger,
-	})
-	if err != nil {
-		closeMgr()
-		return fail(err)
-	}
-	res.Start(context.WithoutCancel(ctx))
-	if err := srv.Start(ctx, os.Getpid(), "stdio"); err != nil {
-		srv.Close()
-		closeMgr()
-		return fail(fmt.Errorf("lab.session.started: %w", err))
-	}
-	closeFn := func() error {
-		srv.Close()
-		err := closeMgr()
-		stopResume()
-		if cerr := eng.Close(); err == nil {
-			err = cerr
-		}
-		return err
-	}
-	return mcp.InProcess(srv.Handler(), srv.OperatorToken()), closeFn, nil
+	dh.Serving()
+	return mcp.InProcess(dh.Server.Handler(), dh.OperatorToken), dh.Close, nil
 }
 
 // mcpDaemonTarget is the running daemon's address and operator token

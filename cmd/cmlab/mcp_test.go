@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
@@ -209,7 +210,7 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// mcpDaemon is `cmlab serve` (labapi.RunDaemon: recovery, terminal
+// mcpDaemon is `cmlab serve` (daemon.Run: recovery, terminal
 // manager, Lab UI, state/daemon.json) running in this process on
 // 127.0.0.1.
 type mcpDaemon struct {
@@ -268,7 +269,7 @@ func mcpStartDaemonOpts(t testing.TB, h home.Home, readOnly bool) *mcpDaemon {
 	ready := make(chan labapi.DaemonInfo, 1)
 	exited := make(chan error, 1)
 	go func() {
-		exited <- labapi.RunDaemon(ctx, labapi.DaemonOptions{Home: h, Listen: "127.0.0.1:0", UIDir: ui, ReadOnly: readOnly,
+		exited <- daemon.Run(ctx, daemon.Options{Home: h, Listen: "127.0.0.1:0", UIDir: ui, ReadOnly: readOnly,
 			Logger: slog.New(rl), Ready: func(info labapi.DaemonInfo) { ready <- info }})
 	}()
 	var info labapi.DaemonInfo

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/projections"
@@ -122,7 +123,7 @@ func recoverHome(ctx context.Context, g *globalOpts, apply, salvage, wait, all b
 		if salvage {
 			return fmt.Errorf("the daemon (pid %d, %s) holds the log: stop it before --salvage, which rewrites segment files", info.Pid, info.Listen)
 		}
-		c, closeFn, err := labapi.Dial(ctx, h, labapi.DialOptions{Version: labapi.Version})
+		c, closeFn, err := daemon.Dial(ctx, h)
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/labtest"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/steps"
 )
@@ -186,7 +187,7 @@ func recStartDaemon(t *testing.T, h home.Home) *engine.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: tok, Nonce: "nonce-" + t.Name(), SessionID: "lab_t"})
+	srv, err := labtest.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: tok, Nonce: "nonce-" + t.Name(), SessionID: "lab_t"})
 	if err != nil {
 		t.Fatal(err)
 	}

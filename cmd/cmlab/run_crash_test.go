@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/home"
-	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/steps"
 )
 
@@ -36,7 +36,7 @@ func TestRunCrashChild(t *testing.T) {
 	if err != nil {
 		os.Exit(2)
 	}
-	c, _, err := labapi.Dial(ctx, h, labapi.DialOptions{})
+	c, _, err := daemon.Dial(ctx, h)
 	if err != nil {
 		os.Exit(2)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/labtest"
 	"github.com/cmlab/cmlab/labapi"
 )
 
@@ -46,7 +47,7 @@ func startTestDaemon(t *testing.T, h home.Home, session string, extra func(eng *
 	}
 	o := labapi.Options{Engine: eng, Listen: ln.Addr().String(), OperatorToken: tok, Nonce: "nonce-" + t.Name(), SessionID: session}
 	closeExtra := extra(eng, &o)
-	srv, err := labapi.New(o)
+	srv, err := labtest.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

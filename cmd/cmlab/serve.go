@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/spf13/cobra"
 )
@@ -85,7 +86,7 @@ read-only unless --writable.`,
 			if o.exitAfterSubmit < 0 {
 				return &usageError{"--exit-after-submit must be ≥ 0"}
 			}
-			warning, err := labapi.CheckListen(o.listen, o.allowRemote)
+			warning, err := daemon.CheckListen(o.listen, o.allowRemote)
 			if err != nil {
 				return &usageError{err.Error()}
 			}
@@ -125,7 +126,7 @@ read-only unless --writable.`,
 				}
 			}
 			logger.Info("starting", "version", labapi.Version, "pid", os.Getpid(), "home", h.Dir, "listen", o.listen, "readOnly", o.readOnly)
-			err = labapi.RunDaemon(ctx, labapi.DaemonOptions{
+			err = daemon.Run(ctx, daemon.Options{
 				Home: h, Listen: o.listen, AllowRemote: o.allowRemote, AllowRoots: o.allowRoots, Task: task,
 				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui, MaxConns: o.maxConns,
 				Compaction: policy, CompactEvery: o.compact.every, SegmentSize: o.compact.segmentSize,

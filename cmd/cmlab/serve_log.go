@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/ship"
@@ -38,7 +39,7 @@ const stderrQueueLines = 256
 // daemonLogger is serve's logger and what closing it takes.
 type daemonLogger struct {
 	*slog.Logger
-	file *labapi.DaemonLog
+	file *daemon.DaemonLog
 	err  *stderrQueue
 }
 
@@ -46,7 +47,7 @@ type daemonLogger struct {
 // stderr. quiet drops the request lines (from the file; stderr never has
 // them).
 func newDaemonLogger(h home.Home, stderr io.Writer, quiet bool) (*daemonLogger, error) {
-	f, err := labapi.OpenDaemonLog(h, labapi.DaemonLogOptions{})
+	f, err := daemon.OpenDaemonLog(h, daemon.DaemonLogOptions{})
 	if err != nil {
 		return nil, err
 	}

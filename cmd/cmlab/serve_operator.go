@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
 )
@@ -21,7 +22,7 @@ func printServing(g *globalOpts, h home.Home, info labapi.DaemonInfo) {
 	fmt.Fprintf(w, "cmlab serving http://%s (session %s, pid %d)\n", info.Listen, info.SessionID, info.Pid)
 	fmt.Fprintf(w, "  home:   %s\n", h.Dir)
 	fmt.Fprintf(w, "  token:  %s (clients send it as X-CM-LAB-TOKEN; the CLI reads it itself)\n", info.TokenFile)
-	fmt.Fprintf(w, "  log:    %s ('cmlab logs -f --home %s')\n", labapi.DaemonLogFile(h), h.Dir)
+	fmt.Fprintf(w, "  log:    %s ('cmlab logs -f --home %s')\n", daemon.DaemonLogFile(h), h.Dir)
 	fmt.Fprintf(w, "  stop:   Ctrl+C, or 'cmlab stop --home %s'\n", h.Dir)
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/projections"
@@ -150,7 +151,7 @@ func gatherStatus(cmd *cobra.Command, h home.Home, withCheckpoint bool) (statusR
 		Durability: "fsync before acknowledging: each group commit is one write + one fsync (plus directory fsync for a new segment)"}
 	if info, err := labapi.ReadDaemonInfo(h); err == nil {
 		rep.Daemon = info
-		c, closeFn, err := labapi.Dial(ctx, h, labapi.DialOptions{Version: labapi.Version})
+		c, closeFn, err := daemon.Dial(ctx, h)
 		if err != nil {
 			rep.HealthError = err.Error()
 		} else {

@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/compact"
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/labtest"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/pty"
@@ -50,7 +52,7 @@ func snapshotHome(t *testing.T, rounds int) home.Home {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := labapi.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", SessionID: "lab_t", Version: "test"})
+	srv, err := labtest.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", SessionID: "lab_t", Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +188,7 @@ func TestStatusFromSnapshot(t *testing.T) {
 		full.Observe(ev)
 	}
 	src, _ := compact.ReaderSource(h.WALDir())
-	plan, err := compact.Plan(context.Background(), src, compact.Options{Home: h, Archive: "(status)", DryRun: true, Model: full})
+	plan, err := compact.Plan(context.Background(), src, compact.Options{Home: h, ReadModels: daemon.ReadModels(), Archive: "(status)", DryRun: true, Model: full})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +291,7 @@ func TestLocalReadsEqualTheRoutes(t *testing.T) {
 	for _, f := range []string{steps.SnapshotFile(h), labapi.LabSnapshotFile(h)} {
 		os.Remove(f)
 	}
-	c, closeFn, err := labapi.Dial(ctx, h, labapi.DialOptions{Version: labapi.Version})
+	c, closeFn, err := daemon.Dial(ctx, h)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package labapi
+package bench
 
 import (
 	"context"

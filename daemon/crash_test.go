@@ -1,4 +1,4 @@
-package labapi
+package daemon
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 )
 
 const (
@@ -43,7 +44,7 @@ func TestHelperDaemon(t *testing.T) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	err := RunDaemon(ctx, DaemonOptions{Home: home.Home{Dir: dir}, Listen: "127.0.0.1:0"})
+	err := Run(ctx, Options{Home: home.Home{Dir: dir}, Listen: "127.0.0.1:0"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "daemon exited:", err)
 		os.Exit(3)
@@ -53,7 +54,7 @@ func TestHelperDaemon(t *testing.T) {
 
 // startDaemon re-executes the test binary as a daemon and waits for its
 // state/daemon.json.
-func startDaemon(t *testing.T, h home.Home, env ...string) (*exec.Cmd, *DaemonInfo) {
+func startDaemon(t *testing.T, h home.Home, env ...string) (*exec.Cmd, *labapi.DaemonInfo) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDaemon$", "-test.v=false")
 	cmd.Env = append(append(os.Environ(), envDaemonHome+"="+h.Dir), env...)
@@ -64,7 +65,7 @@ func startDaemon(t *testing.T, h home.Home, env ...string) (*exec.Cmd, *DaemonIn
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if info, err := ReadDaemonInfo(h); err == nil && info.Pid == cmd.Process.Pid {
+		if info, err := labapi.ReadDaemonInfo(h); err == nil && info.Pid == cmd.Process.Pid {
 			return cmd, info
 		}
 		if cmd.ProcessState != nil {
@@ -79,7 +80,7 @@ func startDaemon(t *testing.T, h home.Home, env ...string) (*exec.Cmd, *DaemonIn
 }
 
 // daemonToken is the operator token of a started daemon child.
-func daemonToken(t *testing.T, info *DaemonInfo) string {
+func daemonToken(t *testing.T, info *labapi.DaemonInfo) string {
 	t.Helper()
 	b, err := os.ReadFile(info.TokenFile)
 	if err != nil {
@@ -94,8 +95,8 @@ func daemonToken(t *testing.T, info *DaemonInfo) string {
 // daemon is gone (alive false), and SIGKILLs the daemon once target posts
 // were acknowledged (acked true; or after 30 s). It fails the test when
 // the round acknowledged nothing.
-func killUnderLoad(t *testing.T, h home.Home, clients int, target int64, before func(info *DaemonInfo, tok string),
-	post func(hc *http.Client, info *DaemonInfo, tok string, c, i int) (acked, alive bool)) {
+func killUnderLoad(t *testing.T, h home.Home, clients int, target int64, before func(info *labapi.DaemonInfo, tok string),
+	post func(hc *http.Client, info *labapi.DaemonInfo, tok string, c, i int) (acked, alive bool)) {
 	t.Helper()
 	cmd, info := startDaemon(t, h)
 	tok := daemonToken(t, info)
@@ -155,7 +156,7 @@ func TestDaemonSIGKILL(t *testing.T) {
 	acked := map[string]bool{}
 	for round := range rounds {
 		// Kill while requests are in flight, after a varying number of acks.
-		killUnderLoad(t, h, clients, int64(40+23*round), nil, func(hc *http.Client, info *DaemonInfo, tok string, c, i int) (bool, bool) {
+		killUnderLoad(t, h, clients, int64(40+23*round), nil, func(hc *http.Client, info *labapi.DaemonInfo, tok string, c, i int) (bool, bool) {
 			body := fmt.Sprintf(`{"notes":"r%d c%d i%d","ratings":{"overall":%d}}`, round, c, i, i%101)
 			status, _, b, ok := postOnce(hc, info, tok, fmt.Sprintf("r%d-c%d-i%d", round, c, i), body)
 			if !ok {
@@ -207,7 +208,7 @@ func TestDaemonSIGKILL(t *testing.T) {
 			t.Fatalf("%s appears %d times", id, n)
 		}
 	}
-	page, err := PollFeedback(h.FeedbackFile(), "0", "", 0)
+	page, err := labapi.PollFeedback(h.FeedbackFile(), "0", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +268,7 @@ func TestDaemonSIGTERM(t *testing.T) {
 	if cp.Seq != eng.Log().LastSeq() {
 		t.Fatalf("checkpoint seq %d, log last %d", cp.Seq, eng.Log().LastSeq())
 	}
-	page, err := PollFeedback(h.FeedbackFile(), "0", "", 0)
+	page, err := labapi.PollFeedback(h.FeedbackFile(), "0", "", 0)
 	if err != nil || len(page.Items) != 5 {
 		t.Fatalf("after restart: %v %d items", err, len(page.Items))
 	}

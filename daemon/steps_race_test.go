@@ -1,4 +1,4 @@
-package labapi
+package daemon
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/steps"
 )
 
@@ -35,11 +36,11 @@ func TestOneJournalPerDaemon(t *testing.T) {
 		atGate := make(chan struct{}, 1)
 		release := make(chan struct{})
 		dctx, cancel := context.WithCancel(ctx)
-		ready := make(chan DaemonInfo, 1)
+		ready := make(chan labapi.DaemonInfo, 1)
 		done := make(chan error, 1)
 		go func() {
-			done <- RunDaemon(dctx, DaemonOptions{Home: h, Listen: "127.0.0.1:0", now: func() time.Time { return now().Add(time.Duration(round) * time.Second) },
-				Ready: func(i DaemonInfo) { ready <- i },
+			done <- Run(dctx, Options{Home: h, Listen: "127.0.0.1:0", now: func() time.Time { return now().Add(time.Duration(round) * time.Second) },
+				Ready: func(i labapi.DaemonInfo) { ready <- i },
 				resumeHook: func(p steps.CrashPoint, step string) {
 					if p == steps.ChildStarted {
 						atGate <- struct{}{}
@@ -61,7 +62,7 @@ func TestOneJournalPerDaemon(t *testing.T) {
 		case err := <-done:
 			t.Fatalf("round %d: daemon: %v", round, err)
 		}
-		c, closeFn, err := Dial(ctx, h, DialOptions{})
+		c, closeFn, err := Dial(ctx, h)
 		if err != nil || !c.Remote {
 			t.Fatalf("dial: %v", err)
 		}
@@ -77,13 +78,13 @@ func TestOneJournalPerDaemon(t *testing.T) {
 			wg.Go(func() {
 				<-release
 				err := c.Do(ctx, http.MethodPost, "/api/steps/m1/"+tr, "r"+strconv.Itoa(round)+"-"+strconv.Itoa(i), body, nil)
-				var ae *APIError
+				var ae *labapi.APIError
 				switch {
 				case err == nil:
 					mu.Lock()
 					accepted[tr]++
 					mu.Unlock()
-				case errors.As(err, &ae) && ae.Code == CodeInvalidArgument:
+				case errors.As(err, &ae) && ae.Code == labapi.CodeInvalidArgument:
 				default:
 					t.Errorf("POST %s: %v", tr, err)
 				}

@@ -1,4 +1,4 @@
-package labapi
+package bench
 
 import (
 	"context"
@@ -6,9 +6,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/wal"
+	"github.com/google/uuid"
 )
 
 // BenchOptions configure BenchAPI.
@@ -73,27 +76,27 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	h := home.Home{Dir: filepath.Join(o.Dir, "home")}
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ready := make(chan DaemonInfo, 1)
+	ready := make(chan labapi.DaemonInfo, 1)
 	done := make(chan error, 1)
-	srvCh := make(chan *Server, 1)
+	homeCh := make(chan *daemon.Home, 1)
 	go func() {
-		done <- RunDaemon(dctx, DaemonOptions{Home: h, Listen: "127.0.0.1:0", Ready: func(i DaemonInfo) { ready <- i },
-			onServer: func(s *Server) { srvCh <- s }})
+		done <- daemon.Run(dctx, daemon.Options{Home: h, Listen: "127.0.0.1:0", Ready: func(i labapi.DaemonInfo) { ready <- i },
+			Opened: func(dh *daemon.Home) { homeCh <- dh }})
 	}()
-	var info DaemonInfo
+	var info labapi.DaemonInfo
 	select {
 	case info = <-ready:
 	case err := <-done:
 		return nil, err
 	}
-	srv := <-srvCh
+	dh := <-homeCh
 	res := &BenchResult{Clients: o.Clients, Requests: o.Requests}
 	// The same load, client and placement as the peer mode (BenchPeer):
 	// only the way the large stores are built differs (see engineGrow).
-	log := srv.opts.Engine.Log()
+	log := dh.Engine.Log()
 	var before wal.Stats
 	pr, err := runFeedbackBench(ctx, PeerOptions{URL: "http://" + info.Listen, Clients: o.Clients, Requests: o.Requests,
-		PollLines: o.PollLines, PollReps: o.PollReps}, benchHooks{grow: engineGrow(srv),
+		PollLines: o.PollLines, PollReps: o.PollReps}, benchHooks{grow: engineGrow(dh),
 		beforePosts: func() { before = log.Stats() },
 		afterPosts: func() {
 			// The log's own view of the timed POSTs: group sizes and fsync latency.
@@ -140,29 +143,29 @@ func histDiff(after, before wal.Histogram) wal.Histogram {
 // feedback.jsonl grows exactly as through the API, in seconds instead of
 // the minutes a million POSTs take. Only the building differs from the
 // peer's side; the polls go over HTTP alike.
-func engineGrow(srv *Server) growFunc {
+func engineGrow(dh *daemon.Home) growFunc {
 	return func(ctx context.Context, _ *peerClient, _ string, have, n int) error {
-		var b feedbackBody
+		var b struct {
+			Notes   string          `json:"notes"`
+			Ratings *events.Ratings `json:"ratings"`
+		}
 		if err := json.Unmarshal([]byte(peerFeedbackBody), &b); err != nil {
 			return err
 		}
-		ratings, err := parseRatings(b.Ratings, "ratings")
-		if err != nil {
-			return err
-		}
-		sid := srv.opts.SessionID
+		ratings := b.Ratings
+		sid := dh.Server.SessionID()
 		for i := have; i < n; {
 			k := min(1000, n-i)
 			evs := make([]*events.Event, 0, k)
 			for range k {
-				e := events.FeedbackEntry{SchemaVersion: 1, ID: newID("fb_"), SessionID: sid, Ratings: ratings, Notes: b.Notes}
+				e := events.FeedbackEntry{SchemaVersion: 1, ID: "fb_" + uuid.Must(uuid.NewV7()).String(), SessionID: sid, Ratings: ratings, Notes: b.Notes}
 				ev, err := events.New(sid, &events.FeedbackSubmitted{Entry: e})
 				if err != nil {
 					return err
 				}
 				evs = append(evs, ev)
 			}
-			if _, err := srv.opts.Engine.Append(ctx, evs...); err != nil {
+			if _, err := dh.Engine.Append(ctx, evs...); err != nil {
 				return err
 			}
 			i += k

@@ -1,4 +1,4 @@
-package labapi
+package daemon
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 )
 
 // envForeignProbe switches the test binary into foreignProbe: the part of
@@ -63,7 +64,7 @@ func TestHelperForeignProbe(t *testing.T) {
 	res.TokenErr = errText(err)
 	_, err = os.ReadDir(h.Dir)
 	res.ListErr = errText(err)
-	if c, closeFn, err := Dial(context.Background(), h, DialOptions{}); err == nil {
+	if c, closeFn, err := Dial(context.Background(), h); err == nil {
 		closeFn()
 		res.DialErr = fmt.Sprintf("dialled (remote=%v)", c.Remote)
 	} else {
@@ -126,10 +127,10 @@ func TestForeignUserCannotDriveTerminal(t *testing.T) {
 	h := home.Home{Dir: filepath.Join(base, "home")}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan DaemonInfo, 1)
+	ready := make(chan labapi.DaemonInfo, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- RunDaemon(ctx, DaemonOptions{Home: h, Listen: "127.0.0.1:0", Ready: func(i DaemonInfo) { ready <- i }})
+		done <- Run(ctx, Options{Home: h, Listen: "127.0.0.1:0", Ready: func(i labapi.DaemonInfo) { ready <- i }})
 	}()
 	defer func() {
 		cancel()
@@ -137,7 +138,7 @@ func TestForeignUserCannotDriveTerminal(t *testing.T) {
 			t.Errorf("daemon: %v", err)
 		}
 	}()
-	var info DaemonInfo
+	var info labapi.DaemonInfo
 	select {
 	case info = <-ready:
 	case err := <-done:

@@ -1,4 +1,4 @@
-package labapi
+package daemon
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 )
 
 func TestDialInProcessThenDaemon(t *testing.T) {
@@ -24,21 +25,21 @@ func TestDialInProcessThenDaemon(t *testing.T) {
 	if err := h.Ensure(); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteDaemonInfo(h, DaemonInfo{Pid: 1 << 30, Listen: "127.0.0.1:1"}); err != nil {
+	if err := labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: 1 << 30, Listen: "127.0.0.1:1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadDaemonInfo(h); !errors.Is(err, ErrNoDaemon) {
+	if _, err := labapi.ReadDaemonInfo(h); !errors.Is(err, labapi.ErrNoDaemon) {
 		t.Fatalf("dead pid: %v", err)
 	}
 	// A live pid (reused) whose address refuses connections is no daemon either.
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	closedAddr := ln.Addr().String()
 	ln.Close()
-	WriteDaemonInfo(h, DaemonInfo{Pid: os.Getpid(), Listen: closedAddr})
-	if _, err := ReadDaemonInfo(h); !errors.Is(err, ErrNoDaemon) {
+	labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: closedAddr})
+	if _, err := labapi.ReadDaemonInfo(h); !errors.Is(err, labapi.ErrNoDaemon) {
 		t.Fatalf("reused pid: %v", err)
 	}
-	c, closeFn, err := Dial(ctx, h, DialOptions{})
+	c, closeFn, err := Dial(ctx, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,8 +53,8 @@ func TestDialInProcessThenDaemon(t *testing.T) {
 		t.Fatalf("in-process POST: %v %+v", err, out)
 	}
 	err = c.Do(ctx, "POST", "/api/feedback", "", map[string]any{"ratings": map[string]any{"overall": 101}}, nil)
-	var ae *APIError
-	if !errors.As(err, &ae) || ae.Code != CodeInvalidArgument || ae.Fix() == "" {
+	var ae *labapi.APIError
+	if !errors.As(err, &ae) || ae.Code != labapi.CodeInvalidArgument || ae.Fix() == "" {
 		t.Fatalf("error = %#v", err)
 	}
 	if err := closeFn(); err != nil {
@@ -61,12 +62,12 @@ func TestDialInProcessThenDaemon(t *testing.T) {
 	}
 
 	dctx, cancel := context.WithCancel(ctx)
-	ready := make(chan DaemonInfo, 1)
+	ready := make(chan labapi.DaemonInfo, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- RunDaemon(dctx, DaemonOptions{Home: h, Listen: "127.0.0.1:0", Ready: func(i DaemonInfo) { ready <- i }})
+		done <- Run(dctx, Options{Home: h, Listen: "127.0.0.1:0", Ready: func(i labapi.DaemonInfo) { ready <- i }})
 	}()
-	var info DaemonInfo
+	var info labapi.DaemonInfo
 	select {
 	case info = <-ready:
 	case err := <-done:
@@ -74,7 +75,7 @@ func TestDialInProcessThenDaemon(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("daemon not ready")
 	}
-	c, closeFn, err = Dial(ctx, h, DialOptions{})
+	c, closeFn, err = Dial(ctx, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,12 +88,12 @@ func TestDialInProcessThenDaemon(t *testing.T) {
 	if err := c.Do(ctx, "POST", "/api/feedback", "k1", map[string]any{"notes": "in-process"}, &again); err != nil || again.FeedbackID != out.FeedbackID {
 		t.Fatalf("dedupe across in-process and daemon: %v %s vs %s", err, again.FeedbackID, out.FeedbackID)
 	}
-	var page FeedbackPage
+	var page labapi.FeedbackPage
 	if err := c.Do(ctx, http.MethodGet, "/api/feedback?since=0", "", nil, &page); err != nil || len(page.Items) != 1 {
 		t.Fatalf("poll: %v %+v", err, page)
 	}
 	// A second daemon on the same home is refused.
-	if err := RunDaemon(ctx, DaemonOptions{Home: h, Listen: "127.0.0.1:0"}); err == nil {
+	if err := Run(ctx, Options{Home: h, Listen: "127.0.0.1:0"}); err == nil {
 		t.Fatal("second daemon started")
 	}
 	closeFn()
@@ -100,7 +101,7 @@ func TestDialInProcessThenDaemon(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("daemon exit: %v", err)
 	}
-	if _, err := ReadDaemonInfo(h); !errors.Is(err, ErrNoDaemon) {
+	if _, err := labapi.ReadDaemonInfo(h); !errors.Is(err, labapi.ErrNoDaemon) {
 		t.Fatalf("daemon.json left behind: %v", err)
 	}
 }
@@ -110,7 +111,7 @@ func TestDialInProcessThenDaemon(t *testing.T) {
 func TestReadOnlyDaemon(t *testing.T) {
 	ctx := context.Background()
 	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
-	c, closeFn, err := Dial(ctx, h, DialOptions{})
+	c, closeFn, err := Dial(ctx, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,35 +121,35 @@ func TestReadOnlyDaemon(t *testing.T) {
 	closeFn()
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ready := make(chan DaemonInfo, 1)
+	ready := make(chan labapi.DaemonInfo, 1)
 	done := make(chan error, 1)
-	var srv *Server
+	var dh *Home
 	go func() {
-		done <- RunDaemon(dctx, DaemonOptions{Home: h, Listen: "127.0.0.1:0", ReadOnly: true,
-			Ready: func(i DaemonInfo) { ready <- i }, onServer: func(s *Server) { srv = s }})
+		done <- Run(dctx, Options{Home: h, Listen: "127.0.0.1:0", ReadOnly: true,
+			Ready: func(i labapi.DaemonInfo) { ready <- i }, Opened: func(h *Home) { dh = h }})
 	}()
-	var info DaemonInfo
+	var info labapi.DaemonInfo
 	select {
 	case info = <-ready:
 	case err := <-done:
 		t.Fatalf("read-only daemon: %v", err)
 	}
-	seq := srv.opts.Engine.Log().LastSeq()
-	rc, rclose, err := Dial(ctx, h, DialOptions{})
+	seq := dh.Engine.Log().LastSeq()
+	rc, rclose, err := Dial(ctx, h)
 	if err != nil || !rc.Remote || rc.BaseURL() != "http://"+info.Listen {
 		t.Fatalf("dial: %v", err)
 	}
 	defer rclose()
-	var page FeedbackPage
+	var page labapi.FeedbackPage
 	if err := rc.Do(ctx, "GET", "/api/feedback?since=0", "", nil, &page); err != nil || len(page.Items) != 1 {
 		t.Fatalf("read: %v %d", err, len(page.Items))
 	}
 	err = rc.Do(ctx, "POST", "/api/feedback", "k", map[string]any{"notes": "after"}, nil)
-	var ae *APIError
-	if !errors.As(err, &ae) || ae.Code != CodeForbidden {
+	var ae *labapi.APIError
+	if !errors.As(err, &ae) || ae.Code != labapi.CodeForbidden {
 		t.Fatalf("write on read-only: %v", err)
 	}
-	if got := srv.opts.Engine.Log().LastSeq(); got != seq || seq != 1 {
+	if got := dh.Engine.Log().LastSeq(); got != seq || seq != 1 {
 		t.Fatalf("seq %d → %d (want 1, unchanged)", seq, got)
 	}
 	cancel()
@@ -187,17 +188,17 @@ func TestStaleDaemonInfoGetsNoToken(t *testing.T) {
 	defer fake.Close()
 	listen := strings.TrimPrefix(fake.URL, "http://")
 	nonce := "n-" + strings.Repeat("7", 30)
-	if err := WriteDaemonInfo(h, DaemonInfo{Pid: os.Getpid(), Listen: listen, TokenFile: h.TokenFile(), Nonce: nonce}); err != nil {
+	if err := labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: listen, TokenFile: h.TokenFile(), Nonce: nonce}); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range []string{"", "some-other-nonce", nonce[:len(nonce)-1]} {
 		mu.Lock()
 		echo = e
 		mu.Unlock()
-		if _, err := ReadDaemonInfo(h); !errors.Is(err, ErrNoDaemon) {
+		if _, err := labapi.ReadDaemonInfo(h); !errors.Is(err, labapi.ErrNoDaemon) {
 			t.Fatalf("fake echoing %q taken for the daemon: %v", e, err)
 		}
-		c, closeFn, err := Dial(ctx, h, DialOptions{})
+		c, closeFn, err := Dial(ctx, h)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,16 +222,16 @@ func TestStaleDaemonInfoGetsNoToken(t *testing.T) {
 		}
 	}
 	// Old daemon.json files without a nonce are not trusted either.
-	WriteDaemonInfo(h, DaemonInfo{Pid: os.Getpid(), Listen: listen, TokenFile: h.TokenFile()})
-	if _, err := ReadDaemonInfo(h); !errors.Is(err, ErrNoDaemon) {
+	labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: listen, TokenFile: h.TokenFile()})
+	if _, err := labapi.ReadDaemonInfo(h); !errors.Is(err, labapi.ErrNoDaemon) {
 		t.Fatalf("nonce-less daemon.json: %v", err)
 	}
 	// The listener that echoes the nonce is the daemon.
-	WriteDaemonInfo(h, DaemonInfo{Pid: os.Getpid(), Listen: listen, TokenFile: h.TokenFile(), Nonce: nonce})
+	labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: listen, TokenFile: h.TokenFile(), Nonce: nonce})
 	mu.Lock()
 	echo = nonce
 	mu.Unlock()
-	if info, err := ReadDaemonInfo(h); err != nil || info.Listen != listen {
+	if info, err := labapi.ReadDaemonInfo(h); err != nil || info.Listen != listen {
 		t.Fatalf("echoing listener: %v", err)
 	}
 }
@@ -262,11 +263,11 @@ func TestCheckListen(t *testing.T) {
 	if _, err := CheckListen("nonsense", true); err == nil {
 		t.Error("CheckListen accepted an address without a port")
 	}
-	// RunDaemon refuses before touching the home or binding.
+	// Run refuses before touching the home or binding.
 	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
-	err := RunDaemon(context.Background(), DaemonOptions{Home: h, Listen: "0.0.0.0:0"})
+	err := Run(context.Background(), Options{Home: h, Listen: "0.0.0.0:0"})
 	if !errors.Is(err, ErrRemoteListen) {
-		t.Fatalf("RunDaemon on 0.0.0.0: %v", err)
+		t.Fatalf("Run on 0.0.0.0: %v", err)
 	}
 	if _, err := os.Stat(h.Dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("refused daemon created its home: %v", err)

@@ -1,4 +1,4 @@
-package labapi
+package daemon
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 )
 
 // envROFSHome switches the test binary into TestHelperReadOnlyFSDaemon.
@@ -24,8 +25,8 @@ const envROFSHome = "CMLAB_TEST_ROFS_HOME"
 
 // TestHelperReadOnlyFSDaemon runs in a mount namespace of its own: it
 // bind-mounts the home read-only onto itself, checks that a write there
-// really fails with EROFS, then serves it with RunDaemon ReadOnly and
-// prints the DaemonInfo as one JSON line, until SIGTERM.
+// really fails with EROFS, then serves it with Run ReadOnly and
+// prints the labapi.DaemonInfo as one JSON line, until SIGTERM.
 func TestHelperReadOnlyFSDaemon(t *testing.T) {
 	dir := os.Getenv(envROFSHome)
 	if dir == "" {
@@ -46,8 +47,8 @@ func TestHelperReadOnlyFSDaemon(t *testing.T) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	err := RunDaemon(ctx, DaemonOptions{Home: home.Home{Dir: dir}, Listen: "127.0.0.1:0", ReadOnly: true,
-		Ready: func(info DaemonInfo) { json.NewEncoder(os.Stdout).Encode(info) }})
+	err := Run(ctx, Options{Home: home.Home{Dir: dir}, Listen: "127.0.0.1:0", ReadOnly: true,
+		Ready: func(info labapi.DaemonInfo) { json.NewEncoder(os.Stdout).Encode(info) }})
 	if err != nil {
 		fail(3, "daemon: %v", err)
 	}
@@ -65,7 +66,7 @@ func TestServeReadOnlyOnReadOnlyFS(t *testing.T) {
 	}
 	ctx := context.Background()
 	h := home.Home{Dir: filepath.Join(privateTempDir(t), "home")}
-	c, closeFn, err := Dial(ctx, h, DialOptions{})
+	c, closeFn, err := Dial(ctx, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestServeReadOnlyOnReadOnlyFS(t *testing.T) {
 		}
 		exited <- cmd.Wait()
 	}()
-	var info DaemonInfo
+	var info labapi.DaemonInfo
 	select {
 	case l := <-lines:
 		if err := json.Unmarshal([]byte(l), &info); err != nil {
@@ -116,17 +117,17 @@ func TestServeReadOnlyOnReadOnlyFS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("token file %s: %v", info.TokenFile, err)
 	}
-	rc := NewClient(info.Listen, strings.TrimSpace(string(tok)))
-	var page FeedbackPage
+	rc := labapi.NewClient(info.Listen, strings.TrimSpace(string(tok)))
+	var page labapi.FeedbackPage
 	if err := rc.Do(ctx, "GET", "/api/feedback?since=0", "", nil, &page); err != nil || len(page.Items) != 3 {
 		t.Fatalf("read: %v, %d items", err, len(page.Items))
 	}
-	var health Health
+	var health labapi.Health
 	if err := rc.Do(ctx, "GET", "/api/health", "", nil, &health); err != nil || !health.ReadOnly || health.Status != "ok" {
 		t.Fatalf("health %+v, %v", health, err)
 	}
-	var ae *APIError
-	if err := rc.Do(ctx, "POST", "/api/feedback", "k", map[string]any{"notes": "after"}, nil); !errors.As(err, &ae) || ae.Code != CodeForbidden {
+	var ae *labapi.APIError
+	if err := rc.Do(ctx, "POST", "/api/feedback", "k", map[string]any{"notes": "after"}, nil); !errors.As(err, &ae) || ae.Code != labapi.CodeForbidden {
 		t.Fatalf("write on the read-only daemon: %v", err)
 	}
 	if err := rc.Do(ctx, "GET", "/api/steps", "", nil, nil); err != nil {

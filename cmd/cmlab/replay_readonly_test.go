@@ -1,17 +1,23 @@
-package replay
+package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/projections"
+	"github.com/cmlab/cmlab/replay"
 )
 
 // TestReadOnlyServeOfReplayedHome replays the demo home to the moment the
@@ -26,26 +32,26 @@ func TestReadOnlyServeOfReplayedHome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log, err := OpenLog(src.WALDir())
+	log, err := replay.OpenLog(src.WALDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	created, err := Select(ctx, log, Filter{Types: []string{events.TypeExperimentCreated}})
+	created, err := replay.Select(ctx, log, replay.Filter{Types: []string{events.TypeExperimentCreated}})
 	if err != nil || len(created) != 1 {
 		t.Fatalf("experiment.created events: %d, %v", len(created), err)
 	}
 	n := created[0].Seq
 	at := home.Home{Dir: filepath.Join(tmp, "at")}
-	if _, err := To(ctx, ToOptions{Src: src, Into: at, UpTo: n}); err != nil {
+	if _, err := replay.To(ctx, replay.ToOptions{Src: src, Into: at, UpTo: n}); err != nil {
 		t.Fatal(err)
 	}
-	before := snapshot(t, at)
+	before := viewSnapshot(t, at)
 
 	dctx, stop := context.WithCancel(ctx)
 	ready := make(chan labapi.DaemonInfo, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- labapi.RunDaemon(dctx, labapi.DaemonOptions{Home: at, Listen: "127.0.0.1:0", ReadOnly: true,
+		done <- daemon.Run(dctx, daemon.Options{Home: at, Listen: "127.0.0.1:0", ReadOnly: true,
 			Ready: func(info labapi.DaemonInfo) { ready <- info }})
 	}()
 	var info labapi.DaemonInfo
@@ -129,20 +135,38 @@ func TestReadOnlyServeOfReplayedHome(t *testing.T) {
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
-	atLog, err := OpenLog(at.WALDir())
+	atLog, err := replay.OpenLog(at.WALDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if last, err := atLog.LastSeq(ctx); err != nil || last != n {
 		t.Fatalf("replayed log ends at %d (%v) after the read-only daemon, want %d", last, err, n)
 	}
-	after := snapshot(t, at)
+	after := viewSnapshot(t, at)
 	if len(after) != len(before) {
-		t.Fatalf("view files changed: %v → %v", keys(before), keys(after))
+		t.Fatalf("view files changed: %v → %v", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
 	}
 	for f, b := range before {
 		if after[f] != b {
 			t.Errorf("%s changed while serving read-only", f)
 		}
 	}
+}
+
+// viewSnapshot reads every view file of h.
+func viewSnapshot(t *testing.T, h home.Home) map[string]string {
+	t.Helper()
+	files, err := projections.ViewFiles(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(h.Dir, filepath.FromSlash(f)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[f] = string(b)
+	}
+	return out
 }

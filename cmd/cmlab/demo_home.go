@@ -1,4 +1,4 @@
-package replay
+package main
 
 import (
 	"bytes"
@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/replay"
 	"github.com/cmlab/cmlab/steps"
 )
 
@@ -64,7 +66,7 @@ func Demo(ctx context.Context, opts DemoOptions) (*DemoResult, error) {
 		opts.Log = io.Discard
 	}
 	h := opts.Home
-	if err := ensureEmpty(h.Dir); err != nil {
+	if err := replay.EnsureEmpty(h.Dir); err != nil {
 		return nil, err
 	}
 	if err := h.Ensure(); err != nil {
@@ -124,7 +126,7 @@ func demoLab(ctx context.Context, opts DemoOptions, runDirs []string, res *DemoR
 	ready := make(chan labapi.DaemonInfo, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- labapi.RunDaemon(dctx, labapi.DaemonOptions{Home: opts.Home, Listen: "127.0.0.1:0",
+		done <- daemon.Run(dctx, daemon.Options{Home: opts.Home, Listen: "127.0.0.1:0",
 			AllowRoots: []string{opts.Home.Dir}, Ready: func(info labapi.DaemonInfo) { ready <- info }})
 	}()
 	defer func() {

@@ -1,4 +1,4 @@
-package replay
+package main
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/recovery"
+	"github.com/cmlab/cmlab/replay"
 )
 
 // TestDemoHomeTraceCheckWhatIf builds the demo home through a real daemon
@@ -30,17 +31,17 @@ func TestDemoHomeTraceCheckWhatIf(t *testing.T) {
 	if len(res.Runs) != 3 || len(res.FeedbackIDs) != 2 || res.ExperimentID == "" || len(res.SubmitFeedback) != 3 || len(res.Blocks) != 2 {
 		t.Fatalf("demo result %+v", res)
 	}
-	log, err := OpenLog(h.WALDir())
+	log, err := replay.OpenLog(h.WALDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	tr, err := Trace(ctx, log, res.SubmitRequestID)
+	tr, err := replay.Trace(ctx, log, res.SubmitRequestID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var types []string
-	var submit *Hit
+	var submit *replay.Hit
 	for i, hit := range tr.Hits {
 		types = append(types, hit.Event.Type)
 		if hit.Event.Req == res.SubmitRequestID {
@@ -70,11 +71,11 @@ func TestDemoHomeTraceCheckWhatIf(t *testing.T) {
 		t.Fatalf("related ids %v", tr.Related)
 	}
 	// A feedback id traces to the submit that wrote it.
-	if tr2, err := Trace(ctx, log, res.SubmitFeedback[1]); err != nil || len(tr2.Hits) != 1 || tr2.Hits[0].Event.Seq != submit.Event.Seq {
+	if tr2, err := replay.Trace(ctx, log, res.SubmitFeedback[1]); err != nil || len(tr2.Hits) != 1 || tr2.Hits[0].Event.Seq != submit.Event.Seq {
 		t.Fatalf("trace of %s: %+v %v", res.SubmitFeedback[1], tr2, err)
 	}
 
-	rep, err := Check(ctx, CheckOptions{Home: h})
+	rep, err := replay.Check(ctx, replay.CheckOptions{Home: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestDemoHomeTraceCheckWhatIf(t *testing.T) {
 		t.Fatalf("demo views differ from their re-projection: %+v", rep.First)
 	}
 
-	wi, err := WhatIf(ctx, log, res.MandateID)
+	wi, err := replay.WhatIf(ctx, log, res.MandateID)
 	if err != nil {
 		t.Fatal(err)
 	}

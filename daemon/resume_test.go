@@ -1,4 +1,4 @@
-package labapi
+package daemon
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/recovery"
 	"github.com/cmlab/cmlab/steps"
 )
@@ -101,12 +102,12 @@ func TestDaemonResumesInBackground(t *testing.T) {
 
 			dctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			ready := make(chan DaemonInfo, 1)
+			ready := make(chan labapi.DaemonInfo, 1)
 			resumers := make(chan *recovery.Resumer, 1)
 			done := make(chan error, 1)
 			go func() {
-				done <- RunDaemon(dctx, DaemonOptions{Home: h, Listen: "127.0.0.1:0", now: now,
-					Ready: func(i DaemonInfo) { ready <- i }, onResumer: func(r *recovery.Resumer) { resumers <- r }})
+				done <- Run(dctx, Options{Home: h, Listen: "127.0.0.1:0", now: now,
+					Ready: func(i labapi.DaemonInfo) { ready <- i }, onResumer: func(r *recovery.Resumer) { resumers <- r }})
 			}()
 			var res *recovery.Resumer
 			select {
@@ -127,7 +128,7 @@ func TestDaemonResumesInBackground(t *testing.T) {
 				t.Fatal("daemon not ready while the resumed step runs")
 			}
 			awaitFile(t, filepath.Join(work, "started.txt"))
-			c, closeFn, err := Dial(ctx, h, DialOptions{})
+			c, closeFn, err := Dial(ctx, h)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -169,7 +170,7 @@ func TestDaemonResumesInBackground(t *testing.T) {
 			case <-time.After(60 * time.Second):
 				t.Fatal("daemon did not stop")
 			}
-			// Stop waited: nothing of the step runs after RunDaemon returned.
+			// Stop waited: nothing of the step runs after Run returned.
 			if _, err := res.Wait(ctx); err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package labapi
+package daemon
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,16 +15,12 @@ import (
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 )
-
-type ackedPost struct {
-	body string
-	resp []byte
-}
 
 // postOnce sends one feedback POST with request id id; ok is false when
 // the daemon is gone.
-func postOnce(hc *http.Client, info *DaemonInfo, tok, id, body string) (status int, replay bool, resp []byte, ok bool) {
+func postOnce(hc *http.Client, info *labapi.DaemonInfo, tok, id, body string) (status int, replay bool, resp []byte, ok bool) {
 	req, _ := http.NewRequest("POST", "http://"+info.Listen+"/api/feedback", strings.NewReader(body))
 	req.Header.Set("X-CM-LAB-TOKEN", tok)
 	req.Header.Set("X-CM-LAB-REQUEST-ID", id)
@@ -54,7 +49,7 @@ func TestRequestIndexSIGKILL(t *testing.T) {
 	const rounds, clients = 3, 16
 	var mu sync.Mutex
 	acked := map[string]ackedPost{}
-	checkAll := func(info *DaemonInfo, tok string) {
+	checkAll := func(info *labapi.DaemonInfo, tok string) {
 		t.Helper()
 		hc := &http.Client{Timeout: 20 * time.Second}
 		mu.Lock()
@@ -68,7 +63,7 @@ func TestRequestIndexSIGKILL(t *testing.T) {
 	}
 	for round := range rounds {
 		// checkAll: the earlier rounds' ids, after a SIGKILL.
-		killUnderLoad(t, h, clients, int64(60+37*round), checkAll, func(hc *http.Client, info *DaemonInfo, tok string, c, i int) (bool, bool) {
+		killUnderLoad(t, h, clients, int64(60+37*round), checkAll, func(hc *http.Client, info *labapi.DaemonInfo, tok string, c, i int) (bool, bool) {
 			id := fmt.Sprintf("r%d-c%d-i%d", round, c, i)
 			body := fmt.Sprintf(`{"notes":"%s","ratings":{"overall":%d}}`, id, i%101)
 			status, _, resp, ok := postOnce(hc, info, tok, id, body)
@@ -122,27 +117,7 @@ func TestRequestIndexSIGKILL(t *testing.T) {
 	t.Logf("%d rounds: %d acknowledged ids, %d request ids in the log", rounds, len(acked), len(seen))
 }
 
-// TestIdempotencyHoldsNoDoneMap: the request ids done live in the on-disk
-// index; the only map the dedupe type keeps is the in-flight locks.
-func TestIdempotencyHoldsNoDoneMap(t *testing.T) {
-	typ := reflect.TypeOf(idempotency{})
-	for i := range typ.NumField() {
-		f := typ.Field(i)
-		if f.Type.Kind() == reflect.Map && f.Name != "inflight" {
-			t.Fatalf("idempotency.%s is a map: request ids must not live in the heap", f.Name)
-		}
-	}
-	tl := newTestLab(t)
-	for i := range 50 {
-		r := tl.do("POST", "/api/feedback", fmt.Sprintf(`{"notes":"n%d"}`, i), "X-CM-LAB-REQUEST-ID", fmt.Sprintf("id-%d", i))
-		if r.status != 200 {
-			t.Fatalf("POST: %d %s", r.status, r.body)
-		}
-	}
-	tl.srv.idem.mu.Lock()
-	n := len(tl.srv.idem.inflight)
-	tl.srv.idem.mu.Unlock()
-	if n != 0 {
-		t.Fatalf("%d in-flight locks left after the requests ended", n)
-	}
+type ackedPost struct {
+	body string
+	resp []byte
 }

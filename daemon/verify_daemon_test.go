@@ -1,4 +1,4 @@
-package labapi
+package daemon
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/wal"
 )
@@ -59,7 +60,7 @@ func buildVerifyHome(t *testing.T, n, segSize int) home.Home {
 
 // runVerifyDaemon serves h until the returned stop is called, logging to
 // the returned buffer. A daemon that does not start is fatal.
-func runVerifyDaemon(t *testing.T, h home.Home, segSize int) (DaemonInfo, *syncBuffer, func()) {
+func runVerifyDaemon(t *testing.T, h home.Home, segSize int) (labapi.DaemonInfo, *syncBuffer, func()) {
 	t.Helper()
 	info, logBuf, stop, err := startVerifyDaemon(t, h, segSize, nil)
 	if err != nil {
@@ -72,22 +73,22 @@ func runVerifyDaemon(t *testing.T, h home.Home, segSize int) (DaemonInfo, *syncB
 // that ended before it was ready.
 // onReady, when set, runs in the Ready callback: after the start, before
 // the daemon starts its verification.
-func startVerifyDaemon(t *testing.T, h home.Home, segSize int, onReady func()) (DaemonInfo, *syncBuffer, func(), error) {
+func startVerifyDaemon(t *testing.T, h home.Home, segSize int, onReady func()) (labapi.DaemonInfo, *syncBuffer, func(), error) {
 	t.Helper()
 	logBuf := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logBuf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan DaemonInfo, 1)
+	ready := make(chan labapi.DaemonInfo, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- RunDaemon(ctx, DaemonOptions{Home: h, Listen: "127.0.0.1:0", Logger: logger, SegmentSize: segSize, Ready: func(i DaemonInfo) {
+		done <- Run(ctx, Options{Home: h, Listen: "127.0.0.1:0", Logger: logger, SegmentSize: segSize, Ready: func(i labapi.DaemonInfo) {
 			if onReady != nil {
 				onReady()
 			}
 			ready <- i
 		}})
 	}()
-	var info DaemonInfo
+	var info labapi.DaemonInfo
 	select {
 	case info = <-ready:
 	case err := <-done:
@@ -226,7 +227,7 @@ func testDaemonFailsLogDamaged(t *testing.T, afterStart bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var health Health
+	var health labapi.Health
 	err = json.NewDecoder(res.Body).Decode(&health)
 	res.Body.Close()
 	if err != nil || health.Status != "degraded" || !strings.Contains(health.Cause, filepath.Base(first)) || !strings.Contains(health.Fix, "cmlab recover --salvage") {

@@ -1,4 +1,4 @@
-package labapi
+package daemon
 
 import (
 	"log/slog"

@@ -1,4 +1,4 @@
-package labapi
+package daemon
 
 import (
 	"context"
@@ -17,14 +17,15 @@ const DefaultCompactEvery = time.Hour
 // startCompaction runs the compaction policy o.Compaction on eng's log
 // every o.CompactEvery in a goroutine it owns; the returned function
 // stops it and waits for it (before the engine closes).
-func startCompaction(ctx context.Context, eng *engine.Engine, m *retention.Model, o DaemonOptions) (stop func()) {
+func startCompaction(ctx context.Context, eng *engine.Engine, m *retention.Model, o Options) (stop func()) {
 	every := o.CompactEvery
 	if every <= 0 {
 		every = DefaultCompactEvery
 	}
 	opts := *o.Compaction
-	opts.Home = o.Home
+	opts.Home = eng.Home()
 	opts.Model = m
+	opts.ReadModels = ReadModels()
 	opts.IndexCovered = func(ctx context.Context) (uint64, error) {
 		x, err := eng.RequestIndex(ctx)
 		if err != nil {

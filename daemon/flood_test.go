@@ -1,0 +1,95 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cmlab/cmlab/home"
+)
+
+// TestIdleConnectionFlood: a daemon whose descriptor limit is 256 (a
+// re-executed child) is flooded with 400 idle connections; while they are
+// held, and after, feedback POSTs succeed (200), health stays ok, and the
+// log is never degraded.
+func TestIdleConnectionFlood(t *testing.T) {
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	cmd, info := startDaemon(t, h, envDaemonNofile+"=256")
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	tokB, err := os.ReadFile(info.TokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := strings.TrimSpace(string(tokB))
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	post := func(what string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", "http://"+info.Listen+"/api/feedback", strings.NewReader(`{"notes":"`+what+`"}`))
+		req.Header.Set("X-CM-LAB-TOKEN", tok)
+		start := time.Now()
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("feedback %s: %v", what, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Fatalf("feedback %s: %d %s", what, res.StatusCode, b)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("feedback %s took %v", what, d)
+		}
+	}
+	health := func(when string) {
+		t.Helper()
+		res, err := client.Get("http://" + info.Listen + "/api/health")
+		if err != nil {
+			t.Fatalf("health %s: %v", when, err)
+		}
+		var hm map[string]any
+		json.NewDecoder(res.Body).Decode(&hm)
+		res.Body.Close()
+		if hm["status"] != "ok" {
+			t.Fatalf("health %s: %v", when, hm)
+		}
+	}
+	post("before")
+	var flood []net.Conn
+	defer func() {
+		for _, c := range flood {
+			c.Close()
+		}
+	}()
+	for range 400 {
+		c, err := net.DialTimeout("tcp", info.Listen, 5*time.Second)
+		if err != nil {
+			t.Fatalf("flood connection %d: %v", len(flood), err)
+		}
+		flood = append(flood, c)
+	}
+	for i := range 5 {
+		post(fmt.Sprintf("during-%d", i))
+		health("during the flood")
+	}
+	for _, c := range flood {
+		c.Close()
+	}
+	flood = nil
+	post("after")
+	health("after the flood")
+	lines, err := os.ReadFile(h.FeedbackFile())
+	if err != nil || strings.Count(string(lines), "\n") != 7 {
+		t.Fatalf("feedback.jsonl after the flood: %v\n%s", err, lines)
+	}
+}

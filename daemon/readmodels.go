@@ -1,0 +1,29 @@
+package daemon
+
+import (
+	"github.com/cmlab/cmlab/compact"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/pty"
+	"github.com/cmlab/cmlab/retention"
+	"github.com/cmlab/cmlab/steps"
+)
+
+// ReadModels is the table of the read models a daemon restarts from a
+// snapshot (state/snapshots/, package snapshot): the Lab state, the step
+// state, the retention model and the terminal's. The compaction's
+// read-models holder (compact.Options.ReadModels) keeps the log after the
+// oldest seq their snapshots cover; the daemon's policy and `cmlab
+// compact` pass this table. Adding a read model is one row here.
+func ReadModels() []compact.ReadModel {
+	return []compact.ReadModel{
+		{Name: "labstate", Covers: labapi.LabSnapshotCovers},
+		{Name: steps.SnapshotModel, Covers: func(h home.Home) (uint64, error) {
+			return compact.SnapshotModel{File: steps.SnapshotFile(h), Model: steps.SnapshotModel, Version: steps.SnapshotVersion()}.Covers()
+		}},
+		{Name: retention.ModelName, Covers: func(h home.Home) (uint64, error) {
+			return compact.SnapshotModel{File: retention.SnapshotFile(h), Model: retention.ModelName, Version: retention.Version()}.Covers()
+		}},
+		{Name: "pty", Covers: pty.SnapshotCovers},
+	}
+}
