@@ -22,8 +22,12 @@ func printServing(g *globalOpts, h home.Home, info labapi.DaemonInfo) {
 	fmt.Fprintf(w, "cmlab serving http://%s (session %s, pid %d)\n", info.Listen, info.SessionID, info.Pid)
 	fmt.Fprintf(w, "  home:   %s\n", h.Dir)
 	fmt.Fprintf(w, "  token:  %s (clients send it as X-CM-LAB-TOKEN; the CLI reads it itself)\n", info.TokenFile)
-	fmt.Fprintf(w, "  log:    %s ('cmlab logs -f --home %s')\n", daemon.DaemonLogFile(h), h.Dir)
-	fmt.Fprintf(w, "  stop:   Ctrl+C, or 'cmlab stop --home %s'\n", h.Dir)
+	cmlab := cmlabCommand() // serve_gorun.go
+	fmt.Fprintf(w, "  log:    %s ('%s logs -f --home %s')\n", daemon.DaemonLogFile(h), cmlab, h.Dir)
+	fmt.Fprintf(w, "  stop:   Ctrl+C, or '%s stop --home %s'\n", cmlab, h.Dir)
+	if cmlab != "cmlab" {
+		fmt.Fprintf(w, "  binary: none on PATH; 'go install ./cmd/cmlab' puts one in $(go env GOPATH)/bin (add it to PATH)\n")
+	}
 }
 
 // busyPort explains a listen address in use.
