@@ -25,7 +25,7 @@ var noHomeOfItsOwn = []string{"cmlab serve", "cmlab demo", "cmlab version", "cml
 
 // mustExist are the commands that open the home's log in this process
 // and would make a new home by doing so: they refuse a missing one.
-var mustExist = []string{"cmlab recover", "cmlab rebuild", "cmlab compact", "cmlab step", "cmlab run", "cmlab wal", "cmlab replay", "cmlab trace"}
+var mustExist = []string{"cmlab recover", "cmlab rebuild", "cmlab compact", "cmlab step", "cmlab run"}
 
 func commandIn(path string, list []string) bool {
 	for _, p := range list {
