@@ -330,7 +330,11 @@ func (r *Runner) runStep(ctx context.Context, id string, ms MandateStep, s *Step
 			sink = io.MultiWriter(&out, r.opts.Output, w)
 		}
 	}
-	g, startErr := startGated(ms.Argv, dir, r.env(ms, id, s.IdemKey), sink)
+	var g *gatedCommand
+	startErr := checkStepDir(dir) // a missing cwd would read as exec failing to find the shell
+	if startErr == nil {
+		g, startErr = startGated(ms.Argv, dir, r.env(ms, id, s.IdemKey), sink)
+	}
 	if startErr != nil {
 		// Nothing runs: record the attempt and its failure.
 		if err := r.opts.Recorder.Record(ctx, &events.StepExecuting{MandateID: id, StepID: ms.ID, IdemKey: s.IdemKey, ObservedPreHash: pre}); err != nil {

@@ -132,6 +132,9 @@ func describeError(cmdPath, homeFlag string, err error) cliError {
 	if isUsageError(err) {
 		return cliError{Code: "USAGE", Message: err.Error(), Fix: "run '" + cmdPath + " --help'"}
 	}
+	if code, fix, ok := plainFix(cmdPath, homeFlag, err); ok { // fixes.go
+		return cliError{Code: code, Message: strings.TrimPrefix(err.Error(), "engine: "), Fix: fix}
+	}
 	return cliError{Code: "ERROR", Message: strings.TrimPrefix(err.Error(), "engine: ")}
 }
 

@@ -86,6 +86,7 @@ The home directory is --home, else $CMLAB_HOME, else ~/.cm.`,
 		}
 	}
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error { return initHome(cmd, g) } // init_home.go
+	root.InitDefaultCompletionCmd()                                                                    // now, so that finishTree refuses its unknown shells (tcsh) as usage errors
 	addOperatorCmds(root, g)                                                                           // version.go
 	finishTree(root, g)                                                                                // cobra.go
 	return root
