@@ -94,7 +94,7 @@ N --compact-archive DIR) or stop it first.`,
 	c.Flags().IntVar(&o.keepDays, "keep-days", 0, "keep segments holding events of the last N days")
 	c.Flags().Int64Var(&o.keepBytes, "keep-bytes", 0, "remove the oldest segments while the log holds more than N bytes")
 	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "say what would be removed; remove nothing")
-	c.Flags().DurationVar(&o.resumeWindow, "resume-window", compact.DefaultResumeWindow, "keep the events of this auto-resume window (match cmlab serve --lookback)")
+	c.Flags().DurationVar(&o.resumeWindow, "resume-window", compact.DefaultResumeWindow, "keep the events of this auto-resume window (the daemon's: cmlab serve --resume-window)")
 	c.Flags().StringVar(&g.archive, "archive", "", "move removed segments to `DIR` (fsynced) instead of deleting them")
 	return c
 }

@@ -3,8 +3,11 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestRoughEdgesProcess: the CLI's leftover rough edges, each as a user
@@ -65,4 +68,29 @@ func TestRoughEdgesProcess(t *testing.T) {
 	if code, _, errs := cliRun(t, nil, "run", bad, "--home", h); code != 1 || !strings.Contains(errs, "invalid mandate: unexpected EOF at line 2, column 16 (the file ends inside the JSON") {
 		t.Errorf("run with cut JSON = %d %q", code, errs)
 	}
+}
+
+// TestOneNamePerMeaningProcess: the auto-resume window has one name in
+// --help, --resume-window (compact's too); serve's old --lookback still
+// works, hidden. runs import --help says --topic is a fallback. status
+// names a read-only daemon and its version.
+func TestOneNamePerMeaningProcess(t *testing.T) {
+	_, out, _ := cliRun(t, nil, "serve", "--help")
+	if !strings.Contains(out, "--resume-window duration") || strings.Contains(out, "--lookback") {
+		t.Errorf("serve --help:\n%s", out)
+	}
+	if _, out, _ := cliRun(t, nil, "compact", "--help"); !strings.Contains(out, "(the daemon's: cmlab serve --resume-window)") {
+		t.Errorf("compact --help:\n%s", out)
+	}
+	if _, out, _ := cliRun(t, nil, "runs", "import", "--help"); !strings.Contains(out, "when its script.json names none (a fallback: the title in script.json wins)") {
+		t.Errorf("runs import --help:\n%s", out)
+	}
+	h := filepath.Join(t.TempDir(), "home")
+	p, _ := serveProc(t, "--home", h, "--quiet", "--lookback", "1h", "--read-only")
+	code, out, errs := cliRun(t, nil, "status", "--home", h)
+	if code != 0 || !regexp.MustCompile(`(?m)^daemon:      running, pid \d+ at http://\S+ \(session lab_\S+, read-only: every write is refused\), version \S+\n`).MatchString(out) {
+		t.Errorf("status of a read-only daemon = %d\n%s%s", code, out, errs)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t, 30*time.Second)
 }

@@ -153,8 +153,11 @@ read-only unless --writable.`,
 	f.StringVar(&o.taskCompare, "task-compare", "", "focus the Lab on comparing experiment EXP")
 	f.StringVar(&o.taskReview, "task-review", "", "focus the Lab on reviewing run RUN")
 	f.IntVar(&o.exitAfterSubmit, "exit-after-submit", 0, "exit after N submissions for the task (0: never)")
-	f.BoolVar(&o.readOnly, "read-only", false, "serve a replayed home: refuse every write")
-	f.DurationVar(&o.lookback, "lookback", 2*time.Hour, "auto-resume window of start-up recovery")
+	f.BoolVar(&o.readOnly, "read-only", false, "refuse every write (a home made by 'cmlab replay --into' is served so unless --writable; on a read-only filesystem a private copy is served)")
+	f.DurationVar(&o.lookback, "resume-window", 2*time.Hour, "auto-resume window: start-up recovery resumes mandates interrupted less than this ago (compaction keeps their events)")
+	// Its old name, kept working for scripts and unit files: one meaning, one name in --help.
+	f.DurationVar(&o.lookback, "lookback", 2*time.Hour, "old name of --resume-window")
+	f.MarkHidden("lookback")
 	f.BoolVar(&o.quiet, "quiet", false, "log warnings only (no request log)")
 	f.IntVar(&o.maxConns, "max-conns", 0, "connections held open at once; beyond it idle ones are closed first, then new ones wait (0: a quarter of the open-file limit, 16–4096)")
 	f.StringVar(&o.ship.nats, "ship", "", "ship the log to NATS JetStream at URL (see 'cmlab ship'; the daemon serves on if it is unreachable)")

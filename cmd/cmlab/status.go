@@ -92,7 +92,11 @@ disk, which catch-up brings to the log then).`,
 			w := g.stdout
 			fmt.Fprintf(w, "home:        %s\n", rep.Home)
 			if rep.Daemon != nil {
-				fmt.Fprintf(w, "daemon:      running, pid %d at http://%s (session %s)\n", rep.Daemon.Pid, rep.Daemon.Listen, rep.Daemon.SessionID)
+				mode := ""
+				if rep.Health != nil && rep.Health.ReadOnly {
+					mode = ", read-only: every write is refused"
+				}
+				fmt.Fprintf(w, "daemon:      running, pid %d at http://%s (session %s%s), version %s\n", rep.Daemon.Pid, rep.Daemon.Listen, rep.Daemon.SessionID, mode, rep.Daemon.Version)
 			} else {
 				printNoDaemon(w, rep.UncleanStop) // status_crash.go
 			}
