@@ -242,7 +242,18 @@ func Run(ctx context.Context, l *wal.Log, o Options) (Report, error) {
 	if err != nil || o.DryRun || len(rep.Segments) == 0 {
 		return rep, err
 	}
-	res, err := l.Compact(ctx, wal.CompactOptions{Before: rep.Before, Archive: o.Archive, Now: o.Now})
+	var homeID string
+	if o.Archive != "" && o.Home.Dir != "" {
+		if homeID, err = HomeID(o.Home); err != nil {
+			return rep, fmt.Errorf("compact: home id: %w", err)
+		}
+	}
+	res, err := l.Compact(ctx, wal.CompactOptions{Before: rep.Before, Archive: o.Archive, Now: o.Now, HomeID: homeID})
+	if err == nil && res.Archive != "" && o.Home.Dir != "" {
+		if kerr := keepShipKey(o.Home, res.Archive); kerr != nil {
+			err = fmt.Errorf("compact: copy the ship key to the archive: %w (the compaction itself is done)", kerr)
+		}
+	}
 	rep.NewFirstSeq, rep.Archive = res.NewFirstSeq, res.Archive
 	rep.Segments, rep.Bytes = rep.Segments[:0], res.Bytes
 	for _, s := range res.Segments {

@@ -61,6 +61,12 @@
 // (restore the archive). Deleted: only what every read model's snapshot
 // covers goes (the read-models holder), so a restart never needs it.
 //
+// The archive belongs to one home: Run gives the home an id (state/home-id,
+// HomeID) and the log records it in the archive and the manifest (wal
+// archive.go); it also copies the home's ship key into the archive
+// (ship-key), so that the archive can authenticate a restore from the
+// home's stream (package ship).
+//
 // Loop runs a policy periodically for the daemon (cmlab serve
 // --compact-keep-days / --compact-keep-bytes / --compact-archive /
 // --compact-every, default hourly), in a goroutine the daemon owns.

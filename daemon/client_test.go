@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cmlab/cmlab/discovery"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/steps"
 )
 
 func TestDialInProcessThenDaemon(t *testing.T) {
@@ -158,52 +160,55 @@ func TestReadOnlyDaemon(t *testing.T) {
 	}
 }
 
-// TestStaleDaemonInfoGetsNoToken (issue 15 §4): state/daemon.json names a
-// live pid (this test's: as after pid reuse) and a listener on 127.0.0.1
-// that is not this home's daemon. Clients ask its /api/health for the
-// file's nonce without a token and, not getting it, send it nothing
-// secret: Dial works in-process and no request carries a token. A
-// listener that echoes the nonce (it read daemon.json) is the daemon.
+// TestStaleDaemonInfoGetsNoToken (issue 15 §4, issue 27 finding 1):
+// state/daemon.json names a live pid (this test's, with its true start
+// time and boot: as after pid reuse) and a listener on 127.0.0.1 that is
+// not this home's daemon, and answers /api/health as the daemon would.
+// With no daemon holding state/daemon.lock, clients contact nothing at
+// all: ReadDaemonInfo says why the record is stale, Dial works
+// in-process, and the listener sees no request, secret or not.
 func TestStaleDaemonInfoGetsNoToken(t *testing.T) {
 	ctx := context.Background()
 	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	if err := h.Ensure(); err != nil {
 		t.Fatal(err)
 	}
-	opTok, err := h.OperatorToken()
-	if err != nil {
+	if _, err := h.OperatorToken(); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var got []string // method path and auth headers of every request the fake saw
-	echo := ""       // the nonce the fake answers with
+	var got []string // method and path of every request the fake saw
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		got = append(got, r.Method+" "+r.URL.Path+" token="+r.Header.Get("X-CM-LAB-TOKEN")+" auth="+r.Header.Get("Authorization")+" query="+r.URL.RawQuery)
-		n := echo
+		got = append(got, r.Method+" "+r.URL.Path)
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"status":"ok","walIndex":0,"nonce":%q}`, n)
+		fmt.Fprintf(w, `{"status":"ok","walIndex":0}`)
 	}))
 	defer fake.Close()
 	listen := strings.TrimPrefix(fake.URL, "http://")
-	nonce := "n-" + strings.Repeat("7", 30)
-	if err := labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: listen, TokenFile: h.TokenFile(), Nonce: nonce}); err != nil {
+	self, err := steps.ProcessOf(os.Getpid())
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range []string{"", "some-other-nonce", nonce[:len(nonce)-1]} {
-		mu.Lock()
-		echo = e
-		mu.Unlock()
-		if _, err := labapi.ReadDaemonInfo(h); !errors.Is(err, labapi.ErrNoDaemon) {
-			t.Fatalf("fake echoing %q taken for the daemon: %v", e, err)
+	for _, info := range []labapi.DaemonInfo{
+		{Pid: os.Getpid(), Listen: listen, TokenFile: h.TokenFile()},
+		{Pid: os.Getpid(), Listen: listen, TokenFile: h.TokenFile(), Socket: h.DaemonSocket(), PidStart: self.Start, BootID: self.BootID},
+	} {
+		if err := labapi.WriteDaemonInfo(h, info); err != nil {
+			t.Fatal(err)
+		}
+		_, err := labapi.ReadDaemonInfo(h)
+		var stale *labapi.StaleDaemonError
+		if !errors.Is(err, labapi.ErrNoDaemon) || !errors.As(err, &stale) || !strings.Contains(stale.Why, "daemon.lock") {
+			t.Fatalf("record %+v taken for a daemon: %v", info, err)
 		}
 		c, closeFn, err := Dial(ctx, h)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if c.Remote {
-			t.Fatalf("Dial chose the fake listener (echo %q)", e)
+			t.Fatalf("Dial chose the fake listener (%+v)", info)
 		}
 		if err := c.Do(ctx, "POST", "/api/feedback", "", map[string]any{"notes": "local"}, nil); err != nil {
 			t.Fatal(err)
@@ -211,28 +216,71 @@ func TestStaleDaemonInfoGetsNoToken(t *testing.T) {
 		closeFn()
 	}
 	mu.Lock()
-	seen := append([]string(nil), got...)
-	mu.Unlock()
-	if len(seen) == 0 {
-		t.Fatal("the fake was never asked: the check did not run")
+	defer mu.Unlock()
+	if len(got) != 0 {
+		t.Fatalf("the fake listener was contacted: %q", got)
 	}
-	for _, s := range seen {
-		if s != "GET /api/health token= auth= query=" || strings.Contains(s, opTok) {
-			t.Fatalf("the fake listener got %q", s)
+}
+
+// TestDaemonSocketPeerChecked (issue 27 finding 1): with the daemon lock
+// held and the recorded process running, the client still sends nothing
+// to a socket listener that is not the recorded pid (SO_PEERCRED).
+func TestDaemonSocketPeerChecked(t *testing.T) {
+	ctx := context.Background()
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	if err := h.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := h.OperatorToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []string
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Path+" "+r.Header.Get("X-CM-LAB-TOKEN"))
+		mu.Unlock()
+		w.Write([]byte(`{"feedbackId":"fb_fake"}`))
+	})}
+	init1, err := steps.ProcessOf(1) // a live process that is not this one
+	if err != nil {
+		t.Skipf("no /proc/1/stat: %v", err)
+	}
+	adv, err := labapi.Advertise(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: "127.0.0.1:1", TokenFile: h.TokenFile()}, func(ln net.Listener) { go srv.Serve(ln) }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adv.Withdraw()
+	defer srv.Close()
+	// daemon.json says pid 1, with pid 1's true start time: live by the
+	// lock and /proc; only the socket's credentials tell.
+	info := adv.Info
+	info.Pid, info.PidStart = 1, init1.Start
+	if err := labapi.WriteDaemonInfo(h, info); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := labapi.ReadDaemonInfo(h); err != nil {
+		t.Fatalf("ReadDaemonInfo: %v", err)
+	}
+	c, closeFn, err := Dial(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFn()
+	err = c.Do(ctx, "POST", "/api/feedback", "", map[string]any{"notes": "x"}, nil)
+	if !errors.Is(err, discovery.ErrPeer) || !strings.Contains(err.Error(), "not the daemon's pid 1") {
+		t.Fatalf("Do through a listener of another pid: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, g := range got {
+		if strings.Contains(g, tok) {
+			t.Fatalf("the listener got the operator token: %q", g)
 		}
 	}
-	// Old daemon.json files without a nonce are not trusted either.
-	labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: listen, TokenFile: h.TokenFile()})
-	if _, err := labapi.ReadDaemonInfo(h); !errors.Is(err, labapi.ErrNoDaemon) {
-		t.Fatalf("nonce-less daemon.json: %v", err)
-	}
-	// The listener that echoes the nonce is the daemon.
-	labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: listen, TokenFile: h.TokenFile(), Nonce: nonce})
-	mu.Lock()
-	echo = nonce
-	mu.Unlock()
-	if info, err := labapi.ReadDaemonInfo(h); err != nil || info.Listen != listen {
-		t.Fatalf("echoing listener: %v", err)
+	if len(got) != 0 {
+		t.Fatalf("the listener got requests: %q", got)
 	}
 }
 

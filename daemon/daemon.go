@@ -32,7 +32,15 @@ type Options struct {
 	// AllowRemote permits a Listen address that is not loopback (CheckListen).
 	AllowRemote bool
 	// AllowRoots are extra import roots beside the working directory and its output/.
-	AllowRoots      []string
+	AllowRoots []string
+	// UnknownPeerCwd gives callers whose uid is not known the working
+	// directory as an import root too (content-machine's defaults;
+	// exposure.go).
+	UnknownPeerCwd bool
+	// ExportBudget bounds lab/exports/ (0: labapi.DefaultExportBudget).
+	ExportBudget int64
+	// LabStreams bounds Lab-token event streams (0: ¾ of the connection cap).
+	LabStreams      int
 	Task            *labapi.Task
 	ExitAfterSubmit int
 	// ReadOnly serves a replayed home: no session event, every write refused.
@@ -77,7 +85,6 @@ type Options struct {
 	Opened func(*Home)
 
 	listens    bool                           // Run: the home is served on a socket
-	nonce      string                         // Run: state/daemon.json's nonce, echoed by /api/health
 	onExit     func()                         // Run: the task's submissions are done
 	onResumer  func(*recovery.Resumer)        // tests: start-up auto-resume
 	resumeHook func(steps.CrashPoint, string) // tests: the resumed runner's crash points
@@ -110,7 +117,6 @@ func Run(ctx context.Context, o Options) (err error) {
 	if info, err := labapi.ReadDaemonInfo(o.Home); err == nil {
 		return fmt.Errorf("a daemon already serves this home (pid %d at %s): stop it first or use its API", info.Pid, info.Listen)
 	}
-	o.nonce = labapi.NewSecret()
 	exitCh := make(chan struct{})
 	o.onExit = func() { close(exitCh) }
 	h, err := Open(ctx, o)
@@ -141,6 +147,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	o.Logger.Info("connection cap", "maxConns", maxConns, "openFileLimit", fdLimit)
 	addr := ln.Addr().String()
 	h.Server.SetListen(addr)
+	h.Server.SetLabStreams(labStreamBudget(o.LabStreams, maxConns))
 	if err := h.Start(ctx, addr); err != nil {
 		ln.Close()
 		return err
@@ -150,21 +157,26 @@ func Run(ctx context.Context, o Options) (err error) {
 	o.trace("serve http")
 	hs := &http.Server{Handler: h.Server.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
 		ConnState: capped.ConnState, ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn)}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- hs.Serve(ln) }()
-	info := labapi.DaemonInfo{Pid: os.Getpid(), Listen: addr, TokenFile: o.Home.TokenFile(), Nonce: o.nonce, SessionID: h.Server.SessionID(),
-		StartedAt: time.Now().UTC().Format(time.RFC3339Nano), Version: o.Version}
+	roots, unknownRoots := labRoots(o.AllowRoots, o.UnknownPeerCwd)
+	info := labapi.DaemonInfo{Pid: os.Getpid(), Listen: addr, TokenFile: o.Home.TokenFile(), SessionID: h.Server.SessionID(),
+		StartedAt: time.Now().UTC().Format(time.RFC3339Nano), Version: o.Version, AllowedRoots: roots, UnknownPeerRoots: unknownRoots}
+	o.Logger.Info("import roots", "allowedRoots", roots, "unknownPeerRoots", unknownRoots, "labStreams", labStreamBudget(o.LabStreams, maxConns))
 	if h.OnROFS {
 		info.TokenFile = h.Served.TokenFile() // a copy of state/token, or one made for this run
 	} else {
+		// The CLI's way in: the lock, the Unix socket, state/daemon.json.
 		o.trace("write daemon.json")
-		if err := labapi.WriteDaemonInfo(o.Home, info); err != nil {
+		adv, err := advertiseDaemon(o.Home, info, hs, serveErr, o.Logger)
+		if err != nil {
 			hs.Close()
-			return fmt.Errorf("writing state/daemon.json: %w", err)
+			return err
 		}
+		info = adv.Info
 		defer func() {
 			o.trace("remove daemon.json")
-			labapi.RemoveDaemonInfo(o.Home, info.Pid)
+			adv.Withdraw()
 		}()
 	}
 	o.Logger.Info("serving", "listen", addr, "session", info.SessionID, "readOnly", o.ReadOnly)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/labui"
 	"github.com/cmlab/cmlab/pty"
 	"github.com/cmlab/cmlab/recovery"
 	"github.com/cmlab/cmlab/retention"
@@ -212,12 +214,20 @@ func Open(ctx context.Context, o Options) (_ *Home, err error) {
 	}
 
 	o.trace("http server")
-	roots := labapi.DefaultAllowedRoots(o.AllowRoots)
+	roots, unknownRoots := labRoots(o.AllowRoots, o.UnknownPeerCwd) // exposure.go
+	// cmlab's own Lab page at /, unless --ui names another client.
+	var page http.Handler
+	if o.UIDir == "" {
+		if page, err = labui.New(labui.Options{Version: o.Version}); err != nil {
+			return nil, err
+		}
+	}
 	h.Server, err = labapi.New(labapi.Options{
-		Engine: eng, Journal: h.Journal, Retention: h.Retention, Listen: o.Listen, OperatorToken: h.OperatorToken, Nonce: o.nonce,
-		SessionID: "lab_" + uuid.NewString(), AllowedRoots: roots, ReadOnly: o.ReadOnly, Pty: h.Terminals,
+		Engine: eng, Journal: h.Journal, Retention: h.Retention, Listen: o.Listen, OperatorToken: h.OperatorToken,
+		SessionID: "lab_" + uuid.NewString(), AllowedRoots: roots, UnknownPeerRoots: unknownRoots, ExportBudget: o.ExportBudget,
+		ReadOnly: o.ReadOnly, Pty: h.Terminals,
 		Version: o.Version, Logger: o.Logger, Task: o.Task, ExitAfterSubmit: o.ExitAfterSubmit,
-		OnExit: o.onExit, UIDir: o.UIDir,
+		OnExit: o.onExit, UIDir: o.UIDir, Page: page, DaemonLogFile: DaemonLogFile(o.Home),
 	})
 	if err != nil {
 		return nil, err

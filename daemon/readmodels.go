@@ -18,12 +18,8 @@ import (
 func ReadModels() []compact.ReadModel {
 	return []compact.ReadModel{
 		{Name: "labstate", Covers: labapi.LabSnapshotCovers},
-		{Name: steps.SnapshotModel, Covers: func(h home.Home) (uint64, error) {
-			return compact.SnapshotModel{File: steps.SnapshotFile(h), Model: steps.SnapshotModel, Version: steps.SnapshotVersion()}.Covers()
-		}},
-		{Name: retention.ModelName, Covers: func(h home.Home) (uint64, error) {
-			return compact.SnapshotModel{File: retention.SnapshotFile(h), Model: retention.ModelName, Version: retention.Version()}.Covers()
-		}},
+		{Name: steps.SnapshotModel, Covers: func(h home.Home) (uint64, error) { return steps.SnapshotKind.Covers(steps.SnapshotFile(h)) }},
+		{Name: retention.ModelName, Covers: func(h home.Home) (uint64, error) { return retention.Kind.Covers(retention.SnapshotFile(h)) }},
 		{Name: "pty", Covers: pty.SnapshotCovers},
 	}
 }

@@ -38,8 +38,10 @@
 // writers"); ErrFeedbackBusy when an unfinished foreign line does not
 // complete within Options.FeedbackWait. IngestFeedback sweeps on demand.
 // Only a line that is a JSON object whose id neither the log nor an
-// earlier line of the batch holds is ingested; the others are moved to
-// quarantine/ and out of the file (FeedbackSetAside lists them). The set
+// earlier line of the batch holds is ingested; the others are set aside:
+// copied to quarantine/, blanked in place (same length, so no cursor a
+// poll handed out moves or lands mid-line) and ingested blank with
+// feedback.ingested's SetAside naming why (FeedbackSetAside lists them). The set
 // of ids the log holds is built from the whole log the first time a
 // foreign line needs it, then kept up to date by the committer.
 //

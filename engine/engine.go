@@ -930,6 +930,7 @@ func (e *Engine) IngestFeedback(ctx context.Context) error {
 // unfinished last line is waited for (it must end before we write).
 func (e *Engine) foreignEvents(ctx context.Context, waitPartial bool) ([]*events.Event, error) {
 	deadline := time.Now().Add(e.opts.FeedbackWait)
+	aside := map[int64]projections.SetAside{} // blanked by this call, by offset
 	for {
 		lines, partial, err := e.proj.ForeignFeedback()
 		if err != nil {
@@ -937,13 +938,20 @@ func (e *Engine) foreignEvents(ctx context.Context, waitPartial bool) ([]*events
 		}
 		if moved, err := e.setAsideForeign(lines); err != nil {
 			return nil, err
-		} else if moved {
-			continue // the lines kept moved up: read them again
+		} else if len(moved) > 0 {
+			for _, a := range moved {
+				aside[a.Offset] = a
+			}
+			continue // read the blanked lines back
 		}
 		if !partial || !waitPartial {
 			out := make([]*events.Event, 0, len(lines))
 			for i := range lines {
-				ev, err := events.New("feedback", &lines[i])
+				in := events.FeedbackIngested{Raw: lines[i].Raw, Offset: lines[i].Offset}
+				if a, ok := aside[in.Offset]; ok && projections.IsBlank(in.Raw) {
+					in.SetAside, in.Quarantine = a.Reason, a.Quarantine
+				}
+				ev, err := events.New("feedback", &in)
 				if err != nil {
 					return nil, err
 				}
@@ -967,14 +975,15 @@ func (e *Engine) foreignEvents(ctx context.Context, waitPartial bool) ([]*events
 // setAsideForeign moves to quarantine/ the foreign lines that may not be
 // ingested (SPEC §4 legacy writers, as issue 14 narrows it): corrupt ones,
 // and ones whose id the log — or an earlier line of this batch — holds.
-// It reports whether it moved any; fbMu is held.
-func (e *Engine) setAsideForeign(lines []projections.ForeignLine) (bool, error) {
+// It returns the lines it set aside (blanked in place, copied to
+// quarantine/: projections.SetAsideForeign); fbMu is held.
+func (e *Engine) setAsideForeign(lines []projections.ForeignLine) ([]projections.SetAside, error) {
 	if len(lines) == 0 {
-		return false, nil
+		return nil, nil
 	}
 	held, err := e.heldIDs()
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	seen := map[string]bool{}
 	heldOrSeen := func(id string) bool { return seen[id] || held(id) }
@@ -992,14 +1001,14 @@ func (e *Engine) setAsideForeign(lines []projections.ForeignLine) (bool, error) 
 		}
 	}
 	if len(aside) == 0 {
-		return false, nil
+		return nil, nil
 	}
 	out, err := e.proj.SetAsideForeign(aside, reasons)
 	if err != nil {
-		return false, fmt.Errorf("engine: %w", err)
+		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.setAside = append(e.setAside, out...)
-	return true, nil
+	return out, nil
 }
 
 // ingestAdopted appends the foreign lines the projector found in place of

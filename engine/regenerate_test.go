@@ -241,7 +241,8 @@ func TestOpenRebuildsViewDamagedAnywhere(t *testing.T) {
 // Legacy ingest takes only JSON-object lines whose id the log does not
 // hold: a corrupt line and one repeating a logged id (or an earlier line's
 // of the same batch) go to quarantine/, reported with their offsets, and
-// leave feedback.jsonl; the rest is ingested once.
+// are blanked in place (same length: no cursor moves) and ingested blank
+// with the reason; the rest is ingested once.
 func TestLegacyIngestSetsAsideCorruptAndHeldIDs(t *testing.T) {
 	h := home.Home{Dir: t.TempDir()}
 	ctx := context.Background()
@@ -257,7 +258,8 @@ func TestLegacyIngestSetsAsideCorruptAndHeldIDs(t *testing.T) {
 	if err := e.IngestFeedback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := ingested(t, h); len(got) != 1 || got[0] != `{"id":"cm_2"}` {
+	blank := func(line string) string { return strings.Repeat(" ", len(line)-1) }
+	if got := ingested(t, h); len(got) != 4 || got[0] != blank(corrupt) || got[1] != blank(dup) || got[2] != `{"id":"cm_2"}` || got[3] != blank(dupGood) {
 		t.Fatalf("ingested %q", got)
 	}
 	aside := e.FeedbackSetAside()
@@ -273,7 +275,7 @@ func TestLegacyIngestSetsAsideCorruptAndHeldIDs(t *testing.T) {
 			t.Fatalf("set aside %d: %+v holding %q (%v), want %s at %d holding %q", i, a, q, err, wantWhy[i], wantAt[i], wantLine[i])
 		}
 	}
-	if fb := string(readView(t, h, projections.FeedbackView)); !strings.HasSuffix(fb, "\n"+good) || strings.Count(fb, "\n") != 2 {
+	if fb := string(readView(t, h, projections.FeedbackView)); fb[end:] != blank(corrupt)+"\n"+blank(dup)+"\n"+good+blank(dupGood)+"\n" {
 		t.Fatalf("feedback.jsonl:\n%s", fb)
 	}
 	mustAppend(t, e, feedbackEvent("fb_2"))

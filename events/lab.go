@@ -123,9 +123,17 @@ type FeedbackSubmitted struct {
 // feedback.jsonl. Raw is the line without its final '\n'; Offset is where it
 // started in the file. The projector writes Raw+"\n" back at Offset, so a
 // rebuild reproduces foreign lines byte for byte. Stream: "feedback".
+//
+// A line the log may not take as an entry (not a JSON object with a string
+// id, or an id the log holds) is set aside: its bytes are copied to
+// Quarantine (a path relative to the home) and blanked in place (spaces,
+// same length, so no cursor a poll handed out moves), and the blanked line
+// is ingested with SetAside naming why.
 type FeedbackIngested struct {
-	Raw    []byte `json:"raw"`
-	Offset int64  `json:"offset"`
+	Raw        []byte `json:"raw"`
+	Offset     int64  `json:"offset"`
+	SetAside   string `json:"setAside,omitempty"`
+	Quarantine string `json:"quarantine,omitempty"`
 }
 
 // FileStat fingerprints one file of a run's artifacts directory.

@@ -117,7 +117,8 @@ type PtySessionEnded struct {
 // line; Dropped is the count of bytes dropped that this event accounts for
 // (the first event of a block is written when the cap is crossed, a last
 // one before the block's END carries the bytes dropped after it). Limit
-// is the cap in bytes; Scope is "block" or "conversation".
+// is the cap in bytes; Scope is "block", "conversation" or "total" (the
+// cap over every conversation's spool together).
 type PtyTruncated struct {
 	BlockID     string `json:"block_id,omitempty"`
 	SpoolOffset int64  `json:"spool_offset"`
@@ -131,6 +132,7 @@ type PtyTruncated struct {
 const (
 	TruncatedBlock        = "block"
 	TruncatedConversation = "conversation"
+	TruncatedTotal        = "total"
 )
 
 func (PtySessionStarted) EventType() string { return TypePtySessionStarted }

@@ -5,7 +5,9 @@
 //
 //	wal/                          segments + LOCK
 //	state/checkpoint.json         last applied WAL index + byte size of every view file
-//	state/daemon.json             pid, listen address, token file and nonce of the running daemon
+//	state/daemon.json             pid, start time, boot id, listen address, socket and token file of the running daemon
+//	state/daemon.lock             locked (fcntl OFD) by the running daemon for its life (package discovery)
+//	state/daemon.sock             the running daemon's Unix socket: the CLI's only way to it
 //	state/token                   the operator token (64 hex characters), mode 0600
 //	state/reqindex.db             the request-id index (package reqindex), rebuilt from the log when damaged
 //	quarantine/                   bytes cut from the log by repair

@@ -86,6 +86,7 @@ func operatorRoutes() []operatorRoute {
 		{"GET /api/pty", "GET", "/api/pty", "", 200, `"max_shells"`},
 		{"POST /api/pty/{conversationId}/end_session", "POST", p + "end_session", `{}`, 200, ""},
 		{"POST /api/pty/{conversationId}/reset", "POST", p + "reset", `{}`, 200, ""},
+		{"POST /api/pty/{conversationId}/exec_wait", "POST", p + "exec_wait", `{"cmd":"echo waited-$((6*7))","timeout_ms":10000}`, 200, `"output":"waited-42\n"`},
 		{"POST /api/steps/{mandateId}/plan", "POST", "/api/steps/m1/plan", plan, 200, `"status":"planned"`},
 		{"POST /api/steps/{mandateId}/executing", "POST", "/api/steps/m1/executing", `{"step_id":"a","observed_pre_hash":"` + stepHash("2") + `"}`, 200, `"status":"executing"`},
 		{"POST /api/steps/{mandateId}/completed", "POST", "/api/steps/m1/completed", `{"step_id":"a","post_hash":"` + stepHash("4") + `","result_hash":"` + stepHash("5") + `","exit_code":0}`, 200, `"status":"completed"`},
@@ -93,10 +94,24 @@ func operatorRoutes() []operatorRoute {
 		{"POST /api/steps/{mandateId}/review", "POST", "/api/steps/m1/review", `{"step_id":"zz","reason":"r"}`, 404, ""},
 		{"POST /api/steps/{mandateId}/reset", "POST", "/api/steps/m1/reset", `{"step_id":"zz"}`, 404, ""},
 		{"POST /api/steps/{mandateId}/cancel", "POST", "/api/steps/zz/cancel", `{}`, 404, ""},
+		{"POST /api/steps/{mandateId}/approve", "POST", "/api/steps/m1/approve", `{"step_id":"zz"}`, 404, ""},
 		{"GET /api/steps", "GET", "/api/steps?mandateId=m1", "", 200, `"status":"completed"`},
 		{"GET /api/recovery/plan", "GET", "/api/recovery/plan", "", 200, ""},
 		{"POST /api/recovery/apply", "POST", "/api/recovery/apply", `{}`, 200, ""},
 		{"GET /metrics", "GET", "/metrics", "", 200, "cmlab_wal_appends_total"},
+		{"POST /api/console/login-code", "POST", "/api/console/login-code", "", 200, `"code"`},
+		{"POST /api/console/revoke", "POST", "/api/console/revoke", "", 200, `"ended"`},
+		{"GET /api/console/overview", "GET", "/api/console/overview", "", 200, `"health"`},
+		{"GET /api/console/log", "GET", "/api/console/log?type=step.", "", 200, `"step.planned"`},
+		{"GET /api/console/trace", "GET", "/api/console/trace?id=m1/a", "", 200, `"step.completed"`},
+		{"GET /api/console/recovery", "GET", "/api/console/recovery", "", 200, `MANDATE`},
+		{"GET /api/console/pty", "GET", "/api/console/pty", "", 200, `"c1"`},
+		{"POST /api/console/travel", "POST", "/api/console/travel", `{"seq":1}`, 200, `"lastSeq":1`},
+		{"GET /api/console/travel/compare", "GET", "/api/console/travel/compare?a=x&b=y", "", 404, ""},
+		{"GET /api/console/travel/{id}/file", "GET", "/api/console/travel/x/file?path=feedback.jsonl", "", 404, ""},
+		{"POST /api/console/check", "POST", "/api/console/check", "", 200, `"identical"`},
+		{"GET /api/console/pty/{conversationId}/blocks/{blockId}/screen", "GET", "/api/console/pty/c1/blocks/blk_nope/screen", "", 404, ""},
+		{"GET /api/console/pty/{conversationId}/blocks/{blockId}/frames", "GET", "/api/console/pty/c1/blocks/blk_nope/frames", "", 404, ""},
 		{"POST /mcp", "POST", "/mcp", mcpInit, 200, "protocolVersion"},
 		{"GET /mcp", "GET", "/mcp", "", 400, ""},
 		{"DELETE /mcp", "DELETE", "/mcp", "", 400, ""},
@@ -187,8 +202,10 @@ func TestOperatorRoutesCoverEveryRoute(t *testing.T) {
 		"GET /api/runs/{runId}/video": true, "GET /api/runs/{runId}/artifact/{name}": true,
 		"POST /api/experiments": true, "GET /api/experiments": true, "GET /api/experiments/{experimentId}": true,
 		"POST /api/experiments/{experimentId}/submit": true, "POST /api/export": true,
+		"GET /api/runs/{runId}/feedback": true, "GET /api/exports/{name}": true,
 	}
-	public := map[string]bool{"GET /api/config": true, "GET /api/health": true, "GET /{$}": true, "GET /index.html": true, "GET /lab/{path...}": true}
+	public := map[string]bool{"GET /api/config": true, "GET /api/health": true, "GET /{$}": true, "GET /index.html": true, "GET /lab/{path...}": true,
+		"GET /console/login": true, "GET /console/{file...}": true, "GET /console": true}
 	seen := map[string]bool{}
 	for _, r := range tl.srv.routes {
 		seen[r.pattern] = true

@@ -3,7 +3,6 @@ package labapi
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,28 +11,37 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cmlab/cmlab/home"
 )
 
 // DaemonInfo is state/daemon.json: how CLI commands find the running
-// daemon. serve writes it once it listens and removes it on clean shutdown.
+// daemon. serve writes it once it listens and removes it on clean shutdown
+// (Advertise, Withdraw).
 //
-// Nonce is drawn per daemon run and echoed by its GET /api/health; a
-// client sends a token only to a listener that echoes it (a stale file
-// whose pid and port were reused by another program gets nothing). It is
-// not a secret: it proves only that the listener read this file, which
-// only the home's owner can.
+// Nothing in it is trusted alone: a killed daemon leaves it behind, and
+// its pid and port may then belong to anyone. The daemon is live only
+// while it holds state/daemon.lock and its pid runs with the recorded
+// start time in the recorded boot (package discovery); clients then talk
+// to it over Socket only, after checking the listener's credentials.
 type DaemonInfo struct {
 	Pid       int    `json:"pid"`
 	Listen    string `json:"listen"`
 	TokenFile string `json:"tokenFile"`
-	Nonce     string `json:"nonce"`
+	// Socket is state/daemon.sock: the CLI's only way to the daemon.
+	Socket string `json:"socket"`
+	// PidStart is field 22 of /proc/PID/stat, BootID the boot it ran in.
+	PidStart  uint64 `json:"pidStart"`
+	BootID    string `json:"bootId"`
 	SessionID string `json:"sessionId,omitempty"`
 	StartedAt string `json:"startedAt,omitempty"`
 	Version   string `json:"version,omitempty"`
+	// AllowedRoots are the import roots (callers read only what they could
+	// read themselves); UnknownPeerRoots those of a caller whose uid the
+	// kernel does not tell (exposure.go).
+	AllowedRoots     []string `json:"allowedRoots,omitempty"`
+	UnknownPeerRoots []string `json:"unknownPeerRoots,omitempty"`
 }
 
 // ErrNoDaemon is returned by ReadDaemonInfo when no daemon runs for a home.
@@ -67,11 +75,11 @@ func RemoveDaemonInfo(h home.Home, pid int) error {
 	return home.SyncDir(h.StateDir())
 }
 
-// ReadDaemonInfo returns the running daemon of h. A missing file, an
-// unreadable one, a dead pid, or a listener that is not this home's
-// daemon (it refuses connections, or its /api/health does not echo the
-// file's nonce) all mean ErrNoDaemon. Nothing secret is sent to the
-// listener to find out.
+// ReadDaemonInfo returns the running daemon of h. A missing file is
+// ErrNoDaemon; a file whose daemon is gone (its lock is free, its pid
+// runs another process or none) is a *StaleDaemonError, which is
+// ErrNoDaemon too and says why. Nothing is sent to any listener to find
+// out.
 func ReadDaemonInfo(h home.Home) (*DaemonInfo, error) {
 	b, err := os.ReadFile(h.DaemonFile())
 	if err != nil {
@@ -81,45 +89,13 @@ func ReadDaemonInfo(h home.Home) (*DaemonInfo, error) {
 		return nil, err
 	}
 	var info DaemonInfo
-	if err := json.Unmarshal(b, &info); err != nil || info.Pid <= 0 || info.Listen == "" || info.Nonce == "" {
-		return nil, ErrNoDaemon
+	if err := json.Unmarshal(b, &info); err != nil || info.Pid <= 0 || info.Listen == "" {
+		return nil, &StaleDaemonError{Pid: info.Pid, Why: "it is not a daemon record"}
 	}
-	if !pidAlive(info.Pid) {
-		return nil, ErrNoDaemon
-	}
-	// A killed daemon's pid and port may have been reused: the listener is
-	// ours only if it echoes the nonce.
-	if !daemonEchoesNonce(info.Listen, info.Nonce) {
-		return nil, ErrNoDaemon
+	if err := checkLive(h, &info); err != nil {
+		return nil, err
 	}
 	return &info, nil
-}
-
-// daemonEchoesNonce asks listen's GET /api/health, with no token, whether
-// it is the daemon that wrote nonce.
-func daemonEchoesNonce(listen, nonce string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, NewClient(listen, "").base+"/api/health", nil)
-	if err != nil {
-		return false
-	}
-	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	var h Health
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&h) != nil {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(h.Nonce), []byte(nonce)) == 1
-}
-
-func pidAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // Client talks to the Lab API: over HTTP to a running daemon, or in-process
@@ -164,16 +140,21 @@ type DialOptions struct {
 }
 
 // Dial returns a client for home h: the running daemon when state/daemon.json
-// names a live one (authenticating with the operator token of state/token),
-// else opts.InProcess's in-process server (daemon.Dial supplies it).
-// closeFn releases what Dial opened; call it once the command is done.
+// names a live one (reached over its Unix socket, authenticating with the
+// operator token of state/token), else opts.InProcess's in-process server
+// (daemon.Dial supplies it). closeFn releases what Dial opened; call it
+// once the command is done.
 func Dial(ctx context.Context, h home.Home, opts DialOptions) (*Client, func() error, error) {
 	if info, err := ReadDaemonInfo(h); err == nil {
 		tok, err := ReadOperatorToken(h, info)
 		if err != nil {
 			return nil, nil, err
 		}
-		return NewClient(info.Listen, tok), func() error { return nil }, nil
+		// The operator token goes over the daemon's Unix socket only.
+		c := NewClient(info.Listen, tok)
+		tr := socketTransport(h)
+		c.hc = &http.Client{Transport: tr}
+		return c, func() error { tr.CloseIdleConnections(); return nil }, nil
 	} else if !errors.Is(err, ErrNoDaemon) {
 		return nil, nil, err
 	}

@@ -14,8 +14,12 @@
 // cursor of seed 000), runs.go (import canonicalization, fingerprint,
 // artifact allow-list; every run file is read through package confine),
 // events.go (SSE), metrics.go (/metrics through
-// prometheus/client_golang; names in docs/metrics.md), index.go (GET /
-// without a UI: what this daemon is), daemon.go (`cmlab serve`), listener.go
+// prometheus/client_golang; names in docs/metrics.md), paging.go (the
+// paging extension of the list routes), feedback_index.go (a run's
+// feedback count and latest entries, a cache over feedback.jsonl),
+// export_download.go (GET /api/exports/{name}); GET / and /ui/ serve
+// Options.Page (package labui, handed in by package daemon) unless
+// Options.UIDir names another client; daemon.go (`cmlab serve`), listener.go
 // (the connection cap and the open-file limit),
 // daemonlog.go (state/daemon.log with rotation), client.go (the daemon
 // client), bench.go (`cmlab bench api`), pty.go (terminal bridge: also
@@ -69,13 +73,16 @@
 //	var out struct{ FeedbackID string `json:"feedbackId"` }
 //	err = c.Do(ctx, "POST", "/api/feedback", reqID, body, &out)
 //
-// Dial reads state/daemon.json ({pid, listen, tokenFile, nonce, …}, written
-// by `cmlab serve` once it listens and removed on clean shutdown). When it
-// names a live pid whose listener's /api/health echoes the nonce (asked
-// without a token), the client sends HTTP requests to that address with
-// the operator token from tokenFile (X-CM-LAB-TOKEN) and the request id
-// (X-CM-LAB-REQUEST-ID). When no daemon runs (no file, a dead pid, or a
-// listener that does not echo the nonce),
+// Dial reads state/daemon.json ({pid, listen, socket, pidStart, bootId,
+// tokenFile, …}, written by `cmlab serve` once it listens and removed on
+// clean shutdown). The daemon it names is live only while it holds
+// state/daemon.lock and its pid runs with the recorded start time in the
+// recorded boot (package discovery); the client then sends HTTP requests
+// over the daemon's Unix socket, state/daemon.sock, after checking the
+// listener's credentials (SO_PEERCRED), with the operator token from
+// tokenFile (X-CM-LAB-TOKEN) and the request id (X-CM-LAB-REQUEST-ID). The
+// token never crosses TCP. When no daemon runs (no file, or a stale one:
+// *StaleDaemonError says why),
 // daemon.Dial opens the home in this process (daemon.Open, one-shot) —
 // taking the log's lock, repairing and catching up as serve would — with
 // the same Server (with

@@ -22,6 +22,8 @@ const (
 	CodeIdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED"
 	CodePayloadTooLarge      = "PAYLOAD_TOO_LARGE"
 	CodeDegraded             = "DEGRADED"
+	// CodeInsufficientStorage: a bounded store (lab/exports/) is full.
+	CodeInsufficientStorage = "INSUFFICIENT_STORAGE"
 	// CodeUnavailable: a transient shortage (file descriptors, views not
 	// yet caught up with the log); nothing was changed, retry after the
 	// Retry-After header's seconds. Never a log failure.
@@ -42,6 +44,7 @@ var statusOf = map[string]int{
 	CodeIdempotencyKeyReused: http.StatusConflict,
 	CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,
 	CodeDegraded:             http.StatusServiceUnavailable,
+	CodeInsufficientStorage:  http.StatusInsufficientStorage,
 	CodeUnavailable:          http.StatusServiceUnavailable,
 	CodeInternal:             http.StatusInternalServerError,
 }
@@ -137,7 +140,7 @@ func writeError(w http.ResponseWriter, err error) {
 	if b.Error.Context == nil {
 		b.Error.Context = map[string]any{}
 	}
-	if ae.Code == CodeUnavailable {
+	if ae.Code == CodeUnavailable && w.Header().Get("Retry-After") == "" { // a route may set its own
 		w.Header().Set("Retry-After", retryAfterSeconds)
 	}
 	writeJSON(w, ae.Status(), b)

@@ -72,10 +72,20 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 		after = n
 	}
-	labOnly := s.tokenKind(r) != tokenOperator
+	kind := s.tokenKind(r)
+	labOnly := kind != tokenOperator && kind != tokenSession
 	lg := s.opts.Engine.Log()
 	if last := lg.LastSeq(); after > last {
 		return NewError(CodeInvalidCursor, fmt.Sprintf("%s %d is beyond the end of the log (%d)", argName, after, last), "Reset since=0.").With("walIndex", last)
+	}
+	if labOnly {
+		// Lab streams have their own budget below the connection cap
+		// (events_budget.go): the operator always gets through.
+		release, err := s.holdLabStream(w)
+		if err != nil {
+			return err
+		}
+		defer release()
 	}
 	rc := http.NewResponseController(w)
 	// A stream outlives the server's ReadTimeout: lift the read deadline,
@@ -110,6 +120,12 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		last := lg.LastSeq()
 		sent := 0
 		for next <= last {
+			// A client that is gone stops the reading (a Lab stream skips
+			// most events and would otherwise write nothing that fails).
+			if (next-after)%streamCheckEvery == 0 && s.streamGone(r) {
+				return nil
+			}
+			s.streamReads.Add(1)
 			ev, err := lg.Read(next)
 			if err != nil {
 				fmt.Fprintf(bw, "event: error\ndata: %s\n\n", mustJSON(map[string]string{"error": err.Error()}))

@@ -35,6 +35,7 @@ func (s *Server) registerLabRoutes() {
 	s.route("GET /api/runs/{runId}", authPostOnly, s.handleRunGet)
 	s.route("GET /api/runs/{runId}/video", authPostOnly, s.handleRunVideo)
 	s.route("GET /api/runs/{runId}/artifact/{name}", authPostOnly, s.handleRunArtifact)
+	s.route("GET /api/runs/{runId}/feedback", authPostOnly, s.handleRunFeedback) // feedback_index.go
 
 	s.route("POST /api/experiments", authPostOnly, s.handleExperimentCreate)
 	s.route("GET /api/experiments", authPostOnly, s.handleExperimentsList)
@@ -42,6 +43,7 @@ func (s *Server) registerLabRoutes() {
 	s.route("POST /api/experiments/{experimentId}/submit", authPostOnly, s.handleExperimentSubmit)
 
 	s.route("POST /api/export", authPostOnly, s.handleExport)
+	s.route("GET /api/exports/{name}", authPostOnly, s.handleExportDownload) // export_download.go
 
 	if s.opts.UIDir != "" {
 		// content-machine's layout (src/lab/server/static.ts): the page at
@@ -50,8 +52,11 @@ func (s *Server) registerLabRoutes() {
 		s.route("GET /{$}", authNone, s.handleUI)
 		s.route("GET /index.html", authNone, s.handleUI)
 		s.route("GET /lab/{path...}", authNone, s.handleUI)
-	} else {
-		s.route("GET /{$}", authNone, s.handleIndex) // index.go
+	} else if s.opts.Page != nil {
+		// cmlab's own Lab (package labui): the page at /, its assets under /ui/.
+		page := func(w http.ResponseWriter, r *http.Request) error { s.opts.Page.ServeHTTP(w, r); return nil }
+		s.route("GET /{$}", authNone, page)
+		s.route("GET /ui/{path...}", authNone, page)
 	}
 }
 
@@ -176,9 +181,6 @@ type Health struct {
 	Fix      string `json:"fix,omitempty"`
 	WalIndex uint64 `json:"walIndex"`
 	ReadOnly bool   `json:"readOnly,omitempty"`
-	// Nonce echoes state/daemon.json's: how a client tells this home's
-	// daemon from a program that took over a dead daemon's port. Not a secret.
-	Nonce string `json:"nonce,omitempty"`
 	// Views is "behind" while the views lag the log (a projection failed
 	// after its events were made durable; they catch up by themselves),
 	// with ViewsCause. The log and every acknowledged write are intact.
@@ -187,7 +189,7 @@ type Health struct {
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
-	h := Health{Status: "ok", WalIndex: s.opts.Engine.Log().LastSeq(), ReadOnly: s.opts.ReadOnly, Nonce: s.opts.Nonce}
+	h := Health{Status: "ok", WalIndex: s.opts.Engine.Log().LastSeq(), ReadOnly: s.opts.ReadOnly}
 	if err := s.errFn(); err != nil {
 		h.Status, h.Cause = "degraded", err.Error()
 		h.Fix = degradedError(err).Fix()
@@ -216,6 +218,9 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) handleFeedbackPoll(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
+	if q.Has("wait") {
+		return s.feedbackLongPoll(w, r, q.Get("wait")) // feedback_wait.go
+	}
 	page, err := PollFeedback(s.opts.Engine.Home().FeedbackFile(), q.Get("since"), strings.TrimSpace(q.Get("sessionId")), parseLimit(q.Get("limit")))
 	if err != nil {
 		return err
@@ -418,11 +423,18 @@ func (s *Server) handleRunsImport(w http.ResponseWriter, r *http.Request) error 
 		if strings.ContainsRune(path, 0) {
 			return nil, NewError(CodeInvalidArgument, "Invalid path: contains a NUL byte", "Send a file system path.")
 		}
-		t, err := resolveImport(path, s.opts.AllowedRoots)
+		t, err := resolveImport(path, s.importRoots(r))
 		if err != nil {
 			return nil, err
 		}
+		// Only what the caller could read itself (peer.go).
+		if err := s.checkImportReadable(r, t.realDir, t.videoPath); err != nil {
+			return nil, err
+		}
 		d := discover(t.artifactsDir, t.realDir)
+		if err := s.checkImportReadable(r, t.realDir, d.video, d.script, d.timestamps, d.visuals, d.score, d.syncReport, d.captionReport); err != nil {
+			return nil, err
+		}
 		if t.videoPath != "" {
 			if _, err := confine.Stat(t.realDir, filepath.Base(t.videoPath)); err != nil {
 				if ae := transientFileError(err); ae != nil {
@@ -492,6 +504,11 @@ func nullable(s string) any {
 }
 
 func (s *Server) handleRunsList(w http.ResponseWriter, r *http.Request) error {
+	if lq, paged, err := parseListQuery(r.URL.Query(), runSorts...); err != nil {
+		return err
+	} else if paged {
+		return s.handleRunsPage(w, lq) // paging.go
+	}
 	writeJSON(w, http.StatusOK, runsListBody(s.lab))
 	return nil
 }
@@ -532,7 +549,13 @@ func (s *Server) handleRunGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d := discover(run.ArtifactsDir, run.ArtifactsDirRealpath)
+	d := discovered{}
+	summary := run.AutoMetricsSummary
+	if u, _, checked := s.fileReader(r); !checked || confine.SearchableBy(run.ArtifactsDirRealpath, u) == nil {
+		// What the directory holds now, for a caller who could look.
+		d = discover(run.ArtifactsDir, run.ArtifactsDirRealpath)
+		summary = autoMetrics(d)
+	}
 	video := d.video
 	if video == "" {
 		video = run.VideoPath
@@ -542,7 +565,7 @@ func (s *Server) handleRunGet(w http.ResponseWriter, r *http.Request) error {
 		"artifactsDir": run.ArtifactsDir, "videoPath": nullable(video),
 		"artifacts": map[string]any{"script": d.script != "", "timestamps": d.timestamps != "", "visuals": d.visuals != "",
 			"score": d.score != "", "reports": map[string]bool{"sync": d.syncReport != "", "caption": d.captionReport != ""}},
-		"autoMetricsSummary": summaryOrNulls(autoMetrics(d)),
+		"autoMetricsSummary": summaryOrNulls(summary),
 	})
 	return nil
 }
@@ -562,8 +585,11 @@ func (s *Server) handleRunVideo(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Opened once beneath the run's real path, checked as opened, served
 	// from that descriptor (package confine): no check-then-reopen race.
-	f, err := confine.Open(run.ArtifactsDirRealpath, filepath.Base(video))
+	f, err := s.openRunFile(r, run.ArtifactsDirRealpath, filepath.Base(video))
 	if err != nil {
+		if errors.Is(err, confine.ErrAccess) {
+			return accessError(err)
+		}
 		if ae := transientFileError(err); ae != nil {
 			return ae
 		}
@@ -598,8 +624,10 @@ func (s *Server) handleRunArtifact(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	b, err := confine.ReadFile(run.ArtifactsDirRealpath, name, maxArtifact)
+	b, err := s.readRunFile(r, run.ArtifactsDirRealpath, name, maxArtifact)
 	switch {
+	case errors.Is(err, confine.ErrAccess):
+		return accessError(err)
 	case errors.Is(err, confine.ErrTooLarge):
 		return NewError(CodeInvalidArgument, "Artifact too large to serve: "+name, "Read it from the artifacts directory directly.")
 	case err != nil:
@@ -715,6 +743,11 @@ func (s *Server) handleExperimentCreate(w http.ResponseWriter, r *http.Request) 
 }
 
 func (s *Server) handleExperimentsList(w http.ResponseWriter, r *http.Request) error {
+	if lq, paged, err := parseListQuery(r.URL.Query(), experimentSorts...); err != nil {
+		return err
+	} else if paged {
+		return s.handleExperimentsPage(w, lq) // paging.go
+	}
 	items := []map[string]any{}
 	for _, e := range s.lab.experimentList() {
 		items = append(items, map[string]any{"experimentId": e.ExperimentID, "sessionId": e.SessionID,
@@ -936,6 +969,11 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) error {
 		}
 		out, count, err := s.buildExport(sid)
 		if err != nil {
+			return nil, err
+		}
+		s.exportMu.Lock()
+		defer s.exportMu.Unlock()
+		if err := s.checkExportBudget(root, target, len(out)); err != nil {
 			return nil, err
 		}
 		if err := home.WriteFileAtomic(target, out); err != nil {

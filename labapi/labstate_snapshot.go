@@ -1,16 +1,12 @@
 package labapi
 
 import (
-	"errors"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/snapshot"
-	"github.com/cmlab/cmlab/wal"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -25,12 +21,14 @@ const (
 	labSnapEvery  = 10_000
 )
 
-func labSnapVersion() string { return fmt.Sprintf("%d/%s", labSnapSchema, Version) }
+// labSnapKind is the lab state's snapshot kind (the read-model kit,
+// package snapshot): its code version follows the kit's one rule.
+var labSnapKind = snapshot.Kind{Name: labSnapModel, Schema: labSnapSchema, Every: labSnapEvery}
+
+func labSnapVersion() string { return labSnapKind.Version() }
 
 // LabSnapshotFile is the lab state's snapshot in h.
-func LabSnapshotFile(h home.Home) string {
-	return filepath.Join(h.StateDir(), "snapshots", labSnapModel+".msgpack")
-}
+func LabSnapshotFile(h home.Home) string { return labSnapKind.File(h.StateDir()) }
 
 // labSnap is labState as stored: runs and experiments in log order.
 type labSnap struct {
@@ -76,14 +74,10 @@ func (st *labState) Covered() uint64 {
 	return st.seq
 }
 
-// writeSnapshot stores the state at path unless fewer than every events
-// passed since the last snapshot (every 0: whenever anything did).
-func (st *labState) writeSnapshot(path string, every uint64) (bool, error) {
+// Encode implements snapshot.Model: runs and experiments in log order.
+func (st *labState) Encode() ([]byte, uint64, string, error) {
 	st.mu.RLock()
-	if st.seq == 0 || st.seq <= st.snapSeq || st.seq-st.snapSeq < every {
-		st.mu.RUnlock()
-		return false, nil
-	}
+	defer st.mu.RUnlock()
 	sn := labSnap{ByReal: st.byReal, Sessions: st.sessions,
 		Runs: make(sizedSlice[events.LabRun], 0, len(st.runOrder)), Exps: make(sizedSlice[events.LabExperiment], 0, len(st.expOrder))}
 	for _, id := range st.runOrder {
@@ -93,39 +87,25 @@ func (st *labState) writeSnapshot(path string, every uint64) (bool, error) {
 		sn.Exps = append(sn.Exps, *st.exps[id])
 	}
 	body, err := events.Marshal(&sn)
-	seq, id := st.seq, st.eventID
-	st.mu.RUnlock()
-	if err != nil {
-		return false, err
-	}
-	if err := snapshot.Write(path, snapshot.Header{Model: labSnapModel, Version: labSnapVersion(), Seq: seq, EventID: id}, body); err != nil {
-		return false, err
-	}
-	st.mu.Lock()
-	st.snapSeq = max(st.snapSeq, seq)
-	st.mu.Unlock()
-	return true, nil
+	return body, st.seq, st.eventID, err
 }
 
-// loadSnapshot fills an empty state from the snapshot at path if it can be
-// trusted: whole, of this code version, and covering an event the log
-// holds with the same id. A missing file returns an error wrapping
-// os.ErrNotExist; the state is left empty on any error.
-func (st *labState) loadSnapshot(path string, l *wal.Log) error {
-	h, body, err := snapshot.Read(path, labSnapModel, labSnapVersion())
-	if err != nil {
-		return err
+// Decode implements snapshot.Model.
+func (st *labState) Decode(h snapshot.Header, body []byte) error { return st.loadBody(h, body) }
+
+// writeSnapshot stores the state at path unless fewer than every events
+// passed since the last snapshot (every 0: whenever anything did).
+func (st *labState) writeSnapshot(path string, every uint64) (bool, error) {
+	st.mu.RLock()
+	snapSeq := st.snapSeq
+	st.mu.RUnlock()
+	ok, err := snapshot.NewWriter(labSnapKind, path, st, snapSeq).Write(every)
+	if ok {
+		st.mu.Lock()
+		st.snapSeq = max(st.snapSeq, st.seq)
+		st.mu.Unlock()
 	}
-	if h.Seq > l.LastSeq() {
-		return fmt.Errorf("%w: covers seq %d, the log ends at %d", snapshot.ErrInvalid, h.Seq, l.LastSeq())
-	}
-	if h.Seq >= l.FirstSeq() {
-		ev, err := l.Read(h.Seq)
-		if err != nil || ev.ID != h.EventID {
-			return fmt.Errorf("%w: covered seq %d is not event %s in this log", snapshot.ErrInvalid, h.Seq, h.EventID)
-		}
-	}
-	return st.loadBody(h, body)
+	return ok, err
 }
 
 // loadBody fills an empty state from a snapshot's body.
@@ -173,47 +153,30 @@ func (st *labState) loadBody(h snapshot.Header, body []byte) error {
 }
 
 // openLabState builds the lab state from its snapshot, if trusted (a
-// rejected one is logged), and subscribes it for the log after it.
+// rejected one is logged), and subscribes it for the log after it
+// (snapshot.Attach); unless read-only, its snapshot is written at the
+// engine's checkpoints.
 func (s *Server) openLabState() error {
-	path := LabSnapshotFile(s.opts.Engine.Home())
-	if !s.opts.Engine.ReadOnly() {
-		// Temporary files of a write a crash interrupted.
-		stale, _ := filepath.Glob(path + ".tmp-*")
-		for _, f := range stale {
-			os.Remove(f)
-		}
+	eng := s.opts.Engine
+	path := LabSnapshotFile(eng.Home())
+	st, _, refused, err := snapshot.Attach(eng, labSnapKind, path, newLabState, func(st *labState) error { return eng.Subscribe(st) },
+		func(_ bool, err error) {
+			if err != nil {
+				// Only the next start's catch-up grows; retried at the next checkpoint.
+				s.log.Warn("lab state snapshot not written", "error", err.Error())
+			}
+		})
+	if refused != "" {
+		s.log.Warn("lab state snapshot ignored, rebuilding from the log", "file", eng.Home().Rel(path), "reason", refused)
 	}
-	st := newLabState()
-	if err := st.loadSnapshot(path, s.opts.Engine.Log()); err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			s.log.Warn("lab state snapshot ignored, rebuilding from the log", "file", s.opts.Engine.Home().Rel(path), "reason", err.Error())
-		}
-		st = newLabState()
-	}
-	if err := s.opts.Engine.Subscribe(st); err != nil {
+	if err != nil {
 		return err
 	}
 	s.lab = st
-	if s.opts.Engine.ReadOnly() {
-		return nil
-	}
-	s.opts.Engine.OnCheckpoint(func(final bool) {
-		every := uint64(labSnapEvery)
-		if final {
-			every = 0
-		}
-		if _, err := st.writeSnapshot(path, every); err != nil {
-			// Only the next start's catch-up grows; retried at the next checkpoint.
-			s.log.Warn("lab state snapshot not written", "error", err.Error())
-		}
-	})
 	return nil
 }
 
 // LabSnapshotCovers is the seq the Lab state's snapshot in h covers, read
 // whole (CRC checked) and of this code version; an error when it is
 // missing or untrusted (the daemon's read-model table, package daemon).
-func LabSnapshotCovers(h home.Home) (uint64, error) {
-	hd, _, err := snapshot.Read(LabSnapshotFile(h), labSnapModel, labSnapVersion())
-	return hd.Seq, err
-}
+func LabSnapshotCovers(h home.Home) (uint64, error) { return labSnapKind.Covers(LabSnapshotFile(h)) }

@@ -38,6 +38,7 @@ func (s *Server) registerPtyRoutes() {
 	s.route("GET "+p+"blocks/{blockId}/output", authAlways, ptyRoute(s, ptyBlockOutput))
 	s.route("GET "+p+"search", authAlways, ptyRoute(s, ptySearch))
 	s.route("GET /api/pty", authAlways, ptyRoute(s, ptySlots))
+	s.registerPtyRunRoutes() // pty_run.go
 }
 
 // ptyBusy is the seed's refusal body ({ok:false, error:"busy"}), sent with
@@ -217,19 +218,21 @@ type ptyWaitForReq struct {
 	MatchType  string `json:"match_type"`
 	FromCursor *int64 `json:"from_cursor"`
 	TimeoutMs  int64  `json:"timeout_ms"`
+	Raw        bool   `json:"raw"`
 }
 
 func ptyWaitFor(ctx context.Context, m *pty.Manager, conv string, in ptyWaitForReq) (any, error) {
-	return m.WaitFor(ctx, conv, pty.WaitParams{Match: in.Match, MatchType: in.MatchType, FromCursor: fromCursor(in.FromCursor), TimeoutMs: in.TimeoutMs})
+	return m.WaitFor(ctx, conv, pty.WaitParams{Match: in.Match, MatchType: in.MatchType, FromCursor: fromCursor(in.FromCursor), TimeoutMs: in.TimeoutMs, Raw: in.Raw})
 }
 
 type ptyWaitPromptReq struct {
 	FromCursor *int64 `json:"from_cursor"`
 	TimeoutMs  int64  `json:"timeout_ms"`
+	Raw        bool   `json:"raw"`
 }
 
 func ptyWaitPrompt(ctx context.Context, m *pty.Manager, conv string, in ptyWaitPromptReq) (any, error) {
-	return m.WaitPrompt(ctx, conv, fromCursor(in.FromCursor), in.TimeoutMs)
+	return m.WaitPromptView(ctx, conv, fromCursor(in.FromCursor), in.TimeoutMs, in.Raw)
 }
 
 type ptyExpectSendReq struct {
@@ -238,23 +241,25 @@ type ptyExpectSendReq struct {
 	Send       *string `json:"send"`
 	FromCursor *int64  `json:"from_cursor"`
 	TimeoutMs  int64   `json:"timeout_ms"`
+	Raw        bool    `json:"raw"`
 }
 
 func ptyExpectSend(ctx context.Context, m *pty.Manager, conv string, in ptyExpectSendReq, req pty.Request) (any, error) {
 	if in.Send == nil {
 		return nil, NewError(CodeInvalidArgument, "send is required", "Send {\"expect\": \"…\", \"send\": \"…\", \"from_cursor\": N, \"timeout_ms\": N}.")
 	}
-	wp := pty.WaitParams{Match: in.Expect, MatchType: in.MatchType, FromCursor: fromCursor(in.FromCursor), TimeoutMs: in.TimeoutMs}
+	wp := pty.WaitParams{Match: in.Expect, MatchType: in.MatchType, FromCursor: fromCursor(in.FromCursor), TimeoutMs: in.TimeoutMs, Raw: in.Raw}
 	return m.ExpectSend(ctx, conv, wp, []byte(*in.Send), req)
 }
 
 type ptyReadReq struct {
 	FromCursor int64 `json:"from_cursor"`
 	MaxBytes   int64 `json:"max_bytes"`
+	Raw        bool  `json:"raw"`
 }
 
 func ptyReadSpool(ctx context.Context, m *pty.Manager, conv string, in ptyReadReq) (any, error) {
-	return m.ReadSpool(ctx, conv, in.FromCursor, in.MaxBytes)
+	return m.ReadSpoolView(ctx, conv, in.FromCursor, in.MaxBytes, in.Raw)
 }
 
 type ptyInterruptReq struct{}
@@ -357,7 +362,11 @@ func ptyBlockOutput(r *http.Request, m *pty.Manager, conv string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.FollowBlockOutput(r.Context(), conv, r.PathValue("blockId"), off, max, time.Duration(wait)*time.Millisecond)
+	raw, err := queryBool(r, "raw")
+	if err != nil {
+		return nil, err
+	}
+	return m.FollowBlockOutputView(r.Context(), conv, r.PathValue("blockId"), off, max, time.Duration(wait)*time.Millisecond, raw)
 }
 
 // ptySlots lists the running shells (GET /api/pty); the path has no

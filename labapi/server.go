@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cmlab/cmlab/console"
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/pty"
@@ -63,13 +64,20 @@ type Options struct {
 	// session, and the Lab part of the event stream). Empty: New draws a
 	// random one for this server. It must differ from OperatorToken.
 	LabToken string
-	// Nonce is echoed by GET /api/health: the daemon's nonce of
-	// state/daemon.json (see DaemonInfo). Empty: none.
-	Nonce string
 	// SessionID is this daemon run's Lab session ("lab_<uuid>").
 	SessionID string
 	// AllowedRoots are the absolute directories imports may come from.
 	AllowedRoots []string
+	// UnknownPeerRoots are the roots for a caller whose uid the kernel
+	// does not tell (peer.go): narrower than AllowedRoots by default
+	// (RunDaemon). Nil: none, such a caller imports nothing.
+	UnknownPeerRoots []string
+	// ExportBudget bounds the bytes of lab/exports/ (export.go); 0 is
+	// DefaultExportBudget.
+	ExportBudget int64
+	// LabStreams bounds the /api/events streams of Lab-token callers held
+	// at once (events_budget.go); 0 is unbounded.
+	LabStreams int
 	// ReadOnly refuses every POST (a replayed home).
 	ReadOnly bool
 	// Pty is the terminal manager; nil disables the terminal routes.
@@ -86,10 +94,20 @@ type Options struct {
 	// /index.html, every file under /lab/ (content-machine's layout). Point
 	// it at content-machine's assets/lab to use its client unchanged.
 	UIDir string
+	// Page, when set and UIDir is not, is cmlab's own Lab (package labui):
+	// served at / and /ui/…, with no token. The composition root hands it in.
+	Page http.Handler
 	// SSEHeartbeat is the comment interval on idle event streams (default 15s).
 	SSEHeartbeat time.Duration
 	// SSEWriteTimeout drops a client whose writes stall this long (default 10s).
 	SSEWriteTimeout time.Duration
+	// Console configures the operator console's login (code and idle
+	// lifetimes); zero values take console's defaults.
+	Console console.SessionOptions
+	// DaemonLogFile is the daemon's log file (state/daemon.log), whose
+	// recent WARN and ERROR lines the console's overview shows; empty:
+	// none.
+	DaemonLogFile string
 }
 
 // Server is the HTTP API over one engine.
@@ -101,6 +119,7 @@ type Server struct {
 	lab      *labState
 	metrics  *metrics
 	terminal *terminalCounter // metrics_ops.go
+	fbIndex  *feedbackIndex   // feedback_index.go
 
 	importMu  sync.Mutex // imports: realpath lookup and append are one step
 	submitMu  sync.Mutex // experiment create/submit: status check and append are one step
@@ -112,16 +131,26 @@ type Server struct {
 	// tests that hold each route to its secret.
 	routes []routeAuth
 
+	exposureState // exposure.go: callers' groups, the export lock, the Lab streams held
+
 	// errFn reports the engine's failed state; tests replace it.
 	errFn func() error
 
+	// console is the operator console's login state and read models of
+	// this server (console.go): its sessions live and die with it.
+	console consoleState
+
 	closeOnce sync.Once
-	done      chan struct{} // closed by Close: ends SSE streams
+	done      chan struct{}  // closed by Close: ends SSE streams
+	fbSignal  feedbackSignal // feedback_wait.go
 }
 
 // Close ends long-lived requests (event streams). It does not close the engine.
 func (s *Server) Close() {
-	s.closeOnce.Do(func() { close(s.done) })
+	s.closeOnce.Do(func() {
+		close(s.done)
+		s.closeTravel() // the console's time-travel homes
+	})
 }
 
 // authMode says what a route requires (SPEC §6, "Auth, two secrets").
@@ -147,6 +176,9 @@ const (
 	tokenNone     tokenKind = iota // no token, or one that matches neither secret
 	tokenLab                       // the Lab token of /api/config
 	tokenOperator                  // state/token
+	// tokenSession: no token, but a live console session cookie on a
+	// route the console uses (consoleRoutes): the operator, for that route.
+	tokenSession
 )
 
 // routeAuth is one registered pattern and what it requires.
@@ -201,7 +233,8 @@ func New(opts Options) (*Server, error) {
 		opts.Logger.Warn("request-id index rebuilt from the log", "file", opts.Engine.Home().Rel(opts.Engine.Home().RequestIndexFile()), "reason", why)
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, idem: newIdempotency(idx),
-		metrics: newMetrics(), startedAt: time.Now(), done: make(chan struct{})}
+		metrics: newMetrics(), startedAt: time.Now(), done: make(chan struct{}),
+		fbIndex: newFeedbackIndex(opts.Engine.Home().FeedbackFile())}
 	s.errFn = opts.Engine.Err
 	if why := s.opts.Journal.SnapshotRefused(); why != "" {
 		s.log.Warn("step state snapshot ignored, rebuilt from the log", "file", opts.Engine.Home().Rel(steps.SnapshotFile(opts.Engine.Home())), "reason", why)
@@ -302,7 +335,15 @@ func (s *Server) route(pattern string, auth authMode, h handlerFunc) {
 	s.routes = append(s.routes, routeAuth{pattern, auth})
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		write := r.Method != http.MethodGet && r.Method != http.MethodHead && auth != authAlwaysRead
-		switch kind := s.tokenKind(r); {
+		kind := s.tokenKind(r)
+		if kind == tokenSession {
+			if err := sessionWriteCheck(r, write || auth == authAlwaysRead); err != nil {
+				writeError(w, err)
+				return
+			}
+			kind = tokenOperator
+		}
+		switch {
 		case auth == authAlways || auth == authAlwaysRead:
 			if kind != tokenOperator {
 				writeError(w, operatorTokenError(kind))
@@ -402,8 +443,9 @@ func operatorTokenError(kind tokenKind) *APIError {
 func (s *Server) tokenKind(r *http.Request) tokenKind {
 	tok := r.Header.Get("X-CM-LAB-TOKEN")
 	if tok == "" {
-		if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") {
-			tok = strings.TrimPrefix(a, "Bearer ")
+		// The scheme is case-insensitive (RFC 9110 §11.1): "bearer" too.
+		if a := r.Header.Get("Authorization"); len(a) > len("Bearer ") && strings.EqualFold(a[:len("Bearer ")], "Bearer ") {
+			tok = strings.TrimLeft(a[len("Bearer "):], " ")
 		}
 	}
 	fromQuery := false
@@ -411,6 +453,9 @@ func (s *Server) tokenKind(r *http.Request) tokenKind {
 		tok, fromQuery = r.URL.Query().Get("token"), true
 	}
 	if tok == "" {
+		if s.sessionOpens(r) {
+			return tokenSession
+		}
 		return tokenNone
 	}
 	// Both compared every time: the answer's timing says nothing of which matched.
@@ -426,7 +471,7 @@ func (s *Server) tokenKind(r *http.Request) tokenKind {
 }
 
 // newSecret draws 32 random bytes in hex: a Lab token per server, the
-// nonce of daemon.json, the operator token of an in-process server.
+// operator token of an in-process server.
 func newSecret() string {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -538,6 +583,7 @@ func (s *Server) registerRoutes() {
 	s.registerPtyRoutes()
 	s.registerStepRoutes()
 	s.registerMCPRoutes()
+	s.registerConsoleRoutes()
 }
 
 // statusWriter records the status and size of a response. It unwraps for

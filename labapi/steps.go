@@ -40,6 +40,7 @@ func (s *Server) registerStepRoutes() {
 	for _, tr := range []string{"plan", "executing", "completed", "failed", "review", "reset", "cancel"} {
 		s.route("POST /api/steps/{mandateId}/"+tr, authAlways, st.transition(tr))
 	}
+	s.registerStepApprove()
 	s.route("GET /api/recovery/plan", authAlways, st.plan)
 	s.route("POST /api/recovery/apply", authAlways, st.apply)
 }

@@ -67,6 +67,18 @@ func Resolving(resolve Resolver) (*Daemon, error) {
 	return d, nil
 }
 
+// ResolvingVia is Resolving with requests sent through hc: `cmlab mcp`
+// passes a client whose transport reaches the daemon over its Unix socket
+// only (labapi.SocketHTTPClient), so the token never crosses TCP.
+func ResolvingVia(resolve Resolver, hc *http.Client) (*Daemon, error) {
+	d, err := Resolving(resolve)
+	if err != nil {
+		return nil, err
+	}
+	d.hc = hc
+	return d, nil
+}
+
 func normalizeBase(b string) string {
 	if !strings.HasPrefix(b, "http://") && !strings.HasPrefix(b, "https://") {
 		b = "http://" + b
@@ -260,8 +272,13 @@ func decodeRefusal(status int, body []byte) *CallError {
 	if json.Unmarshal(body, &ref) != nil || ref.OK == nil || *ref.OK || ref.Error == "" {
 		return nil
 	}
+	// The message usually starts with the reason ("busy: block … is
+	// running"): say it once (was "busy: busy: block …").
 	msg := ref.Error
-	if ref.Message != "" && ref.Message != ref.Error {
+	switch {
+	case strings.HasPrefix(ref.Message, ref.Error):
+		msg = ref.Message
+	case ref.Message != "":
 		msg += ": " + ref.Message
 	}
 	fix := "Wait for the running command (pty_wait_prompt, or pty_wait_for with match_type prompt), then retry."

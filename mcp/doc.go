@@ -26,6 +26,12 @@
 //   - An error answer is a tool error (isError) whose text is "CODE:
 //     message" plus the fix and whose structured content is the HTTP
 //     envelope {"error":{"code","message","context":{"fix",…}}}.
+//   - Reads and waits answer the daemon's clean view (no sentinel lines,
+//     no command wrapper; typed input shown where it was typed); raw:true
+//     asks for the spool's bytes. pty_exec_wait answers when its command
+//     ended; every tool that starts or feeds a command answers the
+//     resume_cursor taken before its input (issue 25).
+//   - Tools that run or type commands say openWorldHint true.
 //   - Mutating tools take request_id, sent as X-CM-LAB-REQUEST-ID, so a
 //     retried call gets the first answer and acts once.
 //   - Cancelling a call cancels its HTTP request: a long pty_wait_for ends

@@ -27,9 +27,9 @@ type Options struct {
 // Instructions tell a client what the server is for and how its cursors work.
 const Instructions = `cmlab's agent terminal and Lab feedback as tools.
 
-Terminal: each conversation_id owns one bash. pty_exec runs a command as a block; pty_exec_interactive starts a program you drive with pty_send / pty_expect_send until it returns to the prompt (pty_wait_prompt). Output is an append-only spool addressed by byte cursors: always pass the resume_cursor the previous call returned as from_cursor (it is the only cursor; it never goes backwards); a wait without from_cursor starts at the end of the spool, so it only sees output that comes after it, and from_cursor=0 rescans everything. Blocks are listed with blocks_since, read with blocks_get / blocks_read and searched with blocks_search.
+Terminal: each conversation_id owns one bash. To run a command and know how it ended, call pty_exec_wait: it answers when the command has finished (done, exit_code, its output, resume_cursor after it). pty_exec starts a block and returns at once; pty_exec_interactive starts a program you drive with pty_send / pty_expect_send until it returns to the prompt (pty_wait_prompt). Output is an append-only spool addressed by byte cursors: every call that starts or feeds a command returns resume_cursor, the spool position just before its input; pass it as from_cursor to the next wait or read (it is the only cursor; it never goes backwards). A wait without from_cursor starts at the end of the spool, so it only sees output that comes after it. A prompt wait only ever answers the latest command's prompt. Reads show clean text (no internal marker lines; what you typed is shown where you typed it); raw:true shows the spool's bytes. Blocks are listed with blocks_since, read with blocks_get / blocks_read and searched with blocks_search. Commands run in the conversation's directory unless cwd is given; cwd applies to that command only.
 
-Lab: lab_session names the current Lab session; lab_feedback_poll pages through human feedback with a byte cursor: since="0" first, then the nextCursor of the previous poll, which never repeats or skips an entry.
+Lab: lab_session names the current Lab session; lab_runs_list / lab_run_get / lab_experiments_list show runs and experiments; lab_feedback_add records feedback; lab_feedback_poll pages through human feedback with a byte cursor: since="0" first, then the nextCursor of the previous poll, which never repeats or skips an entry — with wait_seconds it waits for the next entry instead of answering empty.
 
 Mutating tools take an optional request_id: a retry with the same request_id returns the first answer and does nothing again (pty_end_session and pty_reset are not deduplicated by the daemon). Errors carry the HTTP API's code and a fix.`
 
@@ -54,6 +54,7 @@ func ToolNames() []string {
 		"pty_expect_send", "pty_read_spool", "pty_status", "pty_end_session", "pty_reset",
 		"blocks_since", "blocks_get", "blocks_read", "blocks_search",
 		"lab_feedback_poll", "lab_session",
+		"pty_exec_wait", "pty_interrupt", "lab_runs_list", "lab_run_get", "lab_experiments_list", "lab_feedback_add",
 	}
 }
 
@@ -77,6 +78,9 @@ type spec struct {
 	enums map[string][]any
 	// types widens an input's JSON types in the input schema.
 	types map[string][]string
+	// runs: the tool runs or types commands (openWorldHint: what they
+	// touch is outside cmlab).
+	runs bool
 }
 
 type field struct{ name, doc string }
@@ -133,8 +137,8 @@ func add[In any](s *sdk.Server, d *Daemon, log *slog.Logger, sp spec, build func
 
 func annotations(sp spec) *sdk.ToolAnnotations {
 	a := &sdk.ToolAnnotations{Title: sp.title}
-	f := false
-	a.OpenWorldHint = &f
+	ow := sp.runs
+	a.OpenWorldHint = &ow
 	switch sp.kind {
 	case readOnly:
 		a.ReadOnlyHint, a.IdempotentHint = true, true
@@ -233,6 +237,13 @@ func (b body) opt(name string, v *int64) body {
 	return b
 }
 
+func (b body) optBool(name string, v bool) body {
+	if v {
+		b[name] = true
+	}
+	return b
+}
+
 func (b body) optString(name, v string) body {
 	if v != "" {
 		b[name] = v
@@ -261,15 +272,17 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 		}
 	}
 
-	add(s, d, log, spec{name: "pty_exec", title: "Run a command as a block", kind: mutating,
-		desc: "Run one shell command in the conversation's terminal as a block (BEGIN…END). Returns at once with block_id; " +
-			"the output goes to the spool. Then call pty_wait_for (match_type \"prompt\" waits for the command to finish) with " +
-			"from_cursor = pty_status's resume_cursor taken before, or blocks_get / blocks_read with block_id. " +
+	add(s, d, log, spec{name: "pty_exec", title: "Start a command as a block", kind: mutating, runs: true,
+		desc: "Start one shell command in the conversation's terminal as a block (BEGIN…END) and return at once, while it runs; " +
+			"to run a command and get its exit code and output in one call, use pty_exec_wait instead. Returns block_id and " +
+			"resume_cursor (the spool position before the command): pass it as from_cursor to pty_wait_prompt, which returns when " +
+			"this command has finished (exit code in extra), or to pty_wait_for / pty_read_spool. cwd runs this command in that " +
+			"directory without changing the conversation's. " +
 			"Refused with BUSY while a block runs and while an interactive session is open (end it with pty_wait_prompt or pty_end_session).",
-		out: []field{okOut, {"block_id", "id of the new block"}, {"seq", "the block's sequence number in this conversation"}, {"ts", "start time"}}},
+		out: []field{okOut, {"block_id", "id of the new block"}, {"seq", "the block's sequence number in this conversation"}, {"ts", "start time"}, cursorOut}},
 		exec("exec_block", "Pass the command line to run in cmd."))
 
-	add(s, d, log, spec{name: "pty_exec_interactive", title: "Start an interactive program", kind: mutating,
+	add(s, d, log, spec{name: "pty_exec_interactive", title: "Start an interactive program", kind: mutating, runs: true,
 		desc: "Start a program you will drive by hand (installer, REPL, prompt-asking tool) as an interactive session. " +
 			"Returns session_id, block_id and resume_cursor (the spool size now): pass that resume_cursor to pty_wait_for / " +
 			"pty_expect_send, answer with pty_send, and finish with pty_wait_prompt, which returns once the shell prompt is back " +
@@ -277,10 +290,11 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 		out: []field{okOut, {"session_id", "id of the interactive session"}, {"block_id", "id of its block"}, {"ts_begin", "start time"}, cursorOut}},
 		exec("exec_interactive", "Pass the program to start in cmd."))
 
-	add(s, d, log, spec{name: "pty_send", title: "Type into the terminal", kind: mutating,
+	add(s, d, log, spec{name: "pty_send", title: "Type into the terminal", kind: mutating, runs: true,
 		desc: "Type data into the conversation's terminal (an answer to an interactive program: end it with \\r for Enter; " +
-			"\\u0003 is Ctrl+C). Returns {ok}; read the reaction with pty_wait_for from your last resume_cursor.",
-		out: []field{okOut}},
+			"\\u0003 is Ctrl+C). Returns resume_cursor, the spool position before the input: wait for the program's reaction " +
+			"with pty_wait_for from it.",
+		out: []field{okOut, cursorOut}},
 		func(in sendIn) (request, error) {
 			if err := conv(in.ConversationID); err != nil {
 				return request{}, err
@@ -314,7 +328,7 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 				return request{}, invalid("match is empty", "Pass the text to wait for in match, or use match_type prompt.")
 			}
 			return request{method: "POST", path: ptyPath(in.ConversationID, "wait_for"),
-				body: body{"match": in.Match, "match_type": mt}.opt("from_cursor", in.FromCursor).opt("timeout_ms", in.TimeoutMs)}, nil
+				body: body{"match": in.Match, "match_type": mt}.opt("from_cursor", in.FromCursor).opt("timeout_ms", in.TimeoutMs).optBool("raw", in.Raw)}, nil
 		})
 
 	add(s, d, log, spec{name: "pty_wait_prompt", title: "Wait for the shell prompt", kind: readOnly,
@@ -327,10 +341,10 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 				return request{}, err
 			}
 			return request{method: "POST", path: ptyPath(in.ConversationID, "wait_prompt"),
-				body: body{}.opt("from_cursor", in.FromCursor).opt("timeout_ms", in.TimeoutMs)}, nil
+				body: body{}.opt("from_cursor", in.FromCursor).opt("timeout_ms", in.TimeoutMs).optBool("raw", in.Raw)}, nil
 		})
 
-	add(s, d, log, spec{name: "pty_expect_send", title: "Wait for text, then type", kind: mutating,
+	add(s, d, log, spec{name: "pty_expect_send", title: "Wait for text, then type", kind: mutating, runs: true,
 		enums: map[string][]any{"match_type": {"substring", "regex"}},
 		desc: "Atomically wait for expect (from from_cursor; omitted: the end of the spool now) and, the moment it matches, type send — no other input can slip in " +
 			"between. Answers like pty_wait_for (match_span, resume_cursor = match end); on timeout nothing is typed.",
@@ -344,19 +358,20 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 				return request{}, invalid("expect is empty", "Pass the text to wait for in expect.")
 			}
 			return request{method: "POST", path: ptyPath(in.ConversationID, "expect_send"), reqID: in.RequestID,
-				body: body{"expect": in.Expect, "send": in.Send}.opt("from_cursor", in.FromCursor).optString("match_type", in.MatchType).opt("timeout_ms", in.TimeoutMs)}, nil
+				body: body{"expect": in.Expect, "send": in.Send}.opt("from_cursor", in.FromCursor).optString("match_type", in.MatchType).opt("timeout_ms", in.TimeoutMs).optBool("raw", in.Raw)}, nil
 		})
 
 	add(s, d, log, spec{name: "pty_read_spool", title: "Read terminal output", kind: readOnly,
 		desc: "Read up to max_bytes of the conversation's output spool from from_cursor. Returns data, cursor (where data starts) " +
-			"and resume_cursor (where to read next).",
-		out: []field{okOut, {"data", "the output bytes (newlines normalised to \\n)"}, {"cursor", "byte offset of data"}, cursorOut}},
+			"and resume_cursor (where to read next). data is clean text: no internal marker lines, and what was typed with " +
+			"pty_send shown where it was typed; raw=true returns the spool's bytes as they are (cursors are spool offsets either way).",
+		out: []field{okOut, {"data", "the output (newlines normalised to \\n)"}, {"cursor", "byte offset of data"}, cursorOut}},
 		func(in readSpoolIn) (request, error) {
 			if err := conv(in.ConversationID); err != nil {
 				return request{}, err
 			}
 			return request{method: "POST", path: ptyPath(in.ConversationID, "read_spool"),
-				body: body{"from_cursor": in.FromCursor}.opt("max_bytes", in.MaxBytes)}, nil
+				body: body{"from_cursor": in.FromCursor}.opt("max_bytes", in.MaxBytes).optBool("raw", in.Raw)}, nil
 		})
 
 	add(s, d, log, spec{name: "pty_status", title: "Terminal status", kind: readOnly,
@@ -367,6 +382,8 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 			{"shell_alive", "whether the shell process runs"}, {"foreground", "the command in the foreground, when not the shell"}, {"blocks", "number of blocks so far"},
 			{"block_output_cap", "bytes of output stored per block (negative: no cap); past it output is dropped and counted"},
 			{"conversation_output_cap", "bytes of output stored per conversation (negative: no cap)"},
+			{"total_output_cap", "bytes of output stored across all conversations (negative: no cap)"},
+			{"total_stored_bytes", "bytes of output all conversations store now"},
 			{"dropped_bytes", "output dropped past the caps in this conversation"},
 			{"active_block_bytes", "output stored for the running block"}, {"active_block_dropped_bytes", "output the running block dropped past a cap"}}},
 		func(in convIn) (request, error) {
@@ -441,6 +458,9 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 			q := url.Values{}
 			setInt(q, "offset", in.Offset)
 			setInt(q, "max_bytes", in.MaxBytes)
+			if in.Raw {
+				q.Set("raw", "true")
+			}
 			return request{method: "GET", path: ptyPath(in.ConversationID, "blocks", url.PathEscape(in.BlockID), "output"), query: q}, nil
 		})
 
@@ -469,7 +489,8 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 		desc: "New human feedback from the Lab, oldest first. since is a byte cursor: \"0\" the first time, then the nextCursor " +
 			"of the previous poll — you get every entry exactly once, with no gap. sessionId filters to one Lab session (the " +
 			"cursor still advances past others); limit caps the items (max 500), the rest come on the next poll. An empty items " +
-			"list means nothing new yet: poll again later with the same nextCursor.",
+			"list means nothing new yet: poll again later with the same nextCursor — or pass wait_seconds to wait for the next entry " +
+			"in this call (a long poll: it answers as soon as a human adds feedback).",
 		out: []field{{"items", "feedback entries (id, createdAt, sessionId, runId, experimentId, variantId, ratings, notes, tags, …)"},
 			{"nextCursor", "the cursor to pass as since next time"}}},
 		func(in feedbackPollIn) (request, error) {
@@ -485,6 +506,12 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 			if in.Limit != nil {
 				q.Set("limit", strconv.Itoa(*in.Limit))
 			}
+			if in.WaitSec != nil {
+				if *in.WaitSec < 0 || *in.WaitSec > 600 {
+					return request{}, invalid("wait_seconds must be 0–600", "Pass wait_seconds between 0 and 600, or omit it.")
+				}
+				q.Set("wait", strconv.FormatFloat(*in.WaitSec, 'f', -1, 64)+"s")
+			}
 			return request{method: "GET", path: "/api/feedback", query: q}, nil
 		})
 
@@ -495,4 +522,6 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 		func(emptyIn) (request, error) {
 			return request{method: "GET", path: "/api/session"}, nil
 		})
+
+	registerAgentTools(s, d, log, conv) // tools_agent.go
 }

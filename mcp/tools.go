@@ -15,7 +15,7 @@ import (
 type execIn struct {
 	ConversationID string `json:"conversation_id" jsonschema:"the conversation whose terminal to use; any id of [A-Za-z0-9_.-]{1,128}; a new id starts a new shell"`
 	Cmd            string `json:"cmd" jsonschema:"the shell command line to run"`
-	Cwd            string `json:"cwd,omitempty" jsonschema:"optional working directory to run it in"`
+	Cwd            string `json:"cwd,omitempty" jsonschema:"optional directory to run this command in; the conversation's directory is unchanged for later commands (default: the conversation's)"`
 	RequestID      string `json:"request_id,omitempty" jsonschema:"optional idempotency key: a retry with the same request_id returns the first response and does not act again; reuse it only for the very same call"`
 }
 
@@ -31,12 +31,14 @@ type waitForIn struct {
 	MatchType      string `json:"match_type,omitempty" jsonschema:"substring (default), regex, or prompt (the next prompt sentinel)"`
 	FromCursor     *int64 `json:"from_cursor,omitempty" jsonschema:"byte offset in the spool to scan from: the resume_cursor of the previous call (or pty_exec_interactive's); omitted, the end of the spool now, so output already there never matches"`
 	TimeoutMs      *int64 `json:"timeout_ms,omitempty" jsonschema:"how long to wait in milliseconds (the daemon's default when omitted)"`
+	Raw            bool   `json:"raw,omitempty" jsonschema:"true: the spool's bytes as they are, internal prompt marker lines included (default false: clean text)"`
 }
 
 type waitPromptIn struct {
 	ConversationID string `json:"conversation_id" jsonschema:"the conversation whose terminal to wait on"`
 	FromCursor     *int64 `json:"from_cursor,omitempty" jsonschema:"byte offset in the spool to scan from: the resume_cursor of the previous call; omitted, the end of the spool now, so only a prompt printed after the call counts"`
 	TimeoutMs      *int64 `json:"timeout_ms,omitempty" jsonschema:"how long to wait in milliseconds (the daemon's default when omitted)"`
+	Raw            bool   `json:"raw,omitempty" jsonschema:"true: the spool's bytes as they are, internal prompt marker lines included (default false: clean text)"`
 }
 
 type expectSendIn struct {
@@ -47,12 +49,14 @@ type expectSendIn struct {
 	FromCursor     *int64 `json:"from_cursor,omitempty" jsonschema:"byte offset in the spool to scan from: the resume_cursor of the previous call; omitted, the end of the spool now"`
 	TimeoutMs      *int64 `json:"timeout_ms,omitempty" jsonschema:"how long to wait in milliseconds (the daemon's default when omitted)"`
 	RequestID      string `json:"request_id,omitempty" jsonschema:"optional idempotency key: a retry with the same request_id returns the first response and does not type again"`
+	Raw            bool   `json:"raw,omitempty" jsonschema:"true: the spool's bytes as they are, internal prompt marker lines included (default false: clean text)"`
 }
 
 type readSpoolIn struct {
 	ConversationID string `json:"conversation_id" jsonschema:"the conversation whose spool to read"`
 	FromCursor     int64  `json:"from_cursor" jsonschema:"byte offset to read from: 0 at first, then the resume_cursor of the previous call"`
 	MaxBytes       *int64 `json:"max_bytes,omitempty" jsonschema:"most bytes to return (the daemon's default when omitted)"`
+	Raw            bool   `json:"raw,omitempty" jsonschema:"true: the spool's bytes as they are, internal prompt marker lines included (default false: clean text)"`
 }
 
 type convIn struct {
@@ -87,6 +91,7 @@ type blocksReadIn struct {
 	BlockID        string `json:"block_id" jsonschema:"the block id (blk_…) whose raw output to read"`
 	Offset         *int64 `json:"offset,omitempty" jsonschema:"byte offset into the block's output (0 when omitted)"`
 	MaxBytes       *int64 `json:"max_bytes,omitempty" jsonschema:"most bytes to return (the daemon's default when omitted)"`
+	Raw            bool   `json:"raw,omitempty" jsonschema:"true: the output's bytes as they are (default false: an echoed command line is hidden)"`
 }
 
 type blocksSearchIn struct {
@@ -99,6 +104,7 @@ type feedbackPollIn struct {
 	Since     cursorArg `json:"since,omitempty" jsonschema:"byte cursor into the feedback store: \"0\" (default) at first, then the nextCursor of the previous poll (a string; a number is accepted too)"`
 	SessionID string    `json:"sessionId,omitempty" jsonschema:"optional: only feedback of this Lab session (the sessionId of lab_session); the cursor still advances past other sessions' entries"`
 	Limit     *int      `json:"limit,omitempty" jsonschema:"optional: at most this many items (capped at 500); poll again from nextCursor for the rest"`
+	WaitSec   *float64  `json:"wait_seconds,omitempty" jsonschema:"optional: when nothing is new after since, wait up to this many seconds (at most 600) for the next entry instead of answering empty"`
 }
 
 type emptyIn struct{}

@@ -40,10 +40,14 @@ func FeedbackIDs(ev *events.Event) []string {
 
 // ClassifyForeign says whether a complete line another program appended
 // to feedback.jsonl (raw, without its '\n') may be ingested: reason "" when
-// it may, SetAsideCorrupt when it is not a JSON object with a string id
+// it may (a blank line — spaces only — always may: it is one set aside
+// already, or empty), SetAsideCorrupt when it is not a JSON object with a string id
 // (or none), SetAsideDuplicate when held reports its id as one the log
 // already holds. id is the line's id ("" without one).
 func ClassifyForeign(raw []byte, held func(id string) bool) (id, reason string) {
+	if IsBlank(raw) {
+		return "", "" // set aside already, or empty: kept as it is
+	}
 	id, ok := feedbackLineID(raw)
 	switch {
 	case !ok:
@@ -54,12 +58,16 @@ func ClassifyForeign(raw []byte, held func(id string) bool) (id, reason string) 
 	return id, ""
 }
 
-// SetAsideForeign moves the given foreign lines of feedback.jsonl (as
-// ForeignFeedback returned them, all past the end the log accounts for)
-// to quarantine/, each with its reason, and removes them from the file:
-// the lines after them move up. It fails, changing nothing, when the file
-// no longer holds them where they were. Bytes another program appends
-// while it runs are kept after the rest.
+// SetAsideForeign sets aside the given foreign lines of feedback.jsonl (as
+// ForeignFeedback returned them, all past the end the log accounts for):
+// each line's bytes are copied to a file of quarantine/ named after its
+// offset and reason, then blanked in place (spaces, its '\n' kept). No
+// byte moves: a cursor a poll handed out past or before the line stays on
+// the same boundary (seed 000 rule 1; SPEC §4: foreign lines are never
+// cut). The engine then ingests the blank line (ClassifyForeign takes it)
+// with the reason, so the log records the set-aside and a rebuild
+// reproduces the file. It fails, changing nothing, when the file no longer
+// holds a line where it was.
 func (p *Projector) SetAsideForeign(lines []ForeignLine, reasons []string) ([]SetAside, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -74,57 +82,26 @@ func (p *Projector) SetAsideForeign(lines []ForeignLine, reasons []string) ([]Se
 		return nil, err
 	}
 	end := p.sizes[FeedbackView]
-	fi, err := vf.f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	region := make([]byte, max(0, fi.Size()-end))
-	if _, err := vf.f.ReadAt(region, end); err != nil {
-		return nil, err
-	}
-	drop := map[int64]bool{}
 	for _, l := range lines {
-		at := l.Offset - end
-		if at < 0 || at+int64(len(l.Raw)) >= int64(len(region)) || !bytes.Equal(region[at:at+int64(len(l.Raw))], l.Raw) || region[at+int64(len(l.Raw))] != '\n' {
+		got := make([]byte, len(l.Raw)+1)
+		if l.Offset < end {
+			return nil, fmt.Errorf("projections: the set-aside line at %d lies inside what the log accounts for (%d)", l.Offset, end)
+		}
+		if _, err := vf.f.ReadAt(got, l.Offset); err != nil || !bytes.Equal(got[:len(l.Raw)], l.Raw) || got[len(l.Raw)] != '\n' {
 			return nil, fmt.Errorf("projections: feedback.jsonl changed under the set-aside of the line at %d", l.Offset)
 		}
-		drop[l.Offset] = true
 	}
-	var out []SetAside
-	kept := make([]byte, 0, len(region))
-	off := end
-	for line := range bytes.Lines(region) {
-		at := off
-		off += int64(len(line))
-		if !drop[at] {
-			kept = append(kept, line...)
-			continue
-		}
-		reason := ""
-		for i, l := range lines {
-			if l.Offset == at {
-				reason = reasons[i]
-			}
-		}
-		name, err := quarantineUnique(p.opts.Home, fmt.Sprintf("feedback.jsonl-foreign-at-%d.%s", at, reason), line, p.opts.NoSync)
+	out := make([]SetAside, 0, len(lines))
+	for i, l := range lines {
+		name, err := quarantineUnique(p.opts.Home, fmt.Sprintf("feedback.jsonl-foreign-at-%d.%s", l.Offset, reasons[i]), append(bytes.Clone(l.Raw), '\n'), p.opts.NoSync)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, SetAside{Offset: at, Reason: reason, Quarantine: "quarantine/" + name})
-	}
-	// What was appended since the read goes after the rest.
-	if fi2, err := vf.f.Stat(); err == nil && fi2.Size() > fi.Size() {
-		extra := make([]byte, fi2.Size()-fi.Size())
-		if _, err := vf.f.ReadAt(extra, fi.Size()); err != nil {
+		// Only once the copy is durable is the line blanked.
+		if _, err := vf.f.WriteAt(bytes.Repeat([]byte{' '}, len(l.Raw)), l.Offset); err != nil {
 			return nil, err
 		}
-		kept = append(kept, extra...)
-	}
-	if _, err := vf.f.WriteAt(kept, end); err != nil {
-		return nil, err
-	}
-	if err := vf.f.Truncate(end + int64(len(kept))); err != nil {
-		return nil, err
+		out = append(out, SetAside{Offset: l.Offset, Reason: reasons[i], Quarantine: "quarantine/" + name})
 	}
 	if !p.opts.NoSync {
 		if err := vf.f.Sync(); err != nil {
@@ -132,6 +109,17 @@ func (p *Projector) SetAsideForeign(lines []ForeignLine, reasons []string) ([]Se
 		}
 	}
 	return out, nil
+}
+
+// IsBlank reports whether raw (a line without its '\n') is spaces only:
+// a line SetAsideForeign blanked (or an empty one), ingested as it is.
+func IsBlank(raw []byte) bool {
+	for _, c := range raw {
+		if c != ' ' {
+			return false
+		}
+	}
+	return true
 }
 
 // quarantineUnique writes b to a new file of quarantine/ named name, or

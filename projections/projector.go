@@ -189,6 +189,9 @@ func Open(opts Options) (*Projector, error) {
 			continue
 		}
 		path := p.path(v)
+		if _, err := dropNonRegular(path); err != nil { // nofollow.go
+			return nil, err
+		}
 		fi, err := os.Stat(path)
 		if err == nil && fi.Size() >= want {
 			// A size off a line boundary, a tail that differs from the
@@ -470,7 +473,10 @@ func (p *Projector) file(view string) (*viewFile, error) {
 			return nil, err
 		}
 	}
-	f, err := p.opts.OpenFile(path, os.O_RDWR|os.O_CREATE, home.FilePerm)
+	if _, err := dropNonRegular(path); err != nil { // nofollow.go
+		return nil, err
+	}
+	f, err := p.opts.OpenFile(path, os.O_RDWR|os.O_CREATE|noFollow, home.FilePerm)
 	if err != nil {
 		return nil, err
 	}
@@ -970,7 +976,7 @@ func (p *Projector) sumOf(sums map[string]viewTail, read func(io.ReaderAt, int64
 }
 
 func syncFile(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := os.OpenFile(path, os.O_RDWR|noFollow, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil

@@ -427,7 +427,7 @@ func appendFile(path string, b []byte, noSync bool) error {
 	if err := os.MkdirAll(filepath.Dir(path), home.DirPerm); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, home.FilePerm)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|noFollow, home.FilePerm)
 	if err != nil {
 		return err
 	}
@@ -453,17 +453,10 @@ func writeQuarantine(h home.Home, name string, b []byte, noSync bool) error {
 
 // writeFile replaces path atomically, durably unless noSync.
 func writeFile(path string, b []byte, noSync bool) error {
-	if !noSync {
-		return home.WriteFileAtomic(path, b)
-	}
 	if err := os.MkdirAll(filepath.Dir(path), home.DirPerm); err != nil {
 		return err
 	}
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, b, home.FilePerm); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return home.WriteDurable(path, home.WriteOptions{NoSync: noSync}, home.Bytes(b))
 }
 
 // asideLine is a line of the old feedback.jsonl bound for quarantine/.

@@ -2,10 +2,12 @@ package pty
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"iter"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/cmlab/cmlab/events"
@@ -36,8 +38,24 @@ type AsciicastHeader struct {
 }
 
 // WriteAsciicast writes conv's terminal history from evs (the log in
-// order) as asciicast v2. It returns the number of event records.
+// order) as asciicast v2, the raw view: "o" is the spool byte for byte.
+// It returns the number of event records.
 func WriteAsciicast(w io.Writer, conv string, evs iter.Seq2[*events.Event, error]) (int, error) {
+	return writeAsciicast(w, conv, evs, true)
+}
+
+// WriteAsciicastClean writes the clean view (issue 25), what the terminal
+// looked like: no sentinel lines, no exec wrapper. Each block begins with
+// "$ <cmd>" as typed at a prompt ("i" the command, "o" its echo); what
+// send and expect_send typed is an "i" record and its echo in "o" (as
+// 'asciinema rec --stdin' records typing, Ctrl+C as ^C); an exec line the
+// terminal echoed is hidden; line ends are "\r\n" as a terminal writes
+// them.
+func WriteAsciicastClean(w io.Writer, conv string, evs iter.Seq2[*events.Event, error]) (int, error) {
+	return writeAsciicast(w, conv, evs, false)
+}
+
+func writeAsciicast(w io.Writer, conv string, evs iter.Seq2[*events.Event, error], raw bool) (int, error) {
 	bw := bufio.NewWriter(w)
 	var (
 		t0      int64
@@ -59,6 +77,9 @@ func WriteAsciicast(w io.Writer, conv string, evs iter.Seq2[*events.Event, error
 		return bw.WriteByte('\n')
 	}
 	out := func(ts int64, data []byte) error {
+		if !raw {
+			data = bytes.ReplaceAll(data, []byte("\n"), []byte("\r\n"))
+		}
 		buf := append(carry, data...)
 		cut := len(buf)
 		// Keep an incomplete trailing character for the next record.
@@ -76,10 +97,14 @@ func WriteAsciicast(w io.Writer, conv string, evs iter.Seq2[*events.Event, error
 		}
 		return rec(ts, "o", buf[:cut])
 	}
+	echo := map[string][]byte{} // block id → the part of its exec line an echo would still show
 	emit := func(ev *events.Event) error {
 		p, err := ev.Decode()
 		if err != nil {
 			return err
+		}
+		if !raw {
+			return emitClean(p, ev.TS, out, rec, echo)
 		}
 		switch d := p.(type) {
 		case *events.PtyOutput:
@@ -136,4 +161,59 @@ func WriteAsciicast(w io.Writer, conv string, evs iter.Seq2[*events.Event, error
 		}
 	}
 	return n, bw.Flush()
+}
+
+// emitClean writes the clean records of one event (WriteAsciicastClean).
+func emitClean(p events.Payload, ts int64, out func(int64, []byte) error, rec func(int64, string, []byte) error, echo map[string][]byte) error {
+	switch d := p.(type) {
+	case *events.PtyOutput:
+		data := d.Data
+		if line, ok := echo[d.BlockID]; ok {
+			// The first output of a block may be its exec line echoed
+			// (a program turned echo on): not shown.
+			switch {
+			case bytes.HasPrefix(data, line):
+				data = data[len(line):]
+				delete(echo, d.BlockID)
+			case bytes.HasPrefix(line, data):
+				echo[d.BlockID] = line[len(data):]
+				data = nil
+			default:
+				delete(echo, d.BlockID)
+			}
+		}
+		if len(data) == 0 {
+			return nil
+		}
+		return out(ts, data)
+	case *events.PtyPrompt:
+		if strings.HasPrefix(d.Line, "\n") {
+			return out(ts, []byte("\n")) // the line break before it is the program's
+		}
+		return nil
+	case *events.PtyTruncated:
+		return out(ts, []byte(d.Line))
+	case *events.PtyInput:
+		switch d.Source {
+		case "exec":
+			if d.BlockID != "" {
+				echo[d.BlockID] = d.Data
+			}
+			return nil // shown as "$ <cmd>" at its block's begin
+		default:
+			if err := rec(ts, "i", d.Data); err != nil {
+				return err
+			}
+			return out(ts, []byte(TypedText(d.Data)))
+		}
+	case *events.PtyBlockBegin:
+		if err := rec(ts, "m", []byte(fmt.Sprintf("block %d: %s", d.Block.Seq, d.Block.Cmd))); err != nil {
+			return err
+		}
+		if err := rec(ts, "i", []byte(d.Block.Cmd+"\r")); err != nil {
+			return err
+		}
+		return out(ts, []byte("$ "+d.Block.Cmd+"\n"))
+	}
+	return nil
 }

@@ -80,6 +80,8 @@ type bridge struct {
 	srv  *httptest.Server
 	base string
 	conv string
+	// clean: read the clean view (the default of the API) instead of the raw one.
+	clean bool
 }
 
 func newBridge(t *testing.T) *bridge {
@@ -138,6 +140,13 @@ func (b *bridge) close() {
 func (b *bridge) call(method, path, reqID string, body any) (int, map[string]any) {
 	b.t.Helper()
 	var rd io.Reader
+	if m, ok := body.(map[string]any); ok && method == "POST" && !b.clean && rawViewOps[path[strings.LastIndexByte(path, '/')+1:]] {
+		// These tests check the spool's bytes (seed 001): they read the
+		// raw view. The clean view has tests of its own (clean_test.go).
+		if _, set := m["raw"]; !set {
+			m["raw"] = true
+		}
+	}
 	if body != nil {
 		j, _ := json.Marshal(body)
 		rd = bytes.NewReader(j)
@@ -159,6 +168,9 @@ func (b *bridge) call(method, path, reqID string, body any) (int, map[string]any
 	}
 	return resp.StatusCode, out
 }
+
+// rawViewOps are the routes with a clean and a raw view.
+var rawViewOps = map[string]bool{"read_spool": true, "wait_for": true, "wait_prompt": true, "expect_send": true}
 
 func (b *bridge) post(op string, body any) map[string]any {
 	b.t.Helper()
@@ -204,7 +216,7 @@ func (b *bridge) spool() []byte {
 	var out []byte
 	var cur int64
 	for {
-		r := b.post("read_spool", map[string]any{"from_cursor": cur, "max_bytes": 1 << 20})
+		r := b.post("read_spool", map[string]any{"from_cursor": cur, "max_bytes": 1 << 20, "raw": true})
 		d := r["data"].(string)
 		out = append(out, d...)
 		if num(r["resume_cursor"]) == cur {

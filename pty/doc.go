@@ -90,7 +90,10 @@
 //
 // Options.BlockOutputCap (default 64 MiB, 'cmlab serve --pty-block-cap')
 // bounds the output stored for one block, Options.ConversationOutputCap
-// (default 1 GiB, --pty-conversation-cap) a conversation's spool. Past a
+// (default 1 GiB, --pty-conversation-cap) a conversation's spool,
+// Options.TotalOutputCap (default 4 GiB, --pty-total-cap) the spools of
+// all conversations together (scope "total"; its marker names the flag).
+// Past a
 // cap the program keeps running and its output is still read (the pty
 // never blocks it), but the appender drops it: when the cap is crossed it
 // appends pty.truncated {block_id, spool_offset, line, dropped, limit,
@@ -136,6 +139,29 @@
 // reset/shutdown), or at the next daemon start (failed, daemon_crashed:
 // CloseCrashed). Because the prompt and its END commit together, a prompt
 // match already sees the session finalised (seed §4.4, §3.8).
+//
+// # Agents (issue 25)
+//
+// Every call that starts or feeds a block answers resume_cursor, the spool
+// size before its input (exec_block, exec_interactive, send, interrupt;
+// expect_send keeps the match's end, which precedes its input); status
+// says input_cursor, the same for the last input. A prompt wait never
+// matches a prompt older than the latest block's BEGIN, whatever its
+// from_cursor: a wait from 0 on a running block waits for that block.
+// ExecWait / AwaitBlock (run.go) answer when a block ended: status, exit
+// code, its clean output (bounded) and the cursor after its prompt. A
+// wait or read on a conversation with no terminal history is NotFound at
+// once. A block given a cwd runs there and gives the shell's directory
+// back after it (commandLine).
+//
+// The clean view (clean.go) is what a reader gets unless it asks raw:
+// sentinel lines (by the prompt records' offsets) and an echoed exec line
+// (by the exec's pty.input) are hidden, what send, expect_send and
+// interrupt typed is shown where it was typed (input.go records every
+// pty.input with the spool size when it committed). The spool and the
+// cursors are unchanged: a clean answer's cursors are spool offsets.
+// CleanText and TypedText serve renderers without a read model;
+// WriteAsciicastClean writes what the terminal looked like.
 //
 // # Locking
 //

@@ -37,7 +37,9 @@ func runGuess(t *testing.T, b *bridge, input, expect string) events.Block {
 	if w["matched"] != true {
 		t.Fatalf("wait_for Guess = %v", w)
 	}
-	if s := b.post("send", map[string]any{"data": input}); s["ok"] != true || len(s) != 1 {
+	// send answers {ok, resume_cursor}: the spool size before the input
+	// (issue 25), so the wait below could start there too.
+	if s := b.post("send", map[string]any{"data": input}); s["ok"] != true || len(s) != 2 || num(s["resume_cursor"]) < num(w["resume_cursor"]) {
 		t.Fatalf("send = %v", s)
 	}
 	w = b.post("wait_for", map[string]any{"match": expect, "from_cursor": w["resume_cursor"], "timeout_ms": 20000})

@@ -69,6 +69,11 @@ type Options struct {
 	// bytes; prompt and marker lines are always written). Default
 	// DefaultConversationOutputCap; negative: no cap.
 	ConversationOutputCap int64
+	// TotalOutputCap bounds the spools of all conversations together
+	// (each byte is stored three times: spool, block file, log), so that
+	// many conversations cannot each fill ConversationOutputCap. Default
+	// DefaultTotalOutputCap; negative: no cap (totalcap.go).
+	TotalOutputCap int64
 }
 
 // Default output caps (issue 16 §3).
@@ -102,11 +107,12 @@ type Manager struct {
 	stateMu sync.Mutex // guards model; never held across an append
 	model
 
-	mu      sync.Mutex // guards shells, locks, closed
-	shells  map[string]*shell
-	locks   map[string]chan struct{}
-	closed  bool
-	closing chan struct{} // closed when Close starts: waiters return
+	mu       sync.Mutex // guards shells, starting, locks, closed
+	shells   map[string]*shell
+	starting map[string]int // shells being started, by conversation (slotcap.go)
+	locks    map[string]chan struct{}
+	closed   bool
+	closing  chan struct{} // closed when Close starts: waiters return
 }
 
 // NewManager returns a manager over eng. It subscribes to the engine (the
@@ -153,6 +159,9 @@ func NewManager(eng *engine.Engine, opts Options) (*Manager, error) {
 	}
 	if opts.ConversationOutputCap == 0 {
 		opts.ConversationOutputCap = DefaultConversationOutputCap
+	}
+	if opts.TotalOutputCap == 0 {
+		opts.TotalOutputCap = DefaultTotalOutputCap
 	}
 	root, err := filepath.EvalSymlinks(eng.Home().Dir)
 	if err != nil {
@@ -286,12 +295,15 @@ func (m *Manager) snapshot(conv string, f func(c *convState)) {
 	f(m.conv(conv))
 }
 
-// ExecResult is the response of exec_block (seed §5.1).
+// ExecResult is the response of exec_block (seed §5.1) plus
+// resume_cursor: the spool size before the command was typed, so a wait
+// from it sees all of the block's output and its prompt (issue 25).
 type ExecResult struct {
-	OK      bool   `json:"ok"`
-	BlockID string `json:"block_id"`
-	Seq     int    `json:"seq"`
-	TS      int64  `json:"ts"`
+	OK           bool   `json:"ok"`
+	BlockID      string `json:"block_id"`
+	Seq          int    `json:"seq"`
+	TS           int64  `json:"ts"`
+	ResumeCursor int64  `json:"resume_cursor"`
 }
 
 // InteractiveResult is the response of exec_interactive (seed §5.2).
@@ -314,7 +326,7 @@ type OKResult struct {
 func (m *Manager) ExecBlock(ctx context.Context, conv, cmd, cwd string, req Request) (ExecResult, error) {
 	var res ExecResult
 	err := m.begin(ctx, conv, cmd, cwd, "block", req, func(b events.Block) any {
-		res = ExecResult{OK: true, BlockID: b.BlockID, Seq: b.Seq, TS: b.TsBegin}
+		res = ExecResult{OK: true, BlockID: b.BlockID, Seq: b.Seq, TS: b.TsBegin, ResumeCursor: b.SpoolBegin}
 		return res
 	})
 	return res, err
@@ -409,7 +421,11 @@ func (m *Manager) checkIdle(conv string) error {
 // so any byte survives.
 func commandLine(cmd, cwd string) string {
 	if cwd != "" {
-		return "builtin cd -- " + ansiQuote(cwd) + " && eval " + ansiQuote(cmd) + "\n"
+		// The block runs in cwd; the shell's directory is given back
+		// after it (also when the command cd'ed), so later blocks run
+		// where the conversation was. $? is the command's (or cd's).
+		return "__fws_d=$PWD; builtin cd -- " + ansiQuote(cwd) + " && eval " + ansiQuote(cmd) +
+			"; __fws_r=$?; builtin cd -- \"$__fws_d\" 2>/dev/null; (exit $__fws_r)\n"
 	}
 	return "eval " + ansiQuote(cmd) + "\n"
 }
@@ -433,28 +449,45 @@ func ansiQuote(s string) string {
 	return b.String()
 }
 
+// SendResult is the response of send: seed §5.6's {ok} plus
+// resume_cursor, the spool size before the data was typed, so a wait from
+// it sees the program's whole reaction (issue 25).
+type SendResult struct {
+	OK           bool  `json:"ok"`
+	ResumeCursor int64 `json:"resume_cursor"`
+}
+
 // Send types data into the terminal (seed §5.6). The pty.input event
 // (carrying req) is durable before the bytes are written.
-func (m *Manager) Send(ctx context.Context, conv string, data []byte, req Request) (OKResult, error) {
+func (m *Manager) Send(ctx context.Context, conv string, data []byte, req Request) (SendResult, error) {
 	if err := validConv(conv); err != nil {
-		return OKResult{}, err
+		return SendResult{}, err
 	}
 	unlock, err := m.lock(ctx, conv)
 	if err != nil {
-		return OKResult{}, err
+		return SendResult{}, err
 	}
 	defer unlock()
-	res := OKResult{OK: true}
-	return res, m.typeInput(ctx, conv, data, "send", req, res)
+	res := SendResult{OK: true}
+	err = m.typeInput(ctx, conv, data, "send", req, func(size int64) any {
+		res.ResumeCursor = size
+		return res
+	})
+	return res, err
 }
 
-func (m *Manager) typeInput(ctx context.Context, conv string, data []byte, source string, req Request, res any) error {
+// typeInput records and types data. respond gets the spool size before
+// the input (the answer's resume_cursor) and returns the answer recorded
+// with req.
+func (m *Manager) typeInput(ctx context.Context, conv string, data []byte, source string, req Request, respond func(size int64) any) error {
 	sh, err := m.liveShell(ctx, conv)
 	if err != nil {
 		return err
 	}
 	var active string
-	m.snapshot(conv, func(c *convState) { active = c.active })
+	var size int64
+	m.snapshot(conv, func(c *convState) { active, size = c.active, c.size() })
+	res := respond(size)
 	ev := events.MustNew(conv, &events.PtyInput{Data: data, BlockID: active, Source: source})
 	if req.ID != "" {
 		resp, err := json.Marshal(res)
@@ -485,7 +518,9 @@ func (m *Manager) ExpectSend(ctx context.Context, conv string, w WaitParams, dat
 	if err != nil || !res.Matched {
 		return res, err
 	}
-	return res, m.typeInput(ctx, conv, data, "expect_send", req, res)
+	// resume_cursor stays the match's end: before the input, and nothing
+	// between the match and the input is skipped.
+	return res, m.typeInput(ctx, conv, data, "expect_send", req, func(int64) any { return res })
 }
 
 // StatusResult is the response of status (seed §5.5) plus what an operator
@@ -506,9 +541,17 @@ type StatusResult struct {
 	// over the conversation, and for the running block with its size.
 	BlockOutputCap        int64 `json:"block_output_cap"`
 	ConversationOutputCap int64 `json:"conversation_output_cap"`
-	Dropped               int64 `json:"dropped_bytes"`
-	ActiveBlockBytes      int64 `json:"active_block_bytes,omitempty"`
-	ActiveBlockDropped    int64 `json:"active_block_dropped_bytes,omitempty"`
+	// TotalOutputCap bounds every conversation's spool together;
+	// TotalStoredBytes is their size now.
+	TotalOutputCap     int64 `json:"total_output_cap"`
+	TotalStoredBytes   int64 `json:"total_stored_bytes"`
+	Dropped            int64 `json:"dropped_bytes"`
+	ActiveBlockBytes   int64 `json:"active_block_bytes,omitempty"`
+	ActiveBlockDropped int64 `json:"active_block_dropped_bytes,omitempty"`
+	// InputCursor is the spool size when the last input (exec, send,
+	// expect_send, interrupt) was recorded: a wait from it sees the whole
+	// reaction to it ('cmlab pty wait --from input').
+	InputCursor int64 `json:"input_cursor"`
 }
 
 // Status reports the terminal's mode and cursor.
@@ -527,6 +570,7 @@ func (m *Manager) Status(ctx context.Context, conv string) (StatusResult, error)
 		}
 		res.ShellID = c.shellID
 		res.ResumeCursor = c.size()
+		res.InputCursor = c.lastInputCursor()
 		res.Blocks = len(c.blocks)
 		res.Dropped = c.dropped
 		if c.active != "" {
@@ -535,6 +579,10 @@ func (m *Manager) Status(ctx context.Context, conv string) (StatusResult, error)
 		}
 	})
 	res.BlockOutputCap, res.ConversationOutputCap = m.opts.BlockOutputCap, m.opts.ConversationOutputCap
+	res.TotalOutputCap = m.opts.TotalOutputCap
+	m.stateMu.Lock()
+	res.TotalStoredBytes = m.otherSpools("")
+	m.stateMu.Unlock()
 	m.mu.Lock()
 	sh := m.shells[conv]
 	m.mu.Unlock()
@@ -603,7 +651,7 @@ func (m *Manager) endActive(ctx context.Context, conv string, grace time.Duratio
 		// Left open by the log without a shell: close it as crashed.
 		return res, m.closeOrphan(ctx, conv)
 	}
-	if err := m.interrupt(ctx, conv, sh, active, Request{}); err != nil {
+	if err := m.interrupt(ctx, conv, sh, active, Request{}, 0); err != nil {
 		return EndResult{}, err
 	}
 	if m.awaitEnd(ctx, conv, active, grace) {
@@ -655,8 +703,9 @@ func (m *Manager) Interrupt(ctx context.Context, conv string, req Request) (Inte
 	}
 	defer unlock()
 	var active string
-	m.snapshot(conv, func(c *convState) { active = c.active })
-	res := InterruptResult{OK: true, BlockID: active}
+	var size int64
+	m.snapshot(conv, func(c *convState) { active, size = c.active, c.size() })
+	res := InterruptResult{OK: true, BlockID: active, ResumeCursor: size}
 	m.mu.Lock()
 	sh := m.shells[conv]
 	m.mu.Unlock()
@@ -664,25 +713,27 @@ func (m *Manager) Interrupt(ctx context.Context, conv string, req Request) (Inte
 		return res, nil
 	}
 	res.Interrupted = true
-	return res, m.interrupt(ctx, conv, sh, active, req)
+	return res, m.interrupt(ctx, conv, sh, active, req, size)
 }
 
-// InterruptResult is the response of interrupt.
+// InterruptResult is the response of interrupt; resume_cursor is the spool
+// size before Ctrl+C was typed.
 type InterruptResult struct {
-	OK          bool   `json:"ok"`
-	BlockID     string `json:"block_id,omitempty"`
-	Interrupted bool   `json:"interrupted"`
+	OK           bool   `json:"ok"`
+	BlockID      string `json:"block_id,omitempty"`
+	Interrupted  bool   `json:"interrupted"`
+	ResumeCursor int64  `json:"resume_cursor"`
 }
 
 // interrupt records and types Ctrl+C for block active. Caller holds the
 // per-PTY lock.
-func (m *Manager) interrupt(ctx context.Context, conv string, sh *shell, active string, req Request) error {
+func (m *Manager) interrupt(ctx context.Context, conv string, sh *shell, active string, req Request, size int64) error {
 	sh.qmu.Lock()
 	sh.interrupted = true
 	sh.qmu.Unlock()
 	ev := events.MustNew(conv, &events.PtyInput{Data: []byte{3}, BlockID: active, Source: "interrupt"})
 	if req.ID != "" {
-		resp, err := json.Marshal(InterruptResult{OK: true, BlockID: active, Interrupted: true})
+		resp, err := json.Marshal(InterruptResult{OK: true, BlockID: active, Interrupted: true, ResumeCursor: size})
 		if err != nil {
 			return err
 		}

@@ -137,17 +137,11 @@ func (m *Manager) startShell(ctx context.Context, conv, shellID string) (*shell,
 	if shellID == "" {
 		shellID = newID("sh_")
 	}
-	m.mu.Lock()
-	running := 0
-	for c, other := range m.shells {
-		if c != conv && other.alive() {
-			running++
-		}
+	release, err := m.reserveSlot(conv)
+	if err != nil {
+		return nil, err
 	}
-	m.mu.Unlock()
-	if running >= m.opts.MaxShells {
-		return nil, fmt.Errorf("%w: %d conversations have a running shell, the most allowed at once; end one you no longer use", ErrTooManyShells, running)
-	}
+	defer release() // after the shell is in m.shells, or failed
 	sh := &shell{m: m, conv: conv, id: shellID, nonce: newNonce(),
 		ready: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}), inq: make(chan []byte, 1024)}
 	sh.qcond = sync.NewCond(&sh.qmu)
@@ -331,6 +325,7 @@ func (sh *shell) appendLoop() {
 		m.stateMu.Lock()
 		c := m.conv(sh.conv)
 		off := c.size()
+		others := m.otherSpools(sh.conv)
 		last := c.lastByte()
 		var cur events.Block
 		if b := c.activeBlock(); b != nil {
@@ -347,12 +342,8 @@ func (sh *shell) appendLoop() {
 			if last != '\n' {
 				line = "\n" + line
 			}
-			limit := m.opts.BlockOutputCap
-			if scope == events.TruncatedConversation {
-				limit = m.opts.ConversationOutputCap
-			}
 			evs = append(evs, events.MustNew(sh.conv, &events.PtyTruncated{BlockID: cur.BlockID, SpoolOffset: off,
-				Line: line, Dropped: dropped, Limit: limit, Scope: scope}))
+				Line: line, Dropped: dropped, Limit: m.capLimit(scope), Scope: scope}))
 			off += int64(len(line))
 			if cur.BlockID != "" {
 				blkBytes += int64(len(line))
@@ -405,6 +396,9 @@ func (sh *shell) appendLoop() {
 				if cc := m.opts.ConversationOutputCap; cc >= 0 && cc-off < keep {
 					keep, scope = max(0, cc-off), events.TruncatedConversation
 				}
+				if tc := m.opts.TotalOutputCap; tc >= 0 && tc-others-off < keep {
+					keep, scope = max(0, tc-others-off), events.TruncatedTotal
+				}
 				dropped := int64(len(out)) - keep
 				out = out[:keep]
 				if cur.BlockID != "" {
@@ -421,11 +415,7 @@ func (sh *shell) appendLoop() {
 					drop.total += dropped
 					if !drop.marked {
 						drop.marked, drop.scope = true, scope
-						limit := m.opts.BlockOutputCap
-						if scope == events.TruncatedConversation {
-							limit = m.opts.ConversationOutputCap
-						}
-						marker(fmt.Sprintf("[cmlab: output truncated at the %s cap of %d bytes; further output is dropped and counted]\n", scope, limit),
+						marker(fmt.Sprintf("[cmlab: output truncated at the %s cap of %d bytes%s; further output is dropped and counted]\n", scope, m.capLimit(scope), capHint(scope)),
 							dropped, scope)
 					} else {
 						drop.pending += dropped

@@ -26,7 +26,7 @@ import (
 const (
 	snapModel = "pty"
 	// snapSchema changes with the snapshot's fields or their meaning.
-	snapSchema = 1
+	snapSchema = 2
 	snapEvery  = 10_000
 )
 
@@ -72,6 +72,7 @@ type convSnap struct {
 	Rows    int            `json:"rows"`
 	Dropped int64          `json:"dropped"`
 	BlkDrop []blockDrop    `json:"blkDrop"` // sorted by block id
+	Inputs  []inputSnap    `json:"inputs"`
 }
 
 type promptSnap struct {
@@ -128,6 +129,9 @@ func (m *model) encode() ([]byte, error) {
 		for _, b := range sortedKeys(c.blkDrop) {
 			cs.BlkDrop = append(cs.BlkDrop, blockDrop{b, c.blkDrop[b]})
 		}
+		for _, in := range c.inputs {
+			cs.Inputs = append(cs.Inputs, inputSnap{in.off, in.source, in.blockID, in.data})
+		}
 		sn.Convs = append(sn.Convs, cs)
 	}
 	sn.OpenBlocks, sn.OpenShells = m.openBlocks, m.openShells
@@ -174,6 +178,12 @@ func (m *model) decode(body []byte) error {
 				}
 				c.outputs[bs.Block] = append(c.outputs[bs.Block], span{s.Start, s.End})
 			}
+		}
+		for _, in := range cs.Inputs {
+			if in.Off < 0 || in.Off > cs.Size {
+				return fmt.Errorf("input at %d outside the spool [0, %d]", in.Off, cs.Size)
+			}
+			c.inputs = append(c.inputs, inputRec{in.Off, in.Source, in.Block, in.Data})
 		}
 		if c.active != "" && c.byID[c.active] == nil {
 			return fmt.Errorf("conversation %q: active block %q unknown", cs.ID, c.active)

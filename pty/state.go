@@ -49,6 +49,7 @@ type convState struct {
 	rows    int
 	dropped int64            // output bytes dropped past a cap (pty.truncated), whole conversation
 	blkDrop map[string]int64 // block id → bytes dropped, for a block still open
+	inputs  []inputRec       // what was typed, where (input.go)
 	changed chan struct{}    // closed and replaced on every change
 }
 
@@ -150,7 +151,7 @@ func (m *model) observe(ev *events.Event) {
 	}
 	switch ev.Type {
 	case events.TypePtySessionStarted, events.TypePtyBlockBegin, events.TypePtyOutput,
-		events.TypePtyBlockEnd, events.TypePtyPrompt, events.TypePtySessionEnded, events.TypePtyTruncated:
+		events.TypePtyBlockEnd, events.TypePtyPrompt, events.TypePtySessionEnded, events.TypePtyTruncated, events.TypePtyInput:
 	default:
 		return
 	}
@@ -199,6 +200,8 @@ func (m *model) observe(ev *events.Event) {
 		if d.BlockID != "" && c.byID[d.BlockID] != nil && c.active == d.BlockID {
 			c.blkDrop[d.BlockID] += d.Dropped
 		}
+	case *events.PtyInput:
+		c.addInput(d)
 	case *events.PtyPrompt:
 		line := []byte(d.Line)
 		c.writeAt(d.SpoolOffset, line)

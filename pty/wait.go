@@ -32,6 +32,9 @@ type WaitParams struct {
 	MatchType  string `json:"match_type"`
 	FromCursor int64  `json:"from_cursor"`
 	TimeoutMs  int64  `json:"timeout_ms"`
+	// Raw keeps a prompt match's match_text (the sentinel line); the
+	// clean view answers "" for it (clean.go).
+	Raw bool `json:"raw,omitempty"`
 }
 
 // Span is a byte range of the spool.
@@ -151,7 +154,12 @@ func (m *Manager) WaitFor(ctx context.Context, conv string, p WaitParams) (WaitR
 // WaitPrompt returns after a prompt sentinel at or after from_cursor AND
 // mode idle (seed §4.7).
 func (m *Manager) WaitPrompt(ctx context.Context, conv string, from, timeoutMs int64) (WaitResult, error) {
-	return m.wait(ctx, conv, WaitParams{MatchType: MatchPrompt, FromCursor: from, TimeoutMs: timeoutMs}, true)
+	return m.wait(ctx, conv, WaitParams{MatchType: MatchPrompt, FromCursor: from, TimeoutMs: timeoutMs, Raw: true}, true)
+}
+
+// WaitPromptView is WaitPrompt with the clean view unless raw.
+func (m *Manager) WaitPromptView(ctx context.Context, conv string, from, timeoutMs int64, raw bool) (WaitResult, error) {
+	return m.wait(ctx, conv, WaitParams{MatchType: MatchPrompt, FromCursor: from, TimeoutMs: timeoutMs, Raw: raw}, true)
 }
 
 func (m *Manager) wait(ctx context.Context, conv string, p WaitParams, needIdle bool) (WaitResult, error) {
@@ -162,13 +170,29 @@ func (m *Manager) wait(ctx context.Context, conv string, p WaitParams, needIdle 
 	if err != nil {
 		return WaitResult{}, err
 	}
-	var size int64
-	m.snapshot(conv, func(c *convState) { size = c.size() })
+	if !m.known(conv) {
+		return WaitResult{}, unknownConv(conv)
+	}
+	var size, lastBegin int64
+	m.snapshot(conv, func(c *convState) {
+		size = c.size()
+		if n := len(c.blocks); n > 0 {
+			lastBegin = c.blocks[n-1].SpoolBegin
+		}
+	})
 	if p.FromCursor == FromEnd {
 		p.FromCursor = size
 	}
 	if p.FromCursor < 0 || p.FromCursor > size {
 		return WaitResult{}, fmt.Errorf("%w: from_cursor %d is outside the spool [0, %d]", ErrInvalidCursor, p.FromCursor, size)
+	}
+	// A prompt wait is about the latest block: a prompt older than it (the
+	// shell's first prompt, an earlier block's) never answers it, whatever
+	// from_cursor says — else a wait from 0 reports a running command done
+	// (issue 25). The answer's cursors are the spool's as always.
+	scanFrom := p.FromCursor
+	if p.MatchType == MatchPrompt {
+		scanFrom = max(scanFrom, lastBegin)
 	}
 	timer := time.NewTimer(waitTimeout(p.TimeoutMs))
 	defer timer.Stop()
@@ -180,7 +204,7 @@ func (m *Manager) wait(ctx context.Context, conv string, p WaitParams, needIdle 
 	// the end scanned: a regex match that starts more than TailBuffer
 	// bytes before the end of the output committed at some wake-up, and is
 	// not complete by then, is not found (doc.go, "Memory").
-	scan := p.FromCursor
+	scan := scanFrom
 	for {
 		var (
 			v       spoolView
@@ -200,7 +224,7 @@ func (m *Manager) wait(ctx context.Context, conv string, p WaitParams, needIdle 
 		if !ok {
 			switch p.MatchType {
 			case "", MatchSubstring:
-				scan = max(p.FromCursor, v.size-int64(len(p.Match))+1)
+				scan = max(scanFrom, v.size-int64(len(p.Match))+1)
 			case MatchRegex:
 				scan = max(scan, v.size-TailBuffer)
 			}
@@ -212,6 +236,9 @@ func (m *Manager) wait(ctx context.Context, conv string, p WaitParams, needIdle 
 				return WaitResult{}, err
 			}
 			str := string(text)
+			if p.MatchType == MatchPrompt && !p.Raw {
+				str = "" // the sentinel line is not shown; extra has its fields
+			}
 			return WaitResult{OK: true, Matched: true, MatchText: &str, MatchCursor: &s,
 				MatchSpan: &Span{Start: s, End: e}, ResumeCursor: e, Extra: info}, nil
 		}

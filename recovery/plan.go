@@ -34,6 +34,9 @@ type PlanStep struct {
 	Note string `json:"note,omitempty"`
 	// Pid is the step's recorded process (0: none recorded).
 	Pid int `json:"pid,omitempty"`
+	// LivePid, for an in_flight step whose recorded process has exited, is
+	// a process of its group that still runs (the one to wait for or stop).
+	LivePid int `json:"live_pid,omitempty"`
 	// ErrorClass is a failed step's recorded error class: it failed cleanly
 	// (its runner saw it end), which the table says instead of the
 	// classifier's verdict.
@@ -96,6 +99,10 @@ type PlanOptions struct {
 	// runner's) still runs; default steps.Process.Running. An error counts
 	// as running: a step is never retried on a guess.
 	Running func(p steps.Process) (bool, error)
+	// LiveMember names the process that keeps a recorded one running (its
+	// own pid, or a live member of its group); default
+	// steps.Process.LiveMember.
+	LiveMember func(p steps.Process) (int, error)
 }
 
 // AwaitsReview reports whether the step waits for a human: it is marked
@@ -162,6 +169,9 @@ func BuildPlan(mandates []*steps.MandateState, opts PlanOptions) *Plan {
 	if opts.Running == nil {
 		opts.Running = steps.Process.Running
 	}
+	if opts.LiveMember == nil {
+		opts.LiveMember = steps.Process.LiveMember
+	}
 	p := &Plan{Steps: []PlanStep{}, Mandates: []PlanMandate{}}
 	for _, m := range mandates {
 		pm := PlanMandate{MandateID: m.MandateID, Name: m.Name, Status: m.Status, LastTS: m.LastTS}
@@ -203,6 +213,7 @@ func BuildPlan(mandates []*steps.MandateState, opts PlanOptions) *Plan {
 			switch {
 			case v.Kind == InFlight:
 				ps.Note = fmt.Sprintf("pid %d still runs: wait for it (recover --apply --wait) or stop it", s.Pid)
+				nameLiveMember(&ps, s, opts.LiveMember)
 			case s.Orphan:
 				ps.Note = "orphan transition (no plan names this step)"
 			case live && s.Status == events.StatusExecuting:

@@ -167,6 +167,10 @@ func (x *Index) openTrusted() (db *bolt.DB, covered uint64, coveredID string, er
 	if _, err := os.Stat(x.opts.Path); err != nil {
 		return nil, 0, "", fmt.Errorf("no index file: %w", err)
 	}
+	if err := checkShape(x.opts.Path); err != nil {
+		return nil, 0, "", err
+	}
+	defer faultsPanic()()
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("bbolt panicked reading the file: %v", p)
@@ -222,6 +226,7 @@ func (x *Index) openTrusted() (db *bolt.DB, covered uint64, coveredID string, er
 // checkAll runs bbolt's page check and every entry's CRC over db: O(ids).
 // A panic of bbolt reading a damaged page is an error.
 func checkAll(db *bolt.DB) (err error) {
+	defer faultsPanic()()
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("bbolt panicked reading the file: %v", p)
@@ -461,6 +466,7 @@ func (x *Index) Lookup(req string) (rec Record, ok bool, err error) {
 	}
 	// The file first: an id stored there is older than one in memory.
 	err = x.db.View(func(tx *bolt.Tx) (err error) {
+		defer faultsPanic()()
 		defer func() {
 			if p := recover(); p != nil {
 				err = fmt.Errorf("%w: bbolt panicked: %v", ErrCorrupt, p)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
@@ -12,7 +11,8 @@ import (
 	"github.com/cmlab/cmlab/wal"
 )
 
-// The model's snapshot: state/snapshots/retention.msgpack.
+// The model's snapshot: state/snapshots/retention.msgpack (the read-model
+// kit, package snapshot).
 const (
 	ModelName = "retention"
 	// schema changes with state's fields or their meaning.
@@ -23,13 +23,25 @@ const (
 	SnapshotEvery = 1000
 )
 
+// Kind is the model's snapshot kind.
+var Kind = snapshot.Kind{Name: ModelName, Schema: schema, Every: SnapshotEvery}
+
 // Version is the code version a snapshot must carry to be trusted.
-func Version() string { return fmt.Sprintf("%d/%s", schema, snapshot.CodeVersion()) }
+func Version() string { return Kind.Version() }
 
 // SnapshotFile is the model's snapshot in h.
-func SnapshotFile(h home.Home) string {
-	return filepath.Join(h.StateDir(), "snapshots", ModelName+".msgpack")
+func SnapshotFile(h home.Home) string { return Kind.File(h.StateDir()) }
+
+// Encode implements snapshot.Model.
+func (m *Model) Encode() ([]byte, uint64, string, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	body, err := events.Marshal(&m.st)
+	return body, m.seq, m.eventID, err
 }
+
+// Decode implements snapshot.Model.
+func (m *Model) Decode(h snapshot.Header, body []byte) error { return m.loadBody(h, body) }
 
 // WriteSnapshot stores the model at path unless fewer than every events
 // passed since the last snapshot (every 0: whenever anything did). It
@@ -37,39 +49,24 @@ func SnapshotFile(h home.Home) string {
 // retried at the next call.
 func (m *Model) WriteSnapshot(path string, every uint64) (bool, error) {
 	m.mu.RLock()
-	if m.seq == 0 || m.seq <= m.snapSeq || m.seq-m.snapSeq < every {
-		m.mu.RUnlock()
-		return false, nil
-	}
-	body, err := events.Marshal(&m.st)
-	seq, id := m.seq, m.eventID
+	snapSeq := m.snapSeq
 	m.mu.RUnlock()
-	if err != nil {
-		return false, err
+	ok, err := snapshot.NewWriter(Kind, path, m, snapSeq).Write(every)
+	if ok {
+		m.mu.Lock()
+		m.snapSeq = max(m.snapSeq, m.seq)
+		m.mu.Unlock()
 	}
-	if err := snapshot.Write(path, snapshot.Header{Model: ModelName, Version: Version(), Seq: seq, EventID: id}, body); err != nil {
-		return false, err
-	}
-	m.mu.Lock()
-	m.snapSeq = max(m.snapSeq, seq)
-	m.mu.Unlock()
-	return true, nil
+	return ok, err
 }
 
 // LoadSnapshot fills an empty model from the snapshot at path if it can be
-// trusted: whole, of this code version, and covering an event the log
-// holds with the same id (snapshot.Check). A missing file wraps
-// os.ErrNotExist; any other refusal wraps snapshot.ErrInvalid. The model
-// is left empty on any error.
+// trusted (snapshot.Kind.Load). A missing file wraps os.ErrNotExist; any
+// other refusal wraps snapshot.ErrInvalid. The model is left empty on any
+// error.
 func (m *Model) LoadSnapshot(path string, first, last uint64, idAt func(uint64) (string, error)) error {
-	h, body, err := snapshot.Read(path, ModelName, Version())
-	if err != nil {
-		return err
-	}
-	if err := snapshot.Check(h, first, last, idAt); err != nil {
-		return err
-	}
-	return m.loadBody(h, body)
+	_, err := Kind.Load(m, path, first, last, idAt)
+	return err
 }
 
 // loadBody fills an empty model from a snapshot's body.

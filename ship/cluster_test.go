@@ -108,7 +108,7 @@ func TestShipR3ClusterLosesANode(t *testing.T) {
 	}
 	checkStream(t, n, h, s.State().Stream)
 	into := home.Home{Dir: filepath.Join(t.TempDir(), "restored")}
-	if _, err := Restore(context.Background(), RestoreOptions{Conn: Conn{URL: urls[2]}, HomeID: s.HomeID(), Into: into}); err != nil {
+	if _, err := Restore(context.Background(), RestoreOptions{Conn: Conn{URL: urls[2]}, HomeID: s.HomeID(), Into: into, Key: homeKey(t, h)}); err != nil {
 		t.Fatal(err)
 	}
 	e.Checkpoint()

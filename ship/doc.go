@@ -22,6 +22,7 @@
 //	headers  Nats-Msg-Id: <event id>           JetStream drops a retried publish
 //	         Nats-Expected-Last-Sequence: seq-1
 //	         Cmlab-Home-Id, Cmlab-Seq, Cmlab-Type
+//	         Cmlab-Mac: HMAC-SHA256 under the home's ship key (auth.go)
 //	data     the log entry bytes as stored: 0xC1, CRC32C, msgpack envelope
 //
 // The invariant: stream sequence N holds the home's event seq N. Every
@@ -60,8 +61,9 @@
 // # Reading back
 //
 // Source reads a home's events from its stream in order, checking each
-// message (home id, stream sequence = seq, entry CRC, event id =
-// Nats-Msg-Id); Missing lists the sequences a stream lacks up to a bound.
+// message (home id, stream sequence = seq, MAC under the ship key when
+// given, entry CRC, event id = Nats-Msg-Id); a message that fails is a
+// *MessageError naming its seq; Missing lists the sequences a stream lacks up to a bound.
 // Restore refuses a stream with missing sequences (ErrGap, naming them)
 // before creating anything, then builds the home with replay.To from the
 // Source: the log copy and the views, byte-identical to the original's.

@@ -212,6 +212,11 @@ func checkStream(t testing.TB, n *natsServer, h home.Home, stream string) uint64
 		t.Fatal(err)
 	}
 	defer src.Close()
+	key, err := ReadKey(KeyFile(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.SetKey(key, false) // every message's MAC checked too
 	next, i := src.Events(context.Background(), 1, 0), uint64(0)
 	remote := map[uint64]*events.Event{}
 	for ev, err := range next {
@@ -242,4 +247,14 @@ func checkStream(t testing.TB, n *natsServer, h home.Home, stream string) uint64
 		}
 	}
 	return last
+}
+
+// homeKey is h's ship key (state/ship-key), which a restore of its stream needs.
+func homeKey(t testing.TB, h home.Home) []byte {
+	t.Helper()
+	k, err := ReadKey(KeyFile(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

@@ -1,74 +1,31 @@
 package ship
 
 import (
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"regexp"
-	"strings"
-
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/ship/cursor"
-	"github.com/google/uuid"
 )
 
 // ErrBadHomeID is returned for a home id that cannot be a subject token
 // and part of a stream name.
-var ErrBadHomeID = errors.New("ship: invalid home id")
-
-var homeIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var ErrBadHomeID = home.ErrBadHomeID
 
 // ValidateHomeID checks that id may be one NATS subject token and part of a
 // stream name: 1–64 characters of [A-Za-z0-9_-].
-func ValidateHomeID(id string) error {
-	if !homeIDRE.MatchString(id) {
-		return fmt.Errorf("%w %q: want 1–64 characters of [A-Za-z0-9_-]", ErrBadHomeID, id)
-	}
-	return nil
-}
+func ValidateHomeID(id string) error { return home.ValidateHomeID(id) }
 
-// HomeIDFile is state/home-id of h.
-func HomeIDFile(h home.Home) string { return filepath.Join(h.StateDir(), "home-id") }
+// HomeIDFile is state/home-id of h (package home keeps the id).
+func HomeIDFile(h home.Home) string { return h.HomeIDFile() }
 
 // ReadHomeID returns h's id, or an error wrapping os.ErrNotExist when it
 // has none yet.
-func ReadHomeID(h home.Home) (string, error) {
-	b, err := os.ReadFile(HomeIDFile(h))
-	if err != nil {
-		return "", err
-	}
-	id := strings.TrimSpace(string(b))
-	if err := ValidateHomeID(id); err != nil {
-		return "", fmt.Errorf("%s: %w", h.Rel(HomeIDFile(h)), err)
-	}
-	return id, nil
-}
+func ReadHomeID(h home.Home) (string, error) { return home.ReadHomeID(h) }
 
 // EnsureHomeID returns h's id, creating state/home-id (a UUIDv7) the first
 // time.
-func EnsureHomeID(h home.Home) (string, error) {
-	id, err := ReadHomeID(h)
-	if err == nil || !errors.Is(err, os.ErrNotExist) {
-		return id, err
-	}
-	u, err := uuid.NewV7()
-	if err != nil {
-		return "", err
-	}
-	return u.String(), WriteHomeID(h, u.String())
-}
+func EnsureHomeID(h home.Home) (string, error) { return home.EnsureHomeID(h) }
 
 // WriteHomeID sets h's id (restore gives the new home the id it restored).
-func WriteHomeID(h home.Home, id string) error {
-	if err := ValidateHomeID(id); err != nil {
-		return err
-	}
-	if err := home.MkdirAllSync(h.StateDir()); err != nil {
-		return err
-	}
-	return home.WriteFileAtomic(HomeIDFile(h), []byte(id+"\n"))
-}
+func WriteHomeID(h home.Home, id string) error { return home.WriteHomeID(h, id) }
 
 // DefaultStream is the stream name used when none is given: CMLAB_<id>.
 func DefaultStream(homeID string) string { return "CMLAB_" + homeID }

@@ -23,6 +23,14 @@ type RestoreOptions struct {
 	UpTo uint64
 	// Progress, when set, is called after each applied batch.
 	Progress func(seq uint64)
+	// Key is the home's ship key (state/ship-key, or ship-key in its
+	// archive): every message's MAC is checked with it (auth.go) and a
+	// full restore gives it to the new home. Without it an authenticated
+	// stream is refused (ErrNeedKey) unless Unauthenticated.
+	Key             []byte
+	Unauthenticated bool
+	// Legacy, after Restore, counts the messages restored without a MAC.
+	Legacy *uint64
 }
 
 // Restore builds a home from its stream: the log (entries byte for byte)
@@ -37,6 +45,10 @@ func Restore(ctx context.Context, o RestoreOptions) (*replay.ToResult, error) {
 		return nil, err
 	}
 	defer src.Close()
+	src.SetKey(o.Key, o.Unauthenticated)
+	if o.Legacy != nil {
+		defer func() { *o.Legacy = src.Unauthenticated() }()
+	}
 	last, _ := src.LastSeq(ctx)
 	if o.UpTo > last {
 		return nil, fmt.Errorf("ship: stream %s ends at seq %d, before --to %d", src.Stream(), last, o.UpTo)
@@ -66,6 +78,11 @@ func restore(ctx context.Context, o RestoreOptions, src *Source, last uint64) (*
 	}
 	if err := WriteHomeID(o.Into, o.HomeID); err != nil {
 		return nil, err
+	}
+	if o.Key != nil {
+		if err := WriteKey(o.Into, o.Key); err != nil {
+			return nil, err
+		}
 	}
 	st := State{HomeID: o.HomeID, Stream: src.Stream(), URL: o.Conn.URL, Shipped: last, LastSeq: last}
 	if err := writeState(o.Into, st); err != nil {

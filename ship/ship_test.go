@@ -112,7 +112,7 @@ func TestShipRestoreByteIdentical(t *testing.T) {
 	checkStream(t, n, h, st.Stream)
 
 	into := home.Home{Dir: filepath.Join(t.TempDir(), "restored")}
-	res, err := Restore(context.Background(), RestoreOptions{Conn: n.conn(), HomeID: st.HomeID, Into: into})
+	res, err := Restore(context.Background(), RestoreOptions{Conn: n.conn(), HomeID: st.HomeID, Into: into, Key: homeKey(t, h)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestShipRestoreByteIdentical(t *testing.T) {
 
 	// Time travel over the shipped history equals a local replay --to.
 	at := home.Home{Dir: filepath.Join(t.TempDir(), "at1234")}
-	if _, err := Restore(context.Background(), RestoreOptions{Conn: n.conn(), HomeID: st.HomeID, Into: at, UpTo: 1234}); err != nil {
+	if _, err := Restore(context.Background(), RestoreOptions{Conn: n.conn(), HomeID: st.HomeID, Into: at, UpTo: 1234, Key: homeKey(t, h)}); err != nil {
 		t.Fatal(err)
 	}
 	local := home.Home{Dir: filepath.Join(t.TempDir(), "local1234")}
@@ -207,7 +207,7 @@ func TestRestoreGapNamesMissingSeqs(t *testing.T) {
 		t.Fatalf("restore over a gap created %s: %v", into.Dir, err)
 	}
 	// Up to seq 4 the stream is whole.
-	if _, err := Restore(context.Background(), RestoreOptions{Conn: n.conn(), HomeID: st.HomeID, Into: into, UpTo: 4}); err != nil {
+	if _, err := Restore(context.Background(), RestoreOptions{Conn: n.conn(), HomeID: st.HomeID, Into: into, UpTo: 4, Key: homeKey(t, h)}); err != nil {
 		t.Fatal(err)
 	}
 	// A purged front is missing too.

@@ -53,6 +53,7 @@ type Options struct {
 type Shipper struct {
 	opts   Options
 	homeID string
+	key    []byte // state/ship-key: each message's MAC (auth.go)
 
 	mu    sync.Mutex
 	state State
@@ -94,7 +95,11 @@ func New(opts Options) (*Shipper, error) {
 	if opts.Stream == "" {
 		opts.Stream = DefaultStream(id)
 	}
-	s := &Shipper{opts: opts, homeID: id}
+	key, err := EnsureKey(opts.Home)
+	if err != nil {
+		return nil, fmt.Errorf("ship: ship key: %w", err)
+	}
+	s := &Shipper{opts: opts, homeID: id, key: key}
 	prev, err := ReadState(opts.Home)
 	switch {
 	case err == nil:
@@ -352,6 +357,7 @@ func (s *Shipper) publish(ctx context.Context, js jetstream.JetStream, batch []*
 		m.Header.Set(HeaderHomeID, s.homeID)
 		m.Header.Set(HeaderSeq, strconv.FormatUint(ev.Seq, 10))
 		m.Header.Set(HeaderType, ev.Type)
+		m.Header.Set(HeaderMAC, eventMAC(s.key, s.homeID, ev.Seq, data))
 		f, err := js.PublishMsgAsync(m, jetstream.WithMsgID(ev.ID), jetstream.WithExpectLastSequence(ev.Seq-1))
 		if err != nil {
 			return fmt.Errorf("ship: publish seq %d: %w", ev.Seq, err)

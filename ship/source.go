@@ -21,6 +21,7 @@ type Source struct {
 	stream string
 	homeID string
 	state  jetstream.StreamState // at open
+	auth   authenticator
 	// FetchWait bounds the wait for one batch of messages (default 5s).
 	FetchWait time.Duration
 }
@@ -55,6 +56,17 @@ func OpenSource(ctx context.Context, conn Conn, stream, homeID string) (*Source,
 	}
 	return &Source{nc: nc, js: js, stream: stream, homeID: homeID, state: info.State, FetchWait: 5 * time.Second}, nil
 }
+
+// SetKey makes s check every message's MAC with key (auth.go); with key
+// nil and unauthenticated set, MACs are not checked; with neither, an
+// authenticated stream is refused (ErrNeedKey).
+func (s *Source) SetKey(key []byte, unauthenticated bool) {
+	s.auth.key, s.auth.unauth = key, unauthenticated
+}
+
+// Unauthenticated counts the messages read that carried no MAC (shipped
+// before ship keys existed), or all of them read without a key.
+func (s *Source) Unauthenticated() uint64 { return s.auth.Legacy }
 
 // Close closes the connection.
 func (s *Source) Close() { s.nc.Close() }
@@ -200,11 +212,56 @@ func (s *Source) decode(m jetstream.Msg, want uint64) (*events.Event, error) {
 		}
 		return nil, fmt.Errorf("%w: stream %s delivered seq %d after %d", ErrBadMessage, s.stream, seq, want-1)
 	}
-	id, err := checkHeaders(m.Headers(), s.stream, seq, s.homeID)
+	ev, err := s.check(m.Headers(), m.Data(), seq)
+	if err != nil {
+		return nil, &MessageError{Stream: s.stream, Seq: seq, Err: err}
+	}
+	return ev, nil
+}
+
+// Entry returns the log entry bytes of seq as the stream holds them,
+// checked like Events checks them (headers, MAC with the key given, CRC,
+// event id): what a salvage writes back instead of a placeholder. nil and
+// no error when the stream does not hold seq.
+func (s *Source) Entry(ctx context.Context, seq uint64) ([]byte, error) {
+	st, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return nil, fmt.Errorf("ship: stream %s: %w", s.stream, err)
+	}
+	raw, err := st.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ship: stream %s seq %d: %w", s.stream, seq, err)
+	}
+	a := s.auth
+	a.sawMAC = !a.unauth // a lone message: one without a MAC is trusted only --unauthenticated
+	if a.key == nil && !a.unauth {
+		return nil, &MessageError{Stream: s.stream, Seq: seq, Err: ErrNeedKey}
+	}
+	if _, err := checkHeaders(raw.Header, s.stream, seq, s.homeID); err != nil {
+		return nil, &MessageError{Stream: s.stream, Seq: seq, Err: err}
+	}
+	if err := a.check(raw.Header, s.stream, s.homeID, seq, raw.Data); err != nil {
+		return nil, &MessageError{Stream: s.stream, Seq: seq, Err: err}
+	}
+	if _, err := s.check(raw.Header, raw.Data, seq); err != nil {
+		return nil, &MessageError{Stream: s.stream, Seq: seq, Err: err}
+	}
+	return raw.Data, nil
+}
+
+// check checks the message seq: headers, MAC, entry, event id.
+func (s *Source) check(h nats.Header, data []byte, seq uint64) (*events.Event, error) {
+	id, err := checkHeaders(h, s.stream, seq, s.homeID)
 	if err != nil {
 		return nil, err
 	}
-	ev, err := wal.DecodeEntry(m.Data(), seq)
+	if err := s.auth.check(h, s.stream, s.homeID, seq, data); err != nil {
+		return nil, err
+	}
+	ev, err := wal.DecodeEntry(data, seq)
 	if err != nil {
 		return nil, fmt.Errorf("%w: stream %s seq %d: %v", ErrBadMessage, s.stream, seq, err)
 	}
@@ -213,3 +270,15 @@ func (s *Source) decode(m jetstream.Msg, want uint64) (*events.Event, error) {
 	}
 	return ev, nil
 }
+
+// MessageError is the error about one message of a stream that is not
+// the home's event at its seq (ErrBadMessage, ErrOtherHome, ErrForged,
+// ErrNeedKey): Seq says where a restore could stop before it.
+type MessageError struct {
+	Stream string
+	Seq    uint64
+	Err    error
+}
+
+func (e *MessageError) Error() string { return e.Err.Error() }
+func (e *MessageError) Unwrap() error { return e.Err }

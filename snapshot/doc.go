@@ -13,6 +13,18 @@
 // over a wal.Reader for commands without a daemon, checking the covered
 // event in the same pass that reads the tail.
 //
+// # The read-model kit (kit.go)
+//
+// Every model kept in a snapshot implements Model (Observe, Covered,
+// Encode, Decode) and has a Kind (name, schema, how many events a
+// snapshot waits for). The kit gives the rest once: the file
+// (Kind.File), the one code-version rule (Kind.Version: the schema and
+// CodeVersion, the build), the load and check at start (Kind.Load), the
+// gated write (Writer) and the attachment to a live engine (Attach: remove
+// stale temporary files, load or start empty, subscribe, write at
+// checkpoints). The Lab state, the step state and the retention model use
+// it; the terminal's model (package pty) still has its own loop.
+//
 // # The models
 //
 // Every file is under state/snapshots/ and written at the engine's

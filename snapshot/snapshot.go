@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"sync"
 
+	"github.com/cmlab/cmlab/home"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -50,43 +51,53 @@ func Write(path string, h Header, body []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
+	err := home.WriteDurable(path, home.WriteOptions{FS: faultFS{home.OSFS{}, path}, TempPattern: filepath.Base(path) + ".tmp-*"}, home.Bytes(b))
 	if err != nil {
-		return fmt.Errorf("snapshot: %w", err)
-	}
-	tmp := f.Name()
-	err = fault(StageWrite, path)
-	if err == nil {
-		_, err = f.Write(b)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = fault(StageRename, path)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp) // the old snapshot stays
 		return fmt.Errorf("snapshot: write %s: %w", filepath.Base(path), err)
 	}
-	if err := fault(StageDirSync, path); err != nil {
-		return fmt.Errorf("snapshot: fsync %s: %w", dir, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("snapshot: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("snapshot: fsync %s: %w", dir, err)
-	}
 	return nil
+}
+
+// faultFS passes the stages of a write of path to the fault hook
+// (SetFaultHook) before the real step.
+type faultFS struct {
+	home.OSFS
+	path string
+}
+
+func (f faultFS) CreateTemp(dir, pattern string) (home.File, error) {
+	t, err := f.OSFS.CreateTemp(dir, pattern)
+	if err != nil {
+		return nil, err
+	}
+	return faultFile{t, f.path}, nil
+}
+
+func (f faultFS) Rename(oldpath, newpath string) error {
+	if err := fault(StageRename, f.path); err != nil {
+		return err
+	}
+	return f.OSFS.Rename(oldpath, newpath)
+}
+
+func (f faultFS) SyncDir(dir string) error {
+	if err := fault(StageDirSync, f.path); err != nil {
+		return err
+	}
+	return f.OSFS.SyncDir(dir)
+}
+
+// faultFile fails its first write when the hook fails StageWrite.
+type faultFile struct {
+	home.File
+	path string
+}
+
+func (f faultFile) Write(p []byte) (int, error) {
+	if err := fault(StageWrite, f.path); err != nil {
+		return 0, err
+	}
+	return f.File.Write(p)
 }
 
 // Read loads the snapshot at path if it is whole and was written for model

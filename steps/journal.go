@@ -13,6 +13,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/snapshot"
 )
 
 // Errors of step transitions.
@@ -320,6 +321,7 @@ type Journal struct {
 	refused string
 	snapMu  sync.Mutex
 	snapErr error
+	snap    *snapshot.Writer // nil when read-only
 }
 
 // NewJournal subscribes a step state to eng: the state's snapshot
@@ -327,15 +329,14 @@ type Journal struct {
 // its seq (the whole log without one). Unless eng is read-only, the
 // snapshot is written at eng's checkpoints.
 func NewJournal(eng *engine.Engine) (*Journal, error) {
-	st, refused := openState(eng)
-	j := &Journal{eng: eng, state: st, refused: refused}
+	j := &Journal{eng: eng}
 	j.startSeq = eng.Log().LastSeq()
-	if err := eng.Subscribe(j.state); err != nil {
+	st, w, refused, err := snapshot.Attach(eng, SnapshotKind, SnapshotFile(eng.Home()), NewState,
+		func(st *State) error { return eng.Subscribe(st) }, j.snapshotWritten)
+	if err != nil {
 		return nil, fmt.Errorf("recovery: rebuilding step state: %w", err)
 	}
-	if !eng.ReadOnly() {
-		eng.OnCheckpoint(j.snapshotHook)
-	}
+	j.state, j.snap, j.refused = st, w, refused
 	return j, nil
 }
 
@@ -389,6 +390,16 @@ func (j *Journal) RecordAt(ctx context.Context, p events.Payload, seq uint64) er
 	}
 	_, err := j.record(ctx, p, "", "", seq)
 	return err
+}
+
+// RecordRequestAt is RecordAt for an HTTP caller: the event carries req,
+// reqHash and the response snapshot, as RecordRequest's does (an
+// operator's decision taken on a step's state, such as recovery.Approve).
+func (j *Journal) RecordRequestAt(ctx context.Context, p events.Payload, seq uint64, req, reqHash string) (TransitionResponse, error) {
+	if seq == 0 {
+		return TransitionResponse{}, fmt.Errorf("%w: RecordRequestAt needs the step's last seq", ErrInvalidStep)
+	}
+	return j.record(ctx, p, req, reqHash, seq)
 }
 
 func (j *Journal) record(ctx context.Context, p events.Payload, req, reqHash string, at uint64) (TransitionResponse, error) {

@@ -1,12 +1,8 @@
 package steps
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
-	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/snapshot"
@@ -25,13 +21,15 @@ const (
 	SnapshotEvery = 10_000
 )
 
+// SnapshotKind is the step state's snapshot kind (the read-model kit,
+// package snapshot).
+var SnapshotKind = snapshot.Kind{Name: SnapshotModel, Schema: snapSchema, Every: SnapshotEvery}
+
 // SnapshotVersion is the code version a steps snapshot must carry.
-func SnapshotVersion() string { return fmt.Sprintf("%d/%s", snapSchema, snapshot.CodeVersion()) }
+func SnapshotVersion() string { return SnapshotKind.Version() }
 
 // SnapshotFile is the step state's snapshot in h.
-func SnapshotFile(h home.Home) string {
-	return filepath.Join(h.StateDir(), "snapshots", SnapshotModel+".msgpack")
-}
+func SnapshotFile(h home.Home) string { return SnapshotKind.File(h.StateDir()) }
 
 // stateSnap is State as stored: mandates in the order they appeared, each
 // with its spec (which MandateState's JSON leaves out).
@@ -54,48 +52,45 @@ func (s *State) Covered() uint64 {
 	return s.covered
 }
 
-// WriteSnapshot stores the state at path unless fewer than every events
-// passed since the last snapshot (every 0: whenever anything did). A
-// failed write leaves the old file; the next call retries.
-func (s *State) WriteSnapshot(path string, every uint64) (bool, error) {
+// Encode implements snapshot.Model: mandates in the order they appeared,
+// each with its spec.
+func (s *State) Encode() ([]byte, uint64, string, error) {
 	s.mu.RLock()
-	if s.covered == 0 || s.covered <= s.snapSeq || s.covered-s.snapSeq < every {
-		s.mu.RUnlock()
-		return false, nil
-	}
+	defer s.mu.RUnlock()
 	sn := stateSnap{LastSeq: s.lastSeq, Errs: s.errs, Mandates: make([]mandateSnap, 0, len(s.order))}
 	for _, id := range s.order {
 		m := s.mandates[id]
 		sn.Mandates = append(sn.Mandates, mandateSnap{M: m, Spec: m.Spec})
 	}
 	body, err := events.Marshal(&sn)
-	seq, id := s.covered, s.coveredID
+	return body, s.covered, s.coveredID, err
+}
+
+// Decode implements snapshot.Model.
+func (s *State) Decode(h snapshot.Header, body []byte) error { return s.loadBody(h, body) }
+
+// WriteSnapshot stores the state at path unless fewer than every events
+// passed since the last snapshot (every 0: whenever anything did). A
+// failed write leaves the old file; the next call retries.
+func (s *State) WriteSnapshot(path string, every uint64) (bool, error) {
+	s.mu.RLock()
+	snapSeq := s.snapSeq
 	s.mu.RUnlock()
-	if err != nil {
-		return false, err
+	ok, err := snapshot.NewWriter(SnapshotKind, path, s, snapSeq).Write(every)
+	if ok {
+		s.mu.Lock()
+		s.snapSeq = max(s.snapSeq, s.covered)
+		s.mu.Unlock()
 	}
-	if err := snapshot.Write(path, snapshot.Header{Model: SnapshotModel, Version: SnapshotVersion(), Seq: seq, EventID: id}, body); err != nil {
-		return false, err
-	}
-	s.mu.Lock()
-	s.snapSeq = max(s.snapSeq, seq)
-	s.mu.Unlock()
-	return true, nil
+	return ok, err
 }
 
 // LoadSnapshot fills an empty state from the snapshot at path if it can
-// be trusted (snapshot.Check against a log whose first retained seq is
-// first and last seq last). A missing file wraps os.ErrNotExist, any
-// other refusal snapshot.ErrInvalid; the state is left empty on error.
+// be trusted (snapshot.Kind.Load). A missing file wraps os.ErrNotExist,
+// any other refusal snapshot.ErrInvalid; the state is left empty on error.
 func (s *State) LoadSnapshot(path string, first, last uint64, idAt func(uint64) (string, error)) error {
-	h, body, err := snapshot.Read(path, SnapshotModel, SnapshotVersion())
-	if err != nil {
-		return err
-	}
-	if err := snapshot.Check(h, first, last, idAt); err != nil {
-		return err
-	}
-	return s.loadBody(h, body)
+	_, err := SnapshotKind.Load(s, path, first, last, idAt)
+	return err
 }
 
 // loadBody fills an empty state from a snapshot's body.
@@ -127,44 +122,20 @@ func (s *State) loadBody(h snapshot.Header, body []byte) error {
 	return nil
 }
 
-// openState builds the journal's state: the snapshot in eng's home if
-// trusted (else the reason it was refused, and an empty state), then,
-// unless eng is read-only, a checkpoint hook that writes it.
-func openState(eng *engine.Engine) (*State, string) {
-	path := SnapshotFile(eng.Home())
-	if !eng.ReadOnly() {
-		snapshot.RemoveStale(path)
-	}
-	l := eng.Log()
-	st := NewState()
-	refused := ""
-	err := st.LoadSnapshot(path, l.FirstSeq(), l.LastSeq(), func(seq uint64) (string, error) {
-		ev, err := l.Read(seq)
-		if err != nil {
-			return "", err
-		}
-		return ev.ID, nil
-	})
-	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			refused = err.Error()
-		}
-		st = NewState()
-	}
-	return st, refused
-}
-
-// snapshotHook writes st's snapshot at eng's checkpoints; a failure is
-// kept for SnapshotErr and retried at the next checkpoint.
-func (j *Journal) snapshotHook(final bool) {
-	every := uint64(SnapshotEvery)
-	if final {
-		every = 0
-	}
-	_, err := j.state.WriteSnapshot(SnapshotFile(j.eng.Home()), every)
+// snapshotWritten keeps the outcome of a snapshot write at a checkpoint
+// for SnapshotErr; a failed write is retried at the next checkpoint.
+func (j *Journal) snapshotWritten(_ bool, err error) {
 	j.snapMu.Lock()
 	j.snapErr = err
 	j.snapMu.Unlock()
+}
+
+// snapshotHook writes the state's snapshot as at a checkpoint (final:
+// whenever anything moved), as the engine's checkpoints do.
+func (j *Journal) snapshotHook(final bool) {
+	if j.snap != nil {
+		j.snapshotWritten(j.snap.Checkpoint(final))
+	}
 }
 
 // Load builds the step state of the log in h without an engine or the

@@ -15,6 +15,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1665,11 +1666,14 @@ func TestAdvEveryCutRecordedAfterFailedRepairRecords(t *testing.T) {
 	}
 }
 
-// cmlab never cuts the front of its log, so a log whose first segment is
-// not 00000000000000000001 has lost acknowledged entries, exactly as one
-// missing a middle segment has: Verify and Stat report it, Open refuses
-// naming segment, offset and sequence, and Salvage puts placeholders at
-// the lost sequences in a new first segment.
+// cmlab cuts the front of its log only by compaction, which records it in
+// wal/MANIFEST, so a log without one whose first segment is not
+// 00000000000000000001 has lost its front or its manifest: Verify and Stat
+// report it (ReasonNoManifest), Open refuses naming segment, offset and
+// sequence, both as ErrBadManifest. Salvage refuses it (issue 27: an
+// archive may hold that front, and placeholders would replace it) and
+// changes nothing; RepairManifest is the way: with the archive, or with
+// Deleted when the front is gone, recording it as deleted.
 func TestAdvMissingFirstSegments(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -1688,55 +1692,62 @@ func TestAdvMissingFirstSegments(t *testing.T) {
 				}
 			}
 			lost := uint64(3 * len(tc.removed))
-			want := BadEntry{Segment: segmentName(1), Offset: 0, Seq: 1, Lost: lost, Reason: ReasonMissing}
+			want := BadEntry{Segment: segmentName(1), Offset: 0, Seq: 1, Lost: lost, Reason: ReasonNoManifest}
 			rep, err := Verify(dir)
-			if !errors.Is(err, ErrCorrupt) || len(rep.Bad) != 1 || rep.Bad[0] != want {
+			if !errors.Is(err, ErrCorrupt) || !errors.Is(err, ErrBadManifest) || len(rep.Bad) != 1 || rep.Bad[0] != want {
 				t.Fatalf("Verify: %v, bad %+v, want %+v", err, rep.Bad, want)
 			}
 			if st, err := Stat(dir); err != nil || st.Damaged != 1 {
 				t.Fatalf("Stat: damaged %d, %v", st.Damaged, err)
 			}
-			if _, err := Open(Options{Dir: dir, NoSync: true}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "segment "+segmentName(1)+" offset 0 seq 1") {
+			if _, err := Open(Options{Dir: dir, NoSync: true}); !errors.Is(err, ErrBadManifest) || !strings.Contains(err.Error(), "segment "+segmentName(1)+" offset 0 seq 1") {
 				t.Fatalf("Open: %v", err)
 			}
-			srep, err := Salvage(dir, filepath.Join(home, "quarantine"))
-			if err != nil {
-				t.Fatalf("Salvage: %v", err)
+			before := segmentNames(t, dir)
+			if srep, err := Salvage(dir, filepath.Join(home, "quarantine")); !errors.Is(err, ErrBadManifest) || len(srep.Rewritten) != 0 || !strings.Contains(err.Error(), "--repair-manifest") {
+				t.Fatalf("Salvage: %+v, %v", srep, err)
 			}
-			if uint64(len(srep.Lost)) != lost || len(srep.Rewritten) != 1 || srep.Rewritten[0] != segmentName(1) {
-				t.Fatalf("Salvage: %+v", srep)
+			if got := segmentNames(t, dir); !slices.Equal(got, before) {
+				t.Fatalf("Salvage changed the segments: %v, want %v", got, before)
 			}
-			for i, le := range srep.Lost {
-				if le.Seq != uint64(i+1) || le.Reason != ReasonMissing || le.Prev != nil || le.Next == nil || le.Next.Seq != lost+1 {
-					t.Fatalf("lost entry %d: %+v", i, le)
-				}
+			if _, err := RepairManifest(dir, RepairOptions{}); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("no archive holds seqs 1..%d", lost)) {
+				t.Fatalf("RepairManifest without an archive: %v", err)
 			}
-			if v, err := Verify(dir); err != nil || v.Entries != 10 || v.First != 1 {
-				t.Fatalf("Verify after Salvage: %+v %v", v, err)
+			if _, err := os.Stat(filepath.Join(dir, manifestName)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("a refused repair wrote the manifest: %v", err)
+			}
+			rrep, err := RepairManifest(dir, RepairOptions{Deleted: true})
+			if err != nil || rrep.FirstSeq != lost+1 || len(rrep.Removed) != 1 || rrep.Removed[0].Archive != "" || rrep.Removed[0].Last != lost {
+				t.Fatalf("RepairManifest --deleted: %+v, %v", rrep, err)
+			}
+			if v, err := Verify(dir); err != nil || v.Entries != 10-lost || v.First != lost+1 {
+				t.Fatalf("Verify after the repair: %+v %v", v, err)
 			}
 			l, err := Open(Options{Dir: dir, NoSync: true})
 			if err != nil {
-				t.Fatalf("Open after Salvage: %v", err)
+				t.Fatalf("Open after the repair: %v", err)
 			}
 			defer l.Close()
-			if l.FirstSeq() != 1 || l.LastSeq() != 10 || l.Repaired() != nil {
+			if l.FirstSeq() != lost+1 || l.LastSeq() != 10 || l.Repaired() != nil {
 				t.Fatalf("first %d last %d repaired %+v", l.FirstSeq(), l.LastSeq(), l.Repaired())
 			}
+			for _, err := range l.Events(1) {
+				if !errors.Is(err, ErrCompacted) || !strings.Contains(err.Error(), "deleted") {
+					t.Fatalf("Events(1): %v", err)
+				}
+				break
+			}
 			n := 0
-			for ev, err := range l.Events(1) {
+			for ev, err := range l.Events(lost + 1) {
 				if err != nil {
 					t.Fatal(err)
 				}
 				n++
-				if ev.Seq <= lost {
-					if p, err := events.DecodeAs[*events.WalSalvaged](ev); err != nil || p.LostSeq != ev.Seq {
-						t.Fatalf("seq %d: %s %+v %v", ev.Seq, ev.Type, p, err)
-					}
-				} else if !bytes.Equal(entryBytes(t, ev), entryBytes(t, evs[ev.Seq-1])) {
+				if !bytes.Equal(entryBytes(t, ev), entryBytes(t, evs[ev.Seq-1])) {
 					t.Fatalf("seq %d changed", ev.Seq)
 				}
 			}
-			if n != 10 {
+			if n != int(10-lost) {
 				t.Fatalf("%d events", n)
 			}
 		})

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/cmlab/cmlab/home"
@@ -47,6 +46,9 @@ const (
 	PhaseManifest CompactPhase = "manifest" // before writing the new manifest
 	PhaseRemove   CompactPhase = "remove"   // before removing a segment file
 	PhaseSync     CompactPhase = "sync"     // before the final directory fsync
+	// PhaseVerify: an archived copy is durable and about to be read back
+	// and checked (archive.go); a hook may damage it there.
+	PhaseVerify CompactPhase = "verify"
 )
 
 // CompactOptions configure Log.Compact.
@@ -57,6 +59,11 @@ type CompactOptions struct {
 	// Archive is the directory removed segments are moved to (created if
 	// needed); empty deletes them.
 	Archive string
+	// HomeID is the id of the home whose log this is (state/home-id):
+	// recorded in the archive's ARCHIVE and in wal/MANIFEST, and an
+	// archive recording another id is refused (archive.go). Empty: the
+	// manifest's, if any.
+	HomeID string
 	// DryRun computes what would be removed and changes nothing.
 	DryRun bool
 	// Now stamps the manifest; default time.Now.
@@ -113,6 +120,13 @@ func (l *Log) Compact(ctx context.Context, o CompactOptions) (CompactResult, err
 	if err != nil {
 		return CompactResult{}, err
 	}
+	homeID := o.HomeID
+	if m != nil && m.HomeID != "" {
+		if homeID != "" && homeID != m.HomeID {
+			return CompactResult{}, fmt.Errorf("%w: wal/%s records home %s, this home is %s (state/home-id): is this log another home's?", ErrForeignArchive, manifestName, m.HomeID, homeID)
+		}
+		homeID = m.HomeID
+	}
 	res := CompactResult{FirstSeq: m.firstSeq(), NewFirstSeq: m.firstSeq(), Segments: []SegmentStat{}, Archive: o.Archive, DryRun: o.DryRun}
 	if !o.DryRun {
 		// A compaction interrupted earlier: finish it first.
@@ -166,6 +180,21 @@ func (l *Log) Compact(ctx context.Context, o CompactOptions) (CompactResult, err
 		if err := mkdirAll(o.Archive, l.opts.NoSync); err != nil {
 			return fail(err)
 		}
+		// Checked again now that it exists (a symlink made meanwhile).
+		if _, err := checkArchive(dir, o.Archive); err != nil {
+			return fail(err)
+		}
+		ident, err := checkArchiveOwner(o.Archive, homeID, false)
+		if err != nil {
+			return fail(err)
+		}
+		if ident == nil {
+			ident = &ArchiveIdentity{}
+		}
+		if homeID != "" {
+			ident.HomeID = homeID
+		}
+		var copies []string
 		for _, s := range drop {
 			if err := hook(PhaseArchive, s.Name); err != nil {
 				return fail(err)
@@ -173,18 +202,41 @@ func (l *Log) Compact(ctx context.Context, o CompactOptions) (CompactResult, err
 			if err := archiveSegment(dir, o.Archive, s.Name, l.opts.NoSync, l.compactFault); err != nil {
 				return fail(fmt.Errorf("archive %s: %w", s.Name, err))
 			}
+			copies = append(copies, s.Name)
 		}
 		if !l.opts.NoSync {
 			if err := home.SyncDir(o.Archive); err != nil {
 				return fail(err)
 			}
 		}
+		// Every copy is durable: read each back and check it before the
+		// manifest makes the removal final.
+		for i, name := range copies {
+			if err := hook(PhaseVerify, name); err != nil {
+				return fail(err)
+			}
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				return fail(err)
+			}
+			rec, err := verifyArchivedCopy(filepath.Join(o.Archive, name), drop[i], b)
+			if err != nil {
+				os.Remove(filepath.Join(o.Archive, name)) // a bad copy is no copy; the next run makes a new one
+				return fail(fmt.Errorf("archive %s: %w", name, err))
+			}
+			ident.Segments = append(ident.Segments, rec)
+		}
+		if err := writeArchiveIdentity(o.Archive, ident); err != nil {
+			return fail(fmt.Errorf("write %s: %w", filepath.Join(o.Archive, archiveIdentityName), err))
+		}
 	}
 	if err := hook(PhaseManifest, ""); err != nil {
 		return fail(err)
 	}
 	r := RemovedRange{First: res.FirstSeq, Last: newFirst - 1, Segments: len(drop), Bytes: res.Bytes, Archive: o.Archive, At: o.Now().UnixMilli()}
-	if err := writeManifest(dir, m.withRemoved(r, newFirst), l.opts.NoSync, l.compactFault); err != nil {
+	nm := m.withRemoved(r, newFirst)
+	nm.HomeID = homeID
+	if err := writeManifest(dir, nm, l.opts.NoSync, l.compactFault); err != nil {
 		return fail(fmt.Errorf("write %s: %w", manifestName, err))
 	}
 	l.mu.Lock()
@@ -220,23 +272,6 @@ func (l *Log) compactFault() error {
 	return nil
 }
 
-// checkArchive returns the absolute archive directory, refusing the log
-// directory itself and anything inside it.
-func checkArchive(dir, archive string) (string, error) {
-	abs, err := filepath.Abs(archive)
-	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrBadArchive, err)
-	}
-	logAbs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrBadArchive, err)
-	}
-	if abs == logAbs || strings.HasPrefix(abs, logAbs+string(filepath.Separator)) {
-		return "", fmt.Errorf("%w: %s is the log directory or inside it", ErrBadArchive, archive)
-	}
-	return abs, nil
-}
-
 // archiveSegment copies segment name of the log in dir to the archive
 // directory: a temporary file, fsynced, renamed into place (the caller
 // fsyncs the archive directory). An identical copy already there is kept.
@@ -247,6 +282,13 @@ func archiveSegment(dir, archive, name string, noSync bool, write func() error) 
 		return err
 	}
 	dst := filepath.Join(archive, name)
+	if sfi, err := os.Stat(filepath.Join(dir, name)); err == nil {
+		if dfi, err := os.Stat(dst); err == nil && os.SameFile(sfi, dfi) {
+			// The "copy" is the segment itself (the archive is the log
+			// directory under another name): removing it would lose it.
+			return fmt.Errorf("%w: %s is the segment file itself (the archive directory is the log directory under another name)", ErrBadArchive, dst)
+		}
+	}
 	if have, err := os.ReadFile(dst); err == nil {
 		if bytes.Equal(have, b) {
 			return nil // copied by an earlier, interrupted run
@@ -296,6 +338,9 @@ func finishCompaction(dir string, m *Manifest, noSync bool) error {
 			continue
 		}
 		if r.Archive != "" {
+			if _, err := checkArchive(dir, r.Archive); err != nil {
+				continue // never "archive" a segment onto itself
+			}
 			if err := mkdirAll(r.Archive, noSync); err != nil {
 				continue
 			}
@@ -306,6 +351,27 @@ func finishCompaction(dir string, m *Manifest, noSync bool) error {
 				if err := home.SyncDir(r.Archive); err != nil {
 					continue
 				}
+			}
+			b, err := os.ReadFile(filepath.Join(dir, p.Name))
+			if err != nil {
+				continue
+			}
+			rec, err := verifyArchivedCopy(filepath.Join(r.Archive, p.Name), p, b)
+			if err != nil {
+				continue
+			}
+			if ident, err := checkArchiveOwner(r.Archive, m.HomeID, false); err == nil {
+				if ident == nil {
+					ident = &ArchiveIdentity{HomeID: m.HomeID}
+				}
+				if ident.segment(p.Name) == nil {
+					ident.Segments = append(ident.Segments, rec)
+					if writeArchiveIdentity(r.Archive, ident) != nil {
+						continue
+					}
+				}
+			} else {
+				continue
 			}
 		}
 		if err := os.Remove(filepath.Join(dir, p.Name)); err == nil {

@@ -74,7 +74,7 @@ func TestCompactCrashChild(t *testing.T) {
 		<-acked
 	}
 	seen := map[CompactPhase]int{}
-	_, err = l.Compact(context.Background(), CompactOptions{Before: compactBefore, Archive: os.Getenv(envCompactArchive), Now: fixedNow,
+	_, err = l.Compact(context.Background(), CompactOptions{Before: compactBefore, Archive: os.Getenv(envCompactArchive), Now: fixedNow, HomeID: "crash-home",
 		Hook: func(p CompactPhase, _ string) error {
 			if string(p) == phase && seen[p] == k {
 				syscall.Kill(os.Getpid(), syscall.SIGKILL)
@@ -96,7 +96,7 @@ func TestCompactCrashAtEveryPhase(t *testing.T) {
 		t.Skip("in the child")
 	}
 	kills := map[bool][]string{
-		true:  {"archive:0", "archive:1", "archive:2", "manifest:0", "remove:0", "remove:1", "remove:2", "sync:0", "none"},
+		true:  {"archive:0", "archive:1", "archive:2", "verify:0", "verify:2", "manifest:0", "remove:0", "remove:1", "remove:2", "sync:0", "none"},
 		false: {"manifest:0", "remove:0", "remove:1", "sync:0", "none"},
 	}
 	for _, archived := range []bool{true, false} {
@@ -141,7 +141,7 @@ func compactCrashRound(t *testing.T, archived bool, kill string) {
 		t.Fatalf("verify after the kill: %+v %v", rep, err)
 	}
 	wantFirst := newFirst
-	if strings.HasPrefix(kill, "archive") || strings.HasPrefix(kill, "manifest") {
+	if strings.HasPrefix(kill, "archive") || strings.HasPrefix(kill, "verify") || strings.HasPrefix(kill, "manifest") {
 		wantFirst = 1
 	}
 	if rep.First != wantFirst {
@@ -167,6 +167,10 @@ func compactCrashRound(t *testing.T, archived bool, kill string) {
 		}
 		if got := segmentNames(t, archive); !slices.Equal(got, names) {
 			t.Fatalf("archive holds %v, want %v", got, names)
+		}
+		// Every archived range is there, this home's, sound frame by frame.
+		if arep, err := VerifyArchives(dir, "", true); err != nil || !arep.OK() || arep.Entries != wantFirst-1 {
+			t.Fatalf("archive after the kill: %+v %v", arep, err)
 		}
 	}
 	// Every acknowledged event and every built one is there, in order.

@@ -94,7 +94,23 @@
 //	             "archive":"/abs/dir",    where its segment files went; absent: deleted
 //	             "at":1764000000000}],    unix ms of the compaction that removed it last
 //	 "compacted_at":1764000000000,       unix ms of the last compaction
+//	 "home_id":"0193…",                  the home's id (state/home-id), since home ids exist
 //	 "sum":123456}                       CRC-32C (Castagnoli) of the same JSON with sum 0
+//
+// Compaction only moves history (archive.go): the archive directory is
+// never wal/, inside it, or the home under any name (real paths and
+// device/inode compared); each copy is read back after the archive's
+// fsync and checked frame by frame before the manifest is written; the
+// archive records its home id and segments in ARCHIVE and is refused for
+// another home, by compaction and by every reader. VerifyArchives checks
+// every archived range (`wal verify` frame by frame, `status` by stat).
+//
+// A manifest that is damaged, or missing from a log that starts past
+// seq 1, is ErrBadManifest: RepairManifest (manifest_repair.go, `cmlab
+// compact --repair-manifest`) rebuilds it from the segments in wal/ and
+// in the archive; Salvage refuses it, since placeholders would replace
+// history the archive still holds. Salvage does salvage damaged archived
+// segments in place, like the log's own.
 //
 // Order: copy each segment to the archive (tmp, fsync, rename; then the
 // archive directory is fsynced) → write the manifest → remove the segment

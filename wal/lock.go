@@ -22,7 +22,9 @@ type dirLock struct{ f *os.File }
 // ErrLocked and names the holder's pid as written in the file.
 func lockDir(dir string) (*dirLock, error) {
 	path := filepath.Join(dir, lockName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	// Never through a symlink: the pid written below would go over
+	// whatever it names (a segment, found by the damage matrix).
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("wal: lock: %w", err)
 	}

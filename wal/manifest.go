@@ -35,7 +35,11 @@ type Manifest struct {
 	FirstSeq    uint64         `json:"first_seq"`
 	Removed     []RemovedRange `json:"removed"`
 	CompactedAt int64          `json:"compacted_at"`
-	Sum         uint32         `json:"sum"`
+	// HomeID is the id of the home whose log this is (state/home-id),
+	// recorded by compactions since home ids exist: the archives of its
+	// removed ranges must record the same (archive.go).
+	HomeID string `json:"home_id,omitempty"`
+	Sum    uint32 `json:"sum"`
 }
 
 // RemovedRange is a run of sequences compaction removed from the log
@@ -93,27 +97,27 @@ func ReadManifest(dir string) (*Manifest, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("wal: read %s: %w", manifestName, err)
+		return nil, fmt.Errorf("wal: read %s: %w: %w", manifestName, ErrBadManifest, err)
 	}
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, manifestName, err)
+		return nil, fmt.Errorf("%w: %w: %s: %v", ErrCorrupt, ErrBadManifest, manifestName, err)
 	}
 	if m.Version != manifestVersion {
-		return nil, fmt.Errorf("%w: %s has version %d, want %d", ErrCorrupt, manifestName, m.Version, manifestVersion)
+		return nil, fmt.Errorf("%w: %w: %s has version %d, want %d", ErrCorrupt, ErrBadManifest, manifestName, m.Version, manifestVersion)
 	}
 	if want, err := m.sum(); err != nil || want != m.Sum {
-		return nil, fmt.Errorf("%w: %s: sum %d does not match its content", ErrCorrupt, manifestName, m.Sum)
+		return nil, fmt.Errorf("%w: %w: %s: sum %d does not match its content", ErrCorrupt, ErrBadManifest, manifestName, m.Sum)
 	}
 	next := uint64(1)
 	for _, r := range m.Removed {
 		if r.First != next || r.Last < r.First {
-			return nil, fmt.Errorf("%w: %s: removed range %d..%d does not follow %d", ErrCorrupt, manifestName, r.First, r.Last, next-1)
+			return nil, fmt.Errorf("%w: %w: %s: removed range %d..%d does not follow %d", ErrCorrupt, ErrBadManifest, manifestName, r.First, r.Last, next-1)
 		}
 		next = r.Last + 1
 	}
 	if m.FirstSeq != next {
-		return nil, fmt.Errorf("%w: %s: first_seq %d, but the removed ranges end at %d", ErrCorrupt, manifestName, m.FirstSeq, next-1)
+		return nil, fmt.Errorf("%w: %w: %s: first_seq %d, but the removed ranges end at %d", ErrCorrupt, ErrBadManifest, manifestName, m.FirstSeq, next-1)
 	}
 	return &m, nil
 }
@@ -179,6 +183,7 @@ func (m *Manifest) withRemoved(r RemovedRange, first uint64) *Manifest {
 	out := &Manifest{FirstSeq: first, CompactedAt: r.At}
 	if m != nil {
 		out.Removed = append(out.Removed, m.Removed...)
+		out.HomeID = m.HomeID
 	}
 	if n := len(out.Removed); n > 0 && out.Removed[n-1].Archive == r.Archive && out.Removed[n-1].Last+1 == r.First {
 		p := &out.Removed[n-1]

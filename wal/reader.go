@@ -178,6 +178,9 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 			// cmlab cuts the front of its log only by compaction, which
 			// records it in the manifest (see scanDir): the entries before
 			// the first segment are missing, not absent.
+			if m, merr := ReadManifest(c.dir); merr == nil && m == nil {
+				return true, fmt.Errorf("%w: segment %s offset 0 seq %d: %s: the log starts at seq %d with no wal/MANIFEST (%w)", ErrCorrupt, segmentName(base), base, ReasonMissing, segs[0].First, ErrBadManifest)
+			}
 			return true, fmt.Errorf("%w: segment %s offset 0 seq %d: %s: the log starts at seq %d", ErrCorrupt, segmentName(base), base, ReasonMissing, segs[0].First)
 		}
 		i := 0
@@ -371,6 +374,9 @@ func readArchived(m *Manifest, archive string, from, to uint64, yield func(*even
 		dir := cmp.Or(archive, r.Archive)
 		if dir == "" {
 			return true, compactedError(m, from, "", nil)
+		}
+		if _, err := checkArchiveOwner(dir, m.HomeID, archive != ""); err != nil {
+			return true, err
 		}
 		hi := min(to, r.Last)
 		got, stopped := from-1, false

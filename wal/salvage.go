@@ -2,9 +2,11 @@ package wal
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/cmlab/cmlab/events"
@@ -42,7 +44,16 @@ type SalvageReport struct {
 	// entries); their bytes are quarantined and removed.
 	Dropped     []BadEntry `json:"dropped,omitempty"`
 	Quarantined []string   `json:"quarantined,omitempty"`
+	// Recovered are the lost seqs whose entries SalvageOptions.Fetch gave
+	// back (a copy elsewhere, e.g. the home's stream): written byte for
+	// byte instead of placeholders.
+	Recovered []uint64 `json:"recovered,omitempty"`
+
+	fetch func(seq uint64) ([]byte, error)
 }
+
+// LostRange is a run of sequences a salvage is about to replace.
+type LostRange struct{ First, Last uint64 }
 
 // Salvage repairs corruption of acknowledged entries anywhere in the log
 // in dir, which it locks. Every intact entry is kept byte for byte; the
@@ -53,7 +64,36 @@ type SalvageReport struct {
 // of the last segment is left for Open to repair (and record). It is the
 // operator's explicit way past an Open that refused with ErrCorrupt.
 func Salvage(dir, quarantineDir string) (SalvageReport, error) {
-	rep := SalvageReport{Dir: dir}
+	return SalvageWith(dir, SalvageOptions{QuarantineDir: quarantineDir})
+}
+
+// SalvageOptions configure SalvageWith.
+type SalvageOptions struct {
+	// QuarantineDir receives the damaged bytes.
+	QuarantineDir string
+	// BeforeRewrite, when set, is called once after every check and
+	// before the first byte is written, with the sequences about to be
+	// lost (the caller refuses when a copy of them exists elsewhere and
+	// Fetch is not set, or marks its views stale), and not at all when
+	// nothing is salvaged or Salvage refuses: a refused salvage leaves the
+	// home as it was.
+	BeforeRewrite func(lost []LostRange) error
+	// Fetch, when set, returns the entry bytes of a lost seq from a copy
+	// (nil when it has none); a salvage writes them instead of a
+	// placeholder, after checking their frame, CRC and seq.
+	Fetch func(seq uint64) ([]byte, error)
+}
+
+// SalvageWith is Salvage. Archived segments of a compacted log (in the
+// archive directories wal/MANIFEST names, when they are this home's) are
+// salvaged like the log's own: each damaged one is rewritten in its
+// archive with placeholders for its lost entries, and its ARCHIVE record
+// follows. Missing archived segments are not salvaged: nothing there to
+// keep (the fix is restoring the archive). A damaged or missing manifest
+// is refused (ErrBadManifest): RepairManifest is its fix.
+func SalvageWith(dir string, o SalvageOptions) (SalvageReport, error) {
+	quarantineDir := o.QuarantineDir
+	rep := SalvageReport{Dir: dir, fetch: o.Fetch}
 	lock, err := lockDir(dir)
 	if err != nil {
 		return rep, err
@@ -69,11 +109,19 @@ func Salvage(dir, quarantineDir string) (SalvageReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("wal: salvage: %w", err)
 	}
-	if len(ds.Segments) > 0 && ds.Segments[0].Segment.First > ds.First {
-		if err := salvageHead(dir, ds.First, ds.Segments[0].Segment.First, &rep); err != nil {
-			return rep, fmt.Errorf("wal: salvage %s: %w", segmentName(ds.First), err)
-		}
+	// A damaged or missing manifest: the front it names lies in an
+	// archive (or was deleted), and placeholders would replace history
+	// the archive still holds. Repair the manifest instead.
+	if ce := (&CorruptError{Dir: dir, Bad: ds.Bad}); errors.Is(ce, ErrBadManifest) {
+		return rep, fmt.Errorf("wal: salvage refused: %w: %w (rebuild it from the segments on disk with 'cmlab compact --repair-manifest --archive DIR'; salvage would put placeholders where an archive may still hold the events)", ErrBadManifest, ce)
 	}
+	head := len(ds.Segments) > 0 && ds.Segments[0].Segment.First > ds.First
+	type damaged struct {
+		dir string
+		sc  *segmentScan
+		bad []BadEntry
+	}
+	var live, archived []damaged
 	for i := range ds.Segments {
 		sc := &ds.Segments[i]
 		var bad []BadEntry
@@ -86,11 +134,81 @@ func Salvage(dir, quarantineDir string) (SalvageReport, error) {
 			}
 			bad = append(bad, b)
 		}
-		if len(bad) == 0 {
-			continue
+		if len(bad) > 0 {
+			live = append(live, damaged{dir, sc, bad})
 		}
-		if err := salvageSegment(dir, quarantineDir, sc, bad, &rep); err != nil {
-			return rep, fmt.Errorf("wal: salvage %s: %w", sc.Segment.Name, err)
+	}
+	if m := ds.Manifest; m != nil {
+		for _, r := range m.Removed {
+			if r.Archive == "" {
+				continue
+			}
+			segs, _ := scanArchiveRange(r.Archive, m, r, false, true)
+			for _, s := range segs {
+				var bad []BadEntry
+				for _, b := range s.bad {
+					if b.Reason != ReasonUndecodable && (b.Lost > 0 || b.Length > 0) {
+						bad = append(bad, b)
+					}
+				}
+				if len(bad) > 0 {
+					archived = append(archived, damaged{r.Archive, s.scan, bad})
+				}
+			}
+		}
+	}
+	if !head && len(live) == 0 && len(archived) == 0 {
+		return rep, nil
+	}
+	if o.BeforeRewrite != nil {
+		var lost []LostRange
+		if head {
+			lost = append(lost, LostRange{ds.First, ds.Segments[0].Segment.First - 1})
+		}
+		for _, d := range append(slices.Clone(live), archived...) {
+			for _, b := range d.bad {
+				if b.Lost > 0 {
+					lost = append(lost, LostRange{b.Seq, b.Seq + b.Lost - 1})
+				}
+			}
+		}
+		if err := o.BeforeRewrite(lost); err != nil {
+			return rep, err
+		}
+	}
+	if head {
+		if err := salvageHead(dir, ds.First, ds.Segments[0].Segment.First, &rep); err != nil {
+			return rep, fmt.Errorf("wal: salvage %s: %w", segmentName(ds.First), err)
+		}
+	}
+	for _, d := range live {
+		if err := salvageSegment(d.dir, quarantineDir, d.sc, d.bad, &rep); err != nil {
+			return rep, fmt.Errorf("wal: salvage %s: %w", d.sc.Segment.Name, err)
+		}
+	}
+	for _, d := range archived {
+		if err := salvageSegment(d.dir, quarantineDir, d.sc, d.bad, &rep); err != nil {
+			return rep, fmt.Errorf("wal: salvage archived %s: %w", filepath.Join(d.dir, d.sc.Segment.Name), err)
+		}
+		rep.Rewritten[len(rep.Rewritten)-1] = filepath.Join(d.dir, d.sc.Segment.Name)
+		if a, err := ReadArchiveIdentity(d.dir); err == nil && a != nil {
+			if rec := a.segment(d.sc.Segment.Name); rec != nil {
+				if fi, err := os.Stat(filepath.Join(d.dir, d.sc.Segment.Name)); err == nil {
+					rec.Size = fi.Size()
+					if err := writeArchiveIdentity(d.dir, a); err != nil {
+						return rep, fmt.Errorf("wal: salvage: %w", err)
+					}
+				}
+			}
+		}
+	}
+	if len(archived) > 0 {
+		if arep, err := VerifyArchives(dir, "", true); err == nil {
+			for _, p := range arep.Problems {
+				if p.Kind == ArchiveDamaged && p.Bad != nil && p.Bad.Reason != ReasonUndecodable {
+					return rep, fmt.Errorf("%w: still damaged after salvage: %s", ErrCorrupt, p)
+				}
+			}
 		}
 	}
 	after, err := scanDir(dir, false, nil)
@@ -197,6 +315,21 @@ func appendPlaceholders(out []byte, b *BadEntry, qname string, prev, next *Neigh
 	guess := guessFrom(prev, next)
 	for k := uint64(0); k < b.Lost; k++ {
 		seq := b.Seq + k
+		if rep.fetch != nil {
+			e, err := rep.fetch(seq)
+			if err != nil {
+				return out, fmt.Errorf("seq %d from its copy: %w", seq, err)
+			}
+			if e != nil {
+				if _, reason := checkEntry(e, seq); reason != "" {
+					return out, fmt.Errorf("seq %d from its copy: %s", seq, reason)
+				}
+				out = binary.AppendUvarint(out, uint64(len(e)))
+				out = append(out, e...)
+				rep.Recovered = append(rep.Recovered, seq)
+				continue
+			}
+		}
 		ph := &events.WalSalvaged{LostSeq: seq, Segment: b.Segment, Offset: b.Offset, Length: b.Length, Quarantine: qname, Reason: b.Reason, Guess: guess}
 		ev, err := events.New("wal", ph)
 		if err != nil {

@@ -43,7 +43,10 @@ const (
 	ReasonUndecodable = "undecodable envelope"
 	ReasonSeq         = "seq mismatch"
 	ReasonMissing     = "missing entries"
-	ReasonZeroGap     = "zero gap"
+	// ReasonNoManifest: the log starts past seq 1 and has no wal/MANIFEST
+	// (ErrBadManifest: repaired from the archive, not salvaged).
+	ReasonNoManifest = "missing entries: the log starts past seq 1 with no wal/MANIFEST"
+	ReasonZeroGap    = "zero gap"
 )
 
 // segmentName is the file name of the segment whose first entry is seq.
@@ -463,7 +466,12 @@ func scanDirOpts(dir string, keep bool, trust map[string]verifiedSeg, each func(
 		// before the first segment were acknowledged and are gone, like
 		// those of a missing middle segment. Salvage recreates the first
 		// segment.
-		ds.Bad = append(ds.Bad, BadEntry{Segment: segmentName(ds.First), Offset: 0, Seq: ds.First, Lost: segs[0].First - ds.First, Reason: ReasonMissing})
+		reason := ReasonMissing
+		if m == nil && merr == nil {
+			// Or compacted, and wal/MANIFEST lost: the archive may hold them.
+			reason = ReasonNoManifest
+		}
+		ds.Bad = append(ds.Bad, BadEntry{Segment: segmentName(ds.First), Offset: 0, Seq: ds.First, Lost: segs[0].First - ds.First, Reason: reason})
 		next = segs[0].First
 	} else if len(segs) == 0 && ds.First > 1 {
 		// Compaction never removes the tail segment.

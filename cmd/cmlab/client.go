@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/home"
@@ -23,6 +24,9 @@ func dialLab(ctx context.Context, g *globalOpts) (*labapi.Client, func() error, 
 	if err := requireHome(g, h); err != nil {
 		return nil, nil, err
 	}
+	if _, err := labapi.ReadDaemonInfo(h); errors.Is(err, labapi.ErrNoDaemon) {
+		noteStaleDaemon(g.stderr, err)
+	}
 	guard := &inProcessWrites{g: g, h: h}
 	c, closeFn, err := labapi.Dial(ctx, h, labapi.DialOptions{InProcess: func(ctx context.Context) (*labapi.Client, func() error, error) {
 		dh, err := daemon.Open(ctx, daemon.Options{Home: h, OneShot: true})
@@ -35,6 +39,16 @@ func dialLab(ctx context.Context, g *globalOpts) (*labapi.Client, func() error, 
 		return nil, nil, err
 	}
 	return c, func() error { err := closeFn(); guard.notice(); return err }, nil
+}
+
+// noteStaleDaemon says on w, when err is a stale state/daemon.json, that
+// no daemon runs and why (a daemon that died uncleanly left it): the
+// command then works on the home itself, which the user should know.
+func noteStaleDaemon(w io.Writer, err error) {
+	var stale *labapi.StaleDaemonError
+	if errors.As(err, &stale) {
+		fmt.Fprintf(w, "cmlab: %v; working on the home in this process (fix: %s)\n", stale, stale.Fix())
+	}
 }
 
 // labCall dials, sends one request and closes. reqID "" gets a fresh

@@ -156,13 +156,8 @@ var commandExamples = map[string]string{
   cmlab stop --home ./lab --timeout 1m`,
 	"cmlab logs": `  cmlab logs
   cmlab logs -f`,
-	"cmlab bench": `  cmlab bench wal --appenders 1,64
+	"cmlab bench": `  cmlab bench wal --appenders 1,64     # runs cmlab-bench wal --appenders 1,64
   cmlab bench api --json`,
-	"cmlab bench api":     `  cmlab bench api --clients 32 --requests 20000`,
-	"cmlab bench pty":     `  cmlab bench pty --bytes 50000000 --n 200`,
-	"cmlab bench rebuild": `  cmlab bench rebuild --events 1000000`,
-	"cmlab bench wal": `  cmlab bench wal
-  cmlab bench wal --appenders 64 --segment-size 1048576 --json`,
 	"cmlab experiments": `  cmlab experiments create --baseline run_a --variant B=run_b
   cmlab experiments list`,
 	"cmlab experiments get": `  cmlab experiments get exp_0194…

@@ -32,6 +32,11 @@ type compactOpts struct {
 	keepBytes    int64
 	dryRun       bool
 	resumeWindow time.Duration
+	// repairManifest rebuilds wal/MANIFEST instead (compact_repair.go);
+	// deleted lets it record a front no archive holds as deleted.
+	repairManifest bool
+	deleted        bool
+	from           salvageSource // --from-nats: the stream as a source of the repair
 }
 
 // newCompactCmd builds 'cmlab compact'.
@@ -57,13 +62,30 @@ each removed range went. Without --archive, segments are deleted once every
 holder has passed them; when a read model still holds them the output says
 so.
 
+Every archived copy is read back and checked (size, every frame's CRC)
+before its segment is removed; the archive directory may not be wal/, inside
+it, or the home, under any name (symlinks and bind mounts included). The
+archive records whose it is (ARCHIVE, with the home id) and is refused for
+another home.
+
+--repair-manifest rebuilds a damaged or lost wal/MANIFEST from what is on
+disk: the first segment in wal/ is the first retained seq, and every seq
+before it must be found, segment by segment from seq 1, in --archive DIR or
+in an archive the old manifest still names (each segment checked frame by
+frame). With --from-nats URL the seqs DIR lacks are taken from the home's
+JetStream stream (each checked with state/ship-key) and written to DIR as
+segment files first. Nothing is written when a range is found nowhere
+(--deleted records it as deleted by a compaction without --archive). The old manifest is kept
+in quarantine/. It is the fix every command names for a bad manifest.
+
 A crash at any point leaves the log whole: the next open finishes or drops
 the compaction. ENOSPC removes nothing. With a daemon running, only
 --dry-run works here; let the daemon compact (cmlab serve --compact-keep-days
 N --compact-archive DIR) or stop it first.`,
 		Example: `  cmlab compact --dry-run
   cmlab compact --keep-days 30 --archive /mnt/cold/cmlab-wal
-  cmlab compact --keep-bytes 1073741824 --archive ./wal-archive --json`,
+  cmlab compact --keep-bytes 1073741824 --archive ./wal-archive --json
+  cmlab compact --repair-manifest --archive /mnt/cold/cmlab-wal`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.keepDays < 0 || o.keepBytes < 0 {
@@ -75,6 +97,23 @@ N --compact-archive DIR) or stop it first.`,
 			h, err := g.Home()
 			if err != nil {
 				return err
+			}
+			if o.repairManifest {
+				if err := requireHome(g, h); err != nil {
+					return err
+				}
+				rep, err := repairManifest(cmd.Context(), g, h, o.deleted, o.from)
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return writeJSONValue(g.stdout, rep)
+				}
+				printRepair(g.stdout, rep)
+				return nil
+			}
+			if o.deleted || o.from.nats != "" {
+				return &usageError{msg: "--deleted and --from-nats go with --repair-manifest"}
 			}
 			if o.resumeWindow <= 0 {
 				return &usageError{msg: "--resume-window must be positive"}
@@ -95,7 +134,11 @@ N --compact-archive DIR) or stop it first.`,
 	c.Flags().Int64Var(&o.keepBytes, "keep-bytes", 0, "remove the oldest segments while the log holds more than N bytes")
 	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "say what would be removed; remove nothing")
 	c.Flags().DurationVar(&o.resumeWindow, "resume-window", compact.DefaultResumeWindow, "keep the events of this auto-resume window (the daemon's: cmlab serve --resume-window)")
-	c.Flags().StringVar(&g.archive, "archive", "", "move removed segments to `DIR` (fsynced) instead of deleting them")
+	c.Flags().StringVar(&g.archive, "archive", "", "move removed segments to `DIR` (fsynced) instead of deleting them; with --repair-manifest: where they are")
+	c.Flags().BoolVar(&o.repairManifest, "repair-manifest", false, "rebuild a damaged or lost wal/MANIFEST from the segments in wal/ and the archive (--archive DIR)")
+	c.Flags().BoolVar(&o.deleted, "deleted", false, "with --repair-manifest: record the sequences no archive holds as deleted by compaction")
+	c.Flags().StringVar(&o.from.nats, "from-nats", "", "with --repair-manifest --archive DIR: take the seqs DIR lacks from the home's JetStream stream at `URL` (checked with state/ship-key) and write them there")
+	c.Flags().StringVar(&o.from.creds, "creds", "", "with --from-nats: NATS credentials file")
 	return c
 }
 

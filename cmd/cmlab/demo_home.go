@@ -145,11 +145,16 @@ func demoLab(ctx context.Context, opts DemoOptions, runDirs []string, res *DemoR
 		return ctx.Err()
 	}
 	res.SessionID = info.SessionID
-	tok, err := opts.Home.OperatorToken()
+	// The daemon's Unix socket, as every command reaches it: the operator
+	// token never crosses TCP.
+	c, closeClient, err := labapi.Dial(ctx, opts.Home, labapi.DialOptions{})
 	if err != nil {
 		return err
 	}
-	c := labapi.NewClient(info.Listen, tok)
+	defer closeClient()
+	if !c.Remote {
+		return fmt.Errorf("demo daemon (pid %d) is not reachable over state/daemon.sock", info.Pid)
+	}
 	call := func(path, req string, in, out any) error {
 		if err := c.Do(ctx, "POST", path, req, in, out); err != nil {
 			return fmt.Errorf("demo: POST %s: %w", path, err)

@@ -124,6 +124,12 @@ func describeError(cmdPath, homeFlag string, err error) cliError {
 	}
 	if isCorrupt(err) {
 		msg := strings.TrimPrefix(err.Error(), "engine: ")
+		if errors.Is(err, wal.ErrBadManifest) {
+			if i := strings.Index(msg, "\n  fix: "); i >= 0 {
+				msg = msg[:i] // a salvage fix written by a caller that did not know
+			}
+			return cliError{Code: "CORRUPT", Message: msg, Fix: manifestFix(homeFlag)}
+		}
 		if strings.Contains(msg, "recover --salvage --apply") {
 			return cliError{Code: "CORRUPT", Message: msg}
 		}
@@ -131,6 +137,9 @@ func describeError(cmdPath, homeFlag string, err error) cliError {
 	}
 	if isUsageError(err) {
 		return cliError{Code: "USAGE", Message: err.Error(), Fix: "run '" + cmdPath + " --help'"}
+	}
+	if d, ok := fsErrorFix(homeFlag, err); ok {
+		return d
 	}
 	if code, fix, ok := plainFix(cmdPath, homeFlag, err); ok { // fixes.go
 		return cliError{Code: code, Message: strings.TrimPrefix(err.Error(), "engine: "), Fix: fix}

@@ -97,17 +97,28 @@ the same id returns the first answer and appends nothing.`,
 func newFeedbackPollCmd(g *globalOpts) *cobra.Command {
 	var since, session string
 	var limit int
+	var follow bool
 	c := &cobra.Command{
 		Use:   "poll",
 		Short: "Read feedback after a byte cursor (GET /api/feedback)",
 		Long: `Read the feedback entries appended after --since, a byte offset into
 feedback/feedback.jsonl. Pass the printed next cursor to the next poll to see
 each entry exactly once. --session filters entries without stalling the
-cursor; --limit (at most 500) stops early with a cursor that loses nothing.`,
+cursor; --limit (at most 500) stops early with a cursor that loses nothing.
+
+--follow keeps going: it prints each entry (one JSON line) as it arrives,
+waiting on the daemon for the next one (a long poll, GET
+/api/feedback?wait=), until interrupted. When the daemon stops or
+restarts, --follow waits for it and resumes from its cursor: no entry is
+missed or printed twice.`,
 		Example: `  cmlab feedback poll --since 0 --json
-  cmlab feedback poll --since 1834 --session lab_… --limit 50`,
+  cmlab feedback poll --since 1834 --session lab_… --limit 50
+  cmlab feedback poll --follow              # every entry, then each new one as it comes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if follow {
+				return feedbackFollow(cmd.Context(), g, since, session, limit)
+			}
 			q := url.Values{}
 			q.Set("since", since)
 			if session != "" {
@@ -143,5 +154,6 @@ cursor; --limit (at most 500) stops early with a cursor that loses nothing.`,
 	f.StringVar(&since, "since", "0", "byte cursor: the nextCursor of the previous poll")
 	f.StringVar(&session, "session", "", "only entries of this Lab session")
 	f.IntVar(&limit, "limit", 0, "at most this many entries (≤ 500; 0: up to 500)")
+	f.BoolVar(&follow, "follow", false, "keep printing entries as they arrive (across daemon restarts)")
 	return c
 }

@@ -75,5 +75,24 @@ func corruptFix(homeFlag string) string {
 	return "see every damaged place with 'cmlab recover" + home + "', then keep every intact entry with 'cmlab recover --salvage --apply" + home + "' (stop the daemon first)"
 }
 
+// manifestFix is what to type about a damaged or missing wal/MANIFEST:
+// rebuild it from the segments on disk (wal.RepairManifest), never
+// salvage (placeholders over history the archive still holds).
+func manifestFix(homeFlag string) string {
+	home := ""
+	if homeFlag != "" {
+		home = " --home " + homeFlag
+	}
+	return "rebuild wal/MANIFEST from the segments on disk with 'cmlab compact --repair-manifest --archive DIR" + home + "' (DIR: where compaction archived the log's front; add --deleted if it was compacted without --archive; stop the daemon first)"
+}
+
+// fixForCorrupt is the fix for a corruption error err.
+func fixForCorrupt(homeFlag string, err error) string {
+	if errors.Is(err, wal.ErrBadManifest) {
+		return manifestFix(homeFlag)
+	}
+	return corruptFix(homeFlag)
+}
+
 // isCorrupt reports whether err is log corruption (exit 3 everywhere).
 func isCorrupt(err error) bool { return errors.Is(err, wal.ErrCorrupt) }

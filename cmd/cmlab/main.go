@@ -79,7 +79,7 @@ The home directory is --home, else $CMLAB_HOME, else ~/.cm.`,
 		newFeedbackCmd, newRunsCmd, newExperimentsCmd, newExportCmd,
 		newPtyCmd, newStepCmd, newRunCmd, newRecoverCmd, newReplayCmd,
 		newTraceCmd, newDemoCmd, newMCPCmd, newTortureCmd, newCompactCmd,
-		newShipCmd, newRestoreCmd,
+		newShipCmd, newRestoreCmd, newOpenCmd,
 	} {
 		if c := mk(g); c != nil {
 			root.AddCommand(c)

@@ -23,10 +23,13 @@ func newMCPCmd(g *globalOpts) *cobra.Command {
 		Use:   "mcp",
 		Short: "Serve the agent terminal, its blocks and Lab feedback as MCP tools on stdio",
 		Long: `Serve cmlab's tools over the Model Context Protocol on stdin/stdout, for an
-agent's MCP client to spawn: pty_exec, pty_exec_interactive, pty_send,
-pty_wait_for, pty_wait_prompt, pty_expect_send, pty_read_spool, pty_status,
-pty_end_session, pty_reset, blocks_since, blocks_get, blocks_read,
-blocks_search, lab_feedback_poll and lab_session.
+agent's MCP client to spawn: pty_exec_wait (run a command to its end: exit
+code, output, cursor), pty_exec, pty_exec_interactive, pty_send,
+pty_wait_for, pty_wait_prompt, pty_expect_send, pty_interrupt,
+pty_read_spool, pty_status, pty_end_session, pty_reset, blocks_since,
+blocks_get, blocks_read, blocks_search, lab_session, lab_runs_list,
+lab_run_get, lab_experiments_list, lab_feedback_add and lab_feedback_poll
+(with wait_seconds, a long poll for the next human feedback).
 
 When a daemon ('cmlab serve') runs for the home, every tool is a request to
 its HTTP API: the daemon stays the single writer (if it restarts on another
@@ -42,6 +45,11 @@ The same tools are served over streamable HTTP at /mcp by 'cmlab serve'
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := g.Home()
 			if err != nil {
+				return err
+			}
+			// Never create a home by accident (issue 27 item 11): the
+			// same "no home" answer as every other command.
+			if err := requireHome(g, h); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -74,14 +82,16 @@ func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog
 	if info, err := labapi.ReadDaemonInfo(h); err == nil {
 		// The daemon is found again from state/daemon.json should it
 		// restart on another address while this server runs.
-		d, err := mcp.Resolving(func() (string, string, error) { return mcpDaemonTarget(h) })
+		d, err := mcp.ResolvingVia(func() (string, string, error) { return mcpDaemonTarget(h) }, labapi.SocketHTTPClient(h))
 		if err != nil {
 			return nil, nil, err
 		}
-		fmt.Fprintf(stderr, "cmlab mcp: using the daemon at http://%s (pid %d)\n", info.Listen, info.Pid)
+		fmt.Fprintf(stderr, "cmlab mcp: using the daemon at http://%s (pid %d), over its socket %s\n", info.Listen, info.Pid, h.Rel(info.Socket))
 		return d, func() error { return nil }, nil
 	} else if !errors.Is(err, labapi.ErrNoDaemon) {
 		return nil, nil, err
+	} else {
+		noteStaleDaemon(stderr, err)
 	}
 	fmt.Fprintf(stderr, "cmlab mcp: no daemon runs for %s; opening the home in this process (start 'cmlab serve' to share it)\n", h.Dir)
 	// The same home as under `cmlab serve` (package daemon): recovery
@@ -101,7 +111,7 @@ func mcpBackend(ctx context.Context, h home.Home, stderr io.Writer, logger *slog
 }
 
 // mcpDaemonTarget is the running daemon's address and operator token
-// (ReadDaemonInfo has checked the listener echoes daemon.json's nonce).
+// (ReadDaemonInfo has checked it is live; the requests go over its socket).
 func mcpDaemonTarget(h home.Home) (string, string, error) {
 	info, err := labapi.ReadDaemonInfo(h)
 	if err != nil {

@@ -370,13 +370,14 @@ func n(v any) int64 {
 	return int64(f)
 }
 
-// spoolBytes reads the whole spool through pty_read_spool.
+// spoolBytes reads the whole spool through pty_read_spool, raw (the
+// spool's bytes; the clean view shows typed input too).
 func spoolBytes(t *testing.T, cs *sdk.ClientSession, conv string) string {
 	t.Helper()
 	var sb strings.Builder
 	cur := int64(0)
 	for {
-		r := tool(t, cs, "pty_read_spool", map[string]any{"conversation_id": conv, "from_cursor": cur, "max_bytes": 65536})
+		r := tool(t, cs, "pty_read_spool", map[string]any{"conversation_id": conv, "from_cursor": cur, "max_bytes": 65536, "raw": true})
 		sb.WriteString(r["data"].(string))
 		next := n(r["resume_cursor"])
 		if next == cur {
@@ -561,6 +562,9 @@ func mcpSeedFlow(t *testing.T, cs *sdk.ClientSession, h home.Home, conv string) 
 // to the daemon ends (checked when d is known) and the terminal stays
 // usable.
 func mcpCancelledWait(t *testing.T, cs *sdk.ClientSession, conv string, d *mcpDaemon) {
+	// A conversation with a terminal: a wait on one that has none is
+	// NOT_FOUND at once (issue 25).
+	tool(t, cs, "pty_exec_wait", map[string]any{"conversation_id": conv, "cmd": "true"})
 	cur := tool(t, cs, "pty_status", map[string]any{"conversation_id": conv})["resume_cursor"]
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)

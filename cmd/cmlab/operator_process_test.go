@@ -34,8 +34,8 @@ func httpGetToken(t *testing.T, url, token string) (int, string, string) {
 	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
 }
 
-// TestServeOperatorProcess: serve says where everything is; GET / explains
-// the daemon; /metrics is Prometheus's; a busy port suggests port 0; the log
+// TestServeOperatorProcess: serve says where everything is; GET / is the
+// Lab page; /metrics is Prometheus's; a busy port suggests port 0; the log
 // is in state/daemon.log and 'cmlab logs [-f]' reads it; 'cmlab stop' stops
 // the daemon gracefully and waits for it.
 func TestServeOperatorProcess(t *testing.T) {
@@ -43,13 +43,19 @@ func TestServeOperatorProcess(t *testing.T) {
 	p, addr := serveProc(t, "--home", h)
 	p.waitStdout(t, "  stop:", 10*time.Second)
 	pid := p.cmd.Process.Pid
-	want := fmt.Sprintf("  home:   %s\n  token:  %s (clients send it as X-CM-LAB-TOKEN; the CLI reads it itself)\n  log:    %s ('cmlab logs -f --home %s')\n  stop:   Ctrl+C, or 'cmlab stop --home %s'\n",
-		h, filepath.Join(h, "state", "token"), filepath.Join(h, "state", "daemon.log"), h, h)
+	wd, _ := os.Getwd()
+	want := fmt.Sprintf("  home:   %s\n  token:  %s (clients send it as X-CM-LAB-TOKEN; the CLI reads it itself)\n"+
+		"  roots:  %s, %s (imports; each caller is served only files it could read itself)\n"+
+		"          %s for callers of unknown uid (--unknown-peer-cwd adds the working directory)\n"+
+		"  log:    %s ('cmlab logs -f --home %s')\n  stop:   Ctrl+C, or 'cmlab stop --home %s'\n",
+		h, filepath.Join(h, "state", "token"), wd, filepath.Join(wd, "output"), filepath.Join(wd, "output"), filepath.Join(h, "state", "daemon.log"), h, h)
 	if out := p.stdout.String(); !regexp.MustCompile(`^cmlab serving http://127\.0\.0\.1:\d+ \(session lab_[0-9a-f-]+, pid `+fmt.Sprint(pid)+`\)\n`).MatchString(out) || !strings.HasSuffix(out, want) {
 		t.Fatalf("serve stdout %q\nwant suffix %q", out, want)
 	}
+	// GET / is the Lab page (package labui); what the old help page said
+	// is its About panel (about.js), driven in Chromium by TestLabPage.
 	code, ctype, body := httpGet(t, "http://"+addr+"/")
-	if code != 200 || !strings.HasPrefix(ctype, "text/html") || !strings.Contains(body, "This is a <b>cmlab</b> daemon") || !strings.Contains(body, `<a href="/api/health">`) {
+	if code != 200 || !strings.HasPrefix(ctype, "text/html") || !strings.Contains(body, "<title>cmlab Lab</title>") || !regexp.MustCompile(`<script type="module" src="/ui/[0-9a-f]{16}/app\.js"></script>`).MatchString(body) {
 		t.Fatalf("GET / = %d %q %q", code, ctype, body)
 	}
 	tok, err := os.ReadFile(filepath.Join(h, "state", "token"))

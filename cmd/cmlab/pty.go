@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -86,7 +88,12 @@ func ptyClient(ctx context.Context, g *globalOpts) (*labapi.Client, func() error
 	}
 	if c == nil || !c.Remote {
 		closeFn()
-		return nil, nil, newCLIError(exitError, "NO_DAEMON", "no daemon serves the home "+h.Dir+" (the terminal lives in the daemon)",
+		why := ""
+		var stale *labapi.StaleDaemonError
+		if errors.As(infoErr, &stale) {
+			why = "; state/daemon.json is stale: " + stale.Why
+		}
+		return nil, nil, newCLIError(exitError, "NO_DAEMON", "no daemon serves the home "+h.Dir+" (the terminal lives in the daemon)"+why,
 			"start it with 'cmlab serve --home "+h.Dir+"', or point --home (or $CMLAB_HOME) at the home your daemon serves")
 	}
 	return c, closeFn, nil
@@ -140,7 +147,7 @@ func ptyNum(v any) int64 {
 
 func newPtyExecCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 	var cwd string
-	var noWait bool
+	var noWait, shellCwd, rawOut bool
 	c := &cobra.Command{
 		Use:   "exec CMD",
 		Short: "Run CMD as a block, stream its output and exit with its exit code",
@@ -154,9 +161,21 @@ detaches, leaving the block running. Without --timeout exec waits until the
 block ends; with it, a block still running at the timeout is left running,
 exec says how to follow or interrupt it and exits 124.
 
-With --json the output is not streamed: one JSON object {block, output} is
-printed when the block ends, and the exit code is the block's all the same.`,
-		Example: `  cmlab pty exec 'go test ./...'
+The command runs in your current directory (where you type 'cmlab pty
+exec'), or in --cwd; either way only this block runs there: the
+conversation's shell keeps its own directory for later blocks (a 'cd' in
+the command is undone after it). --shell-cwd runs the command in the
+shell's directory instead, where an earlier 'cmlab pty exec --shell-cwd
+"cd DIR"' left it.
+
+The output is clean: the terminal's internal marker lines are not shown
+(--raw shows the block's output bytes as they are).
+
+With --json the output is not streamed: one JSON object {block, output,
+resume_cursor} is printed when the block ends (resume_cursor: the spool
+position before the command), and the exit code is the block's all the
+same. --no-wait prints the block id, and its resume_cursor on stderr.`,
+		Example: `  cmlab pty exec 'go test ./...'         # in this directory
   cmlab pty exec --cwd /tmp 'ls -l'
   cmlab pty exec --timeout 1m 'make' || echo "exit $?"
   cmlab pty exec --no-wait 'sleep 600'     # prints the block id; follow it later`,
@@ -173,10 +192,15 @@ printed when the block ends, and the exit code is the block's all the same.`,
 				reqID = uuid.NewString() // a transport retry must not run it twice
 			}
 			var res struct {
-				BlockID string `json:"block_id"`
+				BlockID      string `json:"block_id"`
+				ResumeCursor int64  `json:"resume_cursor"`
+			}
+			dir, err := ptyCwd(cwd, shellCwd)
+			if err != nil {
+				return err
 			}
 			var raw json.RawMessage
-			if err := c.Do(ctx, http.MethodPost, ptyPath(o, "exec_block"), reqID, map[string]any{"cmd": args[0], "cwd": cwd}, &raw); err != nil {
+			if err := c.Do(ctx, http.MethodPost, ptyPath(o, "exec_block"), reqID, map[string]any{"cmd": args[0], "cwd": dir}, &raw); err != nil {
 				var ae *labapi.APIError
 				if errors.As(err, &ae) && ae.Code == labapi.CodeBusy {
 					what, _, _ := strings.Cut(ae.Message, ";") // the rest names API routes
@@ -188,22 +212,45 @@ printed when the block ends, and the exit code is the block's all the same.`,
 				return fmt.Errorf("the daemon answered exec without a block id: %s", raw)
 			}
 			if noWait {
-				return ptyPrint(g, raw, func(m map[string]any) { fmt.Fprintln(g.stdout, m["block_id"]) })
+				return ptyPrint(g, raw, func(m map[string]any) {
+					fmt.Fprintln(g.stdout, m["block_id"])
+					fmt.Fprintf(g.stderr, "resume_cursor %d\n", res.ResumeCursor)
+				})
 			}
 			var timeout time.Duration
 			if cmd.Flags().Changed("timeout") || cmd.Flags().Changed("timeout-ms") {
 				timeout = time.Duration(o.waitTimeoutMs()) * time.Millisecond
 			}
-			return ptyFollow(ctx, g, o, c, res.BlockID, 0, timeout)
+			return ptyFollow(ctx, g, o, c, res.BlockID, 0, timeout, followOpts{raw: rawOut, cursor: res.ResumeCursor})
 		},
 	}
-	c.Flags().StringVar(&cwd, "cwd", "", "working directory for the command")
+	c.Flags().StringVar(&cwd, "cwd", "", "directory to run this command in (default: your current directory); the shell's own directory does not change")
+	c.Flags().BoolVar(&shellCwd, "shell-cwd", false, "run in the conversation shell's directory instead of yours")
 	c.Flags().BoolVar(&noWait, "no-wait", false, "print the block id and return at once")
+	c.Flags().BoolVar(&rawOut, "raw", false, "show the output's bytes as they are (internal lines included)")
+	c.MarkFlagsMutuallyExclusive("cwd", "shell-cwd")
 	return c
+}
+
+// ptyCwd is the directory a block runs in: --cwd, else the caller's
+// current directory, else ("" with --shell-cwd) the shell's own.
+func ptyCwd(cwd string, shellCwd bool) (string, error) {
+	switch {
+	case shellCwd:
+		return "", nil
+	case cwd != "":
+		return filepath.Abs(cwd)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("your current directory: %w (pass --cwd DIR or --shell-cwd)", err)
+	}
+	return wd, nil
 }
 
 func newPtyFollowCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 	var offset int64
+	var rawOut bool
 	c := &cobra.Command{
 		Use:   "follow BLOCK_ID",
 		Short: "Stream a block's output from --offset until it ends; exit with its exit code",
@@ -226,10 +273,11 @@ follow waits until the block ends.`,
 			if cmd.Flags().Changed("timeout") || cmd.Flags().Changed("timeout-ms") {
 				timeout = time.Duration(o.waitTimeoutMs()) * time.Millisecond
 			}
-			return ptyFollow(ctx, g, o, c, args[0], offset, timeout)
+			return ptyFollow(ctx, g, o, c, args[0], offset, timeout, followOpts{raw: rawOut, cursor: -1})
 		},
 	}
 	c.Flags().Int64Var(&offset, "offset", 0, "byte offset into the block's output to start at")
+	c.Flags().BoolVar(&rawOut, "raw", false, "show the output's bytes as they are (internal lines included)")
 	return c
 }
 
@@ -243,9 +291,9 @@ func newPtyInterruptCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return ptyShow(cmd, g, o, http.MethodPost, "interrupt", map[string]any{}, func(m map[string]any) {
 				if m["interrupted"] == true {
-					fmt.Fprintf(g.stdout, "sent Ctrl+C to block %v\n", m["block_id"])
+					fmt.Fprintf(g.stdout, "sent Ctrl+C to block %v, resume_cursor %d\n", m["block_id"], ptyNum(m["resume_cursor"]))
 				} else {
-					fmt.Fprintln(g.stdout, "nothing is running")
+					fmt.Fprintf(g.stdout, "nothing is running, resume_cursor %d\n", ptyNum(m["resume_cursor"]))
 				}
 			})
 		},
@@ -254,17 +302,33 @@ func newPtyInterruptCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 
 func newPtyInteractiveCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 	var cwd string
+	var shellCwd bool
 	c := &cobra.Command{
 		Use:   "interactive CMD",
 		Short: "Start CMD as an interactive session; prints session, block and resume_cursor",
-		Args:  cobra.ExactArgs(1),
+		Long: `Start CMD as an interactive session you drive with send, wait and prompt;
+it runs until it returns to the shell prompt. Like exec it runs in your
+current directory (or --cwd, or with --shell-cwd the shell's).`,
+		Example: `  cmlab pty interactive python3
+  cmlab pty wait '>>> ' --from input
+  cmlab pty send 'print(6*7)\n'
+  cmlab pty wait '>>> ' --from input
+  cmlab pty send 'exit()\n'
+  cmlab pty prompt --from input`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return ptyShow(cmd, g, o, http.MethodPost, "exec_interactive", map[string]any{"cmd": args[0], "cwd": cwd}, func(m map[string]any) {
+			dir, err := ptyCwd(cwd, shellCwd)
+			if err != nil {
+				return err
+			}
+			return ptyShow(cmd, g, o, http.MethodPost, "exec_interactive", map[string]any{"cmd": args[0], "cwd": dir}, func(m map[string]any) {
 				fmt.Fprintf(g.stdout, "session %v block %v resume_cursor %d\n", m["session_id"], m["block_id"], ptyNum(m["resume_cursor"]))
 			})
 		},
 	}
-	c.Flags().StringVar(&cwd, "cwd", "", "working directory for the command")
+	c.Flags().StringVar(&cwd, "cwd", "", "directory to run the program in (default: your current directory)")
+	c.Flags().BoolVar(&shellCwd, "shell-cwd", false, "run in the conversation shell's directory instead of yours")
+	c.MarkFlagsMutuallyExclusive("cwd", "shell-cwd")
 	return c
 }
 
@@ -273,7 +337,10 @@ func newPtySendCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "send DATA",
 		Short: `Type DATA into the terminal (escapes \r \n \t \x03 are decoded unless --raw)`,
-		Args:  cobra.ExactArgs(1),
+		Long: `Type DATA into the terminal and print resume_cursor, the spool position
+before it: 'cmlab pty wait MATCH --from input' (or --from that cursor) sees
+the program's whole answer.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data := args[0]
 			if !raw {
@@ -283,7 +350,9 @@ func newPtySendCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 				}
 				data = u
 			}
-			return ptyShow(cmd, g, o, http.MethodPost, "send", map[string]any{"data": data}, func(map[string]any) {})
+			return ptyShow(cmd, g, o, http.MethodPost, "send", map[string]any{"data": data}, func(m map[string]any) {
+				fmt.Fprintf(g.stdout, "resume_cursor %d\n", ptyNum(m["resume_cursor"]))
+			})
 		},
 	}
 	c.Flags().BoolVar(&raw, "raw", false, "send DATA as is")
@@ -300,9 +369,14 @@ func ptyWait(cmd *cobra.Command, g *globalOpts, o *ptyOpts, op string, in any) e
 	var m map[string]any
 	json.Unmarshal(raw, &m)
 	if err := ptyPrint(g, raw, func(m map[string]any) {
-		if m["matched"] == true {
+		ex, _ := m["extra"].(map[string]any)
+		switch {
+		case m["matched"] == true && ex != nil && m["match_text"] == "":
+			// A prompt: its sentinel line is not shown.
+			fmt.Fprintf(g.stdout, "prompt back (exit %v, cwd %v) at %d, resume_cursor %d\n", ex["exit"], ex["cwd"], ptyNum(m["match_cursor"]), ptyNum(m["resume_cursor"]))
+		case m["matched"] == true:
 			fmt.Fprintf(g.stdout, "matched %q at %d, resume_cursor %d\n", m["match_text"], ptyNum(m["match_cursor"]), ptyNum(m["resume_cursor"]))
-		} else {
+		default:
 			fmt.Fprintf(g.stdout, "timeout, resume_cursor %d (mode %v, foreground %v)\n", ptyNum(m["resume_cursor"]), m["mode"], m["foreground"])
 		}
 	}); err != nil {
@@ -315,39 +389,68 @@ func ptyWait(cmd *cobra.Command, g *globalOpts, o *ptyOpts, op string, in any) e
 	return nil
 }
 
-// fromFlag is --from of wait and prompt: a spool cursor, or unset for the
-// end of the spool when the request arrives (the daemon's default when the
-// body has no from_cursor).
-func fromFlag(cmd *cobra.Command, body map[string]any, from int64) map[string]any {
-	if cmd.Flags().Changed("from") {
-		body["from_cursor"] = from
+// fromFlag is --from of wait and prompt: a spool cursor; "input", the
+// cursor before the conversation's last input (exec, interactive, send,
+// interrupt: status's input_cursor), so the wait sees the whole answer to
+// it; or unset for the end of the spool when the request arrives (the
+// daemon's default when the body has no from_cursor).
+func fromFlag(cmd *cobra.Command, g *globalOpts, o *ptyOpts, body map[string]any, from string) (map[string]any, error) {
+	if !cmd.Flags().Changed("from") {
+		return body, nil
 	}
-	return body
+	if from == "input" {
+		var st struct {
+			InputCursor *int64 `json:"input_cursor"`
+		}
+		if err := ptyCall(cmd.Context(), g, o, http.MethodGet, "status", nil, &st); err != nil {
+			return nil, err
+		}
+		if st.InputCursor == nil {
+			return nil, newCLIError(exitError, "UNSUPPORTED", "this daemon does not report input_cursor", "upgrade the daemon, or pass --from with a cursor")
+		}
+		body["from_cursor"] = *st.InputCursor
+		return body, nil
+	}
+	n, err := strconv.ParseInt(from, 10, 64)
+	if err != nil || n < 0 {
+		return nil, &usageError{"--from wants a cursor (a resume_cursor) or \"input\", not " + strconv.Quote(from)}
+	}
+	body["from_cursor"] = n
+	return body, nil
 }
 
 func newPtyWaitCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
-	var from int64
+	var from string
 	var matchType string
+	var rawOut bool
 	c := &cobra.Command{
 		Use:   "wait MATCH",
 		Short: "Wait for MATCH in new output (or from --from): substring, regex or prompt",
 		Long: `Wait until MATCH appears in the spool. Without --from the wait scans only
 output that arrives after it starts (the end of the spool now), so old
-output never matches; pass the resume_cursor of your last call as --from to
-miss nothing in between. Exits 1 on --timeout.`,
-		Example: `  cmlab pty interactive python3       # prints its resume_cursor, say 1234
-  cmlab pty wait '>>> ' --from 1234 --timeout 10s
-  cmlab pty wait --match-type regex 'Guess a number.*' --from 1234`,
+output never matches. --from input scans from just before the last thing
+typed into this conversation (interactive, send, exec, interrupt), so it
+sees the whole answer to it however fast it came; --from N scans from the
+resume_cursor N of an earlier call. Exits 1 on --timeout.`,
+		Example: `  cmlab pty interactive python3
+  cmlab pty wait '>>> ' --from input --timeout 10s
+  cmlab pty wait '>>> ' --from 1234          # a resume_cursor printed earlier
+  cmlab pty wait --match-type regex 'Guess a number.*' --from input`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			match := ""
 			if len(args) == 1 {
 				match = args[0]
 			}
-			return ptyWait(cmd, g, o, "wait_for", fromFlag(cmd, map[string]any{"match": match, "match_type": matchType, "timeout_ms": o.waitTimeoutMs()}, from))
+			body, err := fromFlag(cmd, g, o, map[string]any{"match": match, "match_type": matchType, "timeout_ms": o.waitTimeoutMs(), "raw": rawOut}, from)
+			if err != nil {
+				return err
+			}
+			return ptyWait(cmd, g, o, "wait_for", body)
 		},
 	}
-	c.Flags().Int64Var(&from, "from", 0, "cursor to scan from (a resume_cursor; default: the end of the spool now)")
+	c.Flags().StringVar(&from, "from", "", `where to scan from: a resume_cursor, or "input" (just before the last input); default: the end of the spool now`)
+	c.Flags().BoolVar(&rawOut, "raw", false, "print a prompt match's sentinel line as it is")
 	c.Flags().StringVar(&matchType, "match-type", "substring", "substring | regex | prompt")
 	c.Flags().StringVar(&matchType, "type", "substring", "") // the old name: --type is an event type elsewhere
 	c.Flags().MarkHidden("type")
@@ -356,20 +459,60 @@ miss nothing in between. Exits 1 on --timeout.`,
 }
 
 func newPtyPromptCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
-	var from int64
+	var from string
+	var rawOut bool
 	c := &cobra.Command{
 		Use:   "prompt",
 		Short: "Wait for the shell's next prompt (from --from) and mode idle",
-		Long: `Wait until the shell prints its prompt again and nothing runs. Without
---from only a prompt printed after the wait starts counts.`,
-		Example: `  cmlab pty send 'quit\n' && cmlab pty prompt --timeout 5s`,
+		Long: `Wait until the shell prints its prompt again and nothing runs: the running
+command or interactive program has ended. A prompt older than the latest
+command never counts. Without --from only a prompt printed after the wait
+starts counts; --from input counts one printed since the last input (so a
+program that exited at once is not missed). While an interactive program
+runs, the prompt comes back only when it exits: prompt says so on stderr
+(send it its exit command first, or end it with 'cmlab pty end').`,
+		Example: `  cmlab pty send 'exit()\n' && cmlab pty prompt --from input --timeout 5s`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return ptyWait(cmd, g, o, "wait_prompt", fromFlag(cmd, map[string]any{"timeout_ms": o.waitTimeoutMs()}, from))
+			body, err := fromFlag(cmd, g, o, map[string]any{"timeout_ms": o.waitTimeoutMs(), "raw": rawOut}, from)
+			if err != nil {
+				return err
+			}
+			ptyPromptNote(cmd, g, o)
+			return ptyWait(cmd, g, o, "wait_prompt", body)
 		},
 	}
-	c.Flags().Int64Var(&from, "from", 0, "cursor to scan from (a resume_cursor; default: the end of the spool now)")
+	c.Flags().StringVar(&from, "from", "", `where to scan from: a resume_cursor, or "input" (just before the last input); default: the end of the spool now`)
+	c.Flags().BoolVar(&rawOut, "raw", false, "print the prompt's sentinel line as it is")
 	return c
+}
+
+// ptyPromptNote says on stderr what a prompt wait waits for when a command
+// or an interactive program runs (a wait on python3 would otherwise look
+// hung).
+func ptyPromptNote(cmd *cobra.Command, g *globalOpts, o *ptyOpts) {
+	var st struct {
+		Mode       string `json:"mode"`
+		Active     string `json:"active_block_id"`
+		Foreground string `json:"foreground"`
+	}
+	if ptyCall(cmd.Context(), g, o, http.MethodGet, "status", nil, &st) != nil || st.Active == "" {
+		return
+	}
+	what := "block " + st.Active
+	if st.Foreground != "" {
+		what = st.Foreground + " (" + what + ")"
+	}
+	conv := ""
+	if o.conv != "default" {
+		conv = " -c " + o.conv
+	}
+	if st.Mode == "interactive" {
+		fmt.Fprintf(g.stderr, "cmlab: waiting for the interactive program %s to exit and the shell prompt to come back; "+
+			"type its exit command with 'cmlab pty send%s', or end it with 'cmlab pty end%s'\n", what, conv, conv)
+		return
+	}
+	fmt.Fprintf(g.stderr, "cmlab: waiting for %s to finish; 'cmlab pty interrupt%s' sends it Ctrl+C\n", what, conv)
 }
 
 func newPtyStatusCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
@@ -413,8 +556,8 @@ status with the slots under "slots".`,
 				if m["foreground"] != nil {
 					fmt.Fprintf(g.stdout, "foreground %v\n", m["foreground"])
 				}
-				fmt.Fprintf(g.stdout, "output caps: block %s, conversation %s; dropped past them %d bytes",
-					ptyCap(m["block_output_cap"]), ptyCap(m["conversation_output_cap"]), ptyNum(m["dropped_bytes"]))
+				fmt.Fprintf(g.stdout, "output caps: block %s, conversation %s, all conversations %s (%d bytes stored); dropped past them %d bytes",
+					ptyCap(m["block_output_cap"]), ptyCap(m["conversation_output_cap"]), ptyCap(m["total_output_cap"]), ptyNum(m["total_stored_bytes"]), ptyNum(m["dropped_bytes"]))
 				if m["active_block_id"] != nil {
 					fmt.Fprintf(g.stdout, " (active block: %d bytes stored, %d dropped)", ptyNum(m["active_block_bytes"]), ptyNum(m["active_block_dropped_bytes"]))
 				}
@@ -446,12 +589,17 @@ status with the slots under "slots".`,
 
 func newPtyReadCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 	var from, max int64
+	var rawOut bool
 	c := &cobra.Command{
 		Use:   "read",
-		Short: "Print spool bytes from --from (at most --max-bytes); the resume_cursor goes to stderr",
-		Args:  cobra.NoArgs,
+		Short: "Print the terminal's output from --from (at most --max-bytes); the resume_cursor goes to stderr",
+		Long: `Print the conversation's output from the spool cursor --from: clean, as a
+transcript — the terminal's internal marker lines are not shown, what was
+typed with send appears where it was typed. --max-bytes and the cursors
+count spool bytes; --raw prints the spool's bytes as they are.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return ptyShow(cmd, g, o, http.MethodPost, "read_spool", map[string]any{"from_cursor": from, "max_bytes": max}, func(m map[string]any) {
+			return ptyShow(cmd, g, o, http.MethodPost, "read_spool", map[string]any{"from_cursor": from, "max_bytes": max, "raw": rawOut}, func(m map[string]any) {
 				fmt.Fprint(g.stdout, m["data"])
 				fmt.Fprintf(g.stderr, "resume_cursor %d\n", ptyNum(m["resume_cursor"]))
 			})
@@ -459,6 +607,7 @@ func newPtyReadCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 	}
 	c.Flags().Int64Var(&from, "from", 0, "cursor to read from")
 	c.Flags().Int64Var(&max, "max-bytes", 65536, "most bytes to read")
+	c.Flags().BoolVar(&rawOut, "raw", false, "print the spool's bytes as they are (internal lines included)")
 	return c
 }
 

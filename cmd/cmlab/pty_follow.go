@@ -36,7 +36,14 @@ type ptyBlockRec struct {
 // commits it, until the block ends, and returns the block's exit code as a
 // silentExit (0: nil). Ctrl+C (SIGINT) is forwarded to the block through
 // the interrupt route; the third one detaches. timeout 0 waits for the END.
-func ptyFollow(ctx context.Context, g *globalOpts, o *ptyOpts, c *labapi.Client, id string, offset int64, timeout time.Duration) error {
+// followOpts: raw shows the output's bytes as they are; cursor is the
+// block's resume_cursor (the spool before it), -1 when unknown.
+type followOpts struct {
+	raw    bool
+	cursor int64
+}
+
+func ptyFollow(ctx context.Context, g *globalOpts, o *ptyOpts, c *labapi.Client, id string, offset int64, timeout time.Duration, fo followOpts) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sigs := make(chan os.Signal, 4)
@@ -96,12 +103,15 @@ func ptyFollow(ctx context.Context, g *globalOpts, o *ptyOpts, c *labapi.Client,
 			Complete     bool   `json:"complete"`
 		}
 		path := ptyPath(o, "blocks/"+id+"/output?offset="+strconv.FormatInt(offset, 10)+"&max_bytes=1048576&wait_ms="+strconv.FormatInt(max(wait.Milliseconds(), 0), 10))
+		if fo.raw {
+			path += "&raw=true"
+		}
 		if err := c.Do(ctx, http.MethodGet, path, "", nil, &r); err != nil {
 			mu.Lock()
 			d := detached
 			mu.Unlock()
 			if d && errors.Is(err, context.Canceled) {
-				fmt.Fprintln(g.stderr, ptyStillRunning(o, id, "detached"))
+				fmt.Fprintln(g.stderr, ptyStillRunning(o, id, "detached", fo.cursor))
 				return &silentExit{code: 130}
 			}
 			return labErr(err)
@@ -118,7 +128,7 @@ func ptyFollow(ctx context.Context, g *globalOpts, o *ptyOpts, c *labapi.Client,
 			break
 		}
 		if !deadline.IsZero() && !time.Now().Before(deadline) && r.Data == "" {
-			return newCLIError(exitTimeout, "TIMEOUT", ptyStillRunning(o, id, "timed out after "+timeout.String()), "")
+			return newCLIError(exitTimeout, "TIMEOUT", ptyStillRunning(o, id, "timed out after "+timeout.String(), fo.cursor), "")
 		}
 	}
 	var blk struct {
@@ -132,7 +142,11 @@ func ptyFollow(ctx context.Context, g *globalOpts, o *ptyOpts, c *labapi.Client,
 		return fmt.Errorf("the daemon answered an unreadable block record: %w", err)
 	}
 	if g.json {
-		if err := labPrintJSON(g, map[string]any{"block": blk.Block, "output": string(out)}); err != nil {
+		res := map[string]any{"block": blk.Block, "output": string(out)}
+		if fo.cursor >= 0 {
+			res["resume_cursor"] = fo.cursor
+		}
+		if err := labPrintJSON(g, res); err != nil {
 			return err
 		}
 	}
@@ -169,13 +183,17 @@ func blockExitCode(b ptyBlockRec) int {
 }
 
 // ptyStillRunning says that block id is still running and what to type.
-func ptyStillRunning(o *ptyOpts, id, why string) string {
+func ptyStillRunning(o *ptyOpts, id, why string, cursor int64) string {
 	conv := ""
 	if o.conv != "default" {
 		conv = " -c " + o.conv
 	}
-	return fmt.Sprintf("%s: block %s is still running in conversation %q\n"+
+	s := fmt.Sprintf("%s: block %s is still running in conversation %q\n"+
 		"  follow it:    cmlab pty follow%s %s\n"+
 		"  interrupt it: cmlab pty interrupt%s\n"+
 		"  end it:       cmlab pty end%s", why, id, o.conv, conv, id, conv, conv)
+	if cursor >= 0 {
+		s += fmt.Sprintf("\n  wait for it:  cmlab pty prompt%s --from %d    (its resume_cursor)", conv, cursor)
+	}
+	return s
 }

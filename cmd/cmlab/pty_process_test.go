@@ -135,7 +135,7 @@ func TestPtyExecTimeout(t *testing.T) {
 	if code != 1 || out != "" || !strings.Contains(errs, "cmlab: the terminal of conversation \"to1\" is busy: block "+m[1]+" is running\n") || !strings.Contains(errs, "fix: see what runs with 'cmlab pty status'") || strings.Contains(errs, "{") {
 		t.Fatalf("exec while busy = %d %q %q", code, out, errs)
 	}
-	if code, out, errs := pty("interrupt"); code != 0 || out != "sent Ctrl+C to block "+m[1]+"\n" {
+	if code, out, errs := pty("interrupt"); code != 0 || !regexp.MustCompile(`^sent Ctrl\+C to block `+m[1]+`, resume_cursor [0-9]+\n$`).MatchString(out) {
 		t.Fatalf("interrupt = %d %q %q", code, out, errs)
 	}
 	if code, out, errs := pty("follow", m[1]); code != 130 || out != "started\n\n" || !strings.Contains(errs, "cancelled (interrupted)") {

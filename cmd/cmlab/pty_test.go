@@ -86,7 +86,12 @@ func TestPtyCLI(t *testing.T) {
 	if code, out, _ := cli("end"); code != 0 || !strings.Contains(out, "mode idle ended=true") {
 		t.Fatalf("end = %d %q", code, out)
 	}
-	if code, out, _ := cli("read", "--from", "0"); code != 0 || !strings.Contains(out, "hi\nthere\n__FWS_PROMPT__ ") || !strings.Contains(out, "hello\n") {
+	if code, out, _ := cli("read", "--from", "0", "--raw"); code != 0 || !strings.Contains(out, "hi\nthere\n__FWS_PROMPT__ ") || !strings.Contains(out, "hello\n") {
+		t.Fatalf("read --raw = %d %q", code, out)
+	}
+	// The clean transcript (issue 25): no sentinel lines; what send typed
+	// ("hello", then cat's copy) and end's Ctrl+C where they were typed.
+	if code, out, _ := cli("read", "--from", "0"); code != 0 || out != "hi\nthere\nhello\nhello\n^C\n" {
 		t.Fatalf("read = %d %q", code, out)
 	}
 	if code, out, _ := cli("wait", "never-there", "--timeout-ms", "100"); code != 1 || !strings.HasPrefix(out, "timeout") {

@@ -21,6 +21,7 @@ import (
 // newRecoverCmd builds 'cmlab recover [--apply] [--salvage] [--json]'.
 func newRecoverCmd(g *globalOpts) *cobra.Command {
 	var apply, salvage, wait, all bool
+	var from salvageSource
 	var waitTimeout time.Duration
 	c := &cobra.Command{
 		Use:   "recover",
@@ -53,7 +54,12 @@ daemon's own runners are left alone. --salvage needs the daemon stopped.
 Corruption of acknowledged log entries (not a torn tail) stops here with
 exit code 3 naming segment, offset and sequence. --salvage --apply then
 keeps every intact entry, moves the damaged bytes to quarantine/, writes a
-wal.salvaged placeholder at each lost sequence number and lists them.
+wal.salvaged placeholder at each lost sequence number and lists them —
+except where a copy holds them: damaged archived segments are salvaged in
+their archive, a damaged or lost wal/MANIFEST is refused (the fix is
+'cmlab compact --repair-manifest'), and seqs the home shipped to NATS are
+refused unless --from-nats URL, which writes them back from the stream byte
+for byte.
 
 A step in flight is never reset or completed: --apply applies the other
 decisions and exits 4 naming its pid; with --wait it first waits (up to
@@ -72,12 +78,14 @@ manual review or are in flight.`,
 				ctx, cancel = context.WithTimeout(ctx, waitTimeout)
 				defer cancel()
 			}
-			return recoverHome(ctx, g, apply, salvage, wait, all)
+			return recoverHome(ctx, g, apply, salvage, wait, all, from)
 		},
 	}
 	c.Flags().BoolVar(&apply, "apply", false, "append the decisions (default: only print the plan)")
 	c.Flags().BoolVar(&salvage, "salvage", false, "with --apply: salvage a log whose acknowledged entries are damaged")
 	c.Flags().BoolVar(&wait, "wait", false, "with --apply: wait until no step's process still runs, then apply")
+	c.Flags().StringVar(&from.nats, "from-nats", "", "with --salvage: take lost entries back from the home's JetStream stream at `URL` (checked with state/ship-key) instead of placeholders")
+	c.Flags().StringVar(&from.creds, "creds", "", "with --from-nats: NATS credentials file")
 	c.Flags().DurationVar(&waitTimeout, "wait-timeout", 10*time.Minute, "how long --wait waits")
 	c.Flags().BoolVar(&all, "all", false, "list every step, completed ones included (default: only those that need something; --json always lists every step)")
 	return c
@@ -99,20 +107,20 @@ func waitInFlight(ctx context.Context, g *globalOpts, plan func() (*recovery.Pla
 			return nil
 		}
 		for _, s := range fl {
-			if !said[s.Pid] {
-				said[s.Pid] = true
-				fmt.Fprintf(g.stderr, "cmlab recover: waiting for %s/%s: pid %d still runs\n", s.MandateID, s.StepID, s.Pid)
+			if !said[s.RunningPid()] {
+				said[s.RunningPid()] = true
+				fmt.Fprintf(g.stderr, "cmlab recover: waiting for %s/%s: pid %d still runs\n", s.MandateID, s.StepID, s.RunningPid())
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return withCode(exitNeedReview, fmt.Errorf("%d step(s) still in flight (first: %s/%s, pid %d): %w", len(fl), fl[0].MandateID, fl[0].StepID, fl[0].Pid, context.Cause(ctx)))
+			return withCode(exitNeedReview, fmt.Errorf("%d step(s) still in flight (first: %s/%s, pid %d): %w", len(fl), fl[0].MandateID, fl[0].StepID, fl[0].RunningPid(), context.Cause(ctx)))
 		case <-time.After(inFlightPoll):
 		}
 	}
 }
 
-func recoverHome(ctx context.Context, g *globalOpts, apply, salvage, wait, all bool) error {
+func recoverHome(ctx context.Context, g *globalOpts, apply, salvage, wait, all bool, from salvageSource) error {
 	h, err := g.Home()
 	if err != nil {
 		return err
@@ -147,7 +155,7 @@ func recoverHome(ctx context.Context, g *globalOpts, apply, salvage, wait, all b
 			return labErr(err)
 		}
 	} else {
-		if plan, views, err = recoverLocal(ctx, g, apply, salvage, wait); err != nil {
+		if plan, views, err = recoverLocal(ctx, g, apply, salvage, wait, from); err != nil {
 			return err
 		}
 	}
@@ -169,7 +177,7 @@ func recoverHome(ctx context.Context, g *globalOpts, apply, salvage, wait, all b
 		return withCode(exitNeedReview, fmt.Errorf("%d step(s) await manual review: inspect their world, then `cmlab step complete|fail|reset`", n))
 	}
 	if fl := plan.InFlight(); len(fl) > 0 {
-		return withCode(exitNeedReview, fmt.Errorf("%d step(s) in flight: %s/%s's process (pid %d) still runs; nothing is decided about it until it ends: wait, or `cmlab recover --apply --wait`", len(fl), fl[0].MandateID, fl[0].StepID, fl[0].Pid))
+		return withCode(exitNeedReview, fmt.Errorf("%d step(s) in flight: %s/%s's process (pid %d) still runs; nothing is decided about it until it ends: wait, or `cmlab recover --apply --wait`", len(fl), fl[0].MandateID, fl[0].StepID, fl[0].RunningPid()))
 	}
 	return nil
 }
@@ -177,7 +185,7 @@ func recoverHome(ctx context.Context, g *globalOpts, apply, salvage, wait, all b
 // recoverLocal opens the home in this process (no daemon runs). After a
 // salvage that rewrote the log it also returns what regenerating the
 // views from it changed (recover_salvage.go).
-func recoverLocal(ctx context.Context, g *globalOpts, apply, salvage, wait bool) (_ *recovery.Plan, views *projections.RegenerateReport, _ error) {
+func recoverLocal(ctx context.Context, g *globalOpts, apply, salvage, wait bool, from salvageSource) (_ *recovery.Plan, views *projections.RegenerateReport, _ error) {
 	h, err := g.Home()
 	if err != nil {
 		return nil, nil, err
@@ -191,7 +199,7 @@ func recoverLocal(ctx context.Context, g *globalOpts, apply, salvage, wait bool)
 			if err := h.Ensure(); err != nil {
 				return nil, nil, err
 			}
-			if salvaged, rewritten, err = salvageLog(h); err != nil {
+			if salvaged, rewritten, err = salvageLog(h, from); err != nil {
 				return nil, nil, fmt.Errorf("salvage: %w", err)
 			}
 		}
@@ -208,6 +216,9 @@ func recoverLocal(ctx context.Context, g *globalOpts, apply, salvage, wait bool)
 				for _, b := range rep.Bad {
 					msg += "\n    " + b.String()
 				}
+			}
+			if errors.Is(err, wal.ErrBadManifest) {
+				return nil, nil, withCode(exitCorrupt, fmt.Errorf(msg, err)) // the fix: compact --repair-manifest (errors.go)
 			}
 			msg += "\n  fix: `cmlab recover --salvage --apply` keeps every intact entry, moves the damaged bytes to quarantine/ and puts a wal.salvaged placeholder at each lost seq"
 			return nil, nil, withCode(exitCorrupt, fmt.Errorf(msg, err))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -17,14 +18,32 @@ import (
 // was and what its neighbours say it probably was. rewritten says whether
 // the log changed: its views must then be regenerated from it (engine
 // Options.RebuildViews), since they still hold the lost entries' lines.
-func salvageLog(h home.Home) (lost []recovery.SalvagedEntry, rewritten bool, err error) {
-	// First, durably: the views must be regenerated from whatever log the
-	// salvage leaves, even if this process dies before it opens the
-	// engine (the next open sees the flag).
-	if err := projections.MarkViewsStale(h); err != nil {
+func salvageLog(h home.Home, from ...salvageSource) (lost []recovery.SalvagedEntry, rewritten bool, err error) {
+	var src salvageSource
+	if len(from) > 0 {
+		src = from[0]
+	}
+	fetch, closeSrc, err := salvageFetch(context.Background(), h, src) // recover_stream.go
+	if err != nil {
 		return nil, false, err
 	}
-	rep, err := wal.Salvage(h.WALDir(), h.QuarantineDir())
+	defer closeSrc()
+	// First, durably, before the first byte is rewritten: the views must
+	// be regenerated from whatever log the salvage leaves, even if this
+	// process dies before it opens the engine (the next open sees the
+	// flag). Not when the salvage refuses or finds nothing to do: a
+	// stale flag with a log that cannot be read back whole would keep
+	// the daemon from starting.
+	rep, err := wal.SalvageWith(h.WALDir(), wal.SalvageOptions{QuarantineDir: h.QuarantineDir(),
+		Fetch: fetch,
+		BeforeRewrite: func(lost []wal.LostRange) error {
+			if fetch == nil {
+				if err := refuseShippedLoss(h, lost); err != nil {
+					return err
+				}
+			}
+			return projections.MarkViewsStale(h)
+		}})
 	if err != nil {
 		return nil, false, err
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -187,18 +189,21 @@ func recStartDaemon(t *testing.T, h home.Home) *engine.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := labtest.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: tok, Nonce: "nonce-" + t.Name(), SessionID: "lab_t"})
+	srv, err := labtest.New(labapi.Options{Engine: eng, Listen: "127.0.0.1:0", OperatorToken: tok, SessionID: "lab_t"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	addr := strings.TrimPrefix(hs.URL, "http://")
 	srv.SetListen(addr)
-	if err := labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: addr, TokenFile: h.TokenFile(), Nonce: "nonce-" + t.Name()}); err != nil {
+	sock := &http.Server{Handler: srv.Handler()}
+	adv, err := labapi.Advertise(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: addr, TokenFile: h.TokenFile()}, func(ln net.Listener) { go sock.Serve(ln) }, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		labapi.RemoveDaemonInfo(h, os.Getpid())
+		adv.Withdraw()
+		sock.Close()
 		hs.Close()
 		srv.Close()
 		eng.Close()

@@ -89,6 +89,7 @@ unix milliseconds.`,
 	f.StringVar(&o.nats.homeID, "home-id", "", "with --from-nats: the shipped home's id")
 	f.StringVar(&o.nats.stream, "stream", "", "with --from-nats: stream name (default CMLAB_<home-id>)")
 	f.StringVar(&o.nats.creds, "creds", "", "with --from-nats: NATS credentials file")
+	o.nats.keys.flags(f, "with --from-nats: ")
 	c.AddCommand(newReplayPrintCmd(g), newReplayStepsCmd(g))
 	if pc := newReplayPtyCmd(g); pc != nil {
 		c.AddCommand(pc)
@@ -147,8 +148,17 @@ func runReplayFromNATS(cmd *cobra.Command, g *globalOpts, into home.Home, o *rep
 	if o.nats.homeID == "" || o.to == 0 || o.until != "" {
 		return &usageError{"--from-nats needs --home-id ID and --to SEQ (not --until)"}
 	}
+	var local *home.Home
+	if h, err := g.Home(); err == nil {
+		local = &h
+	}
+	key, err := o.nats.keys.key(o.nats.homeID, local)
+	if err != nil {
+		return err
+	}
 	res, err := ship.Restore(cmd.Context(), ship.RestoreOptions{Conn: ship.Conn{URL: o.nats.nats, Creds: o.nats.creds},
-		Stream: o.nats.stream, HomeID: o.nats.homeID, Into: into, UpTo: o.to, Progress: restoreTicker(g)})
+		Stream: o.nats.stream, HomeID: o.nats.homeID, Into: into, UpTo: o.to, Progress: restoreTicker(g),
+		Key: key, Unauthenticated: o.nats.keys.unauthenticated})
 	if err != nil {
 		return shipExit(err)
 	}

@@ -44,7 +44,27 @@ func TestReplayPtyAsciicast(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "c1.cast")
+	// The clean view (the default, issue 25): what the terminal looked
+	// like — no sentinel line, no exec wrapper, the command as typed.
 	if code, _, errs := cli(t, "replay", "pty", "c1", "--asciicast", out, "--home", h.Dir); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	clean, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantClean := `{"version":2,"width":120,"height":40,"timestamp":1700000000,"title":"cmlab pty c1"}
+[0.250,"m","block 1: echo €"]
+[0.250,"i","echo €\r"]
+[0.250,"o","$ echo €\r\n"]
+[0.750,"o","x"]
+[1.000,"o","€y\r\n"]
+`
+	if string(clean) != wantClean {
+		t.Fatalf("clean recording:\n%s\nwant:\n%s", clean, wantClean)
+	}
+	// --raw: the spool byte for byte.
+	if code, _, errs := cli(t, "replay", "pty", "c1", "--asciicast", out, "--raw", "--home", h.Dir); code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	raw, err := os.ReadFile(out)

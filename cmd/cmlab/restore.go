@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/cmlab/cmlab/home"
@@ -12,6 +11,8 @@ import (
 
 type restoreOpts struct {
 	nats, stream, creds, homeID, into string
+	keys                              restoreKeyOpts // restore_auth.go
+	to                                uint64
 }
 
 // newRestoreCmd builds 'cmlab restore'.
@@ -27,9 +28,19 @@ the lost machine stopped. DIR must not exist or be empty.
 
 A stream lacking any seq (a deleted message, a purged front) is refused
 before anything is written: exit 3, naming the missing seqs. A stream of
-another home is refused naming both ids.`,
-		Example: `  cmlab restore --nats nats://127.0.0.1:4222 --home-id 0193… --into ~/.cm`,
-		Args:    cobra.NoArgs,
+another home is refused naming both ids.
+
+Every event the shipper publishes carries a MAC under the home's ship key
+(state/ship-key; compaction keeps a copy as ship-key in its archive). Give
+it with --key FILE or --key-from-archive DIR: a message that fails it — an
+event forged or copied from another home, or one of the home's own events
+published again at another seq — is refused with exit 3 naming its seq, and
+nothing is written; --to SEQ restores the events before it (time travel: no
+home id, no cursor). Without a key an authenticated stream is refused
+unless --unauthenticated.`,
+		Example: `  cmlab restore --nats nats://127.0.0.1:4222 --home-id 0193… --key /backup/ship-key --into ~/.cm
+  cmlab restore --nats nats://127.0.0.1:4222 --home-id 0193… --key-from-archive /mnt/cold/cmlab-wal --into ~/.cm`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.nats == "" || o.homeID == "" || o.into == "" {
 				return &usageError{"--nats, --home-id and --into are required"}
@@ -38,10 +49,19 @@ another home is refused naming both ids.`,
 			if err != nil {
 				return err
 			}
+			key, err := o.keys.key(o.homeID, nil)
+			if err != nil {
+				return err
+			}
+			var legacy uint64
 			res, err := ship.Restore(cmd.Context(), ship.RestoreOptions{Conn: ship.Conn{URL: o.nats, Creds: o.creds},
-				Stream: o.stream, HomeID: o.homeID, Into: into, Progress: restoreTicker(g)})
+				Stream: o.stream, HomeID: o.homeID, Into: into, Progress: restoreTicker(g), UpTo: o.to,
+				Key: key, Unauthenticated: o.keys.unauthenticated, Legacy: &legacy})
 			if err != nil {
 				return shipExit(err)
+			}
+			if legacy > 0 {
+				fmt.Fprintf(g.stderr, "cmlab restore: %d event(s) carried no MAC (shipped before ship keys, or restored --unauthenticated): not authenticated\n", legacy)
 			}
 			if g.json {
 				return labPrintJSON(g, map[string]any{"into": into.Dir, "homeId": o.homeID, "first": res.First, "last": res.Last, "events": res.Events})
@@ -57,13 +77,15 @@ another home is refused naming both ids.`,
 	f.StringVar(&o.into, "into", "", "directory of the restored home (must not exist or be empty)")
 	f.StringVar(&o.stream, "stream", "", "stream name (default CMLAB_<home-id>)")
 	f.StringVar(&o.creds, "creds", "", "NATS credentials file")
+	f.Uint64Var(&o.to, "to", 0, "restore only up to this seq (time travel: the new home gets no home id nor cursor)")
+	o.keys.flags(f, "")
 	return c
 }
 
 // shipExit gives a gap in a stream exit code 3, as log corruption.
 func shipExit(err error) error {
-	if errors.Is(err, ship.ErrGap) {
-		return withCode(exitCorrupt, err)
+	if f := restoreFix(err, ""); f != nil { // restore_auth.go
+		return f
 	}
 	return err
 }

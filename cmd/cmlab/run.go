@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/cmlab/cmlab/confine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/steps"
@@ -120,9 +121,14 @@ func cancelOnSignal(ctx context.Context, cancel context.CancelCauseFunc) (stop f
 }
 
 func runMandate(ctx context.Context, g *globalOpts, path string) error {
-	spec, err := os.ReadFile(path)
-	if err != nil {
+	// A regular file, bounded: the zero device or a FIFO must not hang or
+	// grow this process (one byte past the limit lets ParseMandate say so).
+	spec, err := confine.ReadRegular(path, steps.MaxMandateBytes+1)
+	if err != nil && !errors.Is(err, confine.ErrTooLarge) {
 		return err
+	}
+	if errors.Is(err, confine.ErrTooLarge) {
+		return fmt.Errorf("%s: over %d bytes, the most a mandate may have", path, steps.MaxMandateBytes)
 	}
 	m, err := steps.ParseMandate(spec)
 	if err != nil {

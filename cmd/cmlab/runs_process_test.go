@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -45,7 +46,7 @@ func startTestDaemon(t *testing.T, h home.Home, session string, extra func(eng *
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := labapi.Options{Engine: eng, Listen: ln.Addr().String(), OperatorToken: tok, Nonce: "nonce-" + t.Name(), SessionID: session}
+	o := labapi.Options{Engine: eng, Listen: ln.Addr().String(), OperatorToken: tok, SessionID: session}
 	closeExtra := extra(eng, &o)
 	srv, err := labtest.New(o)
 	if err != nil {
@@ -55,11 +56,14 @@ func startTestDaemon(t *testing.T, h home.Home, session string, extra func(eng *
 	hs.Listener.Close()
 	hs.Listener = ln
 	hs.Start()
-	if err := labapi.WriteDaemonInfo(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: ln.Addr().String(), TokenFile: h.TokenFile(), Nonce: "nonce-" + t.Name()}); err != nil {
+	sock := &http.Server{Handler: srv.Handler()}
+	adv, err := labapi.Advertise(h, labapi.DaemonInfo{Pid: os.Getpid(), Listen: ln.Addr().String(), TokenFile: h.TokenFile()}, func(l net.Listener) { go sock.Serve(l) }, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		labapi.RemoveDaemonInfo(h, os.Getpid())
+		adv.Withdraw()
+		sock.Close()
 		hs.Close()
 		srv.Close()
 		if closeExtra != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/labapi"
+	"github.com/cmlab/cmlab/wal"
 	"github.com/spf13/cobra"
 )
 
@@ -27,9 +28,11 @@ type serveOpts struct {
 	ptyMaxShells    int
 	ptyBlockCap     int64 // pty.Options.BlockOutputCap (serve_flags.go)
 	ptyConvCap      int64 // pty.Options.ConversationOutputCap
+	ptyTotalCap     int64 // pty.Options.TotalOutputCap
 	writable        bool  // serve a replayed home writable (replayed_home.go)
 	maxConns        int
 	ship            shipOpts
+	security        securityServeOpts // serve_security.go
 }
 
 // newServeCmd builds 'cmlab serve'.
@@ -111,6 +114,13 @@ read-only unless --writable.`,
 			if err != nil {
 				return err
 			}
+			if policy != nil && policy.Archive != "" {
+				// Refused at start, not at the first compaction an hour on
+				// (where --quiet would hide it): wal/ under another name.
+				if err := wal.CheckArchiveDir(h.WALDir(), policy.Archive); err != nil {
+					return &usageError{msg: "--compact-archive: " + err.Error()}
+				}
+			}
 			dl, err := newDaemonLogger(h, g.stderr, o.quiet) // serve_log.go
 			if err != nil {
 				return err
@@ -126,7 +136,7 @@ read-only unless --writable.`,
 				}
 			}
 			logger.Info("starting", "version", labapi.Version, "pid", os.Getpid(), "home", h.Dir, "listen", o.listen, "readOnly", o.readOnly)
-			err = daemon.Run(ctx, daemon.Options{
+			dopts := daemon.Options{
 				Home: h, Listen: o.listen, AllowRemote: o.allowRemote, AllowRoots: o.allowRoots, Task: task,
 				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui, MaxConns: o.maxConns,
 				Compaction: policy, CompactEvery: o.compact.every, SegmentSize: o.compact.segmentSize,
@@ -139,8 +149,11 @@ read-only unless --writable.`,
 						return
 					}
 					printServing(g, h, info) // serve_operator.go
+					printTask(g.stdout, info.Listen, task, o.exitAfterSubmit)
 				},
-			})
+			}
+			o.security.apply(&dopts)
+			err = daemon.Run(ctx, dopts)
 			logStopped(logger, err) // serve_log.go
 			return err
 		},
@@ -165,5 +178,6 @@ read-only unless --writable.`,
 	f.StringVar(&o.ui, "ui", "", "serve the Lab browser client from DIR at / (e.g. content-machine's assets/lab)")
 	o.compact.flags(f)
 	addPtyServeFlags(f, o)
+	o.security.flags(f)
 	return c
 }

@@ -12,6 +12,7 @@ func addPtyServeFlags(f *pflag.FlagSet, o *serveOpts) {
 	f.IntVar(&o.ptyMaxShells, "pty-max-shells", 64, "most conversations with a running shell at once")
 	f.Int64Var(&o.ptyBlockCap, "pty-block-cap", pty.DefaultBlockOutputCap, "bytes of output stored per terminal block; past it the block runs on and its output is dropped and counted (pty.truncated); -1: no cap")
 	f.Int64Var(&o.ptyConvCap, "pty-conversation-cap", pty.DefaultConversationOutputCap, "bytes of output stored per terminal conversation (its whole spool); -1: no cap")
+	f.Int64Var(&o.ptyTotalCap, "pty-total-cap", pty.DefaultTotalOutputCap, "bytes of output stored across all terminal conversations together (each byte lands in the spool, the block file and the log); past it output is dropped and counted; -1: no cap")
 }
 
 // ptyOptions are the terminal manager's options from serve's flags.
@@ -21,7 +22,8 @@ func ptyOptions(o *serveOpts) pty.Options {
 		idle = -1 // the flag's 0 means never; pty's 0 means the default
 	}
 	return pty.Options{IdleTimeout: idle, MaxShells: o.ptyMaxShells,
-		BlockOutputCap: capOption(o.ptyBlockCap), ConversationOutputCap: capOption(o.ptyConvCap)}
+		BlockOutputCap: capOption(o.ptyBlockCap), ConversationOutputCap: capOption(o.ptyConvCap),
+		TotalOutputCap: capOption(o.ptyTotalCap)}
 }
 
 // capOption maps a cap flag to its option: a negative flag means no cap

@@ -86,8 +86,9 @@ func TestRestoreAndReplayFromNATS(t *testing.T) {
 		t.Fatalf("status: %d\n%s%s", code, out, errs)
 	}
 
+	key := filepath.Join(h.Dir, "state", "ship-key") // every event's MAC is checked with it
 	into := filepath.Join(t.TempDir(), "restored")
-	code, out, errs = cli(t, "restore", "--nats", url, "--home-id", id, "--into", into)
+	code, out, errs = cli(t, "restore", "--nats", url, "--home-id", id, "--key", key, "--into", into)
 	if code != 0 || !strings.Contains(out, "restored home "+id+": 900 events (seq 1–900)") {
 		t.Fatalf("restore: %d\n%s%s", code, out, errs)
 	}
@@ -100,12 +101,12 @@ func TestRestoreAndReplayFromNATS(t *testing.T) {
 	if d, err := projections.Compare(h, home.Home{Dir: into}); err != nil || d != nil {
 		t.Fatalf("restored views differ from the original's: %v %v", d, err)
 	}
-	if code, _, errs := cli(t, "restore", "--nats", url, "--home-id", id, "--into", into); code == 0 || !strings.Contains(errs, "not empty") {
+	if code, _, errs := cli(t, "restore", "--nats", url, "--home-id", id, "--key", key, "--into", into); code == 0 || !strings.Contains(errs, "not empty") {
 		t.Fatalf("restore into a full directory: %d %s", code, errs)
 	}
 
 	at := filepath.Join(t.TempDir(), "at300")
-	code, out, errs = cli(t, "replay", "--from-nats", url, "--home-id", id, "--to", "300", "--into", at)
+	code, out, errs = cli(t, "replay", "--from-nats", url, "--home-id", id, "--key", key, "--to", "300", "--into", at)
 	if code != 0 || !strings.Contains(out, "replayed 300 shipped events") {
 		t.Fatalf("replay --from-nats: %d\n%s%s", code, out, errs)
 	}
@@ -137,14 +138,14 @@ func TestRestoreAndReplayFromNATS(t *testing.T) {
 		}
 	}
 	gapInto := filepath.Join(t.TempDir(), "gap")
-	code, _, errs = cli(t, "restore", "--nats", url, "--home-id", id, "--into", gapInto)
+	code, _, errs = cli(t, "restore", "--nats", url, "--home-id", id, "--key", key, "--into", gapInto)
 	if code != 3 || !strings.Contains(errs, "seq 17-19, 600") {
 		t.Fatalf("restore over a gap: %d %s", code, errs)
 	}
 	if _, err := os.Stat(gapInto); err == nil {
 		t.Fatal("restore over a gap created its directory")
 	}
-	if code, _, errs := cli(t, "replay", "--from-nats", url, "--home-id", id, "--to", "100", "--into", gapInto); code != 3 || !strings.Contains(errs, "seq 17-19") {
+	if code, _, errs := cli(t, "replay", "--from-nats", url, "--home-id", id, "--key", key, "--to", "100", "--into", gapInto); code != 3 || !strings.Contains(errs, "seq 17-19") {
 		t.Fatalf("replay over a gap: %d %s", code, errs)
 	}
 	if code, _, errs := cli(t, "restore", "--nats", url, "--into", gapInto); code != 2 {

@@ -19,17 +19,19 @@ import (
 )
 
 type statusReport struct {
-	Home        string             `json:"home"`
-	Daemon      *labapi.DaemonInfo `json:"daemon"`
-	Health      *labapi.Health     `json:"health,omitempty"`
-	HealthError string             `json:"healthError,omitempty"`
-	LogBytes    int64              `json:"logBytes"`
-	LogSegments int                `json:"logSegments"`
-	LastSeq     uint64             `json:"lastSeq"`
-	Checkpoint  json.RawMessage    `json:"checkpoint"`
-	Durability  string             `json:"durability"`
-	AwaitReview []string           `json:"awaitingReview"`
-	Compaction  *compactionStatus  `json:"compaction"`
+	Home   string             `json:"home"`
+	Daemon *labapi.DaemonInfo `json:"daemon"`
+	// StaleDaemon says why state/daemon.json names no running daemon.
+	StaleDaemon string            `json:"staleDaemon,omitempty"`
+	Health      *labapi.Health    `json:"health,omitempty"`
+	HealthError string            `json:"healthError,omitempty"`
+	LogBytes    int64             `json:"logBytes"`
+	LogSegments int               `json:"logSegments"`
+	LastSeq     uint64            `json:"lastSeq"`
+	Checkpoint  json.RawMessage   `json:"checkpoint"`
+	Durability  string            `json:"durability"`
+	AwaitReview []string          `json:"awaitingReview"`
+	Compaction  *compactionStatus `json:"compaction"`
 	// LeftOpen: terminal blocks a crash left open (no daemon runs).
 	LeftOpen []pty.LeftBlock `json:"terminalLeftOpen"`
 	// Executing: steps left executing (no daemon runs); UncleanStop: the
@@ -37,6 +39,8 @@ type statusReport struct {
 	Executing   []string           `json:"executing"`
 	UncleanStop *labapi.DaemonInfo `json:"uncleanStop,omitempty"`
 	Ship        *shipStatus        `json:"ship,omitempty"`
+	// Archive: the check of the compacted log's archived ranges (wal_archive.go).
+	Archive *wal.ArchiveReport `json:"archive,omitempty"`
 
 	// cpSeq is the checkpoint's seq when cpOK; cpErr why it is not
 	// trusted (projections.ReadCheckpointSeq), for the text output.
@@ -83,6 +87,9 @@ disk, which catch-up brings to the log then).`,
 					"check the path; 'cmlab serve --home DIR' creates a home and serves it")
 			}
 			rep, openErr := gatherStatus(cmd, h, g.json)
+			if aerr := statusArchives(h, g, &rep); aerr != nil && openErr == nil {
+				openErr = aerr
+			}
 			if g.json {
 				if err := labPrintJSON(g, rep); err != nil {
 					return err
@@ -97,6 +104,8 @@ disk, which catch-up brings to the log then).`,
 					mode = ", read-only: every write is refused"
 				}
 				fmt.Fprintf(w, "daemon:      running, pid %d at http://%s (session %s%s), version %s\n", rep.Daemon.Pid, rep.Daemon.Listen, rep.Daemon.SessionID, mode, rep.Daemon.Version)
+			} else if rep.StaleDaemon != "" && rep.UncleanStop == nil {
+				fmt.Fprintf(w, "daemon:      not running (%s; 'cmlab serve' starts one and replaces the file)\n", strings.TrimPrefix(rep.StaleDaemon, "no daemon runs: "))
 			} else {
 				printNoDaemon(w, rep.UncleanStop) // status_crash.go
 			}
@@ -168,6 +177,9 @@ func gatherStatus(cmd *cobra.Command, h home.Home, withCheckpoint bool) (statusR
 			}
 			closeFn()
 		}
+	} else if stale := (*labapi.StaleDaemonError)(nil); errors.As(err, &stale) {
+		rep.StaleDaemon = stale.Error()
+		rep.UncleanStop = uncleanStop(h) // status_crash.go: its daemon.json outlived it
 	} else if !errors.Is(err, labapi.ErrNoDaemon) {
 		rep.HealthError = err.Error()
 	} else {

@@ -44,7 +44,7 @@ func walDir(g *globalOpts) (string, error) {
 }
 
 func newWalVerifyCmd(g *globalOpts) *cobra.Command {
-	return &cobra.Command{
+	c := &cobra.Command{
 		Use:   "verify",
 		Short: "Check every entry of every segment; exit 3 and say where on corruption",
 		Args:  cobra.NoArgs,
@@ -57,31 +57,46 @@ func newWalVerifyCmd(g *globalOpts) *cobra.Command {
 			if verr != nil && !errors.Is(verr, wal.ErrCorrupt) {
 				return verr
 			}
+			// Archived ranges are checked frame by frame too (wal_archive.go).
+			arep, aerr := wal.VerifyArchives(dir, g.archive, true)
 			if g.json {
-				if err := writeJSONValue(g.stdout, rep); err != nil {
+				if err := writeJSONValue(g.stdout, verifyWithArchives{rep, &arep}); err != nil {
 					return err
 				}
 			} else {
-				printVerify(g.stdout, rep)
+				printVerify(g.stdout, rep, &arep)
 			}
 			if !rep.OK() {
-				return withCode(exitCorrupt, fmt.Errorf("%w: %d damaged stretch(es), first at %s", wal.ErrCorrupt, len(rep.Bad), rep.Bad[0]))
+				err := fmt.Errorf("%w: %d damaged stretch(es), first at %s", wal.ErrCorrupt, len(rep.Bad), rep.Bad[0])
+				if errors.Is(verr, wal.ErrBadManifest) {
+					err = fmt.Errorf("%w (%w)", err, wal.ErrBadManifest) // its fix: compact --repair-manifest
+				}
+				return withCode(exitCorrupt, err)
+			}
+			if aerr != nil {
+				return aerr
+			}
+			if !arep.OK() {
+				return archiveError(g.home, arep)
 			}
 			return nil
 		},
 	}
+	archiveFlag(c.Flags(), g)
+	return c
 }
 
-func printVerify(w io.Writer, rep wal.Report) {
+func printVerify(w io.Writer, rep wal.Report, arep *wal.ArchiveReport) {
 	fmt.Fprintf(w, "segments %d, entries %d, seq %d..%d\n", rep.Segments, rep.Entries, rep.First, rep.Last)
 	printManifest(w, rep.Manifest, rep.Pending)
+	printArchives(w, arep)
 	for _, b := range rep.Bad {
 		fmt.Fprintf(w, "CORRUPT %s\n", b)
 	}
 	if rep.TornTail != nil {
 		fmt.Fprintf(w, "torn tail (repaired at the next open, or a write in progress): %s\n", *rep.TornTail)
 	}
-	if rep.OK() {
+	if rep.OK() && (arep == nil || arep.OK()) {
 		fmt.Fprintln(w, "ok")
 	}
 }

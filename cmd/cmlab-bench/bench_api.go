@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/cmlab/cmlab/bench"
+	"github.com/spf13/cobra"
+)
+
+// newBenchAPICmd builds 'cmlab-bench api'.
+func newBenchAPICmd(g *globalOpts) *cobra.Command {
+	o := bench.BenchOptions{}
+	var keep, ownToo bool
+	var peer string
+	var maxBuild int
+	c := &cobra.Command{
+		Use:   "api",
+		Short: "POST /api/feedback from concurrent clients (events/s, p99) and poll at the end of large stores",
+		Long: `Start a daemon on 127.0.0.1:0 over a scratch home and drive it through the
+Lab wire contract, with the load and the HTTP client of --peer: for each
+--poll-lines size up to --requests, grow the store to that many lines and
+time GET /api/feedback with the cursor at the start of its last line; then
+send --requests POST /api/feedback from --clients concurrent clients (each
+with its own request id; every answer is acknowledged only after fsync) and
+report events/s, p50/p99 latency, mean group-commit size and fsync p99; then
+grow and poll the larger sizes (default 1,000 and 1,000,000 lines). A poll
+reads only the bytes after its cursor, so the two should be close. cmlab's
+store is grown in-process (the events those POSTs append, 1,000 per
+append); a peer's through POST /api/feedback.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var pres *bench.PeerResult
+			if peer != "" {
+				var err error
+				pres, err = bench.BenchPeer(cmd.Context(), bench.PeerOptions{URL: peer, Clients: o.Clients,
+					Requests: o.Requests, PollLines: o.PollLines, MaxBuildLines: maxBuild, PollReps: o.PollReps})
+				if err != nil {
+					return err
+				}
+				if !ownToo {
+					if g.json {
+						return writeJSONValue(g.stdout, pres)
+					}
+					printPeer(g.stdout, pres)
+					return nil
+				}
+			}
+			dir, err := os.MkdirTemp("", "cmlab-bench-api-")
+			if err != nil {
+				return err
+			}
+			if !keep {
+				defer os.RemoveAll(dir)
+			}
+			o.Dir = dir
+			res, err := bench.BenchAPI(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				if pres != nil {
+					return writeJSONValue(g.stdout, map[string]any{"cmlab": res, "peer": pres})
+				}
+				return writeJSONValue(g.stdout, res)
+			}
+			w := g.stdout
+			if pres != nil {
+				printPeer(w, pres)
+				printSideBySide(w, res, pres)
+				return nil
+			}
+			fmt.Fprintf(w, "POST /api/feedback: %d requests, %d clients, %d errors in %v\n", res.Requests, res.Clients, res.Errors, res.Elapsed.Round(1e6))
+			fmt.Fprintf(w, "  %.0f events/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms; mean group %.1f events, fsync p99 ≤ %.2f ms\n",
+				res.EventsPerS, res.P50Ms, res.P99Ms, res.MaxMs, res.MeanGroup, res.FsyncP99Ms)
+			for _, p := range res.Polls {
+				fmt.Fprintf(w, "poll at end of %d lines (%d bytes): median %.1f µs, p99 %.1f µs\n", p.Lines, p.Bytes, p.MedianUs, p.P99Us)
+			}
+			if res.PollRatio > 0 {
+				fmt.Fprintf(w, "  largest/smallest median: %.2f× (target ≤ 2×)\n", res.PollRatio)
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&o.Clients, "clients", 32, "concurrent POST clients")
+	f.IntVar(&o.Requests, "requests", 20000, "total POSTs")
+	f.IntSliceVar(&o.PollLines, "poll-lines", []int{1000, 1000000}, "feedback.jsonl sizes to poll at the end of")
+	f.IntVar(&o.PollReps, "poll-reps", 200, "polls timed per size")
+	f.StringVar(&peer, "peer", "", "also drive the Lab server at this base URL (e.g. content-machine's) with the same load, through the wire contract only")
+	f.BoolVar(&ownToo, "with-cmlab", true, "with --peer: also run cmlab's own daemon and print both side by side")
+	f.IntVar(&maxBuild, "peer-max-build", 0, "with --peer: skip poll sizes above this many lines (building them through the peer's API is slow); 0 = build all")
+	f.BoolVar(&keep, "keep", false, "keep the scratch directory")
+	return c
+}
+
+func printPeer(w io.Writer, p *bench.PeerResult) {
+	fmt.Fprintf(w, "peer %s POST /api/feedback: %d requests, %d clients, %d errors in %v\n", p.URL, p.Requests, p.Clients, p.Errors, time.Duration(p.ElapsedNs).Round(time.Millisecond))
+	fmt.Fprintf(w, "  %.0f events/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", p.EventsPerS, p.P50Ms, p.P99Ms, p.MaxMs)
+	for _, q := range p.Polls {
+		fmt.Fprintf(w, "peer poll at end of %d lines (%d bytes): median %.1f µs, p99 %.1f µs\n", q.Lines, q.Bytes, q.MedianUs, q.P99Us)
+	}
+	for _, n := range p.Skipped {
+		fmt.Fprintf(w, "peer poll at end of %d lines: SKIPPED (above --peer-max-build; not built on the peer)\n", n)
+	}
+}
+
+// printSideBySide prints cmlab's run and the peer's with the ratios.
+func printSideBySide(w io.Writer, c *bench.BenchResult, p *bench.PeerResult) {
+	fmt.Fprintf(w, "\n%-28s %14s %14s %10s\n", "", "cmlab", "peer", "cmlab/peer")
+	ratio := func(a, b float64) string {
+		if b == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f×", a/b)
+	}
+	fmt.Fprintf(w, "%-28s %14.0f %14.0f %10s\n", "events/s", c.EventsPerS, p.EventsPerS, ratio(c.EventsPerS, p.EventsPerS))
+	fmt.Fprintf(w, "%-28s %14.2f %14.2f %10s\n", "p50 ms", c.P50Ms, p.P50Ms, ratio(c.P50Ms, p.P50Ms))
+	fmt.Fprintf(w, "%-28s %14.2f %14.2f %10s\n", "p99 ms", c.P99Ms, p.P99Ms, ratio(c.P99Ms, p.P99Ms))
+	for _, cq := range c.Polls {
+		fmt.Fprintf(w, "cmlab poll at end of %d lines (%d bytes): median %.1f µs, p99 %.1f µs\n", cq.Lines, cq.Bytes, cq.MedianUs, cq.P99Us)
+	}
+	for _, q := range p.Polls {
+		for _, cq := range c.Polls {
+			if cq.Size == q.Size {
+				fmt.Fprintf(w, "%-28s %14.1f %14.1f %10s\n", fmt.Sprintf("poll @%d lines median µs", q.Size), cq.MedianUs, q.MedianUs, ratio(cq.MedianUs, q.MedianUs))
+				if cq.Lines != q.Lines {
+					fmt.Fprintf(w, "  (stores of %d and %d lines when polled)\n", cq.Lines, q.Lines)
+				}
+			}
+		}
+	}
+	fmt.Fprintln(w, "acknowledged after fsync: cmlab yes; peer: not observable over HTTP (content-machine at 97ddffe3: no — its feedback store appends with fs.writeFile flag 'a' and never fsyncs)")
+	fmt.Fprintln(w, "both sides: same client, same sequence, every poll over HTTP; polls of sizes up to --requests come before the timed POSTs, larger ones after")
+}

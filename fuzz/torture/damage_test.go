@@ -1,0 +1,126 @@
+package torture
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cmlab/cmlab/home"
+)
+
+// TestDamageKindsCovered: the fixture of the damage matrix holds a file of
+// every kind home.Kinds lists (or the kind is named n/a with a reason), and
+// every file it holds is of a listed kind. A new kind of file joins the
+// matrix by being listed in home.Kinds; a file of no kind fails here.
+func TestDamageKindsCovered(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmlab and a fixture home")
+	}
+	bin := buildCmlab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	fx, err := buildFixture(ctx, bin, filepath.Join(t.TempDir(), "fx"), 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range home.Kinds {
+		if _, na := naKinds[k.Made]; !na && !fx.made[k.Name] {
+			t.Errorf("kind %s (%s, made by %q): the fixture holds no file of it and it is not listed n/a", k.Name, k.Pattern, k.Made)
+		}
+	}
+	var unlisted []string
+	for _, root := range []struct{ name, dir string }{{home.RootHome, fx.home}, {home.RootArchive, fx.archive}} {
+		filepath.Walk(root.dir, func(p string, fi os.FileInfo, err error) error {
+			if err != nil || fi.IsDir() {
+				return nil
+			}
+			rel, _ := filepath.Rel(root.dir, p)
+			rel = filepath.ToSlash(rel)
+			if home.KindOf(root.name, rel) == "" {
+				unlisted = append(unlisted, root.name+":"+rel)
+			}
+			return nil
+		})
+	}
+	if len(unlisted) > 0 {
+		sort.Strings(unlisted)
+		t.Fatalf("files of no kind in home.Kinds (list them there so the damage matrix covers them):\n%s", strings.Join(unlisted, "\n"))
+	}
+}
+
+// knownOpen are matrix violations owned by other branches of issue 27 (the
+// lead merges them; then the entry goes): case prefix → finding. A
+// violation of a listed case is logged, not failed; every other one fails.
+var knownOpen = map[string]string{
+	"daemon-info/stale-daemon/":  "finding 1 (sec): the CLI and serve trust a stale daemon.json's pid and talk to its port unauthenticated",
+	"archive-dir/":               "findings 2, 7 and item 11 (archive): a lost, foreign or wal/-linked archive directory passes wal verify, status and every command",
+	"archive-segment/":           "finding 7 (archive): archived segments are not verified frame by frame, nor their home",
+	"segment/foreign/":           "findings 7/10 (archive): a segment of another home is not told apart (\"empty log\" with no fix, or wal verify ok)",
+	"segment/symlink-wal/status": "archive/ops: status reports a log whose segment is a link to another segment as healthy",
+	"segment/truncate/":          "unowned (lead): the last segment cut through acknowledged frames is repaired as a torn tail, exit 0; the checkpoint's seq past the log's end could tell",
+}
+
+func knownFor(c DamageCase) string {
+	for prefix, why := range knownOpen {
+		if strings.HasPrefix(c.String(), prefix) {
+			return why
+		}
+	}
+	return ""
+}
+
+// TestDamageMatrixSampled is the CI form of `cmlab torture --damage`: a
+// seeded sample of the matrix (CMLAB_DAMAGE_SAMPLE cases, default 20;
+// CMLAB_DAMAGE_SEED, default a fixed one), bounded to fit CI's time on a
+// loaded 2-core machine. Any violation fails the test, except those of
+// knownOpen, which are logged.
+func TestDamageMatrixSampled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmlab and runs a sample of the damage matrix")
+	}
+	sample, seed := 20, uint64(20261128)
+	if n, err := strconv.Atoi(os.Getenv("CMLAB_DAMAGE_SAMPLE")); err == nil {
+		sample = n
+	}
+	if s, err := strconv.ParseUint(os.Getenv("CMLAB_DAMAGE_SEED"), 10, 64); err == nil {
+		seed = s
+	}
+	bin := buildCmlab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	sum, err := RunDamage(ctx, DamageOptions{Binary: bin, Sample: sample, Seed: seed, Out: &out, Posts: 60,
+		// Cases that cannot run are not worth a slot of the sample.
+		Filter: func(c DamageCase) bool {
+			k := kindByName(c.Kind)
+			_, naK := naKinds[k.Made]
+			_, naC := naCommands[c.Command]
+			return !naK && !naC && (c.Damage != "stale-daemon" || c.Kind == "daemon-info")
+		}})
+	t.Log("\n" + out.String())
+	if sum != nil && sum.Dir != "" {
+		defer os.RemoveAll(sum.Dir)
+	}
+	if err != nil && err != ErrViolations {
+		t.Fatal(err)
+	}
+	if sum.Cases == 0 {
+		t.Fatal("no case ran")
+	}
+	for _, r := range sum.Results {
+		if len(r.Violations) == 0 {
+			continue
+		}
+		if why := knownFor(r.DamageCase); why != "" {
+			t.Logf("known open (%s): %s: %s", why, r.DamageCase, strings.Join(r.Violations, "; "))
+			continue
+		}
+		t.Errorf("%s (%s): exit %d: %s\n%s", r.DamageCase, r.File, r.Exit, strings.Join(r.Violations, "; "), r.Output)
+	}
+}

@@ -1,0 +1,120 @@
+package home
+
+import (
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Kinds is every kind of file a home can hold, in one place. The damage
+// matrix (cmlab torture --damage, package fuzz/torture) damages every
+// kind listed here in every way, runs every command that opens a home on
+// the result and checks its invariants; a test there fails when a file of
+// a made home matches no kind. A new file is not done until it is listed
+// here (with how one comes to exist) and the matrix passes on it.
+//
+// Pattern is a path.Match glob relative to the home, forward slashes;
+// the kinds of RootArchive are relative to the compaction archive
+// directory (outside the home: wal/MANIFEST names it). Made says which
+// step of building a home makes one exist (the Made* constants).
+var Kinds = []Kind{
+	{Name: "segment", Pattern: "wal/[0-9]*", Made: MadeByWrites, Doc: "a log segment (package wal)"},
+	{Name: "manifest", Pattern: "wal/MANIFEST", Made: MadeByCompact, Doc: "the log's compaction manifest: removed ranges and where they went"},
+	{Name: "verified", Pattern: "wal/VERIFIED", Made: MadeByVerify, Doc: "the sealed segments the last verification read whole"},
+	{Name: "wal-lock", Pattern: "wal/LOCK", Made: MadeByWrites, Doc: "the log's lock file"},
+	{Name: "archive-dir", Pattern: ".", Root: RootArchive, Dir: true, Made: MadeByCompact, Doc: "the compaction archive directory"},
+	{Name: "archive-segment", Pattern: "[0-9]*", Root: RootArchive, Made: MadeByCompact, Doc: "a segment moved to the archive"},
+	{Name: "snapshot", Pattern: "state/snapshots/*.msgpack", Made: MadeByStop, Doc: "a read model's snapshot (labstate, steps, retention, pty)"},
+	{Name: "reqindex", Pattern: "state/reqindex.db", Made: MadeByWrites, Doc: "the request-id index (bbolt)"},
+	{Name: "checkpoint", Pattern: "state/checkpoint.json", Made: MadeByWrites, Doc: "the views' checkpoint"},
+	{Name: "token", Pattern: "state/token", Made: MadeByWrites, Doc: "the operator token"},
+	{Name: "daemon-info", Pattern: "state/daemon.json", Made: MadeByKill, Doc: "the running daemon's pid, address and nonce (stale after a kill)"},
+	{Name: "daemon-log", Pattern: "state/daemon.log*", Made: MadeByWrites, Doc: "the daemon's log"},
+	{Name: "regen-marker", Pattern: "state/regen.json", Made: MadeByInterruptedSwap, Doc: "a view swap in progress (projections.Regenerate)"},
+	{Name: "views-stale", Pattern: "state/views-stale", Made: MadeBySalvage, Doc: "the views wait for a regeneration after a salvage"},
+	{Name: "resume-log", Pattern: "state/resume/*.log", Made: MadeByResume, Doc: "output of a step resumed at start-up"},
+	{Name: "replayed-marker", Pattern: "state/replayed.json", Made: MadeByReplay, Doc: "marks a home made by cmlab replay --into"},
+	{Name: "ship-cursor", Pattern: "state/ship.json", Made: MadeByShip, Doc: "how far the log is shipped to JetStream"},
+	{Name: "home-id", Pattern: "state/home-id", Made: MadeByShip, Doc: "the home's id, carried by shipped events"},
+	{Name: "view-feedback", Pattern: "feedback/feedback.jsonl", Made: MadeByWrites, Doc: "the feedback view (other programs append too)"},
+	{Name: "view-lab", Pattern: "lab/*.jsonl", Made: MadeByWrites, Doc: "runs and experiments views"},
+	{Name: "view-session", Pattern: "lab/sessions/*/*.jsonl", Made: MadeByWrites, Doc: "a Lab session's events and idempotency views"},
+	{Name: "view-steps", Pattern: "steps/steps.jsonl", Made: MadeByWrites, Doc: "the steps view"},
+	{Name: "export", Pattern: "lab/exports/*", Made: MadeByExport, Doc: "a session export"},
+	{Name: "view-pty", Pattern: "pty/*/*.jsonl", Made: MadeByPty, Doc: "a conversation's events and blocks views"},
+	{Name: "spool", Pattern: "pty/*/output.spool", Made: MadeByPty, Doc: "a conversation's terminal spool"},
+	{Name: "block-file", Pattern: "pty/*/blocks/*.out", Made: MadeByPty, Doc: "one terminal block's output"},
+	{Name: "quarantine", Pattern: "quarantine/*", Made: MadeByForeignLine, Doc: "bytes set aside by repair, salvage or foreign-line set-aside"},
+}
+
+// Where a kind's pattern is rooted.
+const (
+	RootHome    = ""        // the home directory
+	RootArchive = "archive" // the compaction archive directory
+)
+
+// How a file of a kind comes to exist (Kind.Made): the step of building
+// a home that makes one.
+const (
+	MadeByWrites          = "writes"           // serve and any write through it
+	MadeByStop            = "stop"             // a daemon stopped cleanly (final checkpoint)
+	MadeByPty             = "pty"              // a terminal block run through the daemon
+	MadeByExport          = "export"           // POST /api/export
+	MadeByForeignLine     = "foreign-line"     // another program's malformed line in feedback.jsonl
+	MadeByCompact         = "compact"          // cmlab compact --archive DIR
+	MadeByVerify          = "verify"           // cmlab wal verify
+	MadeByKill            = "kill"             // a daemon killed with SIGKILL
+	MadeByInterruptedSwap = "interrupted-swap" // a crash inside a view regeneration's swap
+	MadeBySalvage         = "salvage"          // a salvage that changed the log, before the views are regenerated
+	MadeByResume          = "resume"           // a mandate resumed at daemon start-up
+	MadeByReplay          = "replay"           // cmlab replay --into
+	MadeByShip            = "ship"             // cmlab ship to a JetStream stream
+)
+
+// Kind is one kind of file of a home (see Kinds).
+type Kind struct {
+	Name    string
+	Pattern string
+	Root    string // RootHome or RootArchive
+	Dir     bool   // the pattern names a directory
+	Made    string
+	Doc     string
+}
+
+// Match reports whether rel (relative to the kind's root, forward
+// slashes) is a file of the kind.
+func (k Kind) Match(rel string) bool {
+	ok, err := path.Match(k.Pattern, rel)
+	return err == nil && ok
+}
+
+// KindOf is the first kind of root whose pattern rel matches ("" for
+// none).
+func KindOf(root, rel string) string {
+	for _, k := range Kinds {
+		if k.Root == root && k.Match(rel) {
+			return k.Name
+		}
+	}
+	return ""
+}
+
+// FilesOf lists the files of kind k under dir (the home, or the archive
+// for RootArchive), relative to dir with forward slashes, sorted.
+func FilesOf(k Kind, dir string) []string {
+	if k.Dir {
+		return []string{k.Pattern}
+	}
+	matches, _ := filepath.Glob(filepath.Join(dir, filepath.FromSlash(k.Pattern)))
+	var out []string
+	for _, m := range matches {
+		rel, err := filepath.Rel(dir, m)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			continue
+		}
+		out = append(out, filepath.ToSlash(rel))
+	}
+	sort.Strings(out)
+	return out
+}

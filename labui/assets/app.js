@@ -1,0 +1,130 @@
+// app.js: boots the Lab page: reads /api/config (the Lab token), opens the
+// live stream, routes #/runs, #/review/RUN, #/experiments, #/compare/EXP
+// and #/about (content-machine's deep links work unchanged), and keeps the
+// unreachable banner and the outbox line up to date.
+import { h, replace, errorBox } from './dom.js';
+import { state, get, loadConfig, on, outbox, flushOutbox } from './api.js';
+import { installKeys, bindGlobal, setViewKeys } from './keys.js';
+import { startLive } from './live.js';
+import * as runs from './runs.js';
+import * as review from './review.js';
+import * as experiments from './experiments.js';
+import * as compare from './compare.js';
+import * as about from './about.js';
+
+const root = document.getElementById('app');
+const banner = document.getElementById('banner');
+const outboxEl = document.getElementById('outbox');
+const healthEl = document.getElementById('health');
+const views = { runs, review, experiments, compare, about };
+let cleanup = null;
+
+function route() {
+  const raw = location.hash || '#/runs';
+  const [path, qs = ''] = raw.replace(/^#/, '').split('?');
+  const parts = path.split('/').filter(Boolean).map((p) => { try { return decodeURIComponent(p); } catch { return p; } });
+  return { parts, query: new URLSearchParams(qs) };
+}
+
+function navigate(hash) {
+  if (location.hash === hash) render();
+  else location.hash = hash;
+}
+
+function render() {
+  if (cleanup) { try { cleanup(); } catch (e) { console.warn(e); } }
+  cleanup = null;
+  setViewKeys([]);
+  const r = route();
+  const name = r.parts[0] || 'runs';
+  const view = views[name];
+  for (const a of document.querySelectorAll('[data-nav]')) {
+    if (a.dataset.nav === name || (name === 'review' && a.dataset.nav === 'runs') || (name === 'compare' && a.dataset.nav === 'experiments')) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  if (!view || ((name === 'review' || name === 'compare') && !r.parts[1])) {
+    navigate('#/runs');
+    return;
+  }
+  document.title = `cmlab Lab · ${name}`;
+  cleanup = view.render({ root, route: r, navigate }) || null;
+}
+
+function showOutbox(items) {
+  items = items || outbox();
+  outboxEl.hidden = items.length === 0;
+  outboxEl.textContent = items.length ? `${items.length} submit${items.length === 1 ? '' : 's'} waiting for the daemon (kept on this device, sent once it answers): ${items.map((i) => i.label || i.path).join('; ')}` : '';
+}
+
+function setHealth(text, st) {
+  healthEl.textContent = text;
+  healthEl.dataset.state = st;
+}
+
+async function boot() {
+  // The health answer waits for the daemon's view lock (a checkpoint can
+  // hold it for a while): the page does not wait for it to paint.
+  const healthP = get('/api/health');
+  healthP.catch(() => {});
+  try {
+    await loadConfig();
+  } catch (err) {
+    replace(root, h('h1', null, 'cmlab Lab'), errorBox(err));
+    banner.hidden = false;
+    banner.textContent = 'The daemon is unreachable — reconnecting by itself…';
+    on('online', () => location.reload());
+    return;
+  }
+  const ver = document.getElementById('version');
+  ver.textContent = `v${state.config.version}`;
+  ver.title = `session ${state.config.sessionId}`;
+
+  on('offline', () => {
+    banner.hidden = false;
+    banner.textContent = 'The daemon is unreachable — reconnecting by itself. Submits wait on this device and are sent once it is back.';
+    setHealth('✗ unreachable', 'down');
+  });
+  on('online', () => {
+    banner.hidden = true;
+    banner.textContent = '';
+    setHealth('✓ healthy', 'ok');
+  });
+  on('outbox', showOutbox);
+  showOutbox();
+
+  const dialog = document.getElementById('keysDialog');
+  const show = installKeys(dialog, document.getElementById('keysBody'));
+  document.getElementById('helpBtn').addEventListener('click', show);
+  let g = false;
+  bindGlobal('g', 'Then r / e / a: go to Runs, Experiments, About', () => { g = true; setTimeout(() => { g = false; }, 1200); });
+  bindGlobal('r', '', () => navigate('#/runs'), { when: () => g, help: false });
+  bindGlobal('e', '', () => navigate('#/experiments'), { when: () => g });
+  bindGlobal('a', '', () => navigate('#/about'), { when: () => g });
+
+  // A one-shot task opens straight into its review or comparison.
+  const task = state.config.task;
+  if (task && (!location.hash || location.hash === '#' || location.hash === '#/')) {
+    location.replace(task.type === 'compare' ? `#/compare/${encodeURIComponent(task.experimentId)}` : `#/review/${encodeURIComponent(task.runId)}`);
+  }
+  window.addEventListener('hashchange', render);
+  render();
+  flushOutbox();
+  // The stream starts after the seq the health answer names; the views
+  // read their data again once it is open (live.js 'resync'), so nothing
+  // that happened between their first read and that seq is missed.
+  const live = (health) => {
+    setHealth(health.status === 'ok' ? '✓ healthy' : `⚠ ${health.status}`, health.status);
+    if (health.status !== 'ok') {
+      banner.hidden = false;
+      replace(banner, `The daemon is ${health.status}: ${health.cause || ''} `, health.fix ? h('span', null, 'Fix: ', health.fix) : null);
+    }
+    startLive(health.walIndex || 0, document.getElementById('live'));
+  };
+  // Never from seq 0 (a long log would all be streamed): without a health
+  // answer, wait until the daemon is back and ask again.
+  healthP.then(live, () => {
+    const off = on('online', () => { off(); get('/api/health').then(live, () => {}); });
+  });
+}
+
+boot();

@@ -1,0 +1,209 @@
+// runs.js: the home view. One page of runs at a time (the paging
+// extension of GET /api/runs: limit, after, q, sort, unrated), so a home
+// of 10,000 runs opens as fast as an empty one; import by path with the
+// allowed roots shown and the error's fix inline; pick runs to compare.
+import { h, replace, relTime, metricBadges, errorBox, field, shortId } from './dom.js';
+import { state, get, submit, newRequestId } from './api.js';
+import { setViewKeys } from './keys.js';
+import { onLive } from './live.js';
+import { createExperimentForm } from './experiments.js';
+import { exportButton } from './about.js';
+import { runsPath } from './prefetch.js';
+
+let picked = []; // run ids picked for compare, kept across pages
+
+export function render(ctx) {
+  const q = ctx.route.query;
+  const search = q.get('q') || '';
+  const sort = q.get('sort') || 'newest';
+  const unrated = q.get('unrated') === '1';
+  const after = q.get('after') || '';
+  const setQuery = (changes) => {
+    const p = new URLSearchParams(q);
+    for (const [k, v] of Object.entries(changes)) {
+      if (v === '' || v === null || v === false) p.delete(k); else p.set(k, v === true ? '1' : v);
+    }
+    ctx.navigate(`#/runs${p.toString() ? '?' + p : ''}`);
+  };
+
+  // --- import ---
+  const importPath = h('input', { id: 'importPath', type: 'text', autocomplete: 'off', spellcheck: 'false',
+    placeholder: '/abs/path/to/run-dir or /abs/path/to/video.mp4' });
+  const importMsg = h('div', { id: 'importMsg', 'aria-live': 'polite' });
+  const importBtn = h('button', { class: 'btn btn-primary', type: 'submit' }, 'Import');
+  const roots = (state.config && state.config.allowedRoots) || [];
+  const importForm = h('form', { id: 'importForm', class: 'import' },
+    field('Import a run (its artifacts directory or its .mp4)', importPath),
+    importBtn,
+    h('div', { class: 'hint', id: 'allowedRoots' }, 'Allowed roots: ',
+      roots.length ? roots.map((r, i) => [i ? ', ' : '', h('code', null, r)]) : 'none',
+      ' — start the daemon with ', h('code', null, '--allow-root DIR'), ' to add one.'),
+    importMsg);
+  importForm.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const path = importPath.value.trim();
+    if (!path) {
+      replace(importMsg, errorBox({ message: 'Enter a path to import.' }));
+      importPath.focus();
+      return;
+    }
+    importBtn.disabled = true;
+    replace(importMsg, h('span', { class: 'muted' }, 'Importing…'));
+    try {
+      const out = await submit({ requestId: newRequestId(), path: '/api/runs/import', body: { path }, label: `import ${path}` });
+      ctx.navigate(`#/review/${encodeURIComponent(out.runId)}`);
+    } catch (err) {
+      replace(importMsg, errorBox(err));
+      importBtn.disabled = false;
+    }
+  });
+
+  // --- toolbar ---
+  const searchIn = h('input', { id: 'runSearch', type: 'search', value: search, placeholder: 'topic, run id or folder' });
+  let searchTimer = null;
+  searchIn.addEventListener('input', () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => setQuery({ q: searchIn.value.trim(), after: '' }), 250);
+  });
+  const sortSel = h('select', { id: 'runSort' },
+    [['newest', 'Newest first'], ['oldest', 'Oldest first'], ['topic', 'Topic A–Z'], ['sync', 'Sync rating'],
+      ['caption', 'Caption score'], ['score', 'Overall score']].map(([v, t]) => h('option', { value: v, selected: v === sort }, t)));
+  sortSel.addEventListener('change', () => setQuery({ sort: sortSel.value === 'newest' ? '' : sortSel.value, after: '' }));
+  const unratedBox = h('input', { id: 'runUnrated', type: 'checkbox', checked: unrated });
+  unratedBox.addEventListener('change', () => setQuery({ unrated: unratedBox.checked, after: '' }));
+  const toolbar = h('div', { class: 'toolbar' },
+    field('Search', searchIn), field('Sort', sortSel),
+    h('div', { class: 'field field-inline' }, unratedBox, h('label', { for: 'runUnrated' }, 'Unrated only')));
+
+  // --- compare selection ---
+  const compareBtn = h('button', { id: 'compareBtn', class: 'btn btn-primary', type: 'button' }, 'Compare selected');
+  const pickedLine = h('span', { id: 'pickedLine', class: 'muted' });
+  const createSlot = h('div', { id: 'createSlot' });
+  const updatePicked = () => {
+    pickedLine.textContent = picked.length ? `Selected for compare: ${picked.map(shortId).join(', ')}` : 'Select two or more runs to compare them.';
+    compareBtn.disabled = picked.length < 2;
+  };
+  compareBtn.addEventListener('click', () => {
+    if (picked.length < 2) return;
+    replace(createSlot, createExperimentForm(picked, ctx, () => { picked = []; }));
+    const first = createSlot.querySelector('input');
+    if (first) first.focus();
+  });
+  updatePicked();
+
+  // --- table ---
+  const tbody = h('tbody', { id: 'runRows' });
+  const status = h('p', { id: 'runsStatus', class: 'muted', 'aria-live': 'polite' }, 'Loading runs…');
+  const pager = h('nav', { class: 'pager', 'aria-label': 'Pages of runs' });
+  const table = h('table', { class: 'table runs' },
+    h('caption', { class: 'sr-only' }, 'Runs'),
+    h('thead', null, h('tr', null,
+      h('th', { scope: 'col' }, h('span', { class: 'sr-only' }, 'Pick')),
+      h('th', { scope: 'col' }, 'Video'),
+      h('th', { scope: 'col' }, 'Topic'),
+      h('th', { scope: 'col' }, 'Created'),
+      h('th', { scope: 'col' }, 'Auto metrics'),
+      h('th', { scope: 'col' }, 'Feedback'),
+      h('th', { scope: 'col' }, 'Run'))),
+    tbody);
+
+  replace(ctx.root,
+    h('div', { class: 'head' }, h('h1', null, 'Runs'), h('span', { class: 'head-actions' }, exportButton())),
+    importForm, toolbar,
+    h('div', { class: 'selbar' }, pickedLine, compareBtn), createSlot,
+    h('div', { class: 'table-wrap' }, table), status, pager);
+
+  let items = [];
+  let cursor = 0; // keyboard row
+  const observer = 'IntersectionObserver' in window ? new IntersectionObserver((entries) => {
+    for (const en of entries) {
+      if (!en.isIntersecting) continue;
+      const cell = en.target;
+      observer.unobserve(cell);
+      const v = h('video', { class: 'thumb', muted: true, preload: 'metadata', 'aria-hidden': 'true', tabindex: '-1',
+        src: `/api/runs/${encodeURIComponent(cell.dataset.run)}/video#t=0.5` });
+      v.muted = true;
+      cell.replaceChildren(v);
+    }
+  }) : null;
+
+  const row = (r, i) => {
+    const pick = h('input', { type: 'checkbox', class: 'pick', 'data-run': r.runId, checked: picked.includes(r.runId),
+      'aria-label': `Pick ${r.topic || r.runId} for compare` });
+    pick.addEventListener('change', () => {
+      picked = pick.checked ? [...picked.filter((x) => x !== r.runId), r.runId] : picked.filter((x) => x !== r.runId);
+      updatePicked();
+    });
+    const thumb = h('td', { class: 'thumb-cell', 'data-run': r.runId }, r.videoPath ? '' : h('span', { class: 'muted' }, 'no video'));
+    if (r.videoPath && observer) observer.observe(thumb);
+    const link = h('a', { href: `#/review/${encodeURIComponent(r.runId)}`, class: 'run-link' }, r.topic || '(no topic)');
+    const tr = h('tr', { 'data-run': r.runId, 'data-index': i },
+      h('td', null, pick), thumb,
+      h('td', { class: 'topic' }, link),
+      h('td', null, relTime(r.createdAt)),
+      h('td', null, metricBadges(r.autoMetricsSummary)),
+      h('td', null, r.feedbackCount ? `rated ${r.feedbackCount}×` : h('span', { class: 'unrated' }, 'unrated')),
+      h('td', { class: 'mono', title: r.runId }, shortId(r.runId)));
+    return tr;
+  };
+
+  const focusRow = (i) => {
+    if (!items.length) return;
+    cursor = Math.max(0, Math.min(items.length - 1, i));
+    const link = tbody.querySelectorAll('a.run-link')[cursor];
+    if (link) link.focus();
+  };
+
+  let loading = null;
+  async function load() {
+    const mine = (loading = get(runsPath(q)));
+    let page;
+    try {
+      page = await mine;
+    } catch (err) {
+      if (loading === mine) replace(status, errorBox(err));
+      return;
+    }
+    if (loading !== mine || !ctx.root.isConnected) return;
+    const hadFocus = tbody.contains(document.activeElement);
+    items = page.items;
+    replace(tbody, items.map(row));
+    const first = after ? 'more ' : '';
+    status.textContent = page.total === 0
+      ? (search || unrated ? 'No run matches.' : 'No runs yet: import one above, or let an agent import them.')
+      : `Showing ${items.length} ${first}of ${page.total} run${page.total === 1 ? '' : 's'}.`;
+    const kids = [];
+    if (after) kids.push(h('a', { class: 'btn', href: `#/runs?${new URLSearchParams([...q].filter(([k]) => k !== 'after'))}` }, '⇤ First page'));
+    if (page.nextCursor) {
+      const np = new URLSearchParams(q);
+      np.set('after', page.nextCursor);
+      kids.push(h('a', { class: 'btn', id: 'nextPage', href: `#/runs?${np}` }, 'Next page →'));
+    }
+    replace(pager, kids);
+    if (hadFocus) focusRow(cursor);
+    if (!performance.getEntriesByName('cmlab-first-rows').length) performance.mark('cmlab-first-rows');
+  }
+  load();
+
+  let reloadTimer = null;
+  const off = onLive((ev) => {
+    if (ev.type === 'lab.session.started') return;
+    clearTimeout(reloadTimer);
+    reloadTimer = setTimeout(load, 150);
+  });
+
+  setViewKeys([
+    { key: ['j', 'ArrowDown'], desc: 'Next run', fn: () => focusRow(tbody.contains(document.activeElement) ? cursor + 1 : 0) },
+    { key: ['k', 'ArrowUp'], desc: 'Previous run', fn: () => focusRow(cursor - 1) },
+    { key: 'x', desc: 'Pick the focused run for compare', fn: () => {
+      const cb = tbody.querySelectorAll('.pick')[cursor];
+      if (cb) { cb.click(); focusRow(cursor); }
+    } },
+    { key: 'c', desc: 'Compare the picked runs', fn: () => compareBtn.click() },
+    { key: '/', desc: 'Search', fn: () => searchIn.focus() },
+    { key: 'i', desc: 'Import a run', fn: () => importPath.focus() },
+    { key: 'n', desc: 'Next page', fn: () => { const a = document.getElementById('nextPage'); if (a) a.click(); } },
+  ]);
+
+  return () => { off(); clearTimeout(reloadTimer); if (observer) observer.disconnect(); };
+}

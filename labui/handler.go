@@ -1,0 +1,157 @@
+package labui
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"html/template"
+	"io"
+	"io/fs"
+	"net/http"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/cmlab/cmlab/pagesec"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Options configure the page.
+type Options struct {
+	// Version is the daemon's version, shown in the top bar.
+	Version string
+}
+
+// Handler serves the page: the shell at / and the assets under /ui/.
+type Handler struct {
+	shell   []byte
+	version string // digest of the assets: the /ui/<version>/ prefix
+	files   map[string][]byte
+}
+
+// New reads the embedded assets once and renders the shell.
+func New(o Options) (*Handler, error) {
+	h := &Handler{files: map[string][]byte{}}
+	sum := sha256.New()
+	names, err := fs.Glob(assets, "assets/*")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		b, err := assets.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		base := path.Base(n)
+		if base == "index.html" {
+			continue
+		}
+		h.files[base] = b
+		io.WriteString(sum, base)
+		sum.Write(b)
+	}
+	h.version = hex.EncodeToString(sum.Sum(nil))[:16]
+	shell, err := assets.ReadFile("assets/index.html")
+	if err != nil {
+		return nil, err
+	}
+	t, err := template.New("shell").Parse(string(shell))
+	if err != nil {
+		return nil, err
+	}
+	// Every module is named in the shell (modulepreload), so the browser
+	// fetches them at once instead of level by level of the imports.
+	var modules []string
+	for name := range h.files {
+		if strings.HasSuffix(name, ".js") && name != "app.js" && name != "prefetch.js" {
+			modules = append(modules, name)
+		}
+	}
+	sort.Strings(modules)
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, map[string]any{"Assets": "/ui/" + h.version, "Version": o.Version, "Modules": modules}); err != nil {
+		return nil, err
+	}
+	h.shell = buf.Bytes()
+	return h, nil
+}
+
+// AssetBytes is the total size of the page's JavaScript and CSS (the
+// 150 KB budget of UI.md).
+func (h *Handler) AssetBytes() int {
+	n := 0
+	for name, b := range h.files {
+		if strings.HasSuffix(name, ".js") || strings.HasSuffix(name, ".css") {
+			n += len(b)
+		}
+	}
+	return n
+}
+
+// ServeHTTP answers GET/HEAD of / and /ui/<version>/<file>; anything else
+// is the plain-text 404 of every non-API path.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if r.URL.Path == "/" {
+		// The shell is small and names the assets' version: never cached,
+		// so a new binary's page is what a reload shows.
+		h.write(w, r, "text/html; charset=utf-8", "no-store", h.shell)
+		return
+	}
+	rest, ok := strings.CutPrefix(r.URL.Path, "/ui/")
+	ver, name, ok2 := strings.Cut(rest, "/")
+	b, found := h.files[name]
+	if !ok || !ok2 || !found || strings.Contains(name, "/") {
+		notFound(w)
+		return
+	}
+	cache := "no-store"
+	if ver == h.version {
+		cache = "public, max-age=31536000, immutable"
+	}
+	h.write(w, r, contentType(name), cache, b)
+}
+
+func (h *Handler) write(w http.ResponseWriter, r *http.Request, ctype, cache string, b []byte) {
+	hd := w.Header()
+	pagesec.Set(hd)
+	hd.Set("Content-Type", ctype)
+	hd.Set("Cache-Control", cache)
+	hd.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		w.Write(b)
+	}
+}
+
+func contentType(name string) string {
+	switch path.Ext(name) {
+	case ".js":
+		return "text/javascript; charset=utf-8"
+	case ".css":
+		return "text/css; charset=utf-8"
+	case ".svg":
+		return "image/svg+xml"
+	case ".png":
+		return "image/png"
+	}
+	return "application/octet-stream"
+}
+
+// notFound is the answer of a path that serves nothing, as the daemon
+// answers every non-API miss.
+func notFound(w http.ResponseWriter) {
+	w.Header()["Content-Type"] = nil
+	w.Header().Set("Content-Length", "9")
+	w.WriteHeader(http.StatusNotFound)
+	io.WriteString(w, "Not found")
+}
