@@ -130,12 +130,19 @@ func fileStat(realDir, p string, roots []string) *events.FileStat {
 	if err != nil {
 		return nil
 	}
-	return &events.FileStat{Path: p, SizeBytes: fi.Size(), MtimeMs: fi.ModTime().UnixMilli()}
+	return &events.FileStat{Path: p, SizeBytes: fi.Size(), MtimeMs: fi.ModTime().UnixMilli(), MtimeNs: fi.ModTime().UnixNano()}
 }
 
+// sameStat compares as content-machine does (size and mtimeMs, which
+// keeps the sub-millisecond part): at nanosecond precision when both
+// records have it, else (a run recorded before it was kept) in whole
+// milliseconds.
 func sameStat(a, b *events.FileStat) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
+	}
+	if a.MtimeNs != 0 && b.MtimeNs != 0 {
+		return a.SizeBytes == b.SizeBytes && a.NodeMtimeMs() == b.NodeMtimeMs()
 	}
 	return a.SizeBytes == b.SizeBytes && a.MtimeMs == b.MtimeMs
 }
