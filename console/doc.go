@@ -1,9 +1,13 @@
 // Package console owns the operator console's browser side (issue 30):
-// its login (one-time codes exchanged for a session cookie), its embedded
-// pages (ES modules, CSS, one HTML shell; no third-party code, no build
-// step) and the read models the pages need that no other package keeps —
-// the log's pages newest first (logpage.go) and the recent rate and
-// latency of acknowledgements (rates.go).
+// its login (one-time codes exchanged for a session cookie, sessions.go),
+// its embedded pages (static/: one HTML shell, one ES module per view, CSS;
+// no third-party code, no build step; assets.go), and what the pages need
+// that no other package keeps — the log's pages newest first, read from the
+// segment files backwards within a time budget (logpage.go), the recent
+// rate and latency of acknowledgements (rates.go), and terminal output
+// rendered to HTML by terminal-to-html and a VT emulator (render.go,
+// termcss.go). Its HTTP routes live in labapi (console*.go), which holds
+// the engine; docs/console.md lists them.
 //
 // # Login
 //

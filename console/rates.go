@@ -86,8 +86,8 @@ func (r *Rates) Summary(now Sample) RateSummary {
 	}
 	old := kept[0]
 	d := now.At.Sub(old.At).Seconds()
-	if d <= 0 {
-		return out
+	if d < 1 {
+		return out // too short a window to say a rate: still sampling
 	}
 	out.WindowSeconds = math.Round(d*10) / 10
 	out.EventsPerSec = math.Round(float64(now.Appends-old.Appends)/d*10) / 10

@@ -148,7 +148,8 @@ func Open(ctx context.Context, o Options) (_ *Home, err error) {
 	})
 	if !o.OneShot {
 		stopVerifyLog := logVerification(eng, o.Logger)
-		h.onClose("stop verification log", func() error { stopVerifyLog(); return nil })
+		stopDegradedLog := logDegraded(eng, o.Logger) // daemon_events.go: the log's health, beside its verification
+		h.onClose("stop verification log", func() error { stopDegradedLog(); stopVerifyLog(); return nil })
 		if rep := eng.Regenerated(); rep != nil {
 			// feedback.jsonl (or a salvage) left views the checkpoint did not
 			// vouch for: say what regenerating them changed and moved aside.
@@ -177,10 +178,8 @@ func Open(ctx context.Context, o Options) (_ *Home, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("start-up recovery: %w", err)
 		}
-		h.resumer = res // started, and stopped at Close, by Start
-		for _, m := range plan.Mandates {
-			o.Logger.Info("start-up recovery", "mandate", m.MandateID, "resume", m.Resume, "reason", m.Reason, "error", m.ResumeError)
-		}
+		h.resumer = res                     // started, and stopped at Close, by Start
+		logStartupDecisions(o.Logger, plan) // daemon_events.go
 		if len(plan.ClosedTerminal) > 0 {
 			o.Logger.Info("start-up recovery closed terminal blocks left open", "blocks", plan.ClosedTerminal)
 		}

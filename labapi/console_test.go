@@ -3,10 +3,12 @@ package labapi
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -281,4 +283,49 @@ func newHTTPServer(t *testing.T, srv *Server) string {
 	t.Cleanup(hs.Close)
 	srv.SetListen(strings.TrimPrefix(hs.URL, "http://"))
 	return hs.URL
+}
+
+// TestConsoleLogJumpToTime: at= starts the page at the last event at or
+// before that time (the retention model's timestamp index); seq= at that
+// seq.
+func TestConsoleLogJumpToTime(t *testing.T) {
+	tl := newTestLab(t)
+	var seqs []uint64
+	for _, n := range []string{"a", "b", "c"} {
+		if r := tl.do("POST", "/api/feedback", `{"notes":"`+n+`"}`); r.status != 200 {
+			t.Fatal(r.status, string(r.body))
+		}
+		seqs = append(seqs, tl.lastSeq())
+		time.Sleep(20 * time.Millisecond) // distinct timestamps (ms) for the jump to tell apart
+	}
+	ev, err := tl.eng.Log().Read(seqs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := func(q string) []uint64 {
+		t.Helper()
+		r := tl.do("GET", "/api/console/log?"+q, "")
+		var p struct {
+			Events []struct {
+				Seq uint64 `json:"seq"`
+			} `json:"events"`
+		}
+		if err := json.Unmarshal(r.body, &p); err != nil || r.status != 200 {
+			t.Fatalf("%s: %d %s", q, r.status, r.body)
+		}
+		var out []uint64
+		for _, e := range p.Events {
+			out = append(out, e.Seq)
+		}
+		return out
+	}
+	if got := page("type=feedback.&at=" + strconv.FormatInt(ev.TS, 10)); len(got) != 2 || got[0] != seqs[1] || got[1] != seqs[0] {
+		t.Fatalf("at the second feedback's time: %v (feedback seqs %v)", got, seqs)
+	}
+	if got := page("type=feedback.&seq=" + strconv.FormatUint(seqs[0], 10)); len(got) != 1 || got[0] != seqs[0] {
+		t.Fatalf("seq jump: %v", got)
+	}
+	if r := tl.do("GET", "/api/console/log?at=yesterday", ""); r.status != 400 || r.code() != CodeInvalidArgument {
+		t.Fatalf("a bad time: %d %s", r.status, r.body)
+	}
 }

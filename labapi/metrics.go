@@ -43,6 +43,7 @@ func newMetrics() *metrics {
 		Help: "Latency of API appends, from request to durable and projected.", Buckets: appendBounds})
 	m.appendErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "cmlab_api_append_errors_total",
 		Help: "API appends that failed."})
+	registerRuntimeCollectors(m.reg) // metrics_ops.go
 	m.reg.MustRegister(m.http, m.appendLat, m.appendErrors,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cmlab_sse_clients", Help: "Connected event-stream clients."},
 			func() float64 { return float64(m.sseClients.Load()) }),
@@ -67,7 +68,7 @@ func (m *metrics) observeAppend(d time.Duration, n int, err error) {
 
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) error {
 	m := s.metrics
-	m.serverOnce.Do(func() { m.reg.MustRegister(logCollector{s}, shipCollector{s}) })
+	m.serverOnce.Do(func() { m.reg.MustRegister(logCollector{s}, shipCollector{s}, opsCollector{s}) })
 	w.Header().Set("Cache-Control", "no-store")
 	promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 	return nil

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cmlab/cmlab/retention"
 	"github.com/cmlab/cmlab/ship/cursor"
 )
 
@@ -25,6 +26,13 @@ func TestMetricsDocumented(t *testing.T) {
 	tl.do("POST", "/api/feedback", `{"notes":"x"}`)
 	// A home that ships (state/ship.json) has the shipping gauges.
 	if err := cursor.Write(tl.home, cursor.State{HomeID: "h1", Stream: "CMLAB_h1", Shipped: 1, Retrying: true}); err != nil {
+		t.Fatal(err)
+	}
+	// The ages need a checkpoint and a snapshot on disk.
+	if err := tl.eng.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tl.srv.opts.Retention.WriteSnapshot(retention.SnapshotFile(tl.home), 0); err != nil {
 		t.Fatal(err)
 	}
 	body := string(tl.do("GET", "/metrics", "").body)

@@ -112,13 +112,14 @@ type Options struct {
 
 // Server is the HTTP API over one engine.
 type Server struct {
-	opts    Options
-	mux     *http.ServeMux
-	log     *slog.Logger
-	idem    *idempotency
-	lab     *labState
-	metrics *metrics
-	fbIndex *feedbackIndex // feedback_index.go
+	opts     Options
+	mux      *http.ServeMux
+	log      *slog.Logger
+	idem     *idempotency
+	lab      *labState
+	metrics  *metrics
+	terminal *terminalCounter // metrics_ops.go
+	fbIndex  *feedbackIndex   // feedback_index.go
 
 	importMu  sync.Mutex // imports: realpath lookup and append are one step
 	submitMu  sync.Mutex // experiment create/submit: status check and append are one step
@@ -226,7 +227,9 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if why := idx.Rebuilt(); why != "" {
+	// On an empty log (a new home's first start) building the index
+	// loses nothing: no warning.
+	if why := idx.Rebuilt(); why != "" && opts.Engine.Log().LastSeq() > 0 {
 		opts.Logger.Warn("request-id index rebuilt from the log", "file", opts.Engine.Home().Rel(opts.Engine.Home().RequestIndexFile()), "reason", why)
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, idem: newIdempotency(idx),
@@ -239,6 +242,7 @@ func New(opts Options) (*Server, error) {
 	if err := s.openLabState(); err != nil {
 		return nil, err
 	}
+	s.terminal = watchTerminal(opts.Engine) // metrics_ops.go
 	s.registerRoutes()
 	return s, nil
 }
@@ -291,7 +295,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusOK
 		}
 		s.metrics.observeHTTP(route, status)
-		s.log.Info("request", "method", r.Method, "path", r.URL.Path, "route", route, "status", status,
+		s.log.Log(r.Context(), requestLogLevel(route, status), RequestLogMessage, "method", r.Method, "path", r.URL.Path, "route", route, "status", status,
 			"bytes", rw.n, "dur_ms", time.Since(start).Milliseconds(), "req", r.Header.Get("X-CM-LAB-REQUEST-ID"))
 	}()
 	if !s.hostAllowed(r.Host) {

@@ -72,6 +72,8 @@ type Plan struct {
 	// Salvaged lists sequence numbers lost to corruption and replaced by
 	// wal.salvaged placeholders (recover --salvage).
 	Salvaged []SalvagedEntry `json:"salvaged,omitempty"`
+	// Hidden counts the steps left out of Steps by NeedsAttention.
+	Hidden int `json:"hidden,omitempty"`
 }
 
 // SalvagedEntry is one lost entry reported by a salvage.
@@ -319,7 +321,9 @@ func Apply(ctx context.Context, j *steps.Journal, p *Plan, opts ApplyOptions) (i
 // WriteTable prints the plan as a table.
 func (p *Plan) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MANDATE\tSTEP\tSTATUS\tVERDICT\tEVIDENCE\tACTION")
+	if len(p.Steps) > 0 || p.Hidden == 0 {
+		fmt.Fprintln(tw, "MANDATE\tSTEP\tSTATUS\tVERDICT\tEVIDENCE\tACTION")
+	}
 	for _, s := range p.Steps {
 		action := s.Action
 		if s.Note != "" {
@@ -361,7 +365,10 @@ func (p *Plan) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintln(w, line)
 	}
-	if len(p.Steps) == 0 {
+	switch {
+	case p.Hidden > 0:
+		fmt.Fprintf(w, "%d completed step(s) not shown (nothing to do for them): --all lists them\n", p.Hidden)
+	case len(p.Steps) == 0:
 		fmt.Fprintln(w, "no steps recorded")
 	}
 	switch {

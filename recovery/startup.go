@@ -325,7 +325,8 @@ func resumeMandate(ctx context.Context, j *steps.Journal, id string, opts StartO
 	for _, s := range m.Steps {
 		dirs[s.StepID] = s.Dir
 	}
-	r, err := steps.NewRunner(steps.RunnerOptions{Recorder: j, Output: out, Hook: opts.Hook, Dirs: dirs})
+	r, err := steps.NewRunner(steps.RunnerOptions{Recorder: j, Output: out, Hook: opts.Hook, Dirs: dirs,
+		StepOutput: steps.CaptureOutput(j.Engine().Home())})
 	if err != nil {
 		return nil, err
 	}

@@ -84,7 +84,7 @@ func ParseMandate(b []byte) (Mandate, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		return Mandate{}, invalid("%v", err)
+		return Mandate{}, invalid("%v at %s", err, jsonPosition(b, err, dec)) // mandate_position.go
 	}
 	if dec.More() {
 		return Mandate{}, invalid("data after the JSON object")

@@ -81,6 +81,11 @@ type RunnerOptions struct {
 	// Output receives each command's combined output and progress lines.
 	// Default: discarded.
 	Output io.Writer
+	// StepOutput, when set, opens a writer that also receives the combined
+	// output of each attempt of a step (CaptureOutput: a file under the
+	// home that 'cmlab step show' prints). A failure to open it is
+	// reported on Output and the step runs without it.
+	StepOutput func(mandateID, stepID string) (w io.Writer, closeFn func() error, err error)
 	// LookupEnv reads the runner's environment for the env allow-list.
 	// Default os.LookupEnv.
 	LookupEnv func(string) (string, bool)
@@ -316,7 +321,20 @@ func (r *Runner) runStep(ctx context.Context, id string, ms MandateStep, s *Step
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var out bytes.Buffer
-	g, startErr := startGated(ms.Argv, dir, r.env(ms, id, s.IdemKey), io.MultiWriter(&out, r.opts.Output))
+	sink := io.MultiWriter(&out, r.opts.Output)
+	if r.opts.StepOutput != nil { // output.go
+		if w, closeFn, err := r.opts.StepOutput(id, ms.ID); err != nil {
+			r.logf("%s/%s: its output is not captured: %v", id, ms.ID, err)
+		} else {
+			defer closeFn()
+			sink = io.MultiWriter(&out, r.opts.Output, w)
+		}
+	}
+	var g *gatedCommand
+	startErr := checkStepDir(dir) // a missing cwd would read as exec failing to find the shell
+	if startErr == nil {
+		g, startErr = startGated(ms.Argv, dir, r.env(ms, id, s.IdemKey), sink)
+	}
 	if startErr != nil {
 		// Nothing runs: record the attempt and its failure.
 		if err := r.opts.Recorder.Record(ctx, &events.StepExecuting{MandateID: id, StepID: ms.ID, IdemKey: s.IdemKey, ObservedPreHash: pre}); err != nil {

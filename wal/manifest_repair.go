@@ -355,13 +355,27 @@ func recordIdentities(dir string, m *Manifest, o RepairOptions, rep *RepairRepor
 // starting at seq 1. The error wraps ErrBadManifest (and ErrCorrupt);
 // `cmlab status` uses it, which otherwise reads only the log's end.
 func CheckFront(dir string) error {
-	m, err := ReadManifest(dir)
-	if err != nil {
-		return err
-	}
-	segs, err := listSegments(dir)
-	if err != nil || len(segs) == 0 {
-		return nil
+	var m *Manifest
+	var segs []segmentFile
+	// A compaction running beside (the daemon's) writes the manifest, then
+	// removes segments: read the manifest again after the listing, and
+	// look again when it changed meanwhile.
+	for try := 0; ; try++ {
+		m1, err := ReadManifest(dir)
+		if err != nil {
+			return err
+		}
+		if segs, err = listSegments(dir); err != nil || len(segs) == 0 {
+			return nil
+		}
+		m2, err := ReadManifest(dir)
+		if err != nil {
+			return err
+		}
+		m = m2
+		if m1.firstSeq() == m2.firstSeq() || try == 3 {
+			break
+		}
 	}
 	if m == nil && segs[0].First > 1 {
 		return &CorruptError{Dir: dir, Bad: []BadEntry{{Segment: segmentName(1), Seq: 1, Lost: segs[0].First - 1, Reason: ReasonNoManifest}}}

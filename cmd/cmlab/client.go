@@ -27,7 +27,18 @@ func dialLab(ctx context.Context, g *globalOpts) (*labapi.Client, func() error, 
 	if _, err := labapi.ReadDaemonInfo(h); errors.Is(err, labapi.ErrNoDaemon) {
 		noteStaleDaemon(g.stderr, err)
 	}
-	return daemon.Dial(ctx, h)
+	guard := &inProcessWrites{g: g, h: h}
+	c, closeFn, err := labapi.Dial(ctx, h, labapi.DialOptions{InProcess: func(ctx context.Context) (*labapi.Client, func() error, error) {
+		dh, err := daemon.Open(ctx, daemon.Options{Home: h, OneShot: true})
+		if err != nil {
+			return nil, nil, err
+		}
+		return labapi.NewLocalClient(guard.wrap(dh.Server.Handler()), dh.OperatorToken), dh.Close, nil
+	}})
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func() error { err := closeFn(); guard.notice(); return err }, nil
 }
 
 // noteStaleDaemon says on w, when err is a stale state/daemon.json, that

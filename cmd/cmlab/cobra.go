@@ -76,7 +76,7 @@ func argCompletion(g *globalOpts, path string) completeFunc {
 		return firstArg(completeExperiments(g))
 	case "cmlab step plan", "cmlab step list", "cmlab replay steps", "cmlab run cancel":
 		return firstArg(completeMandates(g))
-	case "cmlab step start", "cmlab step complete", "cmlab step fail", "cmlab step review", "cmlab step reset":
+	case "cmlab step start", "cmlab step complete", "cmlab step fail", "cmlab step review", "cmlab step reset", "cmlab step show":
 		mandates, steps := completeMandates(g), completeSteps(g)
 		return func(c *cobra.Command, args []string, p string) ([]string, cobra.ShellCompDirective) {
 			switch len(args) {
@@ -204,6 +204,8 @@ var commandExamples = map[string]string{
   cmlab step complete m1 s1 --world out/ --exit-code 0 --output-digest sha256-…
   cmlab step complete m1 s1 --post sha256-… --result sha256-…`,
 	"cmlab step fail": `  cmlab step fail m1 s1 --class timeout --msg 'no answer in 60s' --exit-code 124`,
+	"cmlab step show": `  cmlab step show demo-mandate s2
+  cmlab step show demo-mandate s2 --json`,
 	"cmlab step list": `  cmlab step list
   cmlab step list m1 --json`,
 	"cmlab step plan":   `  cmlab step plan m1 plan.json`,

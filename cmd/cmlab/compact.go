@@ -50,15 +50,17 @@ before the oldest seq still needed and outside the keep policy. The oldest
 seq still needed is the minimum over the retention holders: the views'
 checkpoint, open steps, open terminal blocks, the 2-hour auto-resume window
 and the read models (request-id dedupe, Lab state, steps, terminal sessions
-and view rebuilds read the whole log until snapshots exist, so they hold
-everything against deletion; archived segments stay readable). The command
-prints every holder's answer.
+and the retention model start from their snapshots in state/snapshots/ and
+the request-id index, and hold only the log after what those cover; one
+without a trusted snapshot holds the whole log; archived segments stay
+readable). The command prints every holder's answer.
 
 --archive DIR moves the segments there (fsynced) instead of deleting them;
 every reader (the daemon's start, rebuild, replay, trace, wal dump) reads
 them back through wal/MANIFEST, which names the first retained seq and where
-each removed range went. Without --archive nothing is removed today (the
-read models hold), and the output says so.
+each removed range went. Without --archive, segments are deleted once every
+holder has passed them; when a read model still holds them the output says
+so.
 
 Every archived copy is read back and checked (size, every frame's CRC)
 before its segment is removed; the archive directory may not be wal/, inside
@@ -131,7 +133,7 @@ N --compact-archive DIR) or stop it first.`,
 	c.Flags().IntVar(&o.keepDays, "keep-days", 0, "keep segments holding events of the last N days")
 	c.Flags().Int64Var(&o.keepBytes, "keep-bytes", 0, "remove the oldest segments while the log holds more than N bytes")
 	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "say what would be removed; remove nothing")
-	c.Flags().DurationVar(&o.resumeWindow, "resume-window", compact.DefaultResumeWindow, "keep the events of this auto-resume window (match cmlab serve --lookback)")
+	c.Flags().DurationVar(&o.resumeWindow, "resume-window", compact.DefaultResumeWindow, "keep the events of this auto-resume window (the daemon's: cmlab serve --resume-window)")
 	c.Flags().StringVar(&g.archive, "archive", "", "move removed segments to `DIR` (fsynced) instead of deleting them; with --repair-manifest: where they are")
 	c.Flags().BoolVar(&o.repairManifest, "repair-manifest", false, "rebuild a damaged or lost wal/MANIFEST from the segments in wal/ and the archive (--archive DIR)")
 	c.Flags().BoolVar(&o.deleted, "deleted", false, "with --repair-manifest: record the sequences no archive holds as deleted by compaction")
@@ -185,7 +187,7 @@ func printCompact(w io.Writer, rep compact.Report) {
 		}
 		note := ""
 		if h.Name == "read models" {
-			note = "(dedupe, Lab state, steps, terminal sessions, view rebuilds: the whole log until snapshots exist)"
+			note = "(dedupe, Lab state, steps, terminal sessions: the log after their snapshots)"
 		}
 		if h.Waived {
 			note += " waived: archived segments stay readable"
@@ -206,7 +208,7 @@ func printCompact(w io.Writer, rep compact.Report) {
 	case len(rep.Segments) == 0:
 		fmt.Fprintf(w, "nothing to remove: no segment lies wholly before seq %d", rep.Before)
 		if rep.Archive == "" && strings.HasPrefix(rep.HeldBy, "read models") {
-			fmt.Fprint(w, "; the read models need the whole log until snapshots exist: compact with --archive DIR, which keeps it readable")
+			fmt.Fprint(w, "; the read models' snapshots do not cover it yet (they are written at checkpoints every 10,000 events and at 'cmlab stop'): compact with --archive DIR, which keeps it readable")
 		}
 		fmt.Fprintln(w)
 	case rep.Archive != "":
@@ -220,7 +222,7 @@ func printCompact(w io.Writer, rep compact.Report) {
 type compactionStatus struct {
 	LogBytes int64 `json:"logBytes"`
 	// ReclaimableBytes is what 'cmlab compact --archive DIR' would move now
-	// (deletion reclaims nothing until snapshots exist); -1 when unknown.
+	// (deletion reclaims only what the read models' snapshots cover); -1 when unknown.
 	ReclaimableBytes int64  `json:"reclaimableBytes"`
 	FirstRetainedSeq uint64 `json:"firstRetainedSeq"`
 	// LastCompaction is the time of the last compaction (RFC 3339), "" if never.

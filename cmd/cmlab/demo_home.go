@@ -342,6 +342,11 @@ func demoMandate(ctx context.Context, eng *engine.Engine, dir string, log io.Wri
 		if err != nil {
 			return fmt.Errorf("demo step %s: %w", step.StepID, err)
 		}
+		// As 'cmlab run' captures it, for 'cmlab step show'.
+		if w, closeOut, err := steps.CaptureOutput(eng.Home())(plan.MandateID, step.StepID); err == nil {
+			w.Write(out)
+			closeOut()
+		}
 		if step.StepID == "s2" {
 			fmt.Fprintf(log, "mandate %s: s1 completed, s2 ran but its completion was never recorded (simulated crash)\n", plan.MandateID)
 			return nil

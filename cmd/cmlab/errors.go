@@ -106,6 +106,9 @@ func describeError(cmdPath, homeFlag string, err error) cliError {
 	if d, ok := busyPort(err); ok {
 		return d
 	}
+	if d, ok := daemonGone(err, homeFlag); ok { // daemon_gone.go
+		return d
+	}
 	if errors.Is(err, wal.ErrLocked) {
 		_, holder, _ := strings.Cut(err.Error(), " is held by ")
 		holder, extra, _ := strings.Cut(holder, " (")
@@ -137,6 +140,9 @@ func describeError(cmdPath, homeFlag string, err error) cliError {
 	}
 	if d, ok := fsErrorFix(homeFlag, err); ok {
 		return d
+	}
+	if code, fix, ok := plainFix(cmdPath, homeFlag, err); ok { // fixes.go
+		return cliError{Code: code, Message: strings.TrimPrefix(err.Error(), "engine: "), Fix: fix}
 	}
 	return cliError{Code: "ERROR", Message: strings.TrimPrefix(err.Error(), "engine: ")}
 }
@@ -183,6 +189,8 @@ func messageFix(msg string) string {
 		return "list the runs with 'cmlab runs list'; import one with 'cmlab runs import PATH'"
 	case strings.HasPrefix(msg, "Experiment not found"):
 		return "list the experiments with 'cmlab experiments list'"
+	case strings.HasPrefix(msg, "no mandate "):
+		return "list the mandates with 'cmlab step list' (no argument); a mandate exists once 'cmlab run' or 'cmlab step plan' recorded it"
 	}
 	return ""
 }

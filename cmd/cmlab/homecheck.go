@@ -58,9 +58,9 @@ func requireHome(g *globalOpts, h home.Home) error {
 		return nil
 	}
 	if g.init || emptyDir(h.Dir) {
-		// Asked for (--init), or a directory made for it: say so.
-		fmt.Fprintf(g.stderr, "cmlab: creating a new home in %s\n", h.Dir)
-		return nil
+		// Asked for (--init), or a directory made for it: make it now,
+		// whole (the command after may only read it), and say so once.
+		return createHome(g, h) // init_home.go
 	}
 	return newCLIError(exitError, "NO_HOME", fmt.Sprintf("no cmlab home at %s (%s)", h.Dir, g.homeSource()),
 		"pass --home DIR or set $CMLAB_HOME to the home you use ('cmlab status --home DIR' shows whether a daemon serves it), or add --init to create a new home here")

@@ -39,6 +39,10 @@ type globalOpts struct {
 	home string
 	init bool // create the home if it does not exist (homecheck.go)
 	json bool
+	// writable: write into a home made by 'cmlab replay --into', which is
+	// otherwise read-only (replayed_home.go, inprocess.go).
+	writable bool
+	created  bool // a home was created by --init (init_home.go): said once
 	// archive: --archive DIR of the commands that read the log (replay,
 	// trace, rebuild, wal dump) and of compact (see archiveFlag).
 	archive string
@@ -69,6 +73,7 @@ The home directory is --home, else $CMLAB_HOME, else ~/.cm.`,
 	root.PersistentFlags().StringVar(&g.home, "home", "", "home directory (default $CMLAB_HOME, else ~/.cm)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print machine-readable JSON")
 	root.PersistentFlags().BoolVar(&g.init, "init", false, "create the home if it does not exist (else commands refuse a missing home)")
+	root.PersistentFlags().BoolVar(&g.writable, "writable", false, "write into a home made by 'cmlab replay --into' (read-only otherwise)")
 	for _, mk := range []func(*globalOpts) *cobra.Command{
 		newServeCmd, newStatusCmd, newWalCmd, newRebuildCmd, newBenchCmd,
 		newFeedbackCmd, newRunsCmd, newExperimentsCmd, newExportCmd,
@@ -80,8 +85,10 @@ The home directory is --home, else $CMLAB_HOME, else ~/.cm.`,
 			root.AddCommand(c)
 		}
 	}
-	addOperatorCmds(root, g) // version.go
-	finishTree(root, g)      // cobra.go
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error { return initHome(cmd, g) } // init_home.go
+	root.InitDefaultCompletionCmd()                                                                    // now, so that finishTree refuses its unknown shells (tcsh) as usage errors
+	addOperatorCmds(root, g)                                                                           // version.go
+	finishTree(root, g)                                                                                // cobra.go
 	return root
 }
 

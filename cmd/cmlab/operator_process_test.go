@@ -73,7 +73,7 @@ func TestServeOperatorProcess(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "address already in use") || !strings.Contains(errs, "  fix: another program listens there") || !strings.Contains(errs, "--listen 127.0.0.1:0") {
 		t.Fatalf("busy port = %d %q", code, errs)
 	}
-	code, out, errs := cliRun(t, nil, "logs", "--home", h)
+	code, out, errs := cliRun(t, nil, "logs", "--home", h, "--format", "json")
 	if code != 0 || !strings.Contains(out, `"msg":"serving"`) {
 		t.Fatalf("logs = %d %q %q", code, out, errs)
 	}
@@ -81,7 +81,7 @@ func TestServeOperatorProcess(t *testing.T) {
 		t.Fatalf("logs --tail 1 = %d %q", code, out)
 	}
 	f := cliStart(t, nil, "logs", "-f", "--home", h)
-	f.waitStdout(t, `"msg":"serving"`, 10*time.Second)
+	f.waitStdout(t, " INFO  serving listen=", 10*time.Second)
 	httpGet(t, "http://"+addr+"/follow-marker") // a 404, logged with its path
 	f.waitStdout(t, "follow-marker", 10*time.Second)
 	f.cmd.Process.Signal(syscall.SIGINT)

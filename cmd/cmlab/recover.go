@@ -20,7 +20,7 @@ import (
 
 // newRecoverCmd builds 'cmlab recover [--apply] [--salvage] [--json]'.
 func newRecoverCmd(g *globalOpts) *cobra.Command {
-	var apply, salvage, wait bool
+	var apply, salvage, wait, all bool
 	var from salvageSource
 	var waitTimeout time.Duration
 	c := &cobra.Command{
@@ -39,7 +39,9 @@ transitions and classify it with world hashes computed now:
   in_flight      its recorded process (same pid and start time) or a
                  process of its group still runs → nothing, until it ends
 
-then print the plan (STEP, STATUS, VERDICT, EVIDENCE, ACTION). --apply
+then print the plan (STEP, STATUS, VERDICT, EVIDENCE, ACTION) of the steps
+that need something — completed steps with nothing to do are counted, and
+listed with --all (--json always lists every step). --apply
 appends the decisions, closes terminal blocks and sessions left open (one
 pty.block.end each, reason daemon_crashed) and records a recovery.applied
 event; a second --apply appends nothing. Resume a mandate afterwards with
@@ -76,7 +78,7 @@ manual review or are in flight.`,
 				ctx, cancel = context.WithTimeout(ctx, waitTimeout)
 				defer cancel()
 			}
-			return recoverHome(ctx, g, apply, salvage, wait, from)
+			return recoverHome(ctx, g, apply, salvage, wait, all, from)
 		},
 	}
 	c.Flags().BoolVar(&apply, "apply", false, "append the decisions (default: only print the plan)")
@@ -85,6 +87,7 @@ manual review or are in flight.`,
 	c.Flags().StringVar(&from.nats, "from-nats", "", "with --salvage: take lost entries back from the home's JetStream stream at `URL` (checked with state/ship-key) instead of placeholders")
 	c.Flags().StringVar(&from.creds, "creds", "", "with --from-nats: NATS credentials file")
 	c.Flags().DurationVar(&waitTimeout, "wait-timeout", 10*time.Minute, "how long --wait waits")
+	c.Flags().BoolVar(&all, "all", false, "list every step, completed ones included (default: only those that need something; --json always lists every step)")
 	return c
 }
 
@@ -117,7 +120,7 @@ func waitInFlight(ctx context.Context, g *globalOpts, plan func() (*recovery.Pla
 	}
 }
 
-func recoverHome(ctx context.Context, g *globalOpts, apply, salvage, wait bool, from salvageSource) error {
+func recoverHome(ctx context.Context, g *globalOpts, apply, salvage, wait, all bool, from salvageSource) error {
 	h, err := g.Home()
 	if err != nil {
 		return err
@@ -160,7 +163,7 @@ func recoverHome(ctx context.Context, g *globalOpts, apply, salvage, wait bool, 
 		if err := labPrintJSON(g, salvageJSON(plan, views)); err != nil {
 			return err
 		}
-	} else if err := plan.WriteTable(g.stdout); err != nil {
+	} else if err := shownPlan(plan, all).WriteTable(g.stdout); err != nil {
 		return err
 	} else {
 		writeRegenerated(g.stdout, "salvage", views)
@@ -249,4 +252,13 @@ func recoverLocal(ctx context.Context, g *globalOpts, apply, salvage, wait bool,
 		}
 	}
 	return plan, views, nil
+}
+
+// shownPlan is the plan as the table shows it: every step with --all,
+// else only those that need something (recovery.Plan.NeedsAttention).
+func shownPlan(p *recovery.Plan, all bool) *recovery.Plan {
+	if all {
+		return p
+	}
+	return p.NeedsAttention()
 }

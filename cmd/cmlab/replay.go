@@ -74,7 +74,7 @@ unix milliseconds.`,
 			case o.to != 0 || o.until != "":
 				return &usageError{"--to/--until need --into DIR"}
 			}
-			return cmd.Help()
+			return &usageError{"replay needs what to do: --to SEQ (or --until TIME) --into DIR, --check, --decode, or one of print, steps, pty"}
 		},
 	}
 	f := c.Flags()
@@ -302,6 +302,9 @@ func newReplayPrintCmd(g *globalOpts) *cobra.Command {
 			}
 			if f.To != 0 && f.From > f.To {
 				return &usageError{"--from is after --to"}
+			}
+			if err := checkEventTypes(types, replayTypeMatch, `a prefix ends in "." or "*"`); err != nil { // event_types.go
+				return err
 			}
 			f.Types = types
 			log, err := replay.OpenLogArchive(h.WALDir(), g.archive)

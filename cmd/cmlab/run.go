@@ -147,7 +147,12 @@ func runMandate(ctx context.Context, g *globalOpts, path string) error {
 	if g.json {
 		out = g.stderr
 	}
-	r, err := steps.NewRunner(steps.RunnerOptions{Recorder: &clientRecorder{c: c}, Base: filepath.Dir(abs), Output: out})
+	h, err := g.Home()
+	if err != nil {
+		return err
+	}
+	r, err := steps.NewRunner(steps.RunnerOptions{Recorder: &clientRecorder{c: c}, Base: filepath.Dir(abs), Output: out,
+		StepOutput: steps.CaptureOutput(h)})
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ from your working directory.`,
 			return nil
 		},
 	}
-	imp.Flags().StringVar(&topic, "topic", "", "topic of the run")
+	imp.Flags().StringVar(&topic, "topic", "", "topic of the run when its script.json names none (a fallback: the title in script.json wins)")
 	imp.Flags().StringVar(&reqID, "request-id", "", "idempotency key (default: a fresh UUID)")
 	list := &cobra.Command{
 		Use:   "list",

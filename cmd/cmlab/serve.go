@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/cmlab/cmlab/daemon"
@@ -96,9 +93,13 @@ read-only unless --writable.`,
 			if err != nil {
 				return &usageError{err.Error()}
 			}
+			if err := checkListenPort(o.listen); err != nil { // init_home.go: before anything touches the disk
+				return err
+			}
 			if warning != "" {
 				fmt.Fprintln(g.stderr, "cmlab serve: "+warning)
 			}
+			o.writable = g.writable // a global flag: every write honours it (inprocess.go)
 			if err := serveReplayedGuard(h, o, g.stderr); err != nil {
 				return err
 			}
@@ -120,24 +121,21 @@ read-only unless --writable.`,
 					return &usageError{msg: "--compact-archive: " + err.Error()}
 				}
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			level := slog.LevelInfo
-			if o.quiet {
-				level = slog.LevelWarn
-			}
-			logW, closeLog, err := daemonLogWriter(h, g.stderr) // serve_operator.go
+			dl, err := newDaemonLogger(h, g.stderr, o.quiet) // serve_log.go
 			if err != nil {
 				return err
 			}
-			defer closeLog()
-			logger := slog.New(slog.NewJSONHandler(logW, &slog.HandlerOptions{Level: level}))
+			defer dl.Close()
+			logger := dl.Logger
+			ctx, stop := stopOnSignal(cmd.Context(), logger) // serve_log.go
+			defer stop()
 			var sidecar func(context.Context) error
 			if o.ship.nats != "" {
-				if sidecar, err = shipSidecar(h, &o.ship); err != nil {
+				if sidecar, err = shipSidecar(h, &o.ship, logger); err != nil {
 					return err
 				}
 			}
+			logger.Info("starting", "version", labapi.Version, "pid", os.Getpid(), "home", h.Dir, "listen", o.listen, "readOnly", o.readOnly)
 			dopts := daemon.Options{
 				Home: h, Listen: o.listen, AllowRemote: o.allowRemote, AllowRoots: o.allowRoots, Task: task,
 				ExitAfterSubmit: o.exitAfterSubmit, ReadOnly: o.readOnly, Lookback: o.lookback, Logger: logger, UIDir: o.ui, MaxConns: o.maxConns,
@@ -155,7 +153,9 @@ read-only unless --writable.`,
 				},
 			}
 			o.security.apply(&dopts)
-			return daemon.Run(ctx, dopts)
+			err = daemon.Run(ctx, dopts)
+			logStopped(logger, err) // serve_log.go
+			return err
 		},
 	}
 	c.SetContext(context.Background())
@@ -166,8 +166,11 @@ read-only unless --writable.`,
 	f.StringVar(&o.taskCompare, "task-compare", "", "focus the Lab on comparing experiment EXP")
 	f.StringVar(&o.taskReview, "task-review", "", "focus the Lab on reviewing run RUN")
 	f.IntVar(&o.exitAfterSubmit, "exit-after-submit", 0, "exit after N submissions for the task (0: never)")
-	f.BoolVar(&o.readOnly, "read-only", false, "serve a replayed home: refuse every write")
-	f.DurationVar(&o.lookback, "lookback", 2*time.Hour, "auto-resume window of start-up recovery")
+	f.BoolVar(&o.readOnly, "read-only", false, "refuse every write (a home made by 'cmlab replay --into' is served so unless --writable; on a read-only filesystem a private copy is served)")
+	f.DurationVar(&o.lookback, "resume-window", 2*time.Hour, "auto-resume window: start-up recovery resumes mandates interrupted less than this ago (compaction keeps their events)")
+	// Its old name, kept working for scripts and unit files: one meaning, one name in --help.
+	f.DurationVar(&o.lookback, "lookback", 2*time.Hour, "old name of --resume-window")
+	f.MarkHidden("lookback")
 	f.BoolVar(&o.quiet, "quiet", false, "log warnings only (no request log)")
 	f.IntVar(&o.maxConns, "max-conns", 0, "connections held open at once; beyond it idle ones are closed first, then new ones wait (0: a quarter of the open-file limit, 16–4096)")
 	f.StringVar(&o.ship.nats, "ship", "", "ship the log to NATS JetStream at URL (see 'cmlab ship'; the daemon serves on if it is unreachable)")

@@ -6,14 +6,13 @@ import (
 )
 
 // addPtyServeFlags adds the flags of serve that are not in serve.go: the
-// terminal's and --writable.
+// terminal's.
 func addPtyServeFlags(f *pflag.FlagSet, o *serveOpts) {
 	f.DurationVar(&o.ptyIdle, "pty-idle", pty.DefaultIdleTimeout, "end a conversation's shell after it has been idle this long (0: never)")
 	f.IntVar(&o.ptyMaxShells, "pty-max-shells", 64, "most conversations with a running shell at once")
 	f.Int64Var(&o.ptyBlockCap, "pty-block-cap", pty.DefaultBlockOutputCap, "bytes of output stored per terminal block; past it the block runs on and its output is dropped and counted (pty.truncated); -1: no cap")
 	f.Int64Var(&o.ptyConvCap, "pty-conversation-cap", pty.DefaultConversationOutputCap, "bytes of output stored per terminal conversation (its whole spool); -1: no cap")
 	f.Int64Var(&o.ptyTotalCap, "pty-total-cap", pty.DefaultTotalOutputCap, "bytes of output stored across all terminal conversations together (each byte lands in the spool, the block file and the log); past it output is dropped and counted; -1: no cap")
-	f.BoolVar(&o.writable, "writable", false, "serve a home made by 'cmlab replay --into' writable (it is served read-only otherwise)")
 }
 
 // ptyOptions are the terminal manager's options from serve's flags.

@@ -3,22 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"syscall"
 
 	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
 )
-
-// daemonLogWriter is where serve's log goes: stderr and state/daemon.log.
-func daemonLogWriter(h home.Home, stderr io.Writer) (io.Writer, func() error, error) {
-	l, err := daemon.OpenDaemonLog(h, daemon.DaemonLogOptions{})
-	if err != nil {
-		return nil, nil, err
-	}
-	return io.MultiWriter(stderr, l), l.Close, nil
-}
 
 // printServing is what serve prints once it listens: the address (first
 // line, which scripts read), then the home, the token, the log and how to
@@ -32,9 +22,13 @@ func printServing(g *globalOpts, h home.Home, info labapi.DaemonInfo) {
 	fmt.Fprintf(w, "cmlab serving http://%s (session %s, pid %d)\n", info.Listen, info.SessionID, info.Pid)
 	fmt.Fprintf(w, "  home:   %s\n", h.Dir)
 	fmt.Fprintf(w, "  token:  %s (clients send it as X-CM-LAB-TOKEN; the CLI reads it itself)\n", info.TokenFile)
-	printRoots(w, info) // serve_security.go
-	fmt.Fprintf(w, "  log:    %s ('cmlab logs -f --home %s')\n", daemon.DaemonLogFile(h), h.Dir)
-	fmt.Fprintf(w, "  stop:   Ctrl+C, or 'cmlab stop --home %s'\n", h.Dir)
+	printRoots(w, info)     // serve_security.go
+	cmlab := cmlabCommand() // serve_gorun.go
+	fmt.Fprintf(w, "  log:    %s ('%s logs -f --home %s')\n", daemon.DaemonLogFile(h), cmlab, h.Dir)
+	fmt.Fprintf(w, "  stop:   Ctrl+C, or '%s stop --home %s'\n", cmlab, h.Dir)
+	if cmlab != "cmlab" {
+		fmt.Fprintf(w, "  binary: none on PATH; 'go install ./cmd/cmlab' puts one in $(go env GOPATH)/bin (add it to PATH)\n")
+	}
 }
 
 // busyPort explains a listen address in use.

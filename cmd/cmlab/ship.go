@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -102,8 +103,10 @@ func shipProgress(w io.Writer) func(ship.State) {
 }
 
 // shipSidecar is the shipper of 'serve --ship', run by the daemon.
-func shipSidecar(h home.Home, o *shipOpts) (func(context.Context) error, error) {
-	s, err := ship.New(o.options(h))
+func shipSidecar(h home.Home, o *shipOpts, l *slog.Logger) (func(context.Context) error, error) {
+	opts := o.options(h)
+	opts.Progress = shipStateLogger(l, opts.Progress) // serve_log.go
+	s, err := ship.New(opts)
 	if err != nil {
 		return nil, err
 	}

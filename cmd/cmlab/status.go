@@ -34,7 +34,11 @@ type statusReport struct {
 	Compaction  *compactionStatus `json:"compaction"`
 	// LeftOpen: terminal blocks a crash left open (no daemon runs).
 	LeftOpen []pty.LeftBlock `json:"terminalLeftOpen"`
-	Ship     *shipStatus     `json:"ship,omitempty"`
+	// Executing: steps left executing (no daemon runs); UncleanStop: the
+	// last daemon, when it did not stop cleanly (status_crash.go).
+	Executing   []string           `json:"executing"`
+	UncleanStop *labapi.DaemonInfo `json:"uncleanStop,omitempty"`
+	Ship        *shipStatus        `json:"ship,omitempty"`
 	// Archive: the check of the compacted log's archived ranges (wal_archive.go).
 	Archive *wal.ArchiveReport `json:"archive,omitempty"`
 
@@ -95,11 +99,18 @@ disk, which catch-up brings to the log then).`,
 			w := g.stdout
 			fmt.Fprintf(w, "home:        %s\n", rep.Home)
 			if rep.Daemon != nil {
-				fmt.Fprintf(w, "daemon:      running, pid %d at http://%s (session %s)\n", rep.Daemon.Pid, rep.Daemon.Listen, rep.Daemon.SessionID)
-			} else if rep.StaleDaemon != "" {
+				mode := ""
+				if rep.Health != nil && rep.Health.ReadOnly {
+					mode = ", read-only: every write is refused"
+				}
+				fmt.Fprintf(w, "daemon:      running, pid %d at http://%s (session %s%s), version %s\n", rep.Daemon.Pid, rep.Daemon.Listen, rep.Daemon.SessionID, mode, rep.Daemon.Version)
+			} else if rep.StaleDaemon != "" && rep.UncleanStop == nil {
 				fmt.Fprintf(w, "daemon:      not running (%s; 'cmlab serve' starts one and replaces the file)\n", strings.TrimPrefix(rep.StaleDaemon, "no daemon runs: "))
 			} else {
-				fmt.Fprintf(w, "daemon:      not running\n")
+				printNoDaemon(w, rep.UncleanStop) // status_crash.go
+				if rep.StaleDaemon != "" {
+					fmt.Fprintf(w, "             (%s; 'cmlab serve' starts one and replaces the file)\n", strings.TrimPrefix(rep.StaleDaemon, "no daemon runs: "))
+				}
 			}
 			switch {
 			case rep.Health == nil:
@@ -136,6 +147,7 @@ disk, which catch-up brings to the log then).`,
 			} else {
 				fmt.Fprintf(w, "review:      %d step(s) await manual review: %s (see cmlab recover)\n", len(rep.AwaitReview), strings.Join(rep.AwaitReview, ", "))
 			}
+			printExecuting(w, rep.Executing)
 			printLeftOpen(w, rep.LeftOpen)
 			return openErr
 		},
@@ -151,7 +163,7 @@ disk, which catch-up brings to the log then).`,
 func gatherStatus(cmd *cobra.Command, h home.Home, withCheckpoint bool) (statusReport, error) {
 	ctx := cmd.Context()
 	var openErr error
-	rep := statusReport{Home: h.Dir, AwaitReview: []string{}, LeftOpen: []pty.LeftBlock{},
+	rep := statusReport{Home: h.Dir, AwaitReview: []string{}, LeftOpen: []pty.LeftBlock{}, Executing: []string{},
 		Durability: "fsync before acknowledging: each group commit is one write + one fsync (plus directory fsync for a new segment)"}
 	if info, err := labapi.ReadDaemonInfo(h); err == nil {
 		rep.Daemon = info
@@ -170,8 +182,11 @@ func gatherStatus(cmd *cobra.Command, h home.Home, withCheckpoint bool) (statusR
 		}
 	} else if stale := (*labapi.StaleDaemonError)(nil); errors.As(err, &stale) {
 		rep.StaleDaemon = stale.Error()
+		rep.UncleanStop = uncleanStop(h) // status_crash.go: its daemon.json outlived it
 	} else if !errors.Is(err, labapi.ErrNoDaemon) {
 		rep.HealthError = err.Error()
+	} else {
+		rep.UncleanStop = uncleanStop(h)
 	}
 	m, loaded, merr := retention.Load(h)
 	if rep.Daemon == nil && rep.HealthError == "" {
@@ -220,6 +235,7 @@ func gatherStatus(cmd *cobra.Command, h home.Home, withCheckpoint bool) (statusR
 		}
 		if rep.Daemon == nil {
 			rep.LeftOpen = m.OpenBlocks()
+			rep.Executing = m.Executing()
 		}
 	}
 	if st, err := cursor.Read(h); err == nil {

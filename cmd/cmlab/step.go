@@ -31,7 +31,7 @@ computes a world hash from files instead of passing one. Each command takes
 --request-id to make a retry safe.`,
 	}
 	c.AddCommand(newStepPlanCmd(g), newStepStartCmd(g), newStepCompleteCmd(g),
-		newStepFailCmd(g), newStepReviewCmd(g), newStepResetCmd(g), newStepListCmd(g), newStepApproveCmd(g))
+		newStepFailCmd(g), newStepReviewCmd(g), newStepResetCmd(g), newStepListCmd(g), newStepApproveCmd(g), newStepShowCmd(g))
 	return c
 }
 

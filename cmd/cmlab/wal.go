@@ -108,6 +108,9 @@ type walDumpOpts struct {
 	follow   bool
 	poll     time.Duration
 	archive  string // where a compacted log's archived segments are ("" : as wal/MANIFEST says)
+	// unknownTypes: the usage error of a --type no known event type
+	// matches, returned when the dump printed nothing either.
+	unknownTypes error
 }
 
 // dumpLine is one event of 'wal dump'.
@@ -143,6 +146,10 @@ events as they are appended, until interrupted.`,
 					return &usageError{msg: fmt.Sprintf("bad --type pattern %q", t)}
 				}
 			}
+			// A --type this code does not know may still be in the log (a
+			// newer cmlab's event): it is refused after the dump if it
+			// matched nothing there either (dumpWAL).
+			o.unknownTypes = checkEventTypes(o.types, walTypeMatch, `a pattern like "feedback.*"`) // event_types.go
 			if o.to != 0 && o.to < o.from {
 				return &usageError{msg: "--to is before --from"}
 			}
@@ -169,7 +176,7 @@ events as they are appended, until interrupted.`,
 	return c
 }
 
-func dumpWAL(ctx context.Context, dir string, o *walDumpOpts, w io.Writer) error {
+func dumpWAL(ctx context.Context, dir string, o *walDumpOpts, w io.Writer) (retErr error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -184,6 +191,12 @@ func dumpWAL(ctx context.Context, dir string, o *walDumpOpts, w io.Writer) error
 	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
+	printed := 0
+	defer func() {
+		if o.unknownTypes != nil && printed == 0 && !o.follow && retErr == nil {
+			retErr = o.unknownTypes
+		}
+	}()
 	for ev, err := range seq {
 		if err != nil {
 			if errors.Is(err, wal.ErrCorrupt) {
@@ -198,6 +211,7 @@ func dumpWAL(ctx context.Context, dir string, o *walDumpOpts, w io.Writer) error
 			if err := enc.Encode(dumpEvent(ev)); err != nil {
 				return err
 			}
+			printed++
 		}
 		// Stop at --to itself, not at the event after it: with --follow
 		// that one may never come, and past it may lie damage the range
