@@ -1,6 +1,9 @@
 package events
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strconv"
+)
 
 // Lab event types (SPEC §5). Their payloads carry the records of
 // content-machine's Lab data model (seed 003, LAB-API.md) with the exact JSON
@@ -137,10 +140,53 @@ type FeedbackIngested struct {
 }
 
 // FileStat fingerprints one file of a run's artifacts directory.
+// MtimeMs is the modification time in whole milliseconds; MtimeNs, when
+// not zero, the same time in nanoseconds since the epoch, from which the
+// view writes content-machine's mtimeMs (Node's sec*1e3 + nsec/1e6, a
+// double with its sub-millisecond part: their server compares it with
+// !==, issue 28 A3). Events written before MtimeNs existed lack it and
+// project as they did.
 type FileStat struct {
 	Path      string `json:"path,omitempty"`
 	SizeBytes int64  `json:"sizeBytes"`
 	MtimeMs   int64  `json:"mtimeMs"`
+	MtimeNs   int64  `json:"mtimeNs,omitempty"`
+}
+
+// MarshalJSON writes f as the runs.jsonl view and content-machine do:
+// mtimeNs is not a field of theirs, it becomes mtimeMs's fraction (so an
+// export or any JSON of a run carries the view's bytes). The log's msgpack
+// encoding does not use it and keeps both fields.
+func (f FileStat) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	if f.Path != "" {
+		p, err := json.Marshal(f.Path)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, `"path":`...), p...), ',')
+	}
+	b = strconv.AppendInt(append(b, `"sizeBytes":`...), f.SizeBytes, 10)
+	b = append(b, `,"mtimeMs":`...)
+	if f.MtimeNs != 0 {
+		b = strconv.AppendFloat(b, f.NodeMtimeMs(), 'f', -1, 64)
+	} else {
+		b = strconv.AppendInt(b, f.MtimeMs, 10)
+	}
+	return append(b, '}'), nil
+}
+
+// NodeMtimeMs is f's modification time as Node's fs.Stats.mtimeMs
+// computes it: seconds*1e3 + nanoseconds/1e6, in float64 arithmetic.
+func (f *FileStat) NodeMtimeMs() float64 {
+	if f.MtimeNs == 0 {
+		return float64(f.MtimeMs)
+	}
+	sec, nsec := f.MtimeNs/1e9, f.MtimeNs%1e9
+	if nsec < 0 {
+		sec, nsec = sec-1, nsec+1e9
+	}
+	return float64(sec)*1e3 + float64(nsec)/1e6
 }
 
 // RunFingerprint is the lightweight fingerprint of seed 000.

@@ -331,10 +331,10 @@ func checkID(field, id string) error {
 // the metrics recomputed from the reports now present, so reports written
 // after the import count. The values go into the event; a replay writes
 // them back and never reads the run directory.
-func runSnapshot(e *events.FeedbackEntry, run events.LabRun) {
+func runSnapshot(e *events.FeedbackEntry, run events.LabRun, roots []string) {
 	e.Topic = run.Topic
 	e.ArtifactsDir = run.ArtifactsDir
-	d := discover(run.ArtifactsDir, run.ArtifactsDirRealpath)
+	d := discover(run.ArtifactsDir, run.ArtifactsDirRealpath, roots)
 	e.VideoPath = d.video
 	if e.VideoPath == "" {
 		e.VideoPath = run.VideoPath
@@ -357,7 +357,7 @@ func (s *Server) handleFeedbackAdd(w http.ResponseWriter, r *http.Request) error
 				return nil, runNotFound(b.RunID)
 			}
 			e.RunID = run.RunID
-			runSnapshot(&e, run)
+			runSnapshot(&e, run, s.importRoots(r))
 		}
 		if e.Topic == "" {
 			e.Topic = strings.TrimSpace(b.Topic)
@@ -428,15 +428,16 @@ func (s *Server) handleRunsImport(w http.ResponseWriter, r *http.Request) error 
 			return nil, err
 		}
 		// Only what the caller could read itself (peer.go).
-		if err := s.checkImportReadable(r, t.realDir, t.videoPath); err != nil {
+		if err := s.checkImportReadable(r, t.realDir, s.importRoots(r), t.videoPath); err != nil {
 			return nil, err
 		}
-		d := discover(t.artifactsDir, t.realDir)
-		if err := s.checkImportReadable(r, t.realDir, d.video, d.script, d.timestamps, d.visuals, d.score, d.syncReport, d.captionReport); err != nil {
+		roots := s.importRoots(r)
+		d := discover(t.artifactsDir, t.realDir, roots)
+		if err := s.checkImportReadable(r, t.realDir, roots, d.video, d.script, d.timestamps, d.visuals, d.score, d.syncReport, d.captionReport); err != nil {
 			return nil, err
 		}
 		if t.videoPath != "" {
-			if _, err := confine.Stat(t.realDir, filepath.Base(t.videoPath)); err != nil {
+			if _, err := confine.StatLinked(t.realDir, filepath.Base(t.videoPath), roots); err != nil {
 				if ae := transientFileError(err); ae != nil {
 					return nil, ae
 				}
@@ -449,7 +450,7 @@ func (s *Server) handleRunsImport(w http.ResponseWriter, r *http.Request) error 
 			return nil, NewError(CodeInvalidArgument, "No recognizable artifacts found in directory",
 				"Import an artifacts directory containing at least video.mp4 or script.json (or import a .mp4 path).").With("artifactsDir", t.artifactsDir)
 		}
-		fp := &events.RunFingerprint{Video: fileStat(t.realDir, d.video), Script: fileStat(t.realDir, d.script)}
+		fp := &events.RunFingerprint{Video: fileStat(t.realDir, d.video, roots), Script: fileStat(t.realDir, d.script, roots)}
 		if fp.Video == nil && fp.Script == nil {
 			fp = nil // content-machine records no fingerprint then
 		}
@@ -467,7 +468,7 @@ func (s *Server) handleRunsImport(w http.ResponseWriter, r *http.Request) error 
 		}
 		// The topic is read from script.json (content-machine); a topic in
 		// the body is a cmlab extension, used when the script names none.
-		topic := scriptTopic(t.realDir, d.script)
+		topic := scriptTopic(d)
 		if topic == "" {
 			topic = strings.TrimSpace(b.Topic)
 		}
@@ -553,20 +554,24 @@ func (s *Server) handleRunGet(w http.ResponseWriter, r *http.Request) error {
 	summary := run.AutoMetricsSummary
 	if u, _, checked := s.fileReader(r); !checked || confine.SearchableBy(run.ArtifactsDirRealpath, u) == nil {
 		// What the directory holds now, for a caller who could look.
-		d = discover(run.ArtifactsDir, run.ArtifactsDirRealpath)
+		d = discover(run.ArtifactsDir, run.ArtifactsDirRealpath, s.importRoots(r))
 		summary = autoMetrics(d)
 	}
 	video := d.video
 	if video == "" {
 		video = run.VideoPath
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	body := map[string]any{
 		"runId": run.RunID, "sessionId": run.SessionID, "createdAt": run.CreatedAt, "topic": nullable(run.Topic),
 		"artifactsDir": run.ArtifactsDir, "videoPath": nullable(video),
 		"artifacts": map[string]any{"script": d.script != "", "timestamps": d.timestamps != "", "visuals": d.visuals != "",
 			"score": d.score != "", "reports": map[string]bool{"sync": d.syncReport != "", "caption": d.captionReport != ""}},
 		"autoMetricsSummary": summaryOrNulls(summary),
-	})
+	}
+	if len(d.refused) > 0 {
+		body["refused"] = d.refused // cmlab's addition: why a linked artifact is not taken
+	}
+	writeJSON(w, http.StatusOK, body)
 	return nil
 }
 
@@ -578,7 +583,7 @@ func (s *Server) handleRunVideo(w http.ResponseWriter, r *http.Request) error {
 	notFound := NewError(CodeNotFound, "Video not found for run", "Render a video or import a .mp4 file path; it must be a regular file inside the run's artifacts directory (symlinks are not followed).").With("runId", run.RunID)
 	video := run.VideoPath
 	if video == "" {
-		video = discover(run.ArtifactsDir, run.ArtifactsDirRealpath).video
+		video = discover(run.ArtifactsDir, run.ArtifactsDirRealpath, s.importRoots(r)).video
 	}
 	if video == "" || filepath.Dir(video) != filepath.Clean(run.ArtifactsDir) {
 		return notFound
@@ -808,7 +813,7 @@ func (s *Server) handleExperimentSubmit(w http.ResponseWriter, r *http.Request) 
 		if exp.Status == "done" {
 			return nil, NewError(CodeInvalidArgument, "Experiment already submitted", "Create a new experiment (new experimentId) for another rating pass.").With("experimentId", exp.ExperimentID)
 		}
-		entries, err := s.normalizePerRun(exp, b.PerRun)
+		entries, err := s.normalizePerRun(exp, b.PerRun, s.importRoots(r))
 		if err != nil {
 			return nil, err
 		}
@@ -862,7 +867,7 @@ func (s *Server) handleExperimentSubmit(w http.ResponseWriter, r *http.Request) 
 }
 
 // normalizePerRun applies content-machine's perRun rules, in its order.
-func (s *Server) normalizePerRun(exp events.LabExperiment, in []json.RawMessage) ([]events.FeedbackEntry, error) {
+func (s *Server) normalizePerRun(exp events.LabExperiment, in []json.RawMessage, roots []string) ([]events.FeedbackEntry, error) {
 	if len(in) == 0 {
 		return nil, NewError(CodeInvalidArgument, "Missing perRun ratings", "Send { perRun: [{ runId, ratings, notes, tags }] }")
 	}
@@ -908,7 +913,7 @@ func (s *Server) normalizePerRun(exp events.LabExperiment, in []json.RawMessage)
 		e := events.FeedbackEntry{SchemaVersion: 1, ID: newID("fb_"), SessionID: s.opts.SessionID, RunID: runID,
 			ExperimentID: exp.ExperimentID, VariantID: variantID, Ratings: ratings, Notes: strings.TrimSpace(pr.Notes), Tags: cleanTags(pr.Tags)}
 		if run, ok := s.lab.run(runID); ok {
-			runSnapshot(&e, run)
+			runSnapshot(&e, run, roots)
 		}
 		out = append(out, e)
 	}

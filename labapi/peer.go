@@ -176,19 +176,21 @@ func (s *Server) fileReader(r *http.Request) (u confine.User, known, checked boo
 }
 
 // openRunFile opens name beneath a run's real directory for r's caller.
+// A last-component symlink is followed into the run's folder or the
+// caller's allowed roots (confine.OpenLinked).
 func (s *Server) openRunFile(r *http.Request, root, name string) (*os.File, error) {
 	if u, _, checked := s.fileReader(r); checked {
-		return confine.OpenFor(root, name, u)
+		return confine.OpenLinkedFor(root, name, s.importRoots(r), u)
 	}
-	return confine.Open(root, name)
+	return confine.OpenLinked(root, name, s.importRoots(r))
 }
 
 // readRunFile reads name beneath a run's real directory for r's caller.
 func (s *Server) readRunFile(r *http.Request, root, name string, max int64) ([]byte, error) {
 	if u, _, checked := s.fileReader(r); checked {
-		return confine.ReadFileFor(root, name, max, u)
+		return confine.ReadFileLinked(root, name, s.importRoots(r), max, &u)
 	}
-	return confine.ReadFile(root, name, max)
+	return confine.ReadFileLinked(root, name, s.importRoots(r), max, nil)
 }
 
 // importRoots are the roots r's caller may import from: the allowed
@@ -202,7 +204,7 @@ func (s *Server) importRoots(r *http.Request) []string {
 
 // checkImportReadable refuses an import whose files r's caller could not
 // read itself (the files the Lab will serve or read from the run).
-func (s *Server) checkImportReadable(r *http.Request, realDir string, files ...string) error {
+func (s *Server) checkImportReadable(r *http.Request, realDir string, roots []string, files ...string) error {
 	u, _, checked := s.fileReader(r)
 	if !checked {
 		return nil
@@ -214,7 +216,7 @@ func (s *Server) checkImportReadable(r *http.Request, realDir string, files ...s
 		if p == "" {
 			continue
 		}
-		f, err := confine.OpenFor(realDir, filepath.Base(p), u)
+		f, err := confine.OpenLinkedFor(realDir, filepath.Base(p), roots, u)
 		if errors.Is(err, confine.ErrAccess) {
 			return accessError(err)
 		}

@@ -39,10 +39,16 @@ func artifactAllowed(name string) bool {
 
 // discovered is what a run directory holds now: the paths (under the
 // artifacts directory as imported) of the artifacts that are regular files
-// beneath its real path, reached through no symlink (package confine).
+// beneath its real path, reached through no symlink, or through a symlink
+// whose target lies beneath the run's real path or an allowed root
+// (package confine, OpenLinked; issue 28 A2).
 type discovered struct {
-	root                                                                 string // the real path the files were found beneath
+	root                                                                 string   // the real path the files were found beneath
+	roots                                                                []string // the allowed roots a symlink may point into
 	video, script, timestamps, visuals, score, syncReport, captionReport string
+	// refused names each artifact that is a symlink pointing outside the
+	// run folder and the allowed roots, with why it was not taken.
+	refused map[string]string
 }
 
 func (d discovered) any() bool {
@@ -61,31 +67,41 @@ func (d discovered) any() bool {
 // dir is the artifacts directory as imported, realDir its real path: the
 // paths returned are under dir, but whether a file is there is decided by
 // opening it beneath realDir through package confine (a regular file,
-// reached through no symlink), and reports are read the same way.
-func discover(dir, realDir string) discovered {
+// reached through no symlink but a last one into realDir or roots), and
+// reports are read the same way. A report is listed only if it can be
+// opened so: never one the API would not serve.
+func discover(dir, realDir string, roots []string) discovered {
 	entries, _ := os.ReadDir(realDir) // sorted by name, as Node's readdir
 	present := make(map[string]bool, len(entries))
 	for _, e := range entries {
 		present[e.Name()] = true
 	}
+	d := discovered{root: realDir, roots: roots}
 	file := func(name string) string {
-		if _, err := confine.Stat(realDir, name); err == nil {
+		_, err := confine.StatLinked(realDir, name, roots)
+		if err == nil {
 			return filepath.Join(dir, name)
+		}
+		if errors.Is(err, confine.ErrLinkOutside) {
+			if d.refused == nil {
+				d.refused = map[string]string{}
+			}
+			d.refused[name] = "symlink points outside the run folder and the allowed roots; not read or served (copy the file into the run folder, or restart the Lab with --allow-root naming its folder)"
 		}
 		return ""
 	}
 	first := func(names ...string) string {
 		for _, n := range names {
 			if present[n] {
-				return filepath.Join(dir, n)
+				return file(n)
 			}
 		}
 		return ""
 	}
-	d := discovered{root: realDir, script: file(fileScript), timestamps: file(fileTimestamps), visuals: file(fileVisuals), score: file(fileScore),
-		syncReport:    first(fileSyncReport, "sync-report-attempt1.json"),
-		captionReport: first(fileCaptionReport, "caption-report-attempt1.json", "caption-quality.json"),
-		video:         file(fileVideo)}
+	d.script, d.timestamps, d.visuals, d.score = file(fileScript), file(fileTimestamps), file(fileVisuals), file(fileScore)
+	d.syncReport = first(fileSyncReport, "sync-report-attempt1.json")
+	d.captionReport = first(fileCaptionReport, "caption-report-attempt1.json", "caption-quality.json")
+	d.video = file(fileVideo)
 	if d.video == "" {
 		for _, e := range entries {
 			if isMP4(e.Name()) {
@@ -106,20 +122,27 @@ func isMP4(name string) bool {
 // fileStat is the fingerprint of p, an artifact directly inside the run
 // directory whose real path is realDir; nil when it is not a regular file
 // reached through no symlink.
-func fileStat(realDir, p string) *events.FileStat {
+func fileStat(realDir, p string, roots []string) *events.FileStat {
 	if p == "" {
 		return nil
 	}
-	fi, err := confine.Stat(realDir, filepath.Base(p))
+	fi, err := confine.StatLinked(realDir, filepath.Base(p), roots)
 	if err != nil {
 		return nil
 	}
-	return &events.FileStat{Path: p, SizeBytes: fi.Size(), MtimeMs: fi.ModTime().UnixMilli()}
+	return &events.FileStat{Path: p, SizeBytes: fi.Size(), MtimeMs: fi.ModTime().UnixMilli(), MtimeNs: fi.ModTime().UnixNano()}
 }
 
+// sameStat compares as content-machine does (size and mtimeMs, which
+// keeps the sub-millisecond part): at nanosecond precision when both
+// records have it, else (a run recorded before it was kept) in whole
+// milliseconds.
 func sameStat(a, b *events.FileStat) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
+	}
+	if a.MtimeNs != 0 && b.MtimeNs != 0 {
+		return a.SizeBytes == b.SizeBytes && a.NodeMtimeMs() == b.NodeMtimeMs()
 	}
 	return a.SizeBytes == b.SizeBytes && a.MtimeMs == b.MtimeMs
 }
@@ -183,8 +206,8 @@ func resolveImport(path string, roots []string) (*importTarget, error) {
 // scriptTopic is the topic content-machine reads from script.json at
 // import (src/lab/services/runs.ts): meta.topic (metadata.topic when meta
 // is absent or null), else title; trimmed; "" when none.
-func scriptTopic(realDir, path string) string {
-	m, ok := readJSONMap(realDir, path)
+func scriptTopic(d discovered) string {
+	m, ok := readJSONMap(d, d.script)
 	if !ok {
 		return ""
 	}
@@ -227,7 +250,7 @@ func insideAnyRoot(real string, roots []string) bool {
 // of the score stage's shape yields proxyScoreOverall (overall ×100).
 func autoMetrics(d discovered) *events.AutoMetricsSummary {
 	s := &events.AutoMetricsSummary{Read: &events.MetricsRead{}}
-	if m, ok := readJSONMap(d.root, d.syncReport); ok {
+	if m, ok := readJSONMap(d, d.syncReport); ok {
 		rating, ok1 := numberAt(m, "rating")
 		label, ok2 := optString(m, "ratingLabel")
 		metrics, ok3 := optObject(m, "metrics")
@@ -240,7 +263,7 @@ func autoMetrics(d discovered) *events.AutoMetricsSummary {
 			s.MeanDriftMs, s.MaxDriftMs = mean, max
 		}
 	}
-	if m, ok := readJSONMap(d.root, d.captionReport); ok {
+	if m, ok := readJSONMap(d, d.captionReport); ok {
 		cq, ok1 := optObject(m, "captionQuality")
 		overall, ok2 := optObject(cq, "overall")
 		coverage, ok3 := optObject(cq, "coverage")
@@ -256,7 +279,7 @@ func autoMetrics(d discovered) *events.AutoMetricsSummary {
 			s.CaptionCoverageRatio, s.OcrConfidenceMean = ratio, mean
 		}
 	}
-	if m, ok := readJSONMap(d.root, d.score); ok {
+	if m, ok := readJSONMap(d, d.score); ok {
 		if overall, ok := scoreOverall(m); ok {
 			s.ProxyScoreOverall = round0to100(overall * 100)
 		}
@@ -265,13 +288,13 @@ func autoMetrics(d discovered) *events.AutoMetricsSummary {
 }
 
 // readJSONMap reads a JSON object (at most 16 MiB) from the report p, a
-// file directly inside the run directory whose real path is realDir,
-// through package confine.
-func readJSONMap(realDir, p string) (map[string]any, bool) {
+// file directly inside the run directory d was discovered in, through
+// package confine (OpenLinked).
+func readJSONMap(d discovered, p string) (map[string]any, bool) {
 	if p == "" {
 		return nil, false
 	}
-	b, err := confine.ReadFile(realDir, filepath.Base(p), 16<<20)
+	b, err := confine.ReadFileLinked(d.root, filepath.Base(p), d.roots, 16<<20, nil)
 	if err != nil {
 		return nil, false
 	}

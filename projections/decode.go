@@ -548,6 +548,8 @@ func fastFileStat(m *mp) *events.FileStat {
 			f.SizeBytes = m.int64()
 		case "mtimeMs":
 			f.MtimeMs = m.int64()
+		case "mtimeNs":
+			f.MtimeNs = m.int64()
 		default:
 			m.bad = true
 		}

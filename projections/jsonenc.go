@@ -249,7 +249,14 @@ func appendFileStat(dst []byte, f *events.FileStat) []byte {
 	o := newObj(dst)
 	o.strOmit("path", f.Path)
 	o.int("sizeBytes", f.SizeBytes)
-	o.int("mtimeMs", f.MtimeMs)
+	if f.MtimeNs != 0 {
+		// Node's mtimeMs as JSON.stringify prints it (shortest form that
+		// reads back to the same double; no exponent below 1e21).
+		o.key("mtimeMs")
+		o.b = strconv.AppendFloat(o.b, f.NodeMtimeMs(), 'f', -1, 64)
+	} else {
+		o.int("mtimeMs", f.MtimeMs)
+	}
 	b, _ := o.end(false)
 	return b
 }

@@ -66,7 +66,7 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 				v := 0.25
 				p.Run.AutoMetricsSummary = &events.AutoMetricsSummary{MaxDriftMs: &v, SyncLabel: "ok"}
 				p.Run.Reports = &events.RunReports{Sync: "s.json"}
-				p.Run.Fingerprint.Script = &events.FileStat{SizeBytes: 3}
+				p.Run.Fingerprint.Script = &events.FileStat{SizeBytes: 3, MtimeMs: 1700000000123, MtimeNs: 1700000000123456789 + int64(n)}
 			}
 			if n%3 == 1 {
 				v := 12.5
@@ -155,6 +155,7 @@ func TestFastDecodeMatchesReflective(t *testing.T) {
 		{RunID: "r", Fingerprint: &events.RunFingerprint{}, AutoMetricsSummary: &events.AutoMetricsSummary{}},
 		{RunID: "r", Fingerprint: &events.RunFingerprint{Script: &events.FileStat{SizeBytes: -1, MtimeMs: 1 << 40}}, AutoMetricsSummary: &events.AutoMetricsSummary{CaptionOverall: &one, SyncLabel: "ok"}},
 		{RunID: "f", AutoMetricsSummary: &events.AutoMetricsSummary{MeanDriftMs: &half}, Reports: &events.RunReports{Sync: "s"}},
+		{RunID: "n", Fingerprint: &events.RunFingerprint{Video: &events.FileStat{Path: "v", SizeBytes: 1, MtimeMs: 1700000000123, MtimeNs: 1700000000123456789}}},
 	} {
 		check(events.MustNew("lab_x", &events.RunImported{Run: r}))
 	}
@@ -308,6 +309,27 @@ func TestAppendStringMatchesEncodingJSON(t *testing.T) {
 			if got := string(appendString(nil, s)) + "\n"; got != string(want) {
 				t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
 			}
+		}
+	}
+}
+
+// TestFileStatNodeMtime: a FileStat with nanoseconds is written with
+// Node's mtimeMs as JSON.stringify prints it (node 22: statSync of a file
+// touched at 1700000000.123456789 gives 1700000000123.4568); without
+// nanoseconds (events written before issue 28 A3) as the whole
+// milliseconds it always was.
+func TestFileStatNodeMtime(t *testing.T) {
+	for _, c := range []struct {
+		f    events.FileStat
+		want string
+	}{
+		{events.FileStat{SizeBytes: 1, MtimeMs: 1700000000123, MtimeNs: 1700000000123456789}, `{"sizeBytes":1,"mtimeMs":1700000000123.4568}`},
+		{events.FileStat{SizeBytes: 1, MtimeMs: 1700000001000, MtimeNs: 1700000001000000000}, `{"sizeBytes":1,"mtimeMs":1700000001000}`},
+		{events.FileStat{SizeBytes: 1, MtimeMs: 1700000000123}, `{"sizeBytes":1,"mtimeMs":1700000000123}`},
+		{events.FileStat{SizeBytes: 0, MtimeMs: -1, MtimeNs: -500000}, `{"sizeBytes":0,"mtimeMs":-0.5}`},
+	} {
+		if got := string(appendFileStat(nil, &c.f)); got != c.want {
+			t.Fatalf("%+v: got %s, want %s", c.f, got, c.want)
 		}
 	}
 }
