@@ -23,6 +23,8 @@ var Kinds = []Kind{
 	{Name: "manifest", Pattern: "wal/MANIFEST", Made: MadeByCompact, Doc: "the log's compaction manifest: removed ranges and where they went"},
 	{Name: "verified", Pattern: "wal/VERIFIED", Made: MadeByVerify, Doc: "the sealed segments the last verification read whole"},
 	{Name: "wal-lock", Pattern: "wal/LOCK", Made: MadeByWrites, Doc: "the log's lock file"},
+	{Name: "archive-record", Pattern: "ARCHIVE", Root: RootArchive, Made: MadeByCompact, Doc: "which home an archive belongs to and which segments it holds (package wal)"},
+	{Name: "archive-ship-key", Pattern: "ship-key", Root: RootArchive, Made: MadeByShip, Doc: "the archive's copy of state/ship-key, for cmlab restore --key-from-archive"},
 	{Name: "archive-dir", Pattern: ".", Root: RootArchive, Dir: true, Made: MadeByCompact, Doc: "the compaction archive directory"},
 	{Name: "archive-segment", Pattern: "[0-9]*", Root: RootArchive, Made: MadeByCompact, Doc: "a segment moved to the archive"},
 	{Name: "snapshot", Pattern: "state/snapshots/*.msgpack", Made: MadeByStop, Doc: "a read model's snapshot (labstate, steps, retention, pty)"},
@@ -31,12 +33,15 @@ var Kinds = []Kind{
 	{Name: "token", Pattern: "state/token", Made: MadeByWrites, Doc: "the operator token"},
 	{Name: "daemon-info", Pattern: "state/daemon.json", Made: MadeByKill, Doc: "the running daemon's pid, address and nonce (stale after a kill)"},
 	{Name: "daemon-log", Pattern: "state/daemon.log*", Made: MadeByWrites, Doc: "the daemon's log"},
+	{Name: "daemon-lock", Pattern: "state/daemon.lock", Made: MadeByWrites, Doc: "locked by the running daemon for its life: what makes state/daemon.json live (package discovery)"},
+	{Name: "daemon-socket", Pattern: "state/daemon.sock", Made: MadeByLiveDaemon, Doc: "the daemon's Unix socket, which the CLI dials (package discovery)"},
 	{Name: "regen-marker", Pattern: "state/regen.json", Made: MadeByInterruptedSwap, Doc: "a view swap in progress (projections.Regenerate)"},
 	{Name: "views-stale", Pattern: "state/views-stale", Made: MadeBySalvage, Doc: "the views wait for a regeneration after a salvage"},
 	{Name: "resume-log", Pattern: "state/resume/*.log", Made: MadeByResume, Doc: "output of a step resumed at start-up"},
 	{Name: "replayed-marker", Pattern: "state/replayed.json", Made: MadeByReplay, Doc: "marks a home made by cmlab replay --into"},
 	{Name: "ship-cursor", Pattern: "state/ship.json", Made: MadeByShip, Doc: "how far the log is shipped to JetStream"},
-	{Name: "home-id", Pattern: "state/home-id", Made: MadeByShip, Doc: "the home's id, carried by shipped events"},
+	{Name: "home-id", Pattern: "state/home-id", Made: MadeByCompact, Doc: "the home's id, recorded by archives and carried by shipped events"},
+	{Name: "ship-key", Pattern: "state/ship-key", Made: MadeByShip, Doc: "the secret shipped events are signed with (package ship)"},
 	{Name: "view-feedback", Pattern: "feedback/feedback.jsonl", Made: MadeByWrites, Doc: "the feedback view (other programs append too)"},
 	{Name: "view-lab", Pattern: "lab/*.jsonl", Made: MadeByWrites, Doc: "runs and experiments views"},
 	{Name: "view-session", Pattern: "lab/sessions/*/*.jsonl", Made: MadeByWrites, Doc: "a Lab session's events and idempotency views"},
@@ -70,6 +75,7 @@ const (
 	MadeByResume          = "resume"           // a mandate resumed at daemon start-up
 	MadeByReplay          = "replay"           // cmlab replay --into
 	MadeByShip            = "ship"             // cmlab ship to a JetStream stream
+	MadeByLiveDaemon      = "live-daemon"      // exists while a daemon runs (and after a SIGKILL)
 )
 
 // Kind is one kind of file of a home (see Kinds).

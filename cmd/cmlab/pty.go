@@ -442,6 +442,9 @@ resume_cursor N of an earlier call. Exits 1 on --timeout.`,
 			if len(args) == 1 {
 				match = args[0]
 			}
+			if match == "" && matchType != "prompt" {
+				return &usageError{msg: "pty wait needs MATCH, the text (or --match-type regex) to wait for; for the shell's prompt use 'cmlab pty prompt'"}
+			}
 			body, err := fromFlag(cmd, g, o, map[string]any{"match": match, "match_type": matchType, "timeout_ms": o.waitTimeoutMs(), "raw": rawOut}, from)
 			if err != nil {
 				return err
@@ -550,8 +553,8 @@ status with the slots under "slots".`,
 			}
 			return ptyPrint(g, conv, func(m map[string]any) {
 				fmt.Fprintf(g.stdout, "mode %v  resume_cursor %d  blocks %d  shell %v alive=%v\n", m["mode"], ptyNum(m["resume_cursor"]), ptyNum(m["blocks"]), m["shell_id"], m["shell_alive"])
-				if m["active_block_id"] != nil {
-					fmt.Fprintf(g.stdout, "active block %v session %v\n", m["active_block_id"], m["active_session_id"])
+				if line := ptyActiveLine(m); line != "" {
+					fmt.Fprintln(g.stdout, line)
 				}
 				if m["foreground"] != nil {
 					fmt.Fprintf(g.stdout, "foreground %v\n", m["foreground"])
@@ -625,15 +628,7 @@ func newPtyBlocksCmd(g *globalOpts, o *ptyOpts) *cobra.Command {
 				bl, _ := m["blocks"].([]any)
 				for _, x := range bl {
 					b, _ := x.(map[string]any)
-					code := "-"
-					if b["exit_code"] != nil {
-						code = strconv.FormatInt(ptyNum(b["exit_code"]), 10)
-					}
-					status, _ := b["status"].(string)
-					if r, _ := b["reason"].(string); r != "" {
-						status += " (" + r + ")"
-					}
-					fmt.Fprintf(g.stdout, "%4d  %-38v %-11s exit %-4s %v\n", ptyNum(b["seq"]), b["block_id"], status, code, b["cmd"])
+					fmt.Fprintln(g.stdout, ptyBlockLine(b))
 				}
 			})
 		},
@@ -702,7 +697,7 @@ shell.`,
 				ms = graceMs
 			}
 			return ptyShow(cmd, g, o, http.MethodPost, "end_session", map[string]any{"grace_ms": ms}, func(m map[string]any) {
-				fmt.Fprintf(g.stdout, "mode %v ended=%v forced=%v reset=%v shell_ended=%v\n", m["mode"], m["ended"], m["forced"], m["reset"], m["shell_ended"])
+				fmt.Fprintln(g.stdout, ptyEndLine(m))
 			})
 		},
 	}

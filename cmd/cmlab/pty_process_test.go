@@ -179,7 +179,7 @@ func TestPtyStatusSlots(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "shell slots: 1 of 64 in use (idle shells ended after 30m0s)\n  s1 ") {
 		t.Fatalf("status = %d %q %q", code, out, errs)
 	}
-	if code, out, errs := pty("end"); code != 0 || out != "mode idle ended=false forced=false reset=false shell_ended=true\n" {
+	if code, out, errs := pty("end"); code != 0 || out != "nothing was running; the shell ended and its slot is free\n" {
 		t.Fatalf("end = %d %q %q", code, out, errs)
 	}
 	if code, out, _ := pty("status"); code != 0 || !strings.Contains(out, "shell slots: 0 of 64 in use") {

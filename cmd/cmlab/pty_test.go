@@ -83,7 +83,7 @@ func TestPtyCLI(t *testing.T) {
 	if code, out, _ := cli("wait", "hello", "--from", from, "--timeout-ms", "20000"); code != 0 || !strings.HasPrefix(out, `matched "hello"`) {
 		t.Fatalf("wait = %d %q", code, out)
 	}
-	if code, out, _ := cli("end"); code != 0 || !strings.Contains(out, "mode idle ended=true") {
+	if code, out, _ := cli("end"); code != 0 || !strings.HasPrefix(out, "ended the running block blk_") || !strings.HasSuffix(out, " with Ctrl+C; the shell ended and its slot is free\n") {
 		t.Fatalf("end = %d %q", code, out)
 	}
 	if code, out, _ := cli("read", "--from", "0", "--raw"); code != 0 || !strings.Contains(out, "hi\nthere\n__FWS_PROMPT__ ") || !strings.Contains(out, "hello\n") {

@@ -22,7 +22,7 @@ func printServing(g *globalOpts, h home.Home, info labapi.DaemonInfo) {
 	fmt.Fprintf(w, "cmlab serving http://%s (session %s, pid %d)\n", info.Listen, info.SessionID, info.Pid)
 	fmt.Fprintf(w, "  home:   %s\n", h.Dir)
 	fmt.Fprintf(w, "  token:  %s (clients send it as X-CM-LAB-TOKEN; the CLI reads it itself)\n", info.TokenFile)
-	printRoots(w, info) // serve_security.go
+	printRoots(w, info)     // serve_security.go
 	cmlab := cmlabCommand() // serve_gorun.go
 	fmt.Fprintf(w, "  log:    %s ('%s logs -f --home %s')\n", daemon.DaemonLogFile(h), cmlab, h.Dir)
 	fmt.Fprintf(w, "  stop:   Ctrl+C, or '%s stop --home %s'\n", cmlab, h.Dir)

@@ -108,6 +108,9 @@ disk, which catch-up brings to the log then).`,
 				fmt.Fprintf(w, "daemon:      not running (%s; 'cmlab serve' starts one and replaces the file)\n", strings.TrimPrefix(rep.StaleDaemon, "no daemon runs: "))
 			} else {
 				printNoDaemon(w, rep.UncleanStop) // status_crash.go
+				if rep.StaleDaemon != "" {
+					fmt.Fprintf(w, "             (%s; 'cmlab serve' starts one and replaces the file)\n", strings.TrimPrefix(rep.StaleDaemon, "no daemon runs: "))
+				}
 			}
 			switch {
 			case rep.Health == nil:

@@ -39,9 +39,10 @@ type placedFile struct {
 // naKinds are kinds the matrix cannot make yet, with why; every other
 // kind of home.Kinds must be made by buildFixture (TestDamageKindsCovered).
 var naKinds = map[string]string{
-	home.MadeByShip:   "needs a NATS JetStream stream (cmlab ship); the matrix starts none yet",
-	home.MadeByReplay: "only in a home made by cmlab replay --into (served read-only)",
-	home.MadeByResume: "needs a mandate resumed by the daemon at start-up",
+	home.MadeByShip:       "needs a NATS JetStream stream (cmlab ship); the matrix starts none yet",
+	home.MadeByLiveDaemon: "a Unix socket holds no bytes to damage; every serve replaces a stale one (discovery.Listen) and every dial checks its peer with SO_PEERCRED (TestDaemonSocketPeerChecked, TestImpostorNeverGetsOperatorToken)",
+	home.MadeByReplay:     "only in a home made by cmlab replay --into (served read-only)",
+	home.MadeByResume:     "needs a mandate resumed by the daemon at start-up",
 }
 
 // buildFixture makes a home under root with bin: writes through a daemon
