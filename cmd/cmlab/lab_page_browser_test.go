@@ -47,6 +47,7 @@ func TestLabPage(t *testing.T) {
 	t.Run("exactly-once", func(t *testing.T) { labPageExactlyOnce(t, newLabBrowser(t, chromium), mp4) })
 	t.Run("task", func(t *testing.T) { labPageTask(t, newLabBrowser(t, chromium), mp4) })
 	t.Run("10k-runs", func(t *testing.T) { labPageTenThousand(t, newLabBrowser(t, chromium)) })
+	t.Run("quiet-reload", func(t *testing.T) { labPageQuietReload(t, newLabBrowser(t, chromium)) })
 }
 
 // xssTopic is the hostile topic of UI.md: it must show as text.
@@ -697,4 +698,32 @@ func labPageTenThousand(t *testing.T, b *browser) {
 	b.run(t, "its review", chromedp.Click(".run-link", chromedp.ByQuery),
 		waitJS(`document.getElementById('earlierTitle') && document.getElementById('earlierTitle').textContent === 'Earlier feedback (100)' && document.querySelectorAll('#earlierList li').length === 20`, 15*time.Second))
 	b.check(t, "10k home")
+}
+
+// labPageQuietReload: a reload of the runs page that brings the same
+// answer (the live stream's resync once it opens, an event about a run on
+// another page) leaves the rows and the pager as they are, so the next-page
+// link the user is about to click is still the element under the pointer
+// (the page used to rebuild them, and a click then found no node).
+func labPageQuietReload(t *testing.T, b *browser) {
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	ids := seedRuns(t, h, 60, 0)
+	srv := startServe(t, "--home", h.Dir)
+	var applied int
+	b.run(t, "open the home and its live stream",
+		chromedp.Navigate(srv.base+"/"),
+		waitJS(`document.getElementById('runsStatus') && document.getElementById('runsStatus').textContent === 'Showing 50 of 60 runs.' && document.getElementById('live').dataset.state === 'live'`, 30*time.Second),
+		chromedp.Evaluate(`window.cmlabKept = [document.getElementById('nextPage'), document.querySelector('#runRows tr')]; performance.getEntriesByName('cmlab-runs-applied').length`, &applied))
+	// A rating of the oldest run (on page 2) reloads page 1 with the same answer.
+	var fb struct {
+		FeedbackID string `json:"feedbackId"`
+	}
+	srv.postJSON(t, "/api/feedback", map[string]any{"runId": ids[0], "ratings": map[string]int{"overall": 50}}, &fb)
+	b.run(t, "the reload the rating causes",
+		waitJS(fmt.Sprintf(`performance.getEntriesByName('cmlab-runs-applied').length > %d`, applied), 15*time.Second))
+	jsTrue(b, t, "rows and pager kept", `document.getElementById('nextPage') === window.cmlabKept[0] && document.querySelector('#runRows tr') === window.cmlabKept[1] && window.cmlabKept[1].dataset.run === '`+ids[59]+`' && document.querySelectorAll('#runRows tr').length === 50`)
+	b.run(t, "next page",
+		chromedp.Click("#nextPage", chromedp.ByID),
+		waitJS(`document.querySelector('#runRows tr') && document.querySelector('#runRows tr').dataset.run === '`+ids[9]+`' && document.querySelectorAll('#runRows tr').length === 10 && document.querySelector('#runRows tr:last-child').dataset.run === '`+ids[0]+`' && document.querySelector('#runRows tr:last-child td:nth-child(6)').textContent === 'rated 1×'`, 15*time.Second))
+	b.check(t, "quiet reload")
 }
