@@ -180,7 +180,11 @@ func (m *Model) Seq() uint64 { return m.Covered() }
 
 // AwaitingReview lists "mandate/step" of the steps whose last record in
 // steps/steps.jsonl is needs_review, in the order of their first record.
-func (m *Model) AwaitingReview() []string {
+func (m *Model) AwaitingReview() []string { return m.stepsIn(events.StatusNeedsReview) }
+
+// stepsIn lists "mandate/step" of the steps whose last status is status,
+// in the order of their first record.
+func (m *Model) stepsIn(status string) []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	type kv struct {
@@ -189,7 +193,7 @@ func (m *Model) AwaitingReview() []string {
 	}
 	var ks []kv
 	for k, v := range m.st.Keys {
-		if v.Status == events.StatusNeedsReview {
+		if v.Status == status {
 			ks = append(ks, kv{k, v.Ord})
 		}
 	}
