@@ -135,41 +135,11 @@ func (q *LogQuery) match(ev *events.Event, raw [][]byte) bool {
 	return true
 }
 
-// Rendered is an event as JSON, its payload decoded.
-type Rendered struct {
-	Seq         uint64          `json:"seq"`
-	V           int             `json:"v"`
-	ID          string          `json:"id"`
-	Type        string          `json:"type"`
-	TS          int64           `json:"ts"`
-	Time        string          `json:"time"`
-	Stream      string          `json:"stream"`
-	Req         string          `json:"req,omitempty"`
-	Resp        json.RawMessage `json:"resp,omitempty"`
-	Data        json.RawMessage `json:"data,omitempty"`
-	DecodeError string          `json:"decodeError,omitempty"`
-}
+// Rendered is an event as JSON, its payload decoded (events.Rendered).
+type Rendered = events.Rendered
 
-// Render decodes ev's payload for display.
-func Render(ev *events.Event) Rendered {
-	r := Rendered{Seq: ev.Seq, V: ev.V, ID: ev.ID, Type: ev.Type, TS: ev.TS, Time: ev.ISOTime(), Stream: ev.Stream, Req: ev.Req}
-	if len(ev.Resp) > 0 {
-		if json.Valid(ev.Resp) {
-			r.Resp = ev.Resp
-		} else {
-			r.Resp, _ = json.Marshal(string(ev.Resp))
-		}
-	}
-	p, err := ev.Decode()
-	if err != nil {
-		r.DecodeError = err.Error()
-		return r
-	}
-	if r.Data, err = json.Marshal(p); err != nil {
-		r.DecodeError = err.Error()
-	}
-	return r
-}
+// Render decodes ev's payload for display (events.Render).
+func Render(ev *events.Event) Rendered { return events.Render(ev) }
 
 // entityPrefixes are the id prefixes a request's response hands out; a
 // trace of the request follows them (as replay.Trace does).

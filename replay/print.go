@@ -112,44 +112,11 @@ func Print(ctx context.Context, log *Log, f Filter, w io.Writer, asJSON bool) (i
 	return n, flush()
 }
 
-// Rendered is the JSON form of an event: the envelope with its payload
-// decoded (upcast to the current version) as JSON.
-type Rendered struct {
-	Seq         uint64          `json:"seq"`
-	V           int             `json:"v"`
-	ID          string          `json:"id"`
-	Type        string          `json:"type"`
-	TS          int64           `json:"ts"`
-	Time        string          `json:"time"`
-	Stream      string          `json:"stream"`
-	Req         string          `json:"req,omitempty"`
-	ReqHash     string          `json:"rh,omitempty"`
-	Resp        json.RawMessage `json:"resp,omitempty"`
-	Data        json.RawMessage `json:"data,omitempty"`
-	DecodeError string          `json:"decodeError,omitempty"`
-}
+// Rendered is the JSON form of an event (events.Rendered).
+type Rendered = events.Rendered
 
-// Render decodes ev's payload for display.
-func Render(ev *events.Event) Rendered {
-	r := Rendered{Seq: ev.Seq, V: ev.V, ID: ev.ID, Type: ev.Type, TS: ev.TS, Time: ev.ISOTime(),
-		Stream: ev.Stream, Req: ev.Req, ReqHash: ev.ReqHash}
-	if len(ev.Resp) > 0 {
-		if json.Valid(ev.Resp) {
-			r.Resp = ev.Resp
-		} else {
-			r.Resp, _ = json.Marshal(string(ev.Resp))
-		}
-	}
-	p, err := ev.Decode()
-	if err != nil {
-		r.DecodeError = err.Error()
-		return r
-	}
-	if r.Data, err = json.Marshal(p); err != nil {
-		r.DecodeError = err.Error()
-	}
-	return r
-}
+// Render decodes ev's payload for display (events.Render).
+func Render(ev *events.Event) Rendered { return events.Render(ev) }
 
 // WriteJSON writes one Rendered JSON object per line.
 func WriteJSON(w io.Writer, evs []*events.Event) error {
