@@ -1,0 +1,205 @@
+package labapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+)
+
+// Lab routes: feedback (LAB-API.md).
+
+func (s *Server) handleFeedbackPoll(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if q.Has("wait") {
+		return s.feedbackLongPoll(w, r, q.Get("wait")) // feedback_wait.go
+	}
+	page, err := PollFeedback(s.opts.Engine.Home().FeedbackFile(), q.Get("since"), strings.TrimSpace(q.Get("sessionId")), parseLimit(q.Get("limit")))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+type feedbackBody struct {
+	RequestID    any             `json:"requestId"`
+	RunID        string          `json:"runId"`
+	ExperimentID string          `json:"experimentId"`
+	VariantID    string          `json:"variantId"`
+	Topic        string          `json:"topic"`
+	Ratings      json.RawMessage `json:"ratings"`
+	Notes        string          `json:"notes"`
+	Tags         []string        `json:"tags"`
+	Answers      json.RawMessage `json:"answers"`
+}
+
+var ratingKeys = []string{"overall", "hook", "pacing", "script", "visuals", "motion", "captions", "sync"}
+
+// parseRatings validates ratings: an object whose keys are the eight
+// dimensions and whose values are integers 0–100 (null means absent).
+// content-machine drops bad values silently; cmlab rejects them.
+func parseRatings(raw json.RawMessage, field string) (*events.Ratings, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, NewError(CodeInvalidArgument, field+" must be an object of integer ratings 0–100", "Send {\"overall\": 80, …} with keys "+strings.Join(ratingKeys, ", ")+".").With("field", field)
+	}
+	out := &events.Ratings{}
+	slots := map[string]**int{"overall": &out.Overall, "hook": &out.Hook, "pacing": &out.Pacing, "script": &out.Script,
+		"visuals": &out.Visuals, "motion": &out.Motion, "captions": &out.Captions, "sync": &out.Sync}
+	n := 0
+	for k, v := range m {
+		slot, ok := slots[k]
+		if !ok {
+			return nil, NewError(CodeInvalidArgument, "Unknown rating "+strconv.Quote(k), "Rate only "+strings.Join(ratingKeys, ", ")+".").With("field", field+"."+k)
+		}
+		if string(v) == "null" {
+			continue
+		}
+		var f float64
+		if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) || json.Unmarshal(v, &f) != nil {
+			return nil, NewError(CodeInvalidArgument, "Rating "+k+" must be an integer 0–100, not "+truncate(string(v), 40), "Send whole numbers from 0 to 100.").With("field", field+"."+k)
+		}
+		if f != math.Trunc(f) || f < 0 || f > 100 {
+			return nil, NewError(CodeInvalidArgument, "Rating "+k+" must be an integer 0–100, not "+truncate(string(v), 40), "Send whole numbers from 0 to 100.").With("field", field+"."+k)
+		}
+		iv := int(f)
+		*slot = &iv
+		n++
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// compactObject checks that raw is a JSON object (or absent/null) and
+// compacts it so the event's bytes do not depend on client whitespace.
+func compactObject(raw json.RawMessage, field string) (json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] != '{' {
+		return nil, NewError(CodeInvalidArgument, field+" must be an object", "Send "+field+" as a JSON object.").With("field", field)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, NewError(CodeInvalidJSON, field+" is not valid JSON", "Send a JSON object.")
+	}
+	return buf.Bytes(), nil
+}
+
+func cleanTags(tags []string) []string {
+	var out []string
+	for _, t := range tags {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// checkID validates an entity id sent by a client (path-safe, bounded).
+func checkID(field, id string) error {
+	if err := home.ValidateID(id); err != nil {
+		return NewError(CodeInvalidArgument, "Invalid "+field+": "+strconv.Quote(truncate(id, 140)), "Use the id returned by the API ([A-Za-z0-9_.-], at most 128 characters).").With("field", field)
+	}
+	return nil
+}
+
+// runSnapshot fills a feedback entry's run-derived fields as
+// content-machine does at the moment of rating (deriveRunSnapshotForFeedback
+// in src/lab/server/server.ts): the run directory is discovered again and
+// the metrics recomputed from the reports now present, so reports written
+// after the import count. The values go into the event; a replay writes
+// them back and never reads the run directory.
+func runSnapshot(e *events.FeedbackEntry, run events.LabRun, roots []string) {
+	e.Topic = run.Topic
+	e.ArtifactsDir = run.ArtifactsDir
+	d := discover(run.ArtifactsDir, run.ArtifactsDirRealpath, roots)
+	e.VideoPath = d.video
+	if e.VideoPath == "" {
+		e.VideoPath = run.VideoPath
+	}
+	if d.syncReport != "" || d.captionReport != "" || d.score != "" {
+		e.Reports = &events.FeedbackReports{SyncReportPath: d.syncReport, CaptionReportPath: d.captionReport, ScorePath: d.score}
+	}
+	e.AutoMetricsSnapshot = events.SnapshotOf(autoMetrics(d))
+}
+
+func (s *Server) handleFeedbackAdd(w http.ResponseWriter, r *http.Request) error {
+	return decodeIdempotent(s, w, r, "POST /api/feedback", func(b *feedbackBody, req, rh string) (any, error) {
+		e := events.FeedbackEntry{SchemaVersion: 1, ID: newID("fb_"), SessionID: s.opts.SessionID}
+		if b.RunID = strings.TrimSpace(b.RunID); b.RunID != "" {
+			if err := checkID("runId", b.RunID); err != nil {
+				return nil, err
+			}
+			run, ok := s.lab.run(b.RunID)
+			if !ok {
+				return nil, runNotFound(b.RunID)
+			}
+			e.RunID = run.RunID
+			runSnapshot(&e, run, s.importRoots(r))
+		}
+		if e.Topic == "" {
+			e.Topic = strings.TrimSpace(b.Topic)
+		}
+		if b.ExperimentID = strings.TrimSpace(b.ExperimentID); b.ExperimentID != "" {
+			if err := checkID("experimentId", b.ExperimentID); err != nil {
+				return nil, err
+			}
+			e.ExperimentID = b.ExperimentID
+		}
+		if b.VariantID = strings.TrimSpace(b.VariantID); b.VariantID != "" {
+			if err := checkID("variantId", b.VariantID); err != nil {
+				return nil, err
+			}
+			e.VariantID = b.VariantID
+		}
+		var err error
+		if e.Ratings, err = parseRatings(b.Ratings, "ratings"); err != nil {
+			return nil, err
+		}
+		e.Notes = strings.TrimSpace(b.Notes)
+		e.Tags = cleanTags(b.Tags)
+		if e.Answers, err = compactObject(b.Answers, "answers"); err != nil {
+			return nil, err
+		}
+		if e.RunID == "" && e.Ratings == nil && e.Notes == "" && e.ExperimentID == "" {
+			return nil, NewError(CodeInvalidArgument, "Empty feedback: nothing to record", "Send at least runId, ratings or notes.")
+		}
+		resp := map[string]string{"feedbackId": e.ID}
+		if err := s.appendAnswer(r.Context(), s.opts.SessionID, &events.FeedbackSubmitted{Entry: e}, req, rh, resp); err != nil {
+			return nil, err
+		}
+		if t := s.opts.Task; t != nil && t.Type == "review" && e.RunID != "" && t.RunID == e.RunID {
+			s.countSubmit()
+		}
+		return resp, nil
+	})
+}
+
+// countSubmit counts a submission for the task and calls OnExit once the
+// configured number is reached.
+func (s *Server) countSubmit() {
+	n := s.submits.Add(1)
+	if s.opts.ExitAfterSubmit > 0 && n >= int64(s.opts.ExitAfterSubmit) && s.opts.OnExit != nil {
+		s.exitOnce.Do(s.opts.OnExit)
+	}
+}
