@@ -6,7 +6,6 @@ import { h, replace, relTime, metricBadges, errorBox, field, shortId } from './d
 import { state, get, submit, newRequestId } from './api.js';
 import { setViewKeys } from './keys.js';
 import { onLive } from './live.js';
-import { createExperimentForm } from './experiments.js';
 import { exportButton } from './about.js';
 import { runsPath } from './prefetch.js';
 
@@ -96,8 +95,11 @@ export function render(ctx) {
     pickedLine.textContent = picked.length ? `Selected for compare: ${picked.map(shortId).join(', ')}` : 'Select two or more runs to compare them.';
     compareBtn.disabled = picked.length < 2;
   };
-  compareBtn.addEventListener('click', () => {
+  compareBtn.addEventListener('click', async () => {
     if (picked.length < 2) return;
+    // experiments.js is not needed for the first rows: imported on use.
+    const { createExperimentForm } = await import('./experiments.js');
+    if (!ctx.root.contains(createSlot)) return;
     replace(createSlot, createExperimentForm(picked, ctx, () => { picked = []; }));
     const first = createSlot.querySelector('input');
     if (first) first.focus();
