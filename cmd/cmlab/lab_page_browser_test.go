@@ -46,6 +46,7 @@ func TestLabPage(t *testing.T) {
 	t.Run("compare", func(t *testing.T) { labPageCompare(t, newLabBrowser(t, chromium), mp4) })
 	t.Run("exactly-once", func(t *testing.T) { labPageExactlyOnce(t, newLabBrowser(t, chromium), mp4) })
 	t.Run("task", func(t *testing.T) { labPageTask(t, newLabBrowser(t, chromium), mp4) })
+	t.Run("live-resume", func(t *testing.T) { labPageLiveResume(t, newLabBrowser(t, chromium), mp4) })
 	t.Run("10k-runs", func(t *testing.T) { labPageTenThousand(t, newLabBrowser(t, chromium)) })
 	t.Run("quiet-reload", func(t *testing.T) { labPageQuietReload(t, newLabBrowser(t, chromium)) })
 }
@@ -690,6 +691,14 @@ func labPageTenThousand(t *testing.T, b *browser) {
 	}
 	if want := map[string]int{"/api/config": 1, "/api/health": 1, "/api/runs?limit=50&sort=newest": 1}; fmt.Sprint(api) != fmt.Sprint(want) {
 		t.Errorf("API requests before the first rows: %v, want %v", api, want)
+	}
+	// Nor do they wait for the modules of the other views.
+	for _, p := range rep.Before {
+		for _, m := range []string{"review.js", "compare.js", "experiments.js", "rating.js", "drafts.js"} {
+			if strings.HasSuffix(p, "/"+m) {
+				t.Errorf("%s was fetched before the first rows", p)
+			}
+		}
 	}
 	var reqs [][]any
 	json.Unmarshal([]byte(rep.Requests), &reqs)
