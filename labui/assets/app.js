@@ -21,6 +21,10 @@ const views = {
   compare: () => import('./compare.js'),
   about: () => import('./about.js'),
 };
+const loaded = {}; // view name → its module, once imported
+function loadView(name) {
+  return views[name]().then((m) => (loaded[name] = m));
+}
 let cleanup = null;
 let shown = 0; // renders started: a render whose module arrives after a later one started is dropped
 
@@ -43,24 +47,28 @@ async function render() {
   setViewKeys([]);
   const r = route();
   const name = r.parts[0] || 'runs';
-  const load = Object.hasOwn(views, name) ? views[name] : null;
+  const known = Object.hasOwn(views, name);
   for (const a of document.querySelectorAll('[data-nav]')) {
     if (a.dataset.nav === name || (name === 'review' && a.dataset.nav === 'runs') || (name === 'compare' && a.dataset.nav === 'experiments')) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
-  if (!load || ((name === 'review' || name === 'compare') && !r.parts[1])) {
+  if (!known || ((name === 'review' || name === 'compare') && !r.parts[1])) {
     navigate('#/runs');
     return;
   }
-  let view;
-  try {
-    view = await load();
-  } catch (err) {
-    // The daemon went away between the shell and this view's module.
-    if (mine === shown) replace(root, h('h1', null, 'cmlab Lab'), errorBox({ code: 'UNREACHABLE', message: `The ${name} view could not be loaded: ${err.message}`, fix: 'Reload the page once the daemon is back.' }));
-    return;
+  // A view already imported renders at once, in the hashchange itself:
+  // the view left never takes a key meant for the next one.
+  let view = loaded[name];
+  if (!view) {
+    try {
+      view = await loadView(name);
+    } catch (err) {
+      // The daemon went away between the shell and this view's module.
+      if (mine === shown) replace(root, h('h1', null, 'cmlab Lab'), errorBox({ code: 'UNREACHABLE', message: `The ${name} view could not be loaded: ${err.message}`, fix: 'Reload the page once the daemon is back.' }));
+      return;
+    }
+    if (mine !== shown) return;
   }
-  if (mine !== shown) return;
   document.title = `cmlab Lab · ${name}`;
   cleanup = view.render({ root, route: r, navigate }) || null;
 }
@@ -69,7 +77,7 @@ async function render() {
 // screen, so going to them later waits for nothing.
 function loadRest() {
   const idle = window.requestIdleCallback || ((fn) => setTimeout(fn, 200));
-  idle(() => { for (const load of Object.values(views)) load().catch(() => {}); });
+  idle(() => { for (const name of Object.keys(views)) if (!loaded[name]) loadView(name).catch(() => {}); });
 }
 
 function showOutbox(items) {
