@@ -223,6 +223,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		Apply:         e.apply,
 		Archive:       opts.Archive,
 		Faults:        opts.Faults,
+		FS:            opts.FS,
 
 		VerifyAfterOpen: opts.VerifyAfterOpen,
 	})

@@ -1,7 +1,6 @@
 package home
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -89,6 +88,9 @@ type WriteOptions struct {
 	// NoSync skips both fsyncs (a log opened with NoSync, tests): the
 	// file is still replaced whole, by rename.
 	NoSync bool
+	// NoDirSync skips the fsync of the directory only: the caller does it
+	// once after several writes into it (the log's archived segments).
+	NoDirSync bool
 }
 
 // WriteDurable replaces path with what fill writes, as one durable step:
@@ -132,7 +134,7 @@ func WriteDurable(path string, o WriteOptions, fill func(w io.Writer) error) err
 		fsys.Remove(tmp) // path stays as it was
 		return err
 	}
-	return install(fsys, tmp, path, o.NoSync)
+	return install(fsys, tmp, path, o.NoSync || o.NoDirSync)
 }
 
 // Install is the last step of a durable write whose temporary file tmp
@@ -156,10 +158,20 @@ func install(fsys FS, tmp, path string, noSync bool) error {
 	}
 	dir := filepath.Dir(path)
 	if err := fsys.SyncDir(dir); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
+		return &DirSyncError{Dir: dir, Err: err}
 	}
 	return nil
 }
+
+// DirSyncError is the error of a durable write whose file is in place but
+// whose directory's fsync failed: the rename may not survive a crash.
+type DirSyncError struct {
+	Dir string
+	Err error
+}
+
+func (e *DirSyncError) Error() string { return "fsync " + e.Dir + ": " + e.Err.Error() }
+func (e *DirSyncError) Unwrap() error { return e.Err }
 
 // Bytes is WriteDurable's fill that writes b.
 func Bytes(b []byte) func(io.Writer) error {

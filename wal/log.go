@@ -76,6 +76,11 @@ type Options struct {
 	Now func() time.Time
 	// Faults, when set, injects write and fsync failures (tests only).
 	Faults *Faults
+	// FS, when set, is the seam of the log's durable file writes (the
+	// manifest, segments copied to an archive: home.WriteDurable); fault
+	// and crash tests fail or block a stage of them. Default the real
+	// file system.
+	FS home.FS
 	// Archive, when set, is where Events reads the sequences before the
 	// first retained one (see Manifest) instead of the archive
 	// directories wal/MANIFEST names.
