@@ -78,6 +78,17 @@ func (c *Child) Line() (string, bool) {
 	return c.sc.Text(), true
 }
 
+// Drain discards the rest of the child's stdout (StartPiped) in the
+// background, so that a child that keeps printing never blocks on it.
+func (c *Child) Drain() {
+	if c.sc != nil {
+		go func() {
+			for c.sc.Scan() {
+			}
+		}()
+	}
+}
+
 // Output is what the child wrote to stderr (and stdout unless piped).
 func (c *Child) Output() string {
 	c.mu.Lock()
