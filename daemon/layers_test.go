@@ -18,13 +18,13 @@ var layers = [][]string{
 	{"events", "pagesec", "internal/crashchild"},                     // the event envelope and payloads; the pages' security headers; the crash tests' child process: depend on nothing of ours
 	{"home", "confine"},                                              // the home's directories and files; path confinement
 	{"wal", "projections", "ship/cursor", "mcp", "internal/faultfs"}, // the log; the views; the shipping cursor file; MCP tools over HTTP; the durable writes' fault seam for tests
-	{"snapshot", "reqindex"},                                         // read-model snapshots; the request-id index
-	{"engine"},                                                       // append → log → views
-	{"steps", "pty"},                                                 // the step journal; the terminal
-	{"recovery", "retention", "discovery"},                           // start-up recovery; the retention model; finding the daemon (lock, socket)
-	{"compact", "replay", "console"},                                 // compaction; replay and its tools; the operator console's pages, log pages and terminal rendering
-	{"ship", "labapi", "labui"},                                      // shipping to NATS; the HTTP face and its client; the Lab page
-	{"daemon", "fuzz/torture", "internal/labtest"},                   // the composition root; crash workloads; test builders
+	{"snapshot", "reqindex", "internal/shiptest"},                    // read-model snapshots; the request-id index; shipping tests' forger
+	{"engine"},                                     // append → log → views
+	{"steps", "pty"},                               // the step journal; the terminal
+	{"recovery", "retention", "discovery"},         // start-up recovery; the retention model; finding the daemon (lock, socket)
+	{"compact", "replay", "console"},               // compaction; replay and its tools; the operator console's pages, log pages and terminal rendering
+	{"ship", "labapi", "labui"},                    // shipping to NATS; the HTTP face and its client; the Lab page
+	{"daemon", "fuzz/torture", "internal/labtest"}, // the composition root; crash workloads; test builders
 	{"bench"},                                // benchmarks (over the daemon)
 	{"cmd/cmlab", "cmd/cmlab-bench", "fuzz"}, // commands; fuzz targets (tests only)
 }
