@@ -110,7 +110,9 @@ func (x *Index) rebuildLive(ctx context.Context, reason string) error {
 		}
 	}
 	old := x.db
+	x.dbMu.Lock()
 	x.db = db
+	x.dbMu.Unlock()
 	x.rebuilt = "verification after open: " + reason
 	old.Close()
 	return nil
