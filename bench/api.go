@@ -43,7 +43,13 @@ type BenchResult struct {
 	Polls      []PollBench   `json:"polls"`
 	PollRatio  float64       `json:"pollRatioLargestToSmallest"`
 	MeanGroup  float64       `json:"meanGroupSize"`
-	FsyncP99Ms float64       `json:"fsyncP99Ms"`
+	// CPUUsPerEvent is the process's CPU time (user + system, the daemon
+	// and the bench's own clients together) per acknowledged POST of the
+	// timed run: on a shared machine a steadier figure than events/s, and
+	// on an otherwise idle one with C cores the rate cannot exceed
+	// C×10⁶/CPUUsPerEvent.
+	CPUUsPerEvent float64 `json:"cpuUsPerEvent"`
+	FsyncP99Ms    float64 `json:"fsyncP99Ms"`
 	// Stages is the breakdown of one acknowledged POST by stage, from a
 	// second pass of Requests POSTs with a labapi.StageRecorder installed
 	// (StagePass); StageOutsideUs is the mean client latency of that pass
@@ -107,6 +113,7 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	// only the way the large stores are built differs (see engineGrow).
 	log := dh.Engine.Log()
 	var before wal.Stats
+	var cpuBefore time.Duration
 	prof := &postProfile{dir: o.ProfileDir}
 	var profErr error
 	pr, err := runFeedbackBench(ctx, PeerOptions{URL: "http://" + info.Listen, Clients: o.Clients, Requests: o.Requests,
@@ -116,8 +123,13 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 				profErr = prof.start()
 			}
 			before = log.Stats()
+			cpuBefore = processCPU()
 		},
 		afterPosts: func() {
+			cpu := processCPU() - cpuBefore
+			if n := o.Requests; n > 0 {
+				res.CPUUsPerEvent = float64(cpu.Microseconds()) / float64(n)
+			}
 			if err := prof.stop(); profErr == nil {
 				profErr = err
 			}

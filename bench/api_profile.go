@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"syscall"
+	"time"
 )
 
 // postProfile records the CPU, block and mutex profiles of the timed POSTs
@@ -59,4 +61,13 @@ func (p *postProfile) stop() error {
 	runtime.SetBlockProfileRate(0)
 	runtime.SetMutexProfileFraction(0)
 	return err
+}
+
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
