@@ -181,6 +181,8 @@ type Engine struct {
 
 	cpHooks []func(final bool) // OnCheckpoint; guarded by applyMu
 
+	applied applyTimes // how long the last applies took (trace.go)
+
 	// deferCheck: the projector being opened by openViews defers its
 	// whole-view check (Options.VerifyAfterOpen).
 	deferCheck bool
@@ -559,6 +561,7 @@ func (e *Engine) recoverViewsLocked() {
 // acknowledged; the views catch up at the next apply or checkpoint tick.
 // Observers are fed in every case.
 func (e *Engine) apply(evs []*events.Event) error {
+	start := time.Now()
 	e.applyMu.Lock()
 	if !e.caughtUp {
 		// Committed during Open, before catch-up: catch-up reads it.
@@ -592,12 +595,13 @@ func (e *Engine) apply(evs []*events.Event) error {
 	e.applyMu.Unlock()
 
 	e.obsMu.Lock()
-	defer e.obsMu.Unlock()
 	for _, ev := range evs {
 		for _, o := range e.observers {
 			o.Observe(ev)
 		}
 	}
+	e.obsMu.Unlock()
+	e.applied.add(evs[0].Seq, evs[len(evs)-1].Seq, time.Since(start))
 	return nil
 }
 
@@ -788,7 +792,9 @@ func (e *Engine) Append(ctx context.Context, evs ...*events.Event) ([]uint64, er
 		return nil, ErrReadOnly
 	}
 	if !touchesFeedback(evs) {
-		return e.log.Append(ctx, evs...)
+		seqs, err := e.log.Append(ctx, evs...)
+		e.traceAppend(ctx, seqs)
+		return seqs, err
 	}
 	r := &feedbackAppend{ctx: ctx, evs: evs, done: make(chan feedbackResult, 1)}
 	select {
@@ -799,6 +805,7 @@ func (e *Engine) Append(ctx context.Context, evs ...*events.Event) ([]uint64, er
 		return nil, wal.ErrClosed
 	}
 	res := <-r.done
+	e.traceAppend(ctx, res.seqs)
 	return res.seqs, res.err
 }
 

@@ -143,6 +143,8 @@ type Server struct {
 	closeOnce sync.Once
 	done      chan struct{}  // closed by Close: ends SSE streams
 	fbSignal  feedbackSignal // feedback_wait.go
+
+	stageRec atomic.Pointer[StageRecorder] // stages.go; nil: nothing timed
 }
 
 // Close ends long-lived requests (event streams). It does not close the engine.
@@ -368,6 +370,9 @@ func (s *Server) route(pattern string, auth authMode, h handlerFunc) {
 					return
 				}
 			}
+		}
+		if write {
+			r = s.startTrace(r) // stages.go: a no-op without a StageRecorder
 		}
 		if err := h(w, r); err != nil {
 			writeError(w, err)

@@ -108,7 +108,9 @@ func (x *Index) rebuildLive(ctx context.Context, reason string) error {
 		x.flushErr = errors.Join(x.flushErr, fmt.Errorf("reqindex: fsync directory after rebuild: %w", ds.Err))
 	}
 	old := x.db
+	x.dbMu.Lock()
 	x.db = db
+	x.dbMu.Unlock()
 	x.rebuilt = "verification after open: " + reason
 	old.Close()
 	return nil
