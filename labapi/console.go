@@ -80,6 +80,8 @@ type consoleState struct {
 	logs     *console.LogReader
 	// travel holds the time-travel points (console_travel.go).
 	travel consoleTravel
+	// sizes caches the pty size of shells (console_size.go).
+	sizes shellSizes
 }
 
 func (s *Server) logReader() *console.LogReader {
