@@ -82,6 +82,8 @@ type consoleState struct {
 	travel consoleTravel
 	// sizes caches the pty size of shells (console_size.go).
 	sizes shellSizes
+	// playing holds a place per terminal playback (console_playback.go).
+	playing chan struct{}
 }
 
 func (s *Server) logReader() *console.LogReader {

@@ -42,6 +42,7 @@ func (s *Server) registerConsolePtyRoutes() {
 	s.route("GET /api/console/pty", authAlways, s.consolePtyList)
 	s.route("GET /api/console/pty/{conversationId}/blocks/{blockId}/screen", authAlways, ptyRoute(s, s.consoleScreen))
 	s.route("GET /api/console/pty/{conversationId}/blocks/{blockId}/frames", authAlways, ptyRoute(s, s.consoleFrames))
+	s.registerConsolePlaybackRoutes()
 }
 
 type consoleConv struct {
