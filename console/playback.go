@@ -42,6 +42,16 @@ type Recording struct {
 	Partial bool        `json:"partial"`
 	Frames  []PlayFrame `json:"frames"`
 	out     []byte      // the output records, concatenated
+	// screens are the finished full-screen blocks' output in out, shown
+	// in the transcript as the screen each left (as a terminal's
+	// scrollback keeps it), not as the cursor movements that drew it.
+	screens []splice
+}
+
+// splice replaces out[from:to] by text in the transcript.
+type splice struct {
+	from, to int
+	text     []byte
 }
 
 // PlayFrame is the terminal at T: out[:End], or the screen of the
@@ -65,8 +75,9 @@ func NewRecording(conv, block string, evs []*events.Event, cols, rows int) (*Rec
 		cols, rows = DefaultCols, DefaultRows
 	}
 	r := &Recording{Cols: cols, Rows: rows, Frames: []PlayFrame{}}
-	screen := -1    // start of the running full-screen block's output
-	screenBlk := "" // its id
+	screen := -1               // start of the running full-screen block's output
+	screenBlk := ""            // its id
+	var screenAt *events.Event // its begin
 	var cur *events.Event
 	seq := func(yield func(*events.Event, error) bool) {
 		for _, ev := range evs {
@@ -81,11 +92,16 @@ func NewRecording(conv, block string, evs []*events.Event, cols, rows int) (*Rec
 				}
 			case events.TypePtyBlockBegin:
 				if d, err := events.DecodeAs[*events.PtyBlockBegin](ev); err == nil && d.Block.Mode == "interactive" {
-					screen, screenBlk = len(r.out), d.Block.BlockID
+					// Its screen starts after its "$ cmd" line, which
+					// this event's records write.
+					screen, screenBlk, screenAt = len(r.out), d.Block.BlockID, ev
 				}
 			case events.TypePtyBlockEnd:
 				if d, err := events.DecodeAs[*events.PtyBlockEnd](ev); err == nil && d.Block.BlockID == screenBlk && screen >= 0 && len(r.Frames) > 0 {
-					// The program left: the transcript shows again.
+					// The program left: the transcript shows again, with the
+					// screen it left in place of what drew it.
+					text := screenText(r.out[max(screen, len(r.out)-MaxRecordingBytes/2):], cols, rows)
+					r.screens = append(r.screens, splice{screen, len(r.out), []byte(text + "\r\n")})
 					screen, screenBlk = -1, ""
 					r.addFrame(PlayFrame{T: ev.TS - r.Start, End: len(r.out), Screen: -1, Cols: cols, Rows: rows})
 				}
@@ -106,6 +122,9 @@ func NewRecording(conv, block string, evs []*events.Event, cols, rows int) (*Rec
 			return nil
 		}
 		r.out = append(r.out, rec.Data...)
+		if cur == screenAt {
+			screen = len(r.out)
+		}
 		r.addFrame(PlayFrame{T: rec.TS - r.Start, End: len(r.out), Screen: screen, Cols: cols, Rows: rows})
 		return nil
 	})
@@ -217,7 +236,20 @@ func (r *Recording) Render(i, window int) string {
 			from += k + 1
 		}
 	}
-	return RenderOutput(r.out[from:f.End])
+	var b []byte
+	pos := from
+	for _, sp := range r.screens {
+		if sp.to > f.End || sp.to <= from {
+			continue
+		}
+		b = append(b, r.out[pos:max(pos, sp.from)]...)
+		b = append(b, sp.text...)
+		pos = sp.to
+	}
+	if b == nil {
+		return RenderOutput(r.out[from:f.End])
+	}
+	return RenderOutput(append(b, r.out[pos:f.End]...))
 }
 
 // Bytes is the output the recording holds.

@@ -33,6 +33,12 @@ func RenderOutput(out []byte) string { return terminal.Render(out) }
 // (pty.PtyOutput), which a terminal receives as "\r\n" (the tty's onlcr),
 // so each is fed to the emulator as that.
 func RenderScreen(out []byte, cols, rows int) string {
+	return terminal.Render([]byte(screenText(out, cols, rows)))
+}
+
+// screenText is the screen a cols×rows terminal shows after out, as text
+// with its SGR styles, without trailing blank lines.
+func screenText(out []byte, cols, rows int) string {
 	if cols <= 0 || rows <= 0 {
 		cols, rows = DefaultCols, DefaultRows
 	}
@@ -52,7 +58,7 @@ func RenderScreen(out []byte, cols, rows int) string {
 		pw.CloseWithError(io.EOF)
 		<-done
 	}
-	return terminal.Render([]byte(strings.TrimRight(screen, "\n ")))
+	return strings.TrimRight(screen, "\n ")
 }
 
 type readerFunc func([]byte) (int, error)
