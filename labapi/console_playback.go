@@ -221,7 +221,7 @@ func (s *Server) consolePlayback(w http.ResponseWriter, r *http.Request) error {
 	defer release()
 	rec, err := s.loadRecording(r.Context(), m, conv, block)
 	if err != nil {
-		return ptyError(err)
+		return mapError(onTerminal, err)
 	}
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Time{})
