@@ -103,6 +103,11 @@ type Options struct {
 	// (projections.Options.OpenFile): the fault seam through which tests
 	// make a projection fail after its events were fsynced.
 	ViewOpenFile func(name string, flag int, perm os.FileMode) (*os.File, error)
+	// FS, when set, is the seam of the durable file writes of the log
+	// (wal.Options.FS) and of the read models' snapshots (snapshot.Attach):
+	// fault and crash tests fail or block a stage of them. Default the real
+	// file system.
+	FS home.FS
 	// VerifyAfterOpen makes Open's cost independent of the history (the
 	// daemon sets it): the checks that read every byte of the log's sealed
 	// segments, of the views and of the request-id index are deferred to
@@ -220,6 +225,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		Apply:         e.apply,
 		Archive:       opts.Archive,
 		Faults:        opts.Faults,
+		FS:            opts.FS,
 
 		VerifyAfterOpen: opts.VerifyAfterOpen,
 	})
@@ -1043,6 +1049,10 @@ func (e *Engine) Log() *wal.Log { return e.log }
 
 // Home is the engine's home directory.
 func (e *Engine) Home() home.Home { return e.opts.Home }
+
+// FS is the seam of the home's durable file writes (Options.FS; nil:
+// the real file system).
+func (e *Engine) FS() home.FS { return e.opts.FS }
 
 // ReadOnly reports whether the engine refuses appends.
 func (e *Engine) ReadOnly() bool { return e.opts.ReadOnly }
