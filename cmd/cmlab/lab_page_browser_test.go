@@ -687,6 +687,9 @@ func labPageTenThousand(t *testing.T, b *browser) {
 	rep := measurePaint(t, b, srv.base)
 	t.Logf("first useful paint, 10,000 runs / 100,000 feedback (the page's cmlab-first-rows mark, ms from navigation start; load average %s): median %.0f ms of %d first visits [%s], median %.0f ms of %d reloads [%s]; requests of a first visit [path, initiator, start ms, end ms]: %s",
 		rep.Load, median(rep.First), len(rep.First), fmtMs(rep.First), median(rep.Reload), len(rep.Reload), fmtMs(rep.Reload), rep.Requests)
+	if rep.Trace != "" {
+		t.Logf("a traced first visit: %s", rep.Trace)
+	}
 	// The data the first rows need is asked for by the shell itself
 	// (preload links), at once with the assets, not after the modules ran.
 	api := map[string]int{}

@@ -8,11 +8,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/target"
+	"github.com/chromedp/cdproto/tracing"
 	"github.com/chromedp/chromedp"
 )
 
@@ -30,6 +32,7 @@ type paintReport struct {
 	First, Reload []float64 // cmlab-first-rows of each visit, ms from navigation start
 	Load          string    // /proc/loadavg while measuring
 	Requests      string    // the last first visit's requests: [path, initiator, start, end]
+	Trace         string    // with CMLAB_PAINT_TRACE=1: where a traced first visit's main-thread CPU went
 	Before        []string  // the last first visit's requests made before the mark
 }
 
@@ -99,6 +102,9 @@ func measurePaint(t *testing.T, b *browser, base string) paintReport {
 		rep.Requests, rep.Before = string(rb), f.Before
 	}
 	rep.Load += " → " + loadAvg()
+	if os.Getenv("CMLAB_PAINT_TRACE") == "1" {
+		rep.Trace = tracePaint(t, b, base)
+	}
 	return rep
 }
 
@@ -163,4 +169,93 @@ func fmtMs(v []float64) string {
 		s = append(s, fmt.Sprintf("%.0f", x))
 	}
 	return strings.Join(s, " ")
+}
+
+// traceEvent is one event of Chrome's trace (the fields used here).
+type traceEvent struct {
+	Name string          `json:"name"`
+	Ph   string          `json:"ph"`
+	Ts   float64         `json:"ts"`   // µs
+	Tdur float64         `json:"tdur"` // thread (CPU) time, µs
+	Pid  int             `json:"pid"`
+	Tid  int             `json:"tid"`
+	Args json.RawMessage `json:"args"`
+}
+
+// tracePaint traces one more first visit with Chrome's tracing and says
+// where the page's main thread spent its CPU time from navigation start
+// to the cmlab-first-rows mark: CPU time, unlike the wall clock, hardly
+// depends on how loaded the machine is. Enabled by CMLAB_PAINT_TRACE=1.
+func tracePaint(t *testing.T, b *browser, base string) string {
+	t.Helper()
+	ctx, cancel := newVisitTab(t, b)
+	defer cancel()
+	var mu sync.Mutex
+	var evs []traceEvent
+	done := make(chan struct{})
+	chromedp.ListenTarget(ctx, func(ev any) {
+		switch e := ev.(type) {
+		case *tracing.EventDataCollected:
+			mu.Lock()
+			for _, v := range e.Value {
+				var x traceEvent
+				if json.Unmarshal(v, &x) == nil {
+					evs = append(evs, x)
+				}
+			}
+			mu.Unlock()
+		case *tracing.EventTracingComplete:
+			close(done)
+		}
+	})
+	cats := []string{"devtools.timeline", "blink.user_timing", "loading", "toplevel", "v8.execute"}
+	err := chromedp.Run(ctx, chromedp.EmulateViewport(1280, 800),
+		tracing.Start().WithTraceConfig(&tracing.TraceConfig{IncludedCategories: cats}).WithTransferMode(tracing.TransferModeReportEvents),
+		chromedp.Navigate(base+"/"), waitJS(`performance.getEntriesByName('cmlab-first-rows').length === 1`, 30*time.Second),
+		tracing.End())
+	if err != nil {
+		t.Fatalf("trace a first visit: %v", err)
+	}
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the trace did not end")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	main := map[[2]int]bool{}
+	var nav, mark float64
+	for _, e := range evs {
+		if e.Ph == "M" && e.Name == "thread_name" && strings.Contains(string(e.Args), `"CrRendererMain"`) {
+			main[[2]int{e.Pid, e.Tid}] = true
+		}
+		if e.Name == "cmlab-first-rows" {
+			mark = e.Ts
+		}
+	}
+	for _, e := range evs {
+		if e.Name == "navigationStart" && e.Ts < mark && e.Ts > nav && strings.Contains(string(e.Args), `"isOutermostMainFrame":true`) {
+			nav = e.Ts
+		}
+	}
+	if mark == 0 || nav == 0 {
+		return "no navigationStart or mark in the trace"
+	}
+	// Top-level tasks give the total; the named phases, what it went to.
+	phases := []string{"ThreadControllerImpl::RunTask", "ParseHTML", "ParseAuthorStyleSheet", "v8.compileModule", "v8.evaluateModule", "RunMicrotasks", "FunctionCall", "UpdateLayoutTree", "Layout", "PrePaint", "Paint", "Layerize"}
+	sum := map[string]float64{}
+	for _, e := range evs {
+		if e.Ph == "X" && main[[2]int{e.Pid, e.Tid}] && e.Ts >= nav && e.Ts <= mark {
+			sum[e.Name] += e.Tdur / 1000
+		}
+	}
+	var parts []string
+	for _, p := range phases {
+		name := p
+		if p == "ThreadControllerImpl::RunTask" {
+			name = "all tasks"
+		}
+		parts = append(parts, fmt.Sprintf("%s %.1f", name, sum[p]))
+	}
+	return fmt.Sprintf("%.0f ms from navigation start to the mark (traced); main-thread CPU ms: %s", (mark-nav)/1000, strings.Join(parts, ", "))
 }
