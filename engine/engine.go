@@ -209,6 +209,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e := &Engine{opts: opts, stop: make(chan struct{}), fbCh: make(chan *feedbackAppend), verified: make(chan struct{})}
 	// The log first: its lock says this process owns the home, and only
 	// the owner may touch the views.
+	acked, accept := AckedSeq(opts.Home)
 	l, err := wal.Open(wal.Options{
 		Dir:           opts.Home.WALDir(),
 		QuarantineDir: opts.Home.QuarantineDir(),
@@ -220,6 +221,8 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		Faults:        opts.Faults,
 
 		VerifyAfterOpen: opts.VerifyAfterOpen,
+		Acked:           acked,
+		AcceptTailLoss:  accept,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
