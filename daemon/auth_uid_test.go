@@ -36,6 +36,12 @@ type foreignProbeResult struct {
 	ExecBearer   int    `json:"execBearer"` // the same as Authorization: Bearer
 	MCP          int    `json:"mcp"`        // POST /mcp tools/call pty_exec with the Lab token
 	Feedback     int    `json:"feedback"`   // POST /api/feedback with the Lab token (a Lab route)
+	// The operator console (issue 30 §1): a login code asked for with the
+	// Lab token, a console page with it, a guessed code exchanged.
+	ConsoleCode     int `json:"consoleCode"`
+	ConsoleOverview int `json:"consoleOverview"`
+	ConsoleLogin    int `json:"consoleLogin"`
+	ConsoleCookies  int `json:"consoleCookies"` // cookies the guessed code got
 }
 
 func TestHelperForeignProbe(t *testing.T) {
@@ -92,6 +98,13 @@ func TestHelperForeignProbe(t *testing.T) {
 	res.MCP, _ = do("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pty_exec","arguments":{"conversation_id":"pwn","cmd":"id -u > `+a.Marker+`"}}}`,
 		"X-CM-LAB-TOKEN", cfg.Token, "Content-Type", "application/json", "Accept", "application/json, text/event-stream")
 	res.Feedback, _ = do("POST", "/api/feedback", `{"notes":"from uid 65534"}`, "X-CM-LAB-TOKEN", cfg.Token)
+	res.ConsoleCode, _ = do("POST", "/api/console/login-code", "", "X-CM-LAB-TOKEN", cfg.Token)
+	res.ConsoleOverview, _ = do("GET", "/api/console/overview", "", "X-CM-LAB-TOKEN", cfg.Token)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if resp, err := noRedirect.Get("http://" + a.Listen + "/console/login?code=" + strings.Repeat("ab", 32)); err == nil {
+		res.ConsoleLogin, res.ConsoleCookies = resp.StatusCode, len(resp.Cookies())
+		resp.Body.Close()
+	}
 	json.NewEncoder(os.Stdout).Encode(res)
 	os.Exit(0)
 }
@@ -131,6 +144,10 @@ func TestForeignUserCannotDriveTerminal(t *testing.T) {
 	}
 	if res.Feedback != 200 {
 		t.Fatalf("Lab route with the Lab token: %d", res.Feedback)
+	}
+	if res.ConsoleCode != 401 || res.ConsoleOverview != 401 || res.ConsoleLogin != 401 || res.ConsoleCookies != 0 {
+		t.Fatalf("the console as uid 65534: login code %d, overview %d, a guessed code %d with %d cookies; want 401s and none",
+			res.ConsoleCode, res.ConsoleOverview, res.ConsoleLogin, res.ConsoleCookies)
 	}
 	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
 		b, _ := os.ReadFile(marker)
