@@ -8,15 +8,11 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/cmlab/cmlab/home"
-	"github.com/cmlab/cmlab/labapi"
 )
 
 // envForeignProbe switches the test binary into foreignProbe: the part of
@@ -124,56 +120,12 @@ func TestForeignUserCannotDriveTerminal(t *testing.T) {
 	}
 	// Everything the probe needs to reach is traversable by others; the
 	// home alone is private (0700, token 0600): that is what is tested.
-	base, err := os.MkdirTemp("", "cmlab-foreign-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(base, "labapi.test")
-	if err := copyExecutable(os.Args[0], bin); err != nil {
-		t.Fatal(err)
-	}
+	base, bin := foreignBase(t, "cmlab-foreign-")
 	marker := filepath.Join(base, "marker")
 	h := home.Home{Dir: filepath.Join(base, "home")}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan labapi.DaemonInfo, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Options{Home: h, Listen: "127.0.0.1:0", Ready: func(i labapi.DaemonInfo) { ready <- i }})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	}()
-	var info labapi.DaemonInfo
-	select {
-	case info = <-ready:
-	case err := <-done:
-		t.Fatalf("daemon: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("daemon not ready")
-	}
-	args, _ := json.Marshal(foreignProbeArgs{Listen: info.Listen, Home: h.Dir, Marker: marker})
-	cmd := exec.Command(bin, "-test.run=^TestHelperForeignProbe$", "-test.count=1")
-	cmd.Dir = base
-	cmd.Env = append(os.Environ(), envForeignProbe+"="+string(args), "HOME="+base, "CMLAB_HOME=")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("probe: %v\n%s\n%s", err, out, stderr.String())
-	}
+	info := runDaemon(t, Options{Home: h, Listen: "127.0.0.1:0"})
 	var res foreignProbeResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("probe output %q: %v", out, err)
-	}
+	runProbe(t, bin, 65534, "TestHelperForeignProbe", envForeignProbe, foreignProbeArgs{Listen: info.Listen, Home: h.Dir, Marker: marker}, &res)
 	t.Logf("probe as uid %d: %+v", res.Uid, res)
 	if res.Uid != 65534 {
 		t.Fatalf("probe ran as uid %d", res.Uid)
@@ -205,12 +157,4 @@ func TestForeignUserCannotDriveTerminal(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(tok)) == res.LabToken {
 		t.Fatalf("operator token %v; Lab token equals it: %v", err, strings.TrimSpace(string(tok)) == res.LabToken)
 	}
-}
-
-func copyExecutable(src, dst string) error {
-	b, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, b, 0o755)
 }
