@@ -15,7 +15,7 @@ import (
 // written here once; TestLayering holds every package of the module to
 // it, and a new package is not done until it has its row.
 var layers = [][]string{
-	{"events", "pagesec"},                          // the event envelope and payloads; the pages' security headers: depend on nothing of ours
+	{"events", "pagesec", "internal/cmhome"},       // the event envelope and payloads; the pages' security headers; a content-machine home for tests: depend on nothing of ours
 	{"home", "confine"},                            // the home's directories and files; path confinement
 	{"wal", "projections", "ship/cursor", "mcp"},   // the log; the views; the shipping cursor file; MCP tools over HTTP
 	{"snapshot", "reqindex"},                       // read-model snapshots; the request-id index
