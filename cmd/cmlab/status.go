@@ -42,6 +42,17 @@ type statusReport struct {
 	// Archive: the check of the compacted log's archived ranges (wal_archive.go).
 	Archive *wal.ArchiveReport `json:"archive,omitempty"`
 
+	// LogBytes (above) is the bytes of the log's entries, to the end of
+	// the last valid frame; LogAllocatedBytes the segment files' sizes,
+	// which include the zeros preallocated ahead of the writer
+	// (wal/prealloc.go). Version is this command's (the daemon's is in
+	// daemon.version); ReadOnly whether writes to the home are refused,
+	// and why (status_mode.go).
+	LogAllocatedBytes int64  `json:"logAllocatedBytes"`
+	Version           string `json:"version"`
+	ReadOnly          bool   `json:"readOnly"`
+	ReadOnlyReason    string `json:"readOnlyReason,omitempty"`
+
 	// cpSeq is the checkpoint's seq when cpOK; cpErr why it is not
 	// trusted (projections.ReadCheckpointSeq), for the text output.
 	cpSeq uint64
@@ -120,7 +131,8 @@ disk, which catch-up brings to the log then).`,
 			default:
 				fmt.Fprintf(w, "health:      %s\n", rep.Health.Status)
 			}
-			fmt.Fprintf(w, "log:         %d bytes in %d segment(s), last seq %d\n", rep.LogBytes, rep.LogSegments, rep.LastSeq)
+			printVersionMode(w, rep) // status_mode.go
+			printLogBytes(w, rep)
 			printCompactionStatus(w, rep.Compaction)
 			switch {
 			case rep.cpErr != nil:
@@ -205,9 +217,14 @@ func gatherStatus(cmd *cobra.Command, h home.Home, withCheckpoint bool) (statusR
 	// the compaction plan: on a home of 10M events that is 900 segments.
 	segs, segErr := wal.Segments(h.WALDir())
 	for _, s := range segs {
-		rep.LogBytes += s.Size
+		rep.LogAllocatedBytes += s.Size
+	}
+	rep.LogBytes = rep.LogAllocatedBytes
+	if u, err := wal.SegmentsUsage(h.WALDir(), segs); err == nil {
+		rep.LogBytes, rep.LogAllocatedBytes = u.Written, u.Allocated
 	}
 	rep.LogSegments = len(segs)
+	gatherMode(h, &rep) // status_mode.go
 	rep.Checkpoint = json.RawMessage("null")
 	if withCheckpoint {
 		if b, err := os.ReadFile(h.CheckpointFile()); err == nil && json.Valid(b) {

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/cmlab/cmlab/home"
+)
+
+// gatherMode fills the report's version and read-only state (issue 28
+// B8). A running daemon says whether it refuses
+// writes (its health); without one, a home made by 'cmlab replay --into'
+// is read-only (serve serves it so unless --writable).
+func gatherMode(h home.Home, rep *statusReport) {
+	rep.Version = versionString()
+	switch {
+	case rep.Daemon != nil && rep.Health != nil && rep.Health.ReadOnly:
+		rep.ReadOnly, rep.ReadOnlyReason = true, "the daemon was started read-only: every write is refused"
+	case rep.Daemon != nil && rep.Health != nil:
+	default:
+		if m, err := replayedHome(h); err == nil && m != nil {
+			rep.ReadOnly = true
+			rep.ReadOnlyReason = fmt.Sprintf("a replay of %s up to seq %d ('cmlab serve' serves it read-only unless --writable)", m.From, m.UpToSeq)
+		}
+	}
+}
+
+// printVersionMode prints the version and mode lines of 'cmlab status'.
+func printVersionMode(w io.Writer, rep statusReport) {
+	v := rep.Version + " (this command)"
+	if rep.Daemon != nil {
+		v += "; daemon " + rep.Daemon.Version
+	}
+	fmt.Fprintf(w, "version:     %s\n", v)
+	if rep.ReadOnly {
+		fmt.Fprintf(w, "mode:        read-only: %s\n", rep.ReadOnlyReason)
+	} else {
+		fmt.Fprintf(w, "mode:        read-write\n")
+	}
+}
+
+// printLogBytes prints the log line: bytes written, and the bytes on disk
+// when preallocated space (or a torn tail the next open repairs) makes
+// the files larger.
+func printLogBytes(w io.Writer, rep statusReport) {
+	fmt.Fprintf(w, "log:         %d bytes written in %d segment(s)", rep.LogBytes, rep.LogSegments)
+	if rep.LogAllocatedBytes > rep.LogBytes {
+		fmt.Fprintf(w, " (%d bytes on disk: the rest is space preallocated ahead of the writer)", rep.LogAllocatedBytes)
+	}
+	fmt.Fprintf(w, ", last seq %d\n", rep.LastSeq)
+}
