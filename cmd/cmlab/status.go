@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cmlab/cmlab/daemon"
+	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/projections"
@@ -47,11 +48,13 @@ type statusReport struct {
 	// which include the zeros preallocated ahead of the writer
 	// (wal/prealloc.go). Version is this command's (the daemon's is in
 	// daemon.version); ReadOnly whether writes to the home are refused,
-	// and why (status_mode.go).
-	LogAllocatedBytes int64  `json:"logAllocatedBytes"`
-	Version           string `json:"version"`
-	ReadOnly          bool   `json:"readOnly"`
-	ReadOnlyReason    string `json:"readOnlyReason,omitempty"`
+	// and why (status_mode.go). Adopted: the content-machine home cmlab
+	// adopted (state/adopted.json, engine/adopt.go).
+	LogAllocatedBytes int64               `json:"logAllocatedBytes"`
+	Version           string              `json:"version"`
+	ReadOnly          bool                `json:"readOnly"`
+	ReadOnlyReason    string              `json:"readOnlyReason,omitempty"`
+	Adopted           *engine.AdoptReport `json:"adopted,omitempty"`
 
 	// cpSeq is the checkpoint's seq when cpOK; cpErr why it is not
 	// trusted (projections.ReadCheckpointSeq), for the text output.
@@ -91,6 +94,9 @@ disk, which catch-up brings to the log then).`,
 			}
 			if ok, err := homeExists(h); err != nil {
 				return err
+			} else if !ok && engine.WantsAdoption(h) {
+				return newCLIError(exitError, "NO_HOME", fmt.Sprintf("%s is a content-machine home that cmlab has not opened yet (%s)", h.Dir, g.homeSource()),
+					"'cmlab serve --home DIR' (or any command that opens it) adopts it: their runs, experiments and feedback become cmlab's, their files stay as they are (docs/content-machine.md)")
 			} else if !ok {
 				// Never create a home to report on it (requireHome's rule,
 				// without --init: status only reads).

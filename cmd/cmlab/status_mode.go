@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
 )
 
-// gatherMode fills the report's version and read-only state (issue 28
-// B8). A running daemon says whether it refuses
+// gatherMode fills the report's version, read-only state and adoption
+// report (issue 28 B8, A1). A running daemon says whether it refuses
 // writes (its health); without one, a home made by 'cmlab replay --into'
 // is read-only (serve serves it so unless --writable).
 func gatherMode(h home.Home, rep *statusReport) {
@@ -22,6 +23,9 @@ func gatherMode(h home.Home, rep *statusReport) {
 			rep.ReadOnly = true
 			rep.ReadOnlyReason = fmt.Sprintf("a replay of %s up to seq %d ('cmlab serve' serves it read-only unless --writable)", m.From, m.UpToSeq)
 		}
+	}
+	if a, err := engine.ReadAdoptReport(h); err == nil {
+		rep.Adopted = a
 	}
 }
 
@@ -48,4 +52,7 @@ func printLogBytes(w io.Writer, rep statusReport) {
 		fmt.Fprintf(w, " (%d bytes on disk: the rest is space preallocated ahead of the writer)", rep.LogAllocatedBytes)
 	}
 	fmt.Fprintf(w, ", last seq %d\n", rep.LastSeq)
+	if a := rep.Adopted; a != nil {
+		fmt.Fprintf(w, "adopted:     %s, at %s\n", a.Summary(), a.At)
+	}
 }
