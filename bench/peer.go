@@ -39,6 +39,7 @@ type PeerResult struct {
 	Errors     int64       `json:"errors"`
 	ElapsedNs  int64       `json:"elapsedNs"`
 	EventsPerS float64     `json:"eventsPerSecond"`
+	MeanMs     float64     `json:"meanMs"`
 	P50Ms      float64     `json:"p50Ms"`
 	P99Ms      float64     `json:"p99Ms"`
 	MaxMs      float64     `json:"maxMs"`
@@ -252,9 +253,7 @@ func runFeedbackBench(ctx context.Context, o PeerOptions, h benchHooks) (*PeerRe
 		h.afterPosts()
 	}
 	res.Errors, res.ElapsedNs = errs, int64(el)
-	res.EventsPerS = float64(o.Requests-int(errs)) / el.Seconds()
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	res.P50Ms, res.P99Ms, res.MaxMs = ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1])
+	fillLatency(res, lat, el)
 	if errs == int64(o.Requests) {
 		return res, fmt.Errorf("%w: every POST /api/feedback failed", ErrPeer)
 	}
@@ -264,6 +263,22 @@ func runFeedbackBench(ctx context.Context, o PeerOptions, h benchHooks) (*PeerRe
 		}
 	}
 	return res, nil
+}
+
+// fillLatency sets r's rate and latency figures from the latencies of
+// its POSTs (sorted in place) and their elapsed time; r.Errors is set.
+func fillLatency(r *PeerResult, lat []time.Duration, el time.Duration) {
+	r.EventsPerS = float64(len(lat)-int(r.Errors)) / el.Seconds()
+	if len(lat) == 0 {
+		return
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	var sum time.Duration
+	for _, d := range lat {
+		sum += d
+	}
+	r.MeanMs = ms(sum / time.Duration(len(lat)))
+	r.P50Ms, r.P99Ms, r.MaxMs = ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1])
 }
 
 // pollAt grows the store to at least n lines (through grow, or POST

@@ -103,6 +103,11 @@ type Options struct {
 	// (projections.Options.OpenFile): the fault seam through which tests
 	// make a projection fail after its events were fsynced.
 	ViewOpenFile func(name string, flag int, perm os.FileMode) (*os.File, error)
+	// FS, when set, is the seam of the durable file writes of the log
+	// (wal.Options.FS) and of the read models' snapshots (snapshot.Attach):
+	// fault and crash tests fail or block a stage of them. Default the real
+	// file system.
+	FS home.FS
 	// VerifyAfterOpen makes Open's cost independent of the history (the
 	// daemon sets it): the checks that read every byte of the log's sealed
 	// segments, of the views and of the request-id index are deferred to
@@ -184,6 +189,8 @@ type Engine struct {
 
 	cpHooks []func(final bool) // OnCheckpoint; guarded by applyMu
 
+	applied applyTimes // how long the last applies took (trace.go)
+
 	// deferCheck: the projector being opened by openViews defers its
 	// whole-view check (Options.VerifyAfterOpen).
 	deferCheck bool
@@ -226,6 +233,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		Apply:         e.apply,
 		Archive:       opts.Archive,
 		Faults:        opts.Faults,
+		FS:            opts.FS,
 
 		VerifyAfterOpen: opts.VerifyAfterOpen,
 	})
@@ -571,6 +579,7 @@ func (e *Engine) recoverViewsLocked() {
 // acknowledged; the views catch up at the next apply or checkpoint tick.
 // Observers are fed in every case.
 func (e *Engine) apply(evs []*events.Event) error {
+	start := time.Now()
 	e.applyMu.Lock()
 	if !e.caughtUp {
 		// Committed during Open, before catch-up: catch-up reads it.
@@ -604,12 +613,13 @@ func (e *Engine) apply(evs []*events.Event) error {
 	e.applyMu.Unlock()
 
 	e.obsMu.Lock()
-	defer e.obsMu.Unlock()
 	for _, ev := range evs {
 		for _, o := range e.observers {
 			o.Observe(ev)
 		}
 	}
+	e.obsMu.Unlock()
+	e.applied.add(evs[0].Seq, evs[len(evs)-1].Seq, time.Since(start))
 	return nil
 }
 
@@ -800,7 +810,9 @@ func (e *Engine) Append(ctx context.Context, evs ...*events.Event) ([]uint64, er
 		return nil, ErrReadOnly
 	}
 	if !touchesFeedback(evs) {
-		return e.log.Append(ctx, evs...)
+		seqs, err := e.log.Append(ctx, evs...)
+		e.traceAppend(ctx, seqs)
+		return seqs, err
 	}
 	r := &feedbackAppend{ctx: ctx, evs: evs, done: make(chan feedbackResult, 1)}
 	select {
@@ -811,6 +823,7 @@ func (e *Engine) Append(ctx context.Context, evs ...*events.Event) ([]uint64, er
 		return nil, wal.ErrClosed
 	}
 	res := <-r.done
+	e.traceAppend(ctx, res.seqs)
 	return res.seqs, res.err
 }
 
@@ -1054,6 +1067,10 @@ func (e *Engine) Log() *wal.Log { return e.log }
 
 // Home is the engine's home directory.
 func (e *Engine) Home() home.Home { return e.opts.Home }
+
+// FS is the seam of the home's durable file writes (Options.FS; nil:
+// the real file system).
+func (e *Engine) FS() home.FS { return e.opts.FS }
 
 // ReadOnly reports whether the engine refuses appends.
 func (e *Engine) ReadOnly() bool { return e.opts.ReadOnly }

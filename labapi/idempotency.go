@@ -144,6 +144,7 @@ type mutation func(req, reqHash string) (resp any, err error)
 // different body is IDEMPOTENCY_KEY_REUSED; concurrent duplicates wait for
 // the first. Without a request id, act simply runs.
 func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, route string, body []byte, act mutation) error {
+	t := traceOf(r.Context()) // nil unless a StageRecorder is installed
 	req, err := requestID(r, body)
 	if err != nil {
 		return err
@@ -154,12 +155,14 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, route string
 			return err
 		}
 		writeJSON(w, http.StatusOK, resp)
+		t.done()
 		return nil
 	}
 	if len(req) > MaxRequestID {
 		return NewError(CodeInvalidArgument, "request id is longer than 256 bytes", "Send a UUID in X-CM-LAB-REQUEST-ID.")
 	}
 	hash := bodyHash(route, body)
+	t.mark(StageDecode)
 	unlock := s.idem.lock(req)
 	defer unlock()
 	rec, ok, err := s.idem.lookup(req)
@@ -174,21 +177,25 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, route string
 		writeRaw(w, http.StatusOK, rec.Resp)
 		return nil
 	}
+	t.mark(StageRequestID)
 	resp, err := act(req, hash)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, resp)
+	t.done()
 	return nil
 }
 
 // decodeIdempotent reads the request body and runs act at most once per
 // request id (s.idempotent) on the body decoded into a B.
 func decodeIdempotent[B any](s *Server, w http.ResponseWriter, r *http.Request, route string, act func(b *B, req, reqHash string) (any, error)) error {
+	t := traceOf(r.Context())
 	body, err := readBody(r)
 	if err != nil {
 		return err
 	}
+	t.mark(StageRead)
 	return s.idempotent(w, r, route, body, func(req, reqHash string) (any, error) {
 		var b B
 		if err := decodeJSON(body, &b); err != nil {
@@ -213,7 +220,10 @@ func (s *Server) appendAnswer(ctx context.Context, stream string, p events.Paylo
 		}
 		ev.WithRequest(req, reqHash, snap)
 	}
+	t := traceOf(ctx)
+	t.mark(StageDecode)
 	_, err = s.appendEvent(ctx, ev)
+	t.markAppend()
 	return err
 }
 

@@ -128,7 +128,8 @@ type Projector struct {
 	skipped  uint64            // events whose payload could not be projected
 	failed   error             // an Apply failed part-way: no checkpoint may cover it
 	r        rendered
-	lines    arena // holds p.r's lines while one event is applied
+	lines    arena         // holds p.r's lines while one event is applied
+	fbBatch  feedbackBatch // feedback lines of one Apply not yet written (feedback_batch.go)
 }
 
 // New returns a projector writing the views of h from empty, without
@@ -398,8 +399,12 @@ func (p *Projector) applyRendered(ev *events.Event, r *rendered, renderErr error
 			}
 			var err error
 			switch {
+			case !p.opts.Exclusive && ingestAt < 0 && p.fbBatch.on:
+				p.fbBatch.add(w.data) // written at the end of the batch
 			case !p.opts.Exclusive:
-				err = p.writeFeedback(w.data, ingestAt)
+				if err = p.flushFeedbackBatch(); err == nil {
+					err = p.writeFeedback(w.data, ingestAt)
+				}
 			case ingestAt >= 0 && ingestAt < p.sizes[FeedbackView]:
 				err = p.insertFeedback(w.data, ingestAt)
 			default:
@@ -429,6 +434,8 @@ func (p *Projector) applyBatch(evs []*events.Event, rs []rendered, errs []error)
 	if p.failed != nil {
 		return p.failed
 	}
+	p.fbBatch.start(!p.opts.Exclusive)
+	defer p.fbBatch.stop()
 	for i, ev := range evs {
 		if ev.Seq != 0 && ev.Seq <= p.last {
 			continue
@@ -447,6 +454,11 @@ func (p *Projector) applyBatch(evs []*events.Event, rs []rendered, errs []error)
 		if ev.Seq != 0 {
 			p.last = ev.Seq
 		}
+	}
+	if err := p.flushFeedbackBatch(); err != nil {
+		p.flushAll()
+		p.failed = err
+		return err
 	}
 	if p.opts.Exclusive {
 		return nil

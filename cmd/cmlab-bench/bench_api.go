@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"text/tabwriter"
 	"time"
 
 	"github.com/cmlab/cmlab/bench"
@@ -75,6 +76,7 @@ append); a peer's through POST /api/feedback.`,
 			fmt.Fprintf(w, "POST /api/feedback: %d requests, %d clients, %d errors in %v\n", res.Requests, res.Clients, res.Errors, res.Elapsed.Round(1e6))
 			fmt.Fprintf(w, "  %.0f events/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms; mean group %.1f events, fsync p99 ≤ %.2f ms\n",
 				res.EventsPerS, res.P50Ms, res.P99Ms, res.MaxMs, res.MeanGroup, res.FsyncP99Ms)
+			printStages(w, res)
 			for _, p := range res.Polls {
 				fmt.Fprintf(w, "poll at end of %d lines (%d bytes): median %.1f µs, p99 %.1f µs\n", p.Lines, p.Bytes, p.MedianUs, p.P99Us)
 			}
@@ -92,8 +94,33 @@ append); a peer's through POST /api/feedback.`,
 	f.StringVar(&peer, "peer", "", "also drive the Lab server at this base URL (e.g. content-machine's) with the same load, through the wire contract only")
 	f.BoolVar(&ownToo, "with-cmlab", true, "with --peer: also run cmlab's own daemon and print both side by side")
 	f.IntVar(&maxBuild, "peer-max-build", 0, "with --peer: skip poll sizes above this many lines (building them through the peer's API is slow); 0 = build all")
+	f.StringVar(&o.ProfileDir, "profile", "", "write CPU, block and mutex profiles of the timed POSTs into this directory (api.cpu, api.block, api.mutex); a profiled run is slower")
 	f.BoolVar(&keep, "keep", false, "keep the scratch directory")
 	return c
+}
+
+// printStages prints the breakdown of one acknowledged POST by stage.
+func printStages(w io.Writer, res *bench.BenchResult) {
+	sp := res.StagePass
+	if sp == nil || len(res.Stages) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "one acknowledged POST by stage (a second pass of %d POSTs with the stage recorder: %.0f events/s, mean %.2f ms, p50 %.2f ms, p99 %.2f ms)\n",
+		sp.Requests, sp.EventsPerS, sp.MeanMs, sp.P50Ms, sp.P99Ms)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "  stage\tmean µs\tshare\tp50 µs\tp99 µs\t\n")
+	mean := sp.MeanMs * 1000
+	share := func(us float64) string {
+		if mean <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f%%", 100*us/mean)
+	}
+	for _, st := range res.Stages {
+		fmt.Fprintf(tw, "  %s\t%.1f\t%s\t%.1f\t%.1f\t\n", st.Stage, st.MeanUs, share(st.MeanUs), st.P50Us, st.P99Us)
+	}
+	fmt.Fprintf(tw, "  outside the handler\t%.1f\t%s\t\t\t\n", res.StageOutsideUs, share(res.StageOutsideUs))
+	tw.Flush()
 }
 
 func printPeer(w io.Writer, p *bench.PeerResult) {
