@@ -27,11 +27,14 @@ type BenchOptions struct {
 	// ProfileDir, when set, receives the CPU, block and mutex profiles of
 	// the timed POSTs (api.cpu, api.block, api.mutex; go tool pprof).
 	ProfileDir string
+	// Client sends the timed POSTs: ClientNetHTTP ("" too) or ClientRaw.
+	Client string
 }
 
 // BenchResult is what BenchAPI measured.
 type BenchResult struct {
 	Clients    int           `json:"clients"`
+	Client     string        `json:"client"`
 	Requests   int           `json:"requests"`
 	Errors     int64         `json:"errors"`
 	Elapsed    time.Duration `json:"elapsedNs"`
@@ -79,6 +82,9 @@ type PollBench struct {
 // timed POSTs, larger ones after), and Requests POST /api/feedback from
 // Clients concurrent clients (each with its own request id).
 func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
+	if err := checkClient(o.Client); err != nil {
+		return nil, err
+	}
 	if o.Clients <= 0 {
 		o.Clients = 32
 	}
@@ -117,7 +123,7 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	prof := &postProfile{dir: o.ProfileDir}
 	var profErr error
 	pr, err := runFeedbackBench(ctx, PeerOptions{URL: "http://" + info.Listen, Clients: o.Clients, Requests: o.Requests,
-		PollLines: o.PollLines, PollReps: o.PollReps}, benchHooks{grow: engineGrow(dh),
+		PollLines: o.PollLines, PollReps: o.PollReps, Client: o.Client}, benchHooks{grow: engineGrow(dh),
 		beforePosts: func() {
 			if o.ProfileDir != "" {
 				profErr = prof.start()
@@ -146,6 +152,7 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	if profErr != nil {
 		return nil, fmt.Errorf("profiles: %w", profErr)
 	}
+	res.Client = pr.Client
 	res.Errors, res.Elapsed, res.EventsPerS = pr.Errors, time.Duration(pr.ElapsedNs), pr.EventsPerS
 	res.P50Ms, res.P99Ms, res.MaxMs = pr.P50Ms, pr.P99Ms, pr.MaxMs
 	res.P50, res.P99 = time.Duration(pr.P50Ms*1e6), time.Duration(pr.P99Ms*1e6)
@@ -176,12 +183,12 @@ func stagePass(ctx context.Context, dh *daemon.Home, url string, o BenchOptions,
 	defer p.hc.CloseIdleConnections()
 	rec := &labapi.StageRecorder{}
 	dh.Server.SetStageRecorder(rec)
-	lat, errs, el := p.post(ctx, fmt.Sprintf("stages-%d", time.Now().UnixNano()), o.Requests, o.Clients, nil)
+	lat, errs, el := p.postWith(ctx, o.Client, fmt.Sprintf("stages-%d", time.Now().UnixNano()), o.Requests, o.Clients)
 	dh.Server.SetStageRecorder(nil)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	pr := &PeerResult{URL: p.base, Clients: o.Clients, Requests: o.Requests, Errors: errs, ElapsedNs: int64(el)}
+	pr := &PeerResult{URL: p.base, Clients: o.Clients, Requests: o.Requests, Errors: errs, ElapsedNs: int64(el), Client: o.Client}
 	fillLatency(pr, lat, el)
 	res.StagePass, res.Stages = pr, rec.Stats()
 	if total := res.Stages[len(res.Stages)-1]; total.Count > 0 {

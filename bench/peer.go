@@ -29,6 +29,8 @@ type PeerOptions struct {
 	// the API is too slow on some peers); skipped sizes are reported.
 	MaxBuildLines int
 	PollReps      int
+	// Client sends the timed POSTs: ClientNetHTTP ("" too) or ClientRaw.
+	Client string
 }
 
 // PeerResult is what BenchPeer measured against one server.
@@ -45,6 +47,7 @@ type PeerResult struct {
 	MaxMs      float64     `json:"maxMs"`
 	Polls      []PollBench `json:"polls"`
 	Skipped    []int       `json:"skippedPollLines,omitempty"`
+	Client     string      `json:"client"`
 }
 
 // peerClient speaks only the Lab wire contract to a server: the token
@@ -179,6 +182,14 @@ func (p *peerClient) post(ctx context.Context, prefix string, n, clients int, on
 	return lat, errs.Load(), time.Since(start)
 }
 
+// postWith is post through the named client (ClientRaw: rawPost).
+func (p *peerClient) postWith(ctx context.Context, client, prefix string, n, clients int) ([]time.Duration, int64, time.Duration) {
+	if client == ClientRaw {
+		return p.rawPost(ctx, prefix, n, clients, nil)
+	}
+	return p.post(ctx, prefix, n, clients, nil)
+}
+
 // BenchPeer drives the Lab server at o.URL with the load of `cmlab bench
 // api` (runFeedbackBench): the same sequence, client and placement as
 // cmlab's own side, growing the store through POST /api/feedback.
@@ -215,13 +226,22 @@ func runFeedbackBench(ctx context.Context, o PeerOptions, h benchHooks) (*PeerRe
 	if o.PollReps <= 0 {
 		o.PollReps = 200
 	}
+	if err := checkClient(o.Client); err != nil {
+		return nil, err
+	}
+	if o.Client == "" {
+		o.Client = ClientNetHTTP
+	}
 	p, err := newPeerClient(ctx, o.URL, o.Clients)
 	if err != nil {
 		return nil, err
 	}
 	defer p.hc.CloseIdleConnections()
+	if o.Client == ClientRaw && !strings.HasPrefix(p.base, "http://") {
+		return nil, fmt.Errorf("--client %s speaks plain http only, not %s", ClientRaw, p.base)
+	}
 	runTag := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	res := &PeerResult{URL: p.base, Clients: o.Clients, Requests: o.Requests}
+	res := &PeerResult{URL: p.base, Clients: o.Clients, Requests: o.Requests, Client: o.Client}
 	sizes := append([]int(nil), o.PollLines...)
 	sort.Ints(sizes)
 	poll := func(n int) error {
@@ -245,7 +265,7 @@ func runFeedbackBench(ctx context.Context, o PeerOptions, h benchHooks) (*PeerRe
 	if h.beforePosts != nil {
 		h.beforePosts()
 	}
-	lat, errs, el := p.post(ctx, runTag, o.Requests, o.Clients, nil)
+	lat, errs, el := p.postWith(ctx, o.Client, runTag, o.Requests, o.Clients)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

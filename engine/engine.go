@@ -421,6 +421,17 @@ func (e *Engine) addIDs(ev *events.Event) {
 	if !touchesFeedback([]*events.Event{ev}) {
 		return
 	}
+	// Until heldIDs builds the set there is nothing to keep up to date:
+	// do not decode the event (apply calls this for every feedback event
+	// after the fsync, before the acknowledgement). heldIDs runs under
+	// fbMu, which every append writing feedback holds through its apply,
+	// so an event it scans past is not missed here.
+	e.idMu.Lock()
+	held := e.ids != nil
+	e.idMu.Unlock()
+	if !held {
+		return
+	}
 	ids := projections.FeedbackIDs(ev)
 	e.idMu.Lock()
 	defer e.idMu.Unlock()

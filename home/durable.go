@@ -1,6 +1,7 @@
 package home
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -179,4 +180,48 @@ func Bytes(b []byte) func(io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	}
+}
+
+// WriteNew writes b durably to a new file of dir, never replacing one:
+// the first of names(0), names(1), … that is not taken (names returns ""
+// to give up; the last error is then returned), created exclusively with
+// FilePerm, written, fsynced, closed, then dir fsynced — both fsyncs
+// skipped when noSync. It returns the name used. dir must exist. The
+// quarantines (bytes cut from the log, foreign lines of a view) keep what
+// they are given this way.
+func WriteNew(dir string, names func(i int) string, b []byte, noSync bool) (string, error) {
+	var f *os.File
+	var name string
+	var err error
+	for i := 0; ; i++ {
+		n := names(i)
+		if n == "" {
+			return "", err
+		}
+		f, err = os.OpenFile(filepath.Join(dir, n), os.O_WRONLY|os.O_CREATE|os.O_EXCL, FilePerm)
+		if err == nil {
+			name = n
+			break
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return "", err
+		}
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return "", err
+	}
+	if !noSync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return "", err
+		}
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	if noSync {
+		return name, nil
+	}
+	return name, SyncDir(dir)
 }

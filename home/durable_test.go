@@ -177,3 +177,38 @@ func TestInstall(t *testing.T) {
 		t.Fatalf("file %q", got)
 	}
 }
+
+// TestWriteNew: a taken name is never replaced; the next free one of
+// names is used; names giving up returns the last error; the file holds
+// the bytes with FilePerm.
+func TestWriteNew(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cut"), []byte("first"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	names := func(i int) string {
+		switch {
+		case i == 0:
+			return "cut"
+		case i > 1:
+			return ""
+		}
+		return "cut.1"
+	}
+	n, err := WriteNew(dir, names, []byte("second"), false)
+	if err != nil || n != "cut.1" {
+		t.Fatalf("%q %v", n, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "cut")); string(b) != "first" {
+		t.Fatalf("taken file replaced: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "cut.1")); string(b) != "second" {
+		t.Fatalf("new file %q", b)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "cut.1")); fi.Mode().Perm() != FilePerm {
+		t.Fatalf("mode %v", fi.Mode())
+	}
+	if n, err := WriteNew(dir, names, []byte("third"), true); !errors.Is(err, os.ErrExist) || n != "" {
+		t.Fatalf("every name taken: %q %v", n, err)
+	}
+}

@@ -537,6 +537,12 @@ func readBody(r *http.Request) ([]byte, error) {
 // decodeJSON parses body into v (a struct); malformed JSON or a non-object
 // is INVALID_JSON, a field of the wrong type INVALID_ARGUMENT.
 func decodeJSON(body []byte, v any) error {
+	// A body json.Unmarshal takes is one the decoder below takes whole
+	// (Unmarshal refuses data after the value too); only a refused one
+	// goes through the decoder, for the error it has always reported.
+	if json.Unmarshal(body, v) == nil {
+		return nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError

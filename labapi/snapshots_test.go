@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/crashchild"
 	"github.com/cmlab/cmlab/internal/faultfs"
 	"github.com/cmlab/cmlab/retention"
 	"github.com/cmlab/cmlab/snapshot"
@@ -94,10 +94,7 @@ func openServerWith(t testing.TB, eo engine.Options, buf *bytes.Buffer) (*Server
 // snapshot write at the chosen stage, after saying so in a marker file,
 // until the parent kills it.
 func TestHelperSnapshotWriter(t *testing.T) {
-	dir := os.Getenv(envSnapHome)
-	if dir == "" {
-		t.Skip("child process of TestReadModelSnapshotsSIGKILL")
-	}
+	dir := crashchild.Role(t, envSnapHome, "TestReadModelSnapshotsSIGKILL")
 	h := home.Home{Dir: dir}
 	srv, eng := openServer(t, h, nil)
 	for i := range 5 {
@@ -135,28 +132,10 @@ func TestReadModelSnapshotsSIGKILL(t *testing.T) {
 		for _, stage := range []string{faultfs.StageWrite, faultfs.StageRename, faultfs.StageDirSync} {
 			t.Run(model+"/"+stage, func(t *testing.T) {
 				h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
-				cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSnapshotWriter$", "-test.v=false")
-				cmd.Env = append(os.Environ(), envSnapHome+"="+h.Dir, envSnapStage+"="+stage, envSnapModel+"="+model)
-				var stderr bytes.Buffer
-				cmd.Stderr = &stderr
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
+				child := crashchild.Start(t, "TestHelperSnapshotWriter", envSnapHome+"="+h.Dir, envSnapStage+"="+stage, envSnapModel+"="+model)
 				marker := filepath.Join(h.Dir, "in-snapshot")
-				deadline := time.Now().Add(60 * time.Second)
-				for {
-					if _, err := os.Stat(marker); err == nil {
-						break
-					}
-					if time.Now().After(deadline) {
-						cmd.Process.Kill()
-						cmd.Wait()
-						t.Fatalf("the child never reached the snapshot write: %s", stderr.String())
-					}
-					time.Sleep(2 * time.Millisecond)
-				}
-				cmd.Process.Signal(syscall.SIGKILL)
-				cmd.Wait()
+				child.AwaitFile(t, marker, 60*time.Second)
+				child.Kill(t)
 				os.Remove(marker)
 				path := filepath.Join(h.StateDir(), "snapshots", model+".msgpack")
 				if stage == faultfs.StageRename || stage == faultfs.StageDirSync {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
@@ -128,34 +127,10 @@ func quarantineUnique(h home.Home, name string, b []byte, noSync bool) (string, 
 	if err := os.MkdirAll(h.QuarantineDir(), home.DirPerm); err != nil {
 		return "", err
 	}
-	for i := 0; ; i++ {
-		n := name
-		if i > 0 {
-			n = fmt.Sprintf("%s-%d", name, i)
+	return home.WriteNew(h.QuarantineDir(), func(i int) string {
+		if i == 0 {
+			return name
 		}
-		f, err := os.OpenFile(filepath.Join(h.QuarantineDir(), n), os.O_WRONLY|os.O_CREATE|os.O_EXCL, home.FilePerm)
-		if os.IsExist(err) {
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		if _, err := f.Write(b); err != nil {
-			f.Close()
-			return "", err
-		}
-		if !noSync {
-			if err := f.Sync(); err != nil {
-				f.Close()
-				return "", err
-			}
-		}
-		if err := f.Close(); err != nil {
-			return "", err
-		}
-		if noSync {
-			return n, nil
-		}
-		return n, home.SyncDir(h.QuarantineDir())
-	}
+		return fmt.Sprintf("%s-%d", name, i)
+	}, b, noSync)
 }

@@ -1,7 +1,6 @@
 package wal
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -174,36 +173,15 @@ func quarantine(qdir, name string, b []byte, noSync bool) (string, error) {
 	if err := mkdirAll(qdir, noSync); err != nil {
 		return "", err
 	}
-	final := name
-	var f *os.File
-	for i := 1; ; i++ {
-		var err error
-		f, err = os.OpenFile(filepath.Join(qdir, final), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err == nil {
-			break
+	return home.WriteNew(qdir, func(i int) string {
+		switch {
+		case i == 0:
+			return name
+		case i > 1000:
+			return ""
 		}
-		if !errors.Is(err, os.ErrExist) || i > 1000 {
-			return "", err
-		}
-		final = fmt.Sprintf("%s.%d", name, i)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return "", err
-	}
-	if !noSync {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return "", err
-		}
-	}
-	if err := f.Close(); err != nil {
-		return "", err
-	}
-	if noSync {
-		return final, nil
-	}
-	return final, home.SyncDir(qdir)
+		return fmt.Sprintf("%s.%d", name, i)
+	}, b, noSync)
 }
 
 func truncateSync(path string, size int64, noSync bool) error {

@@ -37,7 +37,7 @@ append); a peer's through POST /api/feedback.`,
 			if peer != "" {
 				var err error
 				pres, err = bench.BenchPeer(cmd.Context(), bench.PeerOptions{URL: peer, Clients: o.Clients,
-					Requests: o.Requests, PollLines: o.PollLines, MaxBuildLines: maxBuild, PollReps: o.PollReps})
+					Requests: o.Requests, PollLines: o.PollLines, MaxBuildLines: maxBuild, PollReps: o.PollReps, Client: o.Client})
 				if err != nil {
 					return err
 				}
@@ -73,9 +73,10 @@ append); a peer's through POST /api/feedback.`,
 				printSideBySide(w, res, pres)
 				return nil
 			}
-			fmt.Fprintf(w, "POST /api/feedback: %d requests, %d clients, %d errors in %v\n", res.Requests, res.Clients, res.Errors, res.Elapsed.Round(1e6))
+			fmt.Fprintf(w, "POST /api/feedback: %d requests, %d clients (%s), %d errors in %v\n", res.Requests, res.Clients, res.Client, res.Errors, res.Elapsed.Round(1e6))
 			fmt.Fprintf(w, "  %.0f events/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms; mean group %.1f events, fsync p99 ≤ %.2f ms\n",
 				res.EventsPerS, res.P50Ms, res.P99Ms, res.MaxMs, res.MeanGroup, res.FsyncP99Ms)
+			fmt.Fprintf(w, "  CPU %.1f µs per event (daemon and clients, user+system)\n", res.CPUUsPerEvent)
 			printStages(w, res)
 			for _, p := range res.Polls {
 				fmt.Fprintf(w, "poll at end of %d lines (%d bytes): median %.1f µs, p99 %.1f µs\n", p.Lines, p.Bytes, p.MedianUs, p.P99Us)
@@ -94,6 +95,7 @@ append); a peer's through POST /api/feedback.`,
 	f.StringVar(&peer, "peer", "", "also drive the Lab server at this base URL (e.g. content-machine's) with the same load, through the wire contract only")
 	f.BoolVar(&ownToo, "with-cmlab", true, "with --peer: also run cmlab's own daemon and print both side by side")
 	f.IntVar(&maxBuild, "peer-max-build", 0, "with --peer: skip poll sizes above this many lines (building them through the peer's API is slow); 0 = build all")
+	f.StringVar(&o.Client, "client", bench.ClientNetHTTP, "HTTP client of the timed POSTs: net/http (Go's transport) or raw (a keep-alive connection per client written and parsed in place: the same requests at a fraction of the client CPU, which shares the machine with the daemon)")
 	f.StringVar(&o.ProfileDir, "profile", "", "write CPU, block and mutex profiles of the timed POSTs into this directory (api.cpu, api.block, api.mutex); a profiled run is slower")
 	f.BoolVar(&keep, "keep", false, "keep the scratch directory")
 	return c
