@@ -65,6 +65,11 @@ type AdoptReport struct {
 	SetAside []AdoptSetAside `json:"setAside,omitempty"`
 	// Events is how many events this pass appended.
 	Events int `json:"events"`
+	// Late: lines another program appended to an adopted home's runs or
+	// experiments past the checkpoint (adoptLate); Previous is the report
+	// this one replaced.
+	Late     bool         `json:"late,omitempty"`
+	Previous *AdoptReport `json:"previous,omitempty"`
 }
 
 // AdoptedFile is what adoption did with one file.
@@ -121,9 +126,13 @@ func (r *AdoptReport) Summary() string {
 		}
 		parts = append(parts, s)
 	}
-	out := "adopted a content-machine home: " + strings.Join(parts, ", ")
+	what := "adopted a content-machine home: "
+	if r.Late {
+		what = "adopted lines another program appended past the checkpoint: "
+	}
+	out := what + strings.Join(parts, ", ")
 	if len(parts) == 0 {
-		out = "adopted a content-machine home: nothing to take"
+		out = what + "nothing to take"
 	}
 	if n := len(r.SetAside); n > 0 {
 		out += fmt.Sprintf("; %d line(s) it could not read set aside in quarantine/", n)
@@ -208,7 +217,7 @@ type logHeld struct {
 	ingestedIDs           map[string]bool // feedback ids of ingested lines
 }
 
-func (e *Engine) scanHeld() (*logHeld, error) {
+func (e *Engine) scanHeld(from uint64) (*logHeld, error) {
 	held := &logHeld{runIDs: map[string]bool{}, expIDs: map[string]bool{}, fbIDs: map[string]bool{}, streams: map[string]bool{},
 		adopted: map[string]map[string]int{}, adoptedRunIDs: map[string]bool{}, ingestedIDs: map[string]bool{}}
 	add := func(file string, raw []byte) {
@@ -219,7 +228,7 @@ func (e *Engine) scanHeld() (*logHeld, error) {
 		}
 		m[string(raw)]++
 	}
-	for ev, err := range e.log.Events(1) {
+	for ev, err := range e.log.Events(from) {
 		if err != nil {
 			return nil, err
 		}
@@ -276,6 +285,215 @@ func (e *Engine) scanHeld() (*logHeld, error) {
 	return held, nil
 }
 
+// adopter appends the lines of one adoption pass.
+type adopter struct {
+	e       *Engine
+	held    *logHeld
+	rep     *AdoptReport
+	aside   map[string]map[int64]bool
+	batch   []*events.Event
+	batches int
+	size    int
+	// late: lines past the checkpoint (adoptLate): a run id the log
+	// holds, adopted or not, is a duplicate.
+	late bool
+}
+
+func (e *Engine) newAdopter(held *logHeld) *adopter {
+	a := &adopter{e: e, held: held, rep: &AdoptReport{Version: 1, Home: e.opts.Home.Dir, Files: []AdoptedFile{}},
+		aside: map[string]map[int64]bool{}, size: adoptBatch}
+	if e.opts.adoptBatch > 0 {
+		a.size = e.opts.adoptBatch
+	}
+	return a
+}
+
+func (a *adopter) flush(ctx context.Context) error {
+	if len(a.batch) == 0 {
+		return nil
+	}
+	if _, err := a.e.log.Append(ctx, a.batch...); err != nil {
+		return fmt.Errorf("engine: adopt: %w", err)
+	}
+	a.rep.Events += len(a.batch)
+	a.batch = a.batch[:0]
+	a.batches++
+	if a.e.opts.adoptHook != nil {
+		a.e.opts.adoptHook(a.batches)
+	}
+	return nil
+}
+
+// setAside copies line (found at off in src) to quarantine/.
+func (a *adopter) setAside(src adoptSource, af *AdoptedFile, off int64, lineNo int, line []byte, reason string) error {
+	h := a.e.opts.Home
+	name := fmt.Sprintf("%s-adopted-at-%d.%s", strings.ReplaceAll(src.file, "/", "_"), off, reason)
+	if err := os.MkdirAll(h.QuarantineDir(), home.DirPerm); err != nil {
+		return err
+	}
+	if err := home.WriteDurable(filepath.Join(h.QuarantineDir(), name), home.WriteOptions{NoSync: a.e.opts.NoSync}, home.Bytes(line)); err != nil {
+		return fmt.Errorf("engine: adopt: quarantine: %w", err)
+	}
+	if a.aside[src.file] == nil {
+		a.aside[src.file] = map[int64]bool{}
+	}
+	a.aside[src.file][off] = true
+	af.SetAside++
+	a.rep.SetAside = append(a.rep.SetAside, AdoptSetAside{File: src.file, Offset: off, Line: lineNo, Reason: reason, Quarantine: "quarantine/" + name})
+	return nil
+}
+
+// lines adopts the lines of data, which starts at byte base (line number
+// firstLine) of src. earlier holds the lines the log already projects
+// there, by bytes: each one met is consumed instead of appended.
+func (a *adopter) lines(ctx context.Context, src adoptSource, af *AdoptedFile, data []byte, base int64, firstLine int, earlier map[string]int, torn func([]byte) bool) error {
+	held := a.held
+	seen := map[string]bool{}
+	off := base
+	lineNo := firstLine - 1
+	for line := range bytes.Lines(data) {
+		lineNo++
+		at := off
+		off += int64(len(line))
+		if line[len(line)-1] != '\n' {
+			if torn != nil && torn(line) {
+				break // the start of a line the log projects: its own torn write
+			}
+			if src.kind == "feedback" {
+				af.UnfinishedAt = &at // another program's line in progress: left in place
+				break
+			}
+			if err := a.setAside(src, af, at, lineNo, line, AdoptUnfinished); err != nil {
+				return err
+			}
+			break
+		}
+		af.Lines++
+		raw := line[:len(line)-1]
+		if earlier[string(raw)] > 0 {
+			earlier[string(raw)]--
+			if a.late {
+				af.Lines-- // the log's own output, not a line to adopt
+				continue
+			}
+			af.Adopted++
+			af.Earlier++
+			a.rep.Resumed = true
+			noteRecord(src.kind, raw, seen, af)
+			continue
+		}
+		var p events.Payload
+		reason := ""
+		switch src.kind {
+		case "runs":
+			if projections.IsBlank(raw) {
+				p = &events.RunAdopted{Raw: raw, Offset: at}
+				break
+			}
+			run, err := events.ParseRun(raw)
+			switch {
+			case err != nil:
+				reason = AdoptUnreadable
+			case held.runIDs[run.RunID] && !a.late:
+				af.InLog++
+				continue
+			case seen[run.RunID] || held.adoptedRunIDs[run.RunID] || held.runIDs[run.RunID]:
+				reason = AdoptDuplicate
+			default:
+				p = &events.RunAdopted{Raw: raw, Offset: at}
+			}
+		case "experiments":
+			if projections.IsBlank(raw) {
+				p = &events.ExperimentAdopted{Raw: raw, Offset: at}
+				break
+			}
+			x, err := events.ParseExperiment(raw)
+			switch {
+			case err != nil:
+				reason = AdoptUnreadable
+			case held.expIDs[x.ExperimentID] && !a.late:
+				af.InLog++
+				continue
+			default:
+				p = &events.ExperimentAdopted{Raw: raw, Offset: at}
+			}
+		case "session":
+			var obj map[string]json.RawMessage
+			if !projections.IsBlank(raw) && (len(bytes.TrimSpace(raw)) == 0 || bytes.TrimSpace(raw)[0] != '{' || json.Unmarshal(raw, &obj) != nil) {
+				reason = AdoptUnreadable
+			} else {
+				p = &events.SessionAdopted{Session: src.session, File: filepath.Base(src.file), Raw: raw, Offset: at}
+			}
+		case "feedback":
+			id, why := projections.ClassifyForeign(raw, func(id string) bool {
+				return held.fbIDs[id] || held.ingestedIDs[id] || seen[id]
+			})
+			switch {
+			case why == projections.SetAsideCorrupt:
+				reason = AdoptUnreadable
+			case why == projections.SetAsideDuplicate && held.fbIDs[id]:
+				af.InLog++
+				continue
+			case why == projections.SetAsideDuplicate:
+				reason = AdoptDuplicate
+			default:
+				p = &events.FeedbackIngested{Raw: raw, Offset: at}
+			}
+		}
+		if reason != "" {
+			if err := a.setAside(src, af, at, lineNo, line, reason); err != nil {
+				return err
+			}
+			continue
+		}
+		stream := events.AdoptStream
+		if src.kind == "feedback" {
+			stream = "feedback" // as every feedback.ingested
+		}
+		ev, err := events.New(stream, p)
+		if err != nil {
+			return fmt.Errorf("engine: adopt: %w", err)
+		}
+		a.batch = append(a.batch, ev)
+		af.Adopted++
+		noteRecord(src.kind, raw, seen, af)
+		if len(a.batch) >= a.size {
+			if err := a.flush(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// finish appends what is left and writes the report; a report of lines
+// past a checkpoint keeps the one before it (Previous).
+func (a *adopter) finish(ctx context.Context) error {
+	if err := a.flush(ctx); err != nil {
+		return err
+	}
+	h := a.e.opts.Home
+	rep := a.rep
+	sort.SliceStable(rep.SetAside, func(i, j int) bool { return rep.SetAside[i].File < rep.SetAside[j].File })
+	rep.At = time.Now().UTC().Format(time.RFC3339)
+	if a.late {
+		rep.Late = true
+		if prev, err := ReadAdoptReport(h); err == nil && prev != nil {
+			prev.Previous = nil // one level: the adoption before this one
+			rep.Previous = prev
+		}
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := home.WriteDurable(filepath.Join(h.Dir, filepath.FromSlash(AdoptReportFile)), home.WriteOptions{NoSync: a.e.opts.NoSync}, home.Bytes(append(b, '\n'))); err != nil {
+		return fmt.Errorf("engine: adopt: report: %w", err)
+	}
+	a.e.adopted = rep
+	return nil
+}
+
 // adoptContentMachine adopts a content-machine home (see above) when h is
 // one; it returns the lines it set aside, by view and offset, for the
 // regeneration (nil when it did not run).
@@ -284,33 +502,11 @@ func (e *Engine) adoptContentMachine(ctx context.Context) (map[string]map[int64]
 	if e.opts.ReadOnly || !wantsAdoption(h) || e.log.FirstSeq() > 1 {
 		return nil, nil
 	}
-	held, err := e.scanHeld()
+	held, err := e.scanHeld(1)
 	if err != nil {
 		return nil, fmt.Errorf("engine: adopt: read the log: %w", err)
 	}
-	rep := &AdoptReport{Version: 1, Home: h.Dir, Files: []AdoptedFile{}}
-	aside := map[string]map[int64]bool{}
-	var batch []*events.Event
-	batches := 0
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		if _, err := e.log.Append(ctx, batch...); err != nil {
-			return fmt.Errorf("engine: adopt: %w", err)
-		}
-		rep.Events += len(batch)
-		batch = batch[:0]
-		batches++
-		if e.opts.adoptHook != nil {
-			e.opts.adoptHook(batches)
-		}
-		return nil
-	}
-	size := adoptBatch
-	if e.opts.adoptBatch > 0 {
-		size = e.opts.adoptBatch
-	}
+	a := e.newAdopter(held)
 	for _, src := range adoptSources(h) {
 		if src.kind == "session" && held.streams[src.session] {
 			continue // a session of cmlab's own: the log's output
@@ -326,7 +522,7 @@ func (e *Engine) adoptContentMachine(ctx context.Context) (map[string]map[int64]
 		af := AdoptedFile{File: src.file, Kind: src.kind, Bytes: fi.Size()}
 		if !fi.Mode().IsRegular() {
 			af.Skipped = "not a regular file"
-			rep.Files = append(rep.Files, af)
+			a.rep.Files = append(a.rep.Files, af)
 			continue
 		}
 		if fi.Size() == 0 {
@@ -336,152 +532,127 @@ func (e *Engine) adoptContentMachine(ctx context.Context) (map[string]map[int64]
 		if err != nil {
 			return nil, fmt.Errorf("engine: adopt: %w", err)
 		}
-		earlier := held.adopted[src.file]
-		seen := map[string]bool{}
-		setAside := func(off int64, lineNo int, line []byte, reason string) error {
-			name := fmt.Sprintf("%s-adopted-at-%d.%s", strings.ReplaceAll(src.file, "/", "_"), off, reason)
-			if err := home.WriteDurable(filepath.Join(h.QuarantineDir(), name), home.WriteOptions{NoSync: e.opts.NoSync}, home.Bytes(line)); err != nil {
-				return fmt.Errorf("engine: adopt: quarantine: %w", err)
-			}
-			if aside[src.file] == nil {
-				aside[src.file] = map[int64]bool{}
-			}
-			aside[src.file][off] = true
-			af.SetAside++
-			rep.SetAside = append(rep.SetAside, AdoptSetAside{File: src.file, Offset: off, Line: lineNo, Reason: reason, Quarantine: "quarantine/" + name})
-			return nil
-		}
-		if err := os.MkdirAll(h.QuarantineDir(), home.DirPerm); err != nil {
+		if err := a.lines(ctx, src, &af, data, 0, 1, held.adopted[src.file], nil); err != nil {
 			return nil, err
 		}
-		off := int64(0)
-		lineNo := 0
-		for line := range bytes.Lines(data) {
-			lineNo++
-			at := off
-			off += int64(len(line))
-			if line[len(line)-1] != '\n' {
-				if src.kind == "feedback" {
-					af.UnfinishedAt = &at // another program's line in progress: left in place
-					break
+		a.rep.Files = append(a.rep.Files, af)
+	}
+	if err := a.finish(ctx); err != nil {
+		return nil, err
+	}
+	return a.aside, nil
+}
+
+// adoptLate takes in the lines another program (content-machine's own
+// server, on a home cmlab adopted) appended to lab/runs.jsonl or
+// lab/experiments.jsonl past the checkpoint: the projector would cut them
+// (catch-up cuts a view back to its checkpointed size). Lines past the
+// checkpoint that the log's events after it project are its own (a
+// crash's unfinished output); every other line is adopted as at the first
+// open, or set aside, and the catch-up then writes it after the log's own
+// lines. A crash before the checkpoint finds the adopted lines among the
+// log's own output at the next open: nothing is adopted twice.
+func (e *Engine) adoptLate(ctx context.Context) error {
+	h := e.opts.Home
+	if e.opts.ReadOnly || projections.ViewsStale(h) {
+		return nil
+	}
+	cp, err := projections.ReadCheckpoint(h)
+	if err != nil || cp == nil || cp.Seq > e.log.LastSeq() {
+		return nil // the open regenerates or rebuilds the views
+	}
+	type tail struct {
+		src  adoptSource
+		data []byte
+		base int64
+		line int
+	}
+	var tails []tail
+	for _, src := range adoptSources(h)[:2] { // runs, experiments
+		path := filepath.Join(h.Dir, filepath.FromSlash(src.file))
+		fi, err := os.Lstat(path)
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() <= cp.Views[src.file] {
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil || int64(len(b)) <= cp.Views[src.file] {
+			continue
+		}
+		base := cp.Views[src.file]
+		tails = append(tails, tail{src, b[base:], base, bytes.Count(b[:base], []byte("\n")) + 1})
+	}
+	if len(tails) == 0 {
+		return nil
+	}
+	// What the log projects there after the checkpoint.
+	own := map[string]map[string]int{}
+	var ownLines = map[string][][]byte{}
+	for ev, err := range e.log.Events(cp.Seq + 1) {
+		if err != nil {
+			return nil // the catch-up reports it
+		}
+		for _, t := range tails {
+			for _, l := range projections.LinesFor(ev, t.src.file) {
+				if own[t.src.file] == nil {
+					own[t.src.file] = map[string]int{}
 				}
-				if err := setAside(at, lineNo, line, AdoptUnfinished); err != nil {
-					return nil, err
+				own[t.src.file][string(bytes.TrimSuffix(l, []byte("\n")))]++
+				ownLines[t.src.file] = append(ownLines[t.src.file], l)
+			}
+		}
+	}
+	foreign := false
+	for _, t := range tails {
+		m := map[string]int{}
+		for k, v := range own[t.src.file] {
+			m[k] = v
+		}
+		for line := range bytes.Lines(t.data) {
+			if line[len(line)-1] != '\n' {
+				if !isPrefixOfAny(line, ownLines[t.src.file]) {
+					foreign = true
 				}
 				break
 			}
-			af.Lines++
-			raw := line[:len(line)-1]
-			if earlier[string(raw)] > 0 {
-				earlier[string(raw)]--
-				af.Adopted++
-				af.Earlier++
-				rep.Resumed = true
-				e.noteRecord(src.kind, raw, seen, &af)
+			if m[string(line[:len(line)-1])] > 0 {
+				m[string(line[:len(line)-1])]--
 				continue
 			}
-			var p events.Payload
-			reason := ""
-			switch src.kind {
-			case "runs":
-				if projections.IsBlank(raw) {
-					p = &events.RunAdopted{Raw: raw, Offset: at}
-					break
-				}
-				run, err := events.ParseRun(raw)
-				switch {
-				case err != nil:
-					reason = AdoptUnreadable
-				case held.runIDs[run.RunID]:
-					af.InLog++
-					continue
-				case seen[run.RunID] || held.adoptedRunIDs[run.RunID]:
-					reason = AdoptDuplicate
-				default:
-					p = &events.RunAdopted{Raw: raw, Offset: at}
-				}
-			case "experiments":
-				if projections.IsBlank(raw) {
-					p = &events.ExperimentAdopted{Raw: raw, Offset: at}
-					break
-				}
-				x, err := events.ParseExperiment(raw)
-				switch {
-				case err != nil:
-					reason = AdoptUnreadable
-				case held.expIDs[x.ExperimentID]:
-					af.InLog++
-					continue
-				default:
-					p = &events.ExperimentAdopted{Raw: raw, Offset: at}
-				}
-			case "session":
-				var obj map[string]json.RawMessage
-				if !projections.IsBlank(raw) && (len(bytes.TrimSpace(raw)) == 0 || bytes.TrimSpace(raw)[0] != '{' || json.Unmarshal(raw, &obj) != nil) {
-					reason = AdoptUnreadable
-				} else {
-					p = &events.SessionAdopted{Session: src.session, File: filepath.Base(src.file), Raw: raw, Offset: at}
-				}
-			case "feedback":
-				id, why := projections.ClassifyForeign(raw, func(id string) bool {
-					return held.fbIDs[id] || held.ingestedIDs[id] || seen[id]
-				})
-				switch {
-				case why == projections.SetAsideCorrupt:
-					reason = AdoptUnreadable
-				case why == projections.SetAsideDuplicate && held.fbIDs[id]:
-					af.InLog++
-					continue
-				case why == projections.SetAsideDuplicate:
-					reason = AdoptDuplicate
-				default:
-					p = &events.FeedbackIngested{Raw: raw, Offset: at}
-				}
-			}
-			if reason != "" {
-				if err := setAside(at, lineNo, line, reason); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			stream := events.AdoptStream
-			if src.kind == "feedback" {
-				stream = "feedback" // as every feedback.ingested
-			}
-			ev, err := events.New(stream, p)
-			if err != nil {
-				return nil, fmt.Errorf("engine: adopt: %w", err)
-			}
-			batch = append(batch, ev)
-			af.Adopted++
-			e.noteRecord(src.kind, raw, seen, &af)
-			if len(batch) >= size {
-				if err := flush(); err != nil {
-					return nil, err
-				}
-			}
+			foreign = true
 		}
-		rep.Files = append(rep.Files, af)
 	}
-	if err := flush(); err != nil {
-		return nil, err
+	if !foreign {
+		return nil // the log's own output past the checkpoint (a crash)
 	}
-	sort.SliceStable(rep.SetAside, func(i, j int) bool { return rep.SetAside[i].File < rep.SetAside[j].File })
-	rep.At = time.Now().UTC().Format(time.RFC3339)
-	b, err := json.MarshalIndent(rep, "", "  ")
+	held, err := e.scanHeld(1)
 	if err != nil {
-		return nil, err
+		return nil // a compacted log: left to the catch-up as before
 	}
-	if err := home.WriteDurable(filepath.Join(h.Dir, filepath.FromSlash(AdoptReportFile)), home.WriteOptions{NoSync: e.opts.NoSync}, home.Bytes(append(b, '\n'))); err != nil {
-		return nil, fmt.Errorf("engine: adopt: report: %w", err)
+	a := e.newAdopter(held)
+	a.late = true
+	for _, t := range tails {
+		af := AdoptedFile{File: t.src.file, Kind: t.src.kind, Bytes: t.base + int64(len(t.data))}
+		lines := ownLines[t.src.file]
+		if err := a.lines(ctx, t.src, &af, t.data, t.base, t.line, own[t.src.file], func(l []byte) bool { return isPrefixOfAny(l, lines) }); err != nil {
+			return err
+		}
+		a.rep.Files = append(a.rep.Files, af)
 	}
-	e.adopted = rep
-	return aside, nil
+	return a.finish(ctx)
 }
 
-// noteRecord remembers the id of an adopted line (runs: for duplicates;
-// feedback: for duplicates) and counts distinct records.
-func (e *Engine) noteRecord(kind string, raw []byte, seen map[string]bool, af *AdoptedFile) {
+func isPrefixOfAny(b []byte, lines [][]byte) bool {
+	for _, l := range lines {
+		if bytes.HasPrefix(l, b) {
+			return true
+		}
+	}
+	return false
+}
+
+// noteRecord remembers the id of an adopted line (runs and feedback: for
+// duplicates) and counts distinct records.
+func noteRecord(kind string, raw []byte, seen map[string]bool, af *AdoptedFile) {
 	var id string
 	switch kind {
 	case "runs":

@@ -350,3 +350,87 @@ func TestAdoptResumesAfterSIGKILL(t *testing.T) {
 	}
 	_ = projections.RunsView
 }
+
+// TestAdoptLateLines: lines content-machine's own server appends to an
+// adopted home's runs and experiments after cmlab's checkpoint are
+// adopted at the next open instead of being cut by the catch-up (before:
+// cut back to the checkpoint, silently), while the log's own output past
+// the checkpoint (a crash's) is recognised and never adopted; a crash
+// before the next checkpoint adopts nothing twice.
+func TestAdoptLateLines(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	if _, err := cmhome.Write(h.Dir, "/srv/cm"); err != nil {
+		t.Fatal(err)
+	}
+	e, err := Open(context.Background(), Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	oldCP, err := os.ReadFile(h.CheckpointFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// cmlab's own import, then its checkpoint lost (a crash before it).
+	e, err = Open(context.Background(), Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := events.LabRun{SchemaVersion: 1, RunID: "run_cmlab", SessionID: "lab_s", CreatedAt: "2026-03-01T00:00:00.000Z", ArtifactsDir: "/a", ArtifactsDirRealpath: "/a"}
+	if _, err := e.Append(context.Background(), events.MustNew("lab_s", &events.RunImported{Run: run})); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	if err := os.WriteFile(h.CheckpointFile(), oldCP, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Their server appends a run and an experiment record.
+	late := `{"schemaVersion":1,"runId":"run_late","sessionId":"` + cmhome.Session + `","createdAt":"2026-03-02T00:00:00.000Z","topic":"ünï late","artifactsDir":"/l","artifactsDirRealpath":"/l"}`
+	lateExp := `{"schemaVersion":1,"experimentId":"exp_late","sessionId":"` + cmhome.Session + `","createdAt":"2026-03-02T00:00:00.000Z","name":"late","baselineRunId":"run_late","variants":[],"status":"queued"}`
+	appendTo := func(f, line string) {
+		fh, err := os.OpenFile(filepath.Join(h.Dir, f), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fh.WriteString(line + "\n")
+		fh.Close()
+	}
+	appendTo("lab/runs.jsonl", late)
+	appendTo("lab/experiments.jsonl", lateExp)
+	before, _ := os.ReadFile(filepath.Join(h.Dir, "lab/runs.jsonl"))
+	e, err = Open(context.Background(), Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := e.Adopted()
+	if rep == nil || !rep.Late || rep.Events != 2 || rep.Previous == nil || rep.Previous.Events != 12 {
+		t.Fatalf("late adoption report %+v", rep)
+	}
+	e.Close()
+	after, _ := os.ReadFile(filepath.Join(h.Dir, "lab/runs.jsonl"))
+	if !bytes.Equal(after, before) {
+		t.Errorf("runs.jsonl:\n%s\nwant (the file as it was):\n%s", after, before)
+	}
+	n := logTypes(t, h)
+	if n[events.TypeRunAdopted] != 4 || n[events.TypeExperimentAdopted] != 5 || n[events.TypeRunImported] != 1 {
+		t.Errorf("log holds %v", n)
+	}
+	// A crash before the checkpoint covered them: nothing adopted twice.
+	if err := os.WriteFile(h.CheckpointFile(), oldCP, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, err = Open(context.Background(), Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Adopted() != nil {
+		t.Errorf("adopted again: %+v", e.Adopted())
+	}
+	e.Close()
+	if got := logTypes(t, h); fmt.Sprint(got) != fmt.Sprint(n) {
+		t.Errorf("log %v, was %v", got, n)
+	}
+	if after, _ := os.ReadFile(filepath.Join(h.Dir, "lab/runs.jsonl")); !bytes.Equal(after, before) {
+		t.Errorf("runs.jsonl after the second open:\n%s", after)
+	}
+}

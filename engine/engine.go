@@ -311,6 +311,9 @@ func (e *Engine) openViews(ctx context.Context) (*projections.Projector, error) 
 		e.adoptAside = aside
 		return e.regenerate(ctx)
 	}
+	if err := e.adoptLate(ctx); err != nil {
+		return nil, err
+	}
 	last := e.log.LastSeq()
 	if !e.opts.RebuildViews && !projections.ViewsStale(h) {
 		p, err := projections.Open(e.projOptions(false))

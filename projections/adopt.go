@@ -41,3 +41,20 @@ func renderAdopted(ev *events.Event, r *rendered) error {
 	}
 	return nil
 }
+
+// LinesFor returns the bytes ev writes to view, one entry per write (a
+// line of a JSONL view), none when it writes nothing there or cannot be
+// rendered: what the projector will append for ev.
+func LinesFor(ev *events.Event, view string) [][]byte {
+	var r rendered
+	if err := render(ev, &r); err != nil {
+		return nil
+	}
+	var out [][]byte
+	for _, w := range r.writes {
+		if w.view == view {
+			out = append(out, w.data)
+		}
+	}
+	return out
+}
