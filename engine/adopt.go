@@ -499,8 +499,13 @@ func (a *adopter) finish(ctx context.Context) error {
 // regeneration (nil when it did not run).
 func (e *Engine) adoptContentMachine(ctx context.Context) (map[string]map[int64]bool, error) {
 	h := e.opts.Home
-	if e.opts.ReadOnly || !wantsAdoption(h) || e.log.FirstSeq() > 1 {
+	if !wantsAdoption(h) || e.log.FirstSeq() > 1 {
 		return nil, nil
+	}
+	if e.opts.ReadOnly {
+		// Adoption appends; without it the views would be regenerated
+		// from an empty log, moving their files to quarantine/.
+		return nil, fmt.Errorf("engine: %s is a content-machine home that cmlab has not adopted yet, and it is open read-only: %w\n  fix: open it once without --read-only (any command, or 'cmlab serve'), which adopts it; see docs/content-machine.md", h.Dir, ErrReadOnly)
 	}
 	held, err := e.scanHeld(1)
 	if err != nil {
@@ -554,7 +559,7 @@ func (e *Engine) adoptContentMachine(ctx context.Context) (map[string]map[int64]
 // log's own output at the next open: nothing is adopted twice.
 func (e *Engine) adoptLate(ctx context.Context) error {
 	h := e.opts.Home
-	if e.opts.ReadOnly || projections.ViewsStale(h) {
+	if projections.ViewsStale(h) {
 		return nil
 	}
 	cp, err := projections.ReadCheckpoint(h)
@@ -623,6 +628,10 @@ func (e *Engine) adoptLate(ctx context.Context) error {
 	}
 	if !foreign {
 		return nil // the log's own output past the checkpoint (a crash)
+	}
+	if e.opts.ReadOnly {
+		// The catch-up would cut them; adopting them appends.
+		return fmt.Errorf("engine: %s holds lines another program appended to lab/runs.jsonl or lab/experiments.jsonl since cmlab's last checkpoint, and it is open read-only: %w\n  fix: open it once without --read-only, which adopts them; see docs/content-machine.md", h.Dir, ErrReadOnly)
 	}
 	held, err := e.scanHeld(1)
 	if err != nil {

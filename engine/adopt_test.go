@@ -398,6 +398,12 @@ func TestAdoptLateLines(t *testing.T) {
 	appendTo("lab/runs.jsonl", late)
 	appendTo("lab/experiments.jsonl", lateExp)
 	before, _ := os.ReadFile(filepath.Join(h.Dir, "lab/runs.jsonl"))
+	if _, err := Open(context.Background(), Options{Home: h, ReadOnly: true}); err == nil || !strings.Contains(err.Error(), "fix: open it once without --read-only") {
+		t.Errorf("read-only open with late lines = %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(h.Dir, "lab/runs.jsonl")); !bytes.Equal(got, before) {
+		t.Errorf("the refused read-only open changed runs.jsonl:\n%s", got)
+	}
 	e, err = Open(context.Background(), Options{Home: h})
 	if err != nil {
 		t.Fatal(err)
@@ -432,5 +438,28 @@ func TestAdoptLateLines(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(filepath.Join(h.Dir, "lab/runs.jsonl")); !bytes.Equal(after, before) {
 		t.Errorf("runs.jsonl after the second open:\n%s", after)
+	}
+}
+
+// TestAdoptRefusedReadOnly: a read-only open of a content-machine home
+// cannot adopt it and refuses, naming the fix, leaving their files as
+// they are (before: the views were regenerated from the empty log and
+// their runs and experiments moved to quarantine/).
+func TestAdoptRefusedReadOnly(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	want, err := cmhome.Write(h.Dir, "/srv/cm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(context.Background(), Options{Home: h, ReadOnly: true})
+	if err == nil || !strings.Contains(err.Error(), "has not adopted yet") || !strings.Contains(err.Error(), "fix: open it once without --read-only") {
+		t.Fatalf("read-only open = %v", err)
+	}
+	checkViews(t, h, want)
+	if q := quarantined(t, h); len(q) != 0 {
+		t.Errorf("quarantine/ holds %v", q)
+	}
+	if _, err := os.Stat(h.CheckpointFile()); !os.IsNotExist(err) {
+		t.Errorf("checkpoint after a refused open: %v", err)
 	}
 }
