@@ -228,6 +228,7 @@ func gatherStatus(cmd *cobra.Command, h home.Home, withCheckpoint bool) (statusR
 	rep.LogBytes = rep.LogAllocatedBytes
 	if u, err := wal.SegmentsUsage(h.WALDir(), segs); err == nil {
 		rep.LogBytes, rep.LogAllocatedBytes = u.Written, u.Allocated
+		segs = writtenSegments(segs, u) // status_mode.go: retention counts written bytes too
 	}
 	rep.LogSegments = len(segs)
 	gatherMode(h, &rep) // status_mode.go

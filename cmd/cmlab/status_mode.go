@@ -6,6 +6,7 @@ import (
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/wal"
 )
 
 // gatherMode fills the report's version, read-only state and adoption
@@ -55,4 +56,22 @@ func printLogBytes(w io.Writer, rep statusReport) {
 	if a := rep.Adopted; a != nil {
 		fmt.Fprintf(w, "adopted:     %s, at %s\n", a.Summary(), a.At)
 	}
+}
+
+// writtenSegments is segs with the last one's size cut to the bytes
+// written in it (u), for the retention line: the preallocated zeros are
+// not retained log.
+func writtenSegments(segs []wal.SegmentInfo, u wal.Usage) []wal.SegmentInfo {
+	if len(segs) == 0 {
+		return segs
+	}
+	out := append([]wal.SegmentInfo(nil), segs...)
+	var before int64
+	for _, s := range out[:len(out)-1] {
+		before += s.Size
+	}
+	if w := u.Written - before; w >= 0 && w <= out[len(out)-1].Size {
+		out[len(out)-1].Size = w
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -65,7 +66,8 @@ func TestStatusLogBytesWrittenProcess(t *testing.T) {
 	code, out, _ = cliRun(t, nil, "--home", h, "status")
 	if !regexp.MustCompile(`(?m)^log:         \d+ bytes written in 1 segment\(s\) \(\d+ bytes on disk: the rest is space preallocated ahead of the writer\), last seq \d+$`).MatchString(out) ||
 		!regexp.MustCompile(`(?m)^version:     cmlab \S+.*\(this command\); daemon \S+$`).MatchString(out) ||
-		!strings.Contains(out, "\nmode:        read-write\n") {
+		!strings.Contains(out, "\nmode:        read-write\n") ||
+		!strings.Contains(out, fmt.Sprintf("\nretention:   %d bytes retained from seq 1,", want)) {
 		t.Errorf("status = %d:\n%s", code, out)
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
