@@ -24,8 +24,10 @@ import (
 const indexKeep = 8
 
 // indexChunk is how much of a segment one read frames (doubled for a
-// frame larger than it).
-const indexChunk = 1 << 20
+// frame larger than it); a page's budget is looked at between chunks,
+// and a segment framed in part is kept in part, framed on by the next
+// page.
+const indexChunk = 256 << 10
 
 // readWindow is how many bytes of frames a page reads at once.
 const readWindow = 256 << 10
@@ -39,6 +41,9 @@ type segIndex struct {
 	tail  string  // why framing stopped before the file's end ("" for the end, zeros, a frame being written)
 	size  int64   // the file's size and mtime when framed
 	mod   time.Time
+	// cut: framing stopped at the page's deadline, at end (the offsets
+	// are right as far as they go).
+	cut bool
 }
 
 // last is the seq of the last whole frame (first-1 when none).
@@ -54,9 +59,9 @@ func (x *segIndex) frameEnd(seq uint64) int64 {
 }
 
 // index returns the frame offsets of segment name (first seq first),
-// open as f, framing what is not kept; buf is a reusable read buffer,
-// returned grown.
-func (lr *LogReader) index(f *os.File, name string, first uint64, buf []byte) (*segIndex, []byte, error) {
+// open as f, framing what is not kept, until deadline (then x.cut; the
+// zero time: none); buf is a reusable read buffer, returned grown.
+func (lr *LogReader) index(f *os.File, name string, first uint64, buf []byte, deadline time.Time) (*segIndex, []byte, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, buf, err
@@ -67,18 +72,24 @@ func (lr *LogReader) index(f *os.File, name string, first uint64, buf []byte) (*
 		kept = lr.idx[i]
 	}
 	lr.mu.Unlock()
-	if kept != nil && kept.size == fi.Size() && kept.mod.Equal(fi.ModTime()) {
+	if kept != nil && !kept.cut && kept.size == fi.Size() && kept.mod.Equal(fi.ModTime()) {
 		lr.keep(kept)
 		return kept, buf, nil
 	}
 	x := &segIndex{name: name, first: first, size: fi.Size(), mod: fi.ModTime()}
 	from := int64(0)
 	if kept != nil && kept.tail == "" && fi.Size() >= kept.end {
-		// Appended to (the active segment): frame on from the kept end.
+		// Appended to (the active segment), or framed in part by an
+		// earlier page: frame on from the kept end.
 		x.offs, from = slices.Clone(kept.offs), kept.end
 	}
 	chunk := indexChunk
-	for from < x.size {
+	for chunks := 0; from < x.size; chunks++ {
+		if chunks > 0 && !deadline.IsZero() && time.Now().After(deadline) {
+			// At least one chunk a page: every page frames on.
+			x.cut = true
+			break
+		}
 		n := int(min(int64(chunk), x.size-from))
 		if cap(buf) < n {
 			buf = make([]byte, n)

@@ -361,12 +361,25 @@ func (lr *LogReader) scan(ctx context.Context, first, last uint64, q *LogQuery, 
 // stop: the scan ends here (res says where).
 func (lr *LogReader) scanSegment(ctx context.Context, f *os.File, name string, segFirst, first, upper uint64, deadline time.Time,
 	q *LogQuery, nd needles, raw [][]byte, sb *segBuf, res *scanResult, visit func(f *wal.Frame) bool) (bool, error) {
-	x, buf, err := lr.index(f, name, segFirst, sb.data)
+	// A page frames the first segment it reads whole (so it always shows
+	// something); a later one only within its budget.
+	frameBy := time.Time{}
+	if res.scanned > 0 {
+		frameBy = deadline
+	}
+	x, buf, err := lr.index(f, name, segFirst, sb.data, frameBy)
 	sb.data = buf
 	if err != nil {
 		return true, err
 	}
 	res.lastIndex = x
+	if x.cut && upper > x.last() {
+		// The page's time ran out while a later segment was being
+		// framed (what was framed is kept): the next page goes on here,
+		// and frames on from where this one stopped.
+		res.partial, res.next = true, upper+1
+		return true, nil
+	}
 	lo := max(segFirst, first)
 	top := min(upper, x.last())
 	if x.tail != "" && upper > x.last() {

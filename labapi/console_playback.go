@@ -86,6 +86,11 @@ func (s *Server) loadRecording(ctx context.Context, m *pty.Manager, conv, block 
 		from, to, running = b.TsBegin, b.TsEnd, b.TsEnd == 0
 		cols, rows, _ = s.shellSize(ctx, conv, b.ShellID, b.TsBegin)
 	} else {
+		// A conversation without a terminal is not found before any
+		// of the log is read for it.
+		if _, err := m.ReadSpoolView(ctx, conv, 0, 1, true); err != nil {
+			return recordingOutline{}, err
+		}
 		st, err := m.Status(ctx, conv)
 		if err != nil {
 			return recordingOutline{}, err

@@ -196,6 +196,18 @@ func TestConsoleConversationPlayback(t *testing.T) {
 	if r := tl.do("GET", "/api/console/pty/play/recording?block=blk_nope", ""); r.status != 404 {
 		t.Errorf("unknown block: %d %s", r.status, r.body)
 	}
+	// A conversation that never had a terminal: not found, at once (not a
+	// scan of the log for its events).
+	t0 := time.Now()
+	if r := tl.do("GET", "/api/console/pty/nope/recording", ""); r.status != 404 || r.code() != CodeNotFound {
+		t.Errorf("unknown conversation: %d %s", r.status, r.body)
+	}
+	if r := tl.do("GET", "/api/console/pty/nope/playback", ""); r.status != 404 {
+		t.Errorf("unknown conversation's playback: %d %s", r.status, r.body)
+	}
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Errorf("unknown conversations answered in %v", d)
+	}
 }
 
 // sseEvent is one event of a stream and when it arrived.

@@ -178,7 +178,7 @@ type mutation func(req, reqHash string) (resp any, err error)
 // different body is IDEMPOTENCY_KEY_REUSED; concurrent duplicates wait for
 // the first. Without a request id, act simply runs.
 func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, route string, body []byte, act mutation) error {
-	t := traceOf(r.Context()) // nil unless a StageRecorder is installed
+	t := s.traceOf(r.Context()) // nil unless a StageRecorder is installed
 	fields := bodyFields(body)
 	req, err := requestID(r, body, fields)
 	if err != nil {
@@ -225,7 +225,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, route string
 // decodeIdempotent reads the request body and runs act at most once per
 // request id (s.idempotent) on the body decoded into a B.
 func decodeIdempotent[B any](s *Server, w http.ResponseWriter, r *http.Request, route string, act func(b *B, req, reqHash string) (any, error)) error {
-	t := traceOf(r.Context())
+	t := s.traceOf(r.Context())
 	body, err := readBody(r)
 	if err != nil {
 		return err
@@ -255,7 +255,7 @@ func (s *Server) appendAnswer(ctx context.Context, stream string, p events.Paylo
 		}
 		ev.WithRequest(req, reqHash, snap)
 	}
-	t := traceOf(ctx)
+	t := s.traceOf(ctx)
 	t.mark(StageDecode)
 	_, err = s.appendEvent(ctx, ev)
 	t.markAppend()

@@ -113,8 +113,12 @@ func (s *Server) startTrace(r *http.Request) *http.Request {
 	return r.WithContext(engine.WithAppendTrace(ctx, &t.append))
 }
 
-// traceOf is the trace ctx carries, nil if none.
-func traceOf(ctx context.Context) *postTrace {
+// traceOf is the trace ctx carries, nil if none. Without a recorder it
+// does not look (a context lookup walks the request's whole chain).
+func (s *Server) traceOf(ctx context.Context) *postTrace {
+	if s.stageRec.Load() == nil {
+		return nil
+	}
 	t, _ := ctx.Value(postTraceKey{}).(*postTrace)
 	return t
 }

@@ -98,6 +98,15 @@ type Options struct {
 	// *CorruptError, as Open would have refused it. Verified reports the
 	// outcome.
 	VerifyAfterOpen bool
+	// Acked is a seq the caller knows was acknowledged (the engine passes
+	// the views' checkpoint; 0: unknown). Damage at the end of the log
+	// before it is refused as corruption instead of cut as a torn tail,
+	// and so is a log that ends before it (see acked.go).
+	Acked uint64
+	// AcceptTailLoss: the operator accepted the loss of the log's end (a
+	// salvage marked the views stale): damage there is cut as a torn tail
+	// whatever it holds, Acked notwithstanding.
+	AcceptTailLoss bool
 }
 
 // Log is an open, writable log. It is safe for concurrent use.
@@ -241,7 +250,12 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 			return nil, fmt.Errorf("wal: open %s: finish compaction: %w", opts.Dir, err)
 		}
 	}
-	reps, tailSize, sealed, err := repairTail(opts.Dir, opts.QuarantineDir, opts.NoSync, opts.VerifyAfterOpen)
+	// Before anything in wal/ changes: the log's front must be where the
+	// manifest says (archive_open.go).
+	if err := checkArchivesAtOpen(opts.Dir, opts.Archive, manifest, opts.NoSync); err != nil {
+		return nil, err
+	}
+	reps, tailSize, sealed, err := repairTail(opts.Dir, opts.QuarantineDir, opts.NoSync, opts.VerifyAfterOpen, opts.Acked, opts.AcceptTailLoss)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +263,10 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 	if len(reps) > 0 {
 		rep = reps[len(reps)-1]
 	}
-	tw, err := twal.Open(opts.Dir, &twal.Options{NoSync: true, SegmentSize: opts.SegmentSize, DirPerms: 0o700, FilePerms: 0o600})
+	// AllowEmpty: a compacted log whose one retained segment lost every
+	// entry to a cut tail (a salvage accepted the loss) is empty, not
+	// broken; its next entry gets the first retained seq.
+	tw, err := twal.Open(opts.Dir, &twal.Options{NoSync: true, SegmentSize: opts.SegmentSize, DirPerms: 0o700, FilePerms: 0o600, AllowEmpty: true})
 	if err != nil {
 		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
 	}

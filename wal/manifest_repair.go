@@ -307,7 +307,7 @@ func recordIdentities(dir string, m *Manifest, o RepairOptions, rep *RepairRepor
 		if len(o.Archives) > 0 {
 			adir = o.Archives[0]
 		}
-		segs, probs := scanArchiveRange(adir, m, r, false, true)
+		segs, probs := scanArchiveRange(adir, m, r, false, &archiveCheck{frames: true})
 		if len(probs) > 0 {
 			rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: %s (wal verify names every problem)", adir, probs[0]))
 			continue

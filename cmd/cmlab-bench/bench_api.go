@@ -30,7 +30,13 @@ report events/s, p50/p99 latency, mean group-commit size and fsync p99; then
 grow and poll the larger sizes (default 1,000 and 1,000,000 lines). A poll
 reads only the bytes after its cursor, so the two should be close. cmlab's
 store is grown in-process (the events those POSTs append, 1,000 per
-append); a peer's through POST /api/feedback.`,
+append); a peer's through POST /api/feedback.
+
+It also prints the CPU time of the process (daemon and clients) per POST,
+and one acknowledged POST by stage — read, decode, request id,
+append+fsync, projection, answer, and the time outside the handler —
+from a second pass of --requests POSTs with a stage recorder installed in
+the daemon (docs/performance.md, "The API's POST path").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var pres *bench.PeerResult

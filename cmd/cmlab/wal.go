@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cmlab/cmlab/engine"
 	"io"
 	"os"
 	"os/signal"
@@ -53,7 +54,13 @@ func newWalVerifyCmd(g *globalOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, verr := wal.Verify(dir)
+			// Damage at the log's end through what the views' checkpoint
+			// says was acknowledged is corruption, as Open refuses it.
+			var vo wal.VerifyOptions
+			if h, err := g.Home(); err == nil {
+				vo.Acked, vo.AcceptTailLoss = engine.AckedSeq(h)
+			}
+			rep, verr := wal.VerifyWith(dir, vo)
 			if verr != nil && !errors.Is(verr, wal.ErrCorrupt) {
 				return verr
 			}
