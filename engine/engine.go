@@ -176,6 +176,9 @@ type Engine struct {
 
 	cpHooks []func(final bool) // OnCheckpoint; guarded by applyMu
 
+	sharedMu sync.Mutex
+	shared   map[string]any // Shared (shared.go)
+
 	// deferCheck: the projector being opened by openViews defers its
 	// whole-view check (Options.VerifyAfterOpen).
 	deferCheck bool

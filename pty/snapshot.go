@@ -18,7 +18,7 @@ import (
 // The terminal read model's snapshot (issue 16 §1): state/snapshots/pty.msgpack,
 // written at checkpoints (engine.OnCheckpoint) once snapEvery events have
 // passed since the last one, and at close; it follows the lab state's
-// (labapi/labstate_snapshot.go). It holds everything the model keeps except
+// (steps/snapshot.go). It holds everything the model keeps except
 // spool bytes: per conversation its blocks, prompts, output spans, active
 // block, shell id, live flag, size, last byte and drop counts; and the
 // blocks and shells the log holds open. The file is its own reference: it

@@ -22,8 +22,8 @@
 // CodeVersion, the build), the load and check at start (Kind.Load), the
 // gated write (Writer) and the attachment to a live engine (Attach: remove
 // stale temporary files, load or start empty, subscribe, write at
-// checkpoints). The Lab state, the step state and the retention model use
-// it; the terminal's model (package pty) still has its own loop.
+// checkpoints). The step state and the retention model use it (the Lab
+// state lives in a store of its own, state/labstore.db, package labapi); the terminal's model (package pty) still has its own loop.
 //
 // # The models
 //
@@ -31,7 +31,6 @@
 // checkpoints (engine.OnCheckpoint) once enough events passed, and at
 // close:
 //
-//	labstate.msgpack   the Lab's runs, experiments and sessions (labapi)
 //	steps.msgpack      the step state (steps.State, loaded by steps.NewJournal)
 //	retention.msgpack  the retention/status model (package retention): open steps,
 //	                   open terminal blocks, steps awaiting review, the timestamp index
