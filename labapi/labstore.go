@@ -76,6 +76,7 @@ const (
 	labMaxPending    = 16384
 	labCatchUpBatch  = 16384
 	labListChunk     = 256
+	labTrimAfter     = 4096 // records a list reads before its pages are trimmed from RSS
 )
 
 // labBatch is the changes observed and not yet stored, in log order, with
@@ -192,6 +193,7 @@ func openLabStore(ctx context.Context, o labStoreOptions) (*labStore, error) {
 		st.removeTmp()
 		return nil, err
 	}
+	trimMapped(st.db)
 	go st.flushLoop()
 	return st, nil
 }
@@ -662,6 +664,12 @@ func eachRecord[T any](st *labStore, idx []byte, desc bool, from []byte, fn func
 		rec T
 	}
 	from = bytes.Clone(from)
+	read := 0
+	defer func() {
+		if read > labTrimAfter {
+			st.trim() // a long list read many pages
+		}
+	}()
 	for {
 		var chunk []item
 		err := st.view(func(tx *bolt.Tx) error {
@@ -702,6 +710,7 @@ func eachRecord[T any](st *labStore, idx []byte, desc bool, from []byte, fn func
 		if err != nil {
 			return err
 		}
+		read += len(chunk)
 		for i := range chunk {
 			if !fn(chunk[i].k, &chunk[i].rec) {
 				return nil

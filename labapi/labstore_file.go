@@ -146,6 +146,11 @@ func newLSWriter(tx *bolt.Tx) (*lsWriter, error) {
 	if w.meta == nil || w.runs == nil || w.runIdx == nil || w.byReal == nil || w.exps == nil || w.expIdx == nil || w.expOrd == nil || w.sessions == nil {
 		return nil, errors.New("labstore: buckets missing")
 	}
+	// The index buckets are appended to (createdAt and order grow): pages
+	// split full, not half full.
+	for _, b := range []*bolt.Bucket{w.runIdx, w.expIdx, w.expOrd} {
+		b.FillPercent = 0.95
+	}
 	c, err := readCounters(w.meta)
 	if err != nil {
 		return nil, err

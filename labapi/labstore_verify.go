@@ -28,6 +28,7 @@ func (st *labStore) startVerification() {
 		st.dbMu.RLock()
 		err := checkLabStore(st.db)
 		st.dbMu.RUnlock()
+		st.trim() // the check read every page
 		if err == nil {
 			return
 		}
