@@ -193,7 +193,7 @@ func openLabStore(ctx context.Context, o labStoreOptions) (*labStore, error) {
 		st.removeTmp()
 		return nil, err
 	}
-	trimMapped(st.db)
+	reqindex.TrimMapped(st.db)
 	go st.flushLoop()
 	return st, nil
 }

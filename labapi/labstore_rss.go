@@ -1,31 +1,8 @@
 package labapi
 
-import (
-	bolt "go.etcd.io/bbolt"
-	"golang.org/x/sys/unix"
-)
+import "github.com/cmlab/cmlab/reqindex"
 
-// trimMapped drops the store's mapped pages from the process's resident
-// set (madvise MADV_DONTNEED on bbolt's read-only shared map of the
-// file): the pages stay in the page cache and the file, and the next read
-// of one faults it back in. A whole-file check or a long list reads every
-// page through the map, which would otherwise count the whole store in
-// the daemon's RSS for as long as it runs (issue 26: settled RSS that
-// does not grow with the history). It runs inside a read transaction,
-// which keeps bbolt from remapping the file meanwhile.
-func trimMapped(db *bolt.DB) {
-	db.View(func(tx *bolt.Tx) error {
-		info := db.Info()
-		size := int(tx.Size())
-		if info == nil || info.Data == 0 || size <= 0 {
-			return nil
-		}
-		unix.Syscall(unix.SYS_MADVISE, info.Data, uintptr(size), unix.MADV_DONTNEED)
-		return nil
-	})
-}
-
-// trim is trimMapped of the open store.
+// trim is reqindex.TrimMapped of the open store.
 func (st *labStore) trim() {
 	st.dbMu.RLock()
 	defer st.dbMu.RUnlock()
@@ -33,6 +10,6 @@ func (st *labStore) trim() {
 	closed := st.closed
 	st.mu.Unlock()
 	if !closed {
-		trimMapped(st.db)
+		reqindex.TrimMapped(st.db)
 	}
 }

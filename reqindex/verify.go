@@ -46,6 +46,7 @@ func (x *Index) verifyLoop() {
 	// Only this goroutine replaces x.db, so reading it here needs no lock;
 	// bbolt lets this read transaction run beside the flusher's writes.
 	cerr := checkAll(x.db)
+	TrimMapped(x.db) // the check read every page (rss.go)
 	if cerr == nil {
 		return
 	}
