@@ -247,9 +247,25 @@ func checkCovered(l *wal.Log, covered uint64, coveredID string) error {
 // catchUpLabStore writes the changes of the events from..last of l to db,
 // one transaction (records + counters + covered seq) per batch of events,
 // calling done after each.
-func catchUpLabStore(ctx context.Context, db *bolt.DB, l *wal.Log, from, last uint64, batch int, done func(seq uint64, id string)) error {
+//
+// The batches are committed without fsync and the file is synced once at
+// the end: the catch-up of a long log (a first start) is not one fsync per
+// batch. A crash before that sync loses at most what the log still holds
+// (the covered seq is read back with the records it covers, and a file
+// whose pages a power loss tore fails the check after open or a value's
+// CRC, and is rebuilt). db must not be written by anything else meanwhile.
+func catchUpLabStore(ctx context.Context, db *bolt.DB, l *wal.Log, from, last uint64, batch int, done func(seq uint64, id string)) (err error) {
 	if from > last {
 		return nil
+	}
+	if !db.NoSync {
+		db.NoSync = true
+		defer func() {
+			db.NoSync = false
+			if serr := db.Sync(); err == nil && serr != nil {
+				err = fmt.Errorf("labstore: catch-up: %w", serr)
+			}
+		}()
 	}
 	var ops []*labOp
 	var seq uint64
