@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/reqindex"
 )
 
 // The Lab store's check after open and its rebuild in place (labStore).
@@ -25,10 +27,11 @@ func (st *labStore) startVerification() {
 	st.verifyOn = true
 	go func() {
 		defer close(st.verified)
+		// The check reads every page: its resident share is dropped as
+		// it goes (reqindex.WhileTrimming).
 		st.dbMu.RLock()
-		err := checkLabStore(st.db)
+		err := reqindex.WhileTrimming(st.db, 100*time.Millisecond, func() error { return checkLabStore(st.db) })
 		st.dbMu.RUnlock()
-		st.trim() // the check read every page
 		if err == nil {
 			return
 		}

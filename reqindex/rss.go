@@ -1,6 +1,8 @@
 package reqindex
 
 import (
+	"time"
+
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 )
@@ -25,4 +27,31 @@ func TrimMapped(db *bolt.DB) {
 		unix.Syscall(unix.SYS_MADVISE, info.Data, uintptr(size), unix.MADV_DONTNEED)
 		return nil
 	})
+}
+
+// WhileTrimming runs fn (a whole-file read of db: a check) while a
+// goroutine drops db's mapped pages from RSS every interval, so the
+// read's resident pages stay bounded by what it reads in one interval
+// instead of growing to the file's size; then trims once more.
+func WhileTrimming(db *bolt.DB, interval time.Duration, fn func() error) error {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				TrimMapped(db)
+			}
+		}
+	}()
+	err := fn()
+	close(stop)
+	<-done
+	TrimMapped(db)
+	return err
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/cmlab/cmlab/home"
 )
@@ -45,8 +46,9 @@ func (x *Index) verifyLoop() {
 	}()
 	// Only this goroutine replaces x.db, so reading it here needs no lock;
 	// bbolt lets this read transaction run beside the flusher's writes.
-	cerr := checkAll(x.db)
-	TrimMapped(x.db) // the check read every page (rss.go)
+	// The check reads every page: its resident share is dropped as it
+	// goes (rss.go).
+	cerr := WhileTrimming(x.db, 100*time.Millisecond, func() error { return checkAll(x.db) })
 	if cerr == nil {
 		return
 	}
