@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -23,11 +24,17 @@ type BenchOptions struct {
 	// (default 1,000 and 1,000,000).
 	PollLines []int
 	PollReps  int // polls timed per size (default 200)
+	// ProfileDir, when set, receives the CPU, block and mutex profiles of
+	// the timed POSTs (api.cpu, api.block, api.mutex; go tool pprof).
+	ProfileDir string
+	// Client sends the timed POSTs: ClientNetHTTP ("" too) or ClientRaw.
+	Client string
 }
 
 // BenchResult is what BenchAPI measured.
 type BenchResult struct {
 	Clients    int           `json:"clients"`
+	Client     string        `json:"client"`
 	Requests   int           `json:"requests"`
 	Errors     int64         `json:"errors"`
 	Elapsed    time.Duration `json:"elapsedNs"`
@@ -39,7 +46,21 @@ type BenchResult struct {
 	Polls      []PollBench   `json:"polls"`
 	PollRatio  float64       `json:"pollRatioLargestToSmallest"`
 	MeanGroup  float64       `json:"meanGroupSize"`
-	FsyncP99Ms float64       `json:"fsyncP99Ms"`
+	// CPUUsPerEvent is the process's CPU time (user + system, the daemon
+	// and the bench's own clients together) per acknowledged POST of the
+	// timed run: on a shared machine a steadier figure than events/s, and
+	// on an otherwise idle one with C cores the rate cannot exceed
+	// C×10⁶/CPUUsPerEvent.
+	CPUUsPerEvent float64 `json:"cpuUsPerEvent"`
+	FsyncP99Ms    float64 `json:"fsyncP99Ms"`
+	// Stages is the breakdown of one acknowledged POST by stage, from a
+	// second pass of Requests POSTs with a labapi.StageRecorder installed
+	// (StagePass); StageOutsideUs is the mean client latency of that pass
+	// less the mean handler total: the HTTP round trip outside the
+	// handler (connection, header parsing, routing and auth, the client).
+	Stages         []labapi.StageStats `json:"stages,omitempty"`
+	StagePass      *PeerResult         `json:"stagePass,omitempty"`
+	StageOutsideUs float64             `json:"stageOutsideUs,omitempty"`
 }
 
 // PollBench is the median time of a poll at the end of a store, over HTTP.
@@ -61,6 +82,9 @@ type PollBench struct {
 // timed POSTs, larger ones after), and Requests POST /api/feedback from
 // Clients concurrent clients (each with its own request id).
 func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
+	if err := checkClient(o.Client); err != nil {
+		return nil, err
+	}
 	if o.Clients <= 0 {
 		o.Clients = 32
 	}
@@ -95,10 +119,26 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	// only the way the large stores are built differs (see engineGrow).
 	log := dh.Engine.Log()
 	var before wal.Stats
+	var cpuBefore time.Duration
+	prof := &postProfile{dir: o.ProfileDir}
+	var profErr error
 	pr, err := runFeedbackBench(ctx, PeerOptions{URL: "http://" + info.Listen, Clients: o.Clients, Requests: o.Requests,
-		PollLines: o.PollLines, PollReps: o.PollReps}, benchHooks{grow: engineGrow(dh),
-		beforePosts: func() { before = log.Stats() },
+		PollLines: o.PollLines, PollReps: o.PollReps, Client: o.Client}, benchHooks{grow: engineGrow(dh),
+		beforePosts: func() {
+			if o.ProfileDir != "" {
+				profErr = prof.start()
+			}
+			before = log.Stats()
+			cpuBefore = processCPU()
+		},
 		afterPosts: func() {
+			cpu := processCPU() - cpuBefore
+			if n := o.Requests; n > 0 {
+				res.CPUUsPerEvent = float64(cpu.Microseconds()) / float64(n)
+			}
+			if err := prof.stop(); profErr == nil {
+				profErr = err
+			}
 			// The log's own view of the timed POSTs: group sizes and fsync latency.
 			after := log.Stats()
 			if g := after.Groups - before.Groups; g > 0 {
@@ -109,10 +149,17 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if profErr != nil {
+		return nil, fmt.Errorf("profiles: %w", profErr)
+	}
+	res.Client = pr.Client
 	res.Errors, res.Elapsed, res.EventsPerS = pr.Errors, time.Duration(pr.ElapsedNs), pr.EventsPerS
 	res.P50Ms, res.P99Ms, res.MaxMs = pr.P50Ms, pr.P99Ms, pr.MaxMs
 	res.P50, res.P99 = time.Duration(pr.P50Ms*1e6), time.Duration(pr.P99Ms*1e6)
 	res.Polls = pr.Polls
+	if err := stagePass(ctx, dh, "http://"+info.Listen, o, res); err != nil {
+		return nil, err
+	}
 	if len(res.Polls) > 1 && res.Polls[0].MedianUs > 0 {
 		res.PollRatio = res.Polls[len(res.Polls)-1].MedianUs / res.Polls[0].MedianUs
 	}
@@ -121,6 +168,33 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// stagePass sends o.Requests more POSTs the way the timed ones were sent,
+// with a StageRecorder installed on the daemon's server, and fills
+// res.Stages. It is a pass of its own so that the timing of the stages
+// (a context value and a clock reading per stage) stays out of the
+// headline figures.
+func stagePass(ctx context.Context, dh *daemon.Home, url string, o BenchOptions, res *BenchResult) error {
+	p, err := newPeerClient(ctx, url, o.Clients)
+	if err != nil {
+		return err
+	}
+	defer p.hc.CloseIdleConnections()
+	rec := &labapi.StageRecorder{}
+	dh.Server.SetStageRecorder(rec)
+	lat, errs, el := p.postWith(ctx, o.Client, fmt.Sprintf("stages-%d", time.Now().UnixNano()), o.Requests, o.Clients)
+	dh.Server.SetStageRecorder(nil)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	pr := &PeerResult{URL: p.base, Clients: o.Clients, Requests: o.Requests, Errors: errs, ElapsedNs: int64(el), Client: o.Client}
+	fillLatency(pr, lat, el)
+	res.StagePass, res.Stages = pr, rec.Stats()
+	if total := res.Stages[len(res.Stages)-1]; total.Count > 0 {
+		res.StageOutsideUs = pr.MeanMs*1000 - total.MeanUs
+	}
+	return nil
 }
 
 // histDiff is the histogram of the observations between two snapshots.

@@ -29,6 +29,8 @@ type PeerOptions struct {
 	// the API is too slow on some peers); skipped sizes are reported.
 	MaxBuildLines int
 	PollReps      int
+	// Client sends the timed POSTs: ClientNetHTTP ("" too) or ClientRaw.
+	Client string
 }
 
 // PeerResult is what BenchPeer measured against one server.
@@ -39,11 +41,13 @@ type PeerResult struct {
 	Errors     int64       `json:"errors"`
 	ElapsedNs  int64       `json:"elapsedNs"`
 	EventsPerS float64     `json:"eventsPerSecond"`
+	MeanMs     float64     `json:"meanMs"`
 	P50Ms      float64     `json:"p50Ms"`
 	P99Ms      float64     `json:"p99Ms"`
 	MaxMs      float64     `json:"maxMs"`
 	Polls      []PollBench `json:"polls"`
 	Skipped    []int       `json:"skippedPollLines,omitempty"`
+	Client     string      `json:"client"`
 }
 
 // peerClient speaks only the Lab wire contract to a server: the token
@@ -178,6 +182,14 @@ func (p *peerClient) post(ctx context.Context, prefix string, n, clients int, on
 	return lat, errs.Load(), time.Since(start)
 }
 
+// postWith is post through the named client (ClientRaw: rawPost).
+func (p *peerClient) postWith(ctx context.Context, client, prefix string, n, clients int) ([]time.Duration, int64, time.Duration) {
+	if client == ClientRaw {
+		return p.rawPost(ctx, prefix, n, clients, nil)
+	}
+	return p.post(ctx, prefix, n, clients, nil)
+}
+
 // BenchPeer drives the Lab server at o.URL with the load of `cmlab bench
 // api` (runFeedbackBench): the same sequence, client and placement as
 // cmlab's own side, growing the store through POST /api/feedback.
@@ -214,13 +226,22 @@ func runFeedbackBench(ctx context.Context, o PeerOptions, h benchHooks) (*PeerRe
 	if o.PollReps <= 0 {
 		o.PollReps = 200
 	}
+	if err := checkClient(o.Client); err != nil {
+		return nil, err
+	}
+	if o.Client == "" {
+		o.Client = ClientNetHTTP
+	}
 	p, err := newPeerClient(ctx, o.URL, o.Clients)
 	if err != nil {
 		return nil, err
 	}
 	defer p.hc.CloseIdleConnections()
+	if o.Client == ClientRaw && !strings.HasPrefix(p.base, "http://") {
+		return nil, fmt.Errorf("--client %s speaks plain http only, not %s", ClientRaw, p.base)
+	}
 	runTag := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	res := &PeerResult{URL: p.base, Clients: o.Clients, Requests: o.Requests}
+	res := &PeerResult{URL: p.base, Clients: o.Clients, Requests: o.Requests, Client: o.Client}
 	sizes := append([]int(nil), o.PollLines...)
 	sort.Ints(sizes)
 	poll := func(n int) error {
@@ -244,7 +265,7 @@ func runFeedbackBench(ctx context.Context, o PeerOptions, h benchHooks) (*PeerRe
 	if h.beforePosts != nil {
 		h.beforePosts()
 	}
-	lat, errs, el := p.post(ctx, runTag, o.Requests, o.Clients, nil)
+	lat, errs, el := p.postWith(ctx, o.Client, runTag, o.Requests, o.Clients)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -252,9 +273,7 @@ func runFeedbackBench(ctx context.Context, o PeerOptions, h benchHooks) (*PeerRe
 		h.afterPosts()
 	}
 	res.Errors, res.ElapsedNs = errs, int64(el)
-	res.EventsPerS = float64(o.Requests-int(errs)) / el.Seconds()
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	res.P50Ms, res.P99Ms, res.MaxMs = ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1])
+	fillLatency(res, lat, el)
 	if errs == int64(o.Requests) {
 		return res, fmt.Errorf("%w: every POST /api/feedback failed", ErrPeer)
 	}
@@ -264,6 +283,22 @@ func runFeedbackBench(ctx context.Context, o PeerOptions, h benchHooks) (*PeerRe
 		}
 	}
 	return res, nil
+}
+
+// fillLatency sets r's rate and latency figures from the latencies of
+// its POSTs (sorted in place) and their elapsed time; r.Errors is set.
+func fillLatency(r *PeerResult, lat []time.Duration, el time.Duration) {
+	r.EventsPerS = float64(len(lat)-int(r.Errors)) / el.Seconds()
+	if len(lat) == 0 {
+		return
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	var sum time.Duration
+	for _, d := range lat {
+		sum += d
+	}
+	r.MeanMs = ms(sum / time.Duration(len(lat)))
+	r.P50Ms, r.P99Ms, r.MaxMs = ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1])
 }
 
 // pollAt grows the store to at least n lines (through grow, or POST

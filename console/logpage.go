@@ -4,7 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -24,7 +30,7 @@ import (
 const (
 	DefaultPageSize = 50
 	MaxPageSize     = 200
-	DefaultBudget   = 40 * time.Millisecond
+	DefaultBudget   = 25 * time.Millisecond
 )
 
 // LogQuery selects one page.
@@ -181,10 +187,15 @@ func RelatedIDs(resp []byte) []string {
 // LogReader reads pages of one log directory. It keeps the segment
 // buffers of finished pages for the next ones (a sync.Pool: at most what
 // concurrent pages use, released by the garbage collector when idle), so a
-// page does not allocate a segment's worth of memory.
+// page does not allocate a segment's worth of memory, and the list of
+// segment files (re-read when the directory changes).
 type LogReader struct {
 	dir  string
 	bufs sync.Pool
+	mu   sync.Mutex
+	segs []wal.SegmentRef
+	mod  time.Time   // the directory's mtime when segs was listed
+	idx  []*segIndex // the frame offsets of the segments read last, newest use first (logindex.go)
 }
 
 // NewLogReader returns a reader of the log in dir.
@@ -192,92 +203,265 @@ func NewLogReader(dir string) *LogReader { return &LogReader{dir: dir} }
 
 type segBuf struct {
 	data []byte
-	offs []int
 }
 
 // budgetEvery is how many frames a page reads between looks at its clock.
-const budgetEvery = 128
+const budgetEvery = 64
 
-// Page reads one page of the log, whose retained events are first..last:
-// segment by segment from the newest, each framed in memory and its
-// entries checked and decoded newest first, so a page cut by its budget
-// goes on exactly below the last frame it read.
-func (lr *LogReader) Page(ctx context.Context, first, last uint64, q LogQuery) (LogPage, error) {
-	if q.Limit <= 0 {
-		q.Limit = DefaultPageSize
+// segmentOf returns the segment holding seq from the kept list, listed
+// again when the directory changed or fresh is set.
+func (lr *LogReader) segmentOf(seq uint64, fresh bool) (name string, first uint64, isLast, ok bool, err error) {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	fi, err := os.Stat(lr.dir)
+	if err != nil {
+		return "", 0, false, false, err
 	}
-	q.Limit = min(q.Limit, MaxPageSize)
+	if fresh || lr.segs == nil || !fi.ModTime().Equal(lr.mod) {
+		segs, err := wal.SegmentList(lr.dir)
+		if err != nil {
+			return "", 0, false, false, err
+		}
+		lr.segs, lr.mod = segs, fi.ModTime()
+	}
+	i := sort.Search(len(lr.segs), func(i int) bool { return lr.segs[i].First > seq }) - 1
+	if i < 0 {
+		return "", 0, false, false, nil
+	}
+	return lr.segs[i].Name, lr.segs[i].First, i == len(lr.segs)-1, true, nil
+}
+
+// needles are byte strings an entry must hold to pass q: a filter's
+// strings are stored as they are in the entry (msgpack keeps strings
+// verbatim), so an entry without them is skipped without being decoded.
+// all must each be there; one of any (the ids of a trace).
+type needles struct {
+	all [][]byte
+	any [][]byte
+}
+
+func (q *LogQuery) needles() needles {
+	var n needles
+	for _, s := range []string{q.TypePrefix, q.Req, q.Mandate, q.Conv, q.Step} {
+		if s != "" {
+			n.all = append(n.all, []byte(s))
+		}
+	}
+	for _, id := range q.IDs {
+		n.any = append(n.any, []byte(id))
+	}
+	return n
+}
+
+func (n *needles) maybe(entry []byte) bool {
+	for _, b := range n.all {
+		if !bytes.Contains(entry, b) {
+			return false
+		}
+	}
+	if len(n.any) == 0 {
+		return true
+	}
+	for _, b := range n.any {
+		if bytes.Contains(entry, b) {
+			return true
+		}
+	}
+	return false
+}
+
+// scanResult is where a scan stopped.
+type scanResult struct {
+	next      uint64 // the Before of the next (older) read; 0 at the retained start
+	partial   bool   // stopped by the budget
+	scanned   int
+	lastIndex *segIndex // the last segment's offsets
+}
+
+// scan visits, newest first from q.Before (or last), the frames of the
+// log's retained events first..last that are damaged or whose event
+// passes q, until visit returns false (next is then that frame's seq), the
+// retained start is reached, or q.Budget runs out: segment by segment,
+// each framed in memory and its entries checked, and decoded only when
+// they may match, so a scan cut by its budget goes on exactly below the
+// last frame it read.
+func (lr *LogReader) scan(ctx context.Context, first, last uint64, q *LogQuery, visit func(f *wal.Frame) bool) (scanResult, error) {
+	var res scanResult
 	if q.Budget <= 0 {
 		q.Budget = DefaultBudget
 	}
-	page := LogPage{Events: []LogEvent{}, FirstSeq: first, LastSeq: last}
 	upper := last
 	if q.Before != 0 && q.Before-1 < upper {
 		upper = q.Before - 1
 	}
 	if upper < first || last == 0 {
-		return page, nil
+		return res, nil
 	}
 	deadline := time.Now().Add(q.Budget)
-	name, segFirst, ok, err := wal.SegmentOf(lr.dir, upper)
+	name, segFirst, isLast, ok, err := lr.segmentOf(upper, false)
 	if err != nil || !ok {
-		return page, err
+		return res, err
 	}
 	sb, _ := lr.bufs.Get().(*segBuf)
 	if sb == nil {
 		sb = &segBuf{}
 	}
 	defer lr.bufs.Put(sb)
-	var raw [][]byte // the ids' bytes: a payload without them cannot name them
-	for _, id := range q.IDs {
-		raw = append(raw, []byte(id))
+	raw := make([][]byte, len(q.IDs)) // the ids' bytes: a payload without them cannot name them
+	for i, id := range q.IDs {
+		raw[i] = []byte(id)
 	}
+	nd := q.needles()
+	relisted := false
 	for {
-		sf, err := wal.LoadSegment(lr.dir, name, segFirst, sb.data, sb.offs)
-		if err != nil {
-			return page, err
-		}
-		sb.data, sb.offs = sf.Buffer()
-		lo := max(segFirst, first)
-		top := min(upper, sf.Last())
-		if sf.Tail() != "" && upper > sf.Last() {
-			// Framing stopped at damage before upper: show where.
-			page.Events = append(page.Events, LogEvent{Rendered: Rendered{Seq: sf.Last() + 1}, Segment: name, Checksum: sf.Tail()})
-		}
-		for seq := top; seq >= lo && seq > 0; seq-- {
-			page.Scanned++
-			if page.Scanned%budgetEvery == 0 && (time.Now().After(deadline) || ctx.Err() != nil) {
-				page.Partial, page.Next = true, seq+1
-				return page, nil
+		f, err := os.Open(filepath.Join(lr.dir, name))
+		if err != nil && !relisted && errors.Is(err, fs.ErrNotExist) {
+			// Compacted away since the list was read: list again.
+			relisted = true
+			if name, segFirst, isLast, ok, err = lr.segmentOf(upper, true); err != nil || !ok {
+				return res, err
 			}
-			f := sf.Frame(seq)
-			switch {
-			case f.Event == nil:
-				page.Events = append(page.Events, LogEvent{Rendered: Rendered{Seq: f.Seq}, Size: f.Size, Segment: f.Segment, Offset: f.Offset, Checksum: f.Bad})
-			case q.match(f.Event, raw):
-				page.Events = append(page.Events, LogEvent{Rendered: Render(f.Event), Size: f.Size, Segment: f.Segment, Offset: f.Offset, Checksum: "ok"})
-			default:
+			continue
+		}
+		if err != nil {
+			return res, err
+		}
+		stop, err := lr.scanSegment(ctx, f, name, segFirst, first, upper, deadline, q, nd, raw, sb, &res, visit)
+		f.Close()
+		if err != nil || stop {
+			return res, err
+		}
+		if x := res.lastIndex; isLast && upper > x.last() && x.tail == "" && !relisted {
+			// A newer segment may exist that the kept list lacks.
+			relisted = true
+			if n, nf, l, ok, err := lr.segmentOf(upper, true); err == nil && ok && n != name {
+				name, segFirst, isLast = n, nf, l
 				continue
 			}
-			if len(page.Events) >= q.Limit {
-				if seq > first {
-					page.Next = seq
-				}
-				return page, nil
-			}
 		}
-		if lo <= first {
-			page.Next = 0 // the retained start: no older page
-			return page, nil
+		if max(segFirst, first) <= first {
+			res.next = 0 // the retained start: no older page
+			return res, nil
 		}
-		page.Next = segFirst
+		res.next = segFirst
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			page.Partial = true
-			return page, nil
+			res.partial = true
+			return res, nil
 		}
 		upper = segFirst - 1
-		if name, segFirst, ok, err = wal.SegmentOf(lr.dir, upper); err != nil || !ok {
-			return page, err
+		relisted = false
+		if name, segFirst, isLast, ok, err = lr.segmentOf(upper, false); err != nil || !ok {
+			return res, err
 		}
 	}
+}
+
+// scanSegment is scan's look at one segment, open as f: its frames from
+// upper down, read readWindow bytes at a time by their kept offsets.
+// stop: the scan ends here (res says where).
+func (lr *LogReader) scanSegment(ctx context.Context, f *os.File, name string, segFirst, first, upper uint64, deadline time.Time,
+	q *LogQuery, nd needles, raw [][]byte, sb *segBuf, res *scanResult, visit func(f *wal.Frame) bool) (bool, error) {
+	// A page frames the first segment it reads whole (so it always shows
+	// something); a later one only within its budget.
+	frameBy := time.Time{}
+	if res.scanned > 0 {
+		frameBy = deadline
+	}
+	x, buf, err := lr.index(f, name, segFirst, sb.data, frameBy)
+	sb.data = buf
+	if err != nil {
+		return true, err
+	}
+	res.lastIndex = x
+	if x.cut && upper > x.last() {
+		// The page's time ran out while a later segment was being
+		// framed (what was framed is kept): the next page goes on here,
+		// and frames on from where this one stopped.
+		res.partial, res.next = true, upper+1
+		return true, nil
+	}
+	lo := max(segFirst, first)
+	top := min(upper, x.last())
+	if x.tail != "" && upper > x.last() {
+		// Framing stopped at damage before upper: show where.
+		fr := wal.Frame{Seq: x.last() + 1, Segment: name, Offset: x.end, Bad: x.tail}
+		if !visit(&fr) {
+			res.next = fr.Seq
+			return true, nil
+		}
+	}
+	for hi := top; hi >= lo && hi > 0; {
+		// The frames [a, hi], at most readWindow bytes (at least one).
+		endOff := x.frameEnd(hi)
+		a := hi
+		for a > lo && endOff-x.offs[a-1-segFirst] <= readWindow {
+			a--
+		}
+		base := x.offs[a-segFirst]
+		n := int(endOff - base)
+		if cap(sb.data) < n {
+			sb.data = make([]byte, n)
+		}
+		b := sb.data[:n]
+		if got, err := f.ReadAt(b, base); err != nil && !(err == io.EOF && got == n) {
+			return true, err
+		}
+		for seq := hi; seq >= a; seq-- {
+			res.scanned++
+			if res.scanned%budgetEvery == 0 && (time.Now().After(deadline) || ctx.Err() != nil) {
+				res.partial, res.next = true, seq+1
+				return true, nil
+			}
+			off := x.offs[seq-segFirst]
+			fr, entry := wal.CheckFrame(b[off-base:x.frameEnd(seq)-base], seq, name, off)
+			if fr.Bad == "" {
+				if !nd.maybe(entry) {
+					continue
+				}
+				wal.DecodeFrame(&fr, entry)
+			}
+			if fr.Event != nil && !q.match(fr.Event, raw) {
+				continue
+			}
+			if !visit(&fr) {
+				if seq > first {
+					res.next = seq
+				}
+				return true, nil
+			}
+		}
+		hi = a - 1
+	}
+	return false, nil
+}
+
+// Page reads one page of the log, whose retained events are first..last
+// (scan).
+func (lr *LogReader) Page(ctx context.Context, first, last uint64, q LogQuery) (LogPage, error) {
+	if q.Limit <= 0 {
+		q.Limit = DefaultPageSize
+	}
+	q.Limit = min(q.Limit, MaxPageSize)
+	page := LogPage{Events: []LogEvent{}, FirstSeq: first, LastSeq: last}
+	res, err := lr.scan(ctx, first, last, &q, func(f *wal.Frame) bool {
+		if f.Event == nil {
+			page.Events = append(page.Events, LogEvent{Rendered: Rendered{Seq: f.Seq}, Size: f.Size, Segment: f.Segment, Offset: f.Offset, Checksum: f.Bad})
+		} else {
+			page.Events = append(page.Events, LogEvent{Rendered: Render(f.Event), Size: f.Size, Segment: f.Segment, Offset: f.Offset, Checksum: "ok"})
+		}
+		return len(page.Events) < q.Limit
+	})
+	page.Next, page.Partial, page.Scanned = res.next, res.partial, res.scanned
+	return page, err
+}
+
+// Events calls keep with each event passing q, newest first from
+// q.Before (or last), until keep returns false, the retained start, or
+// q.Budget; damaged frames are skipped. It returns the Before to go on
+// from (0: the retained start was reached) and whether the budget cut it.
+func (lr *LogReader) Events(ctx context.Context, first, last uint64, q LogQuery, keep func(ev *events.Event) bool) (next uint64, partial bool, err error) {
+	res, err := lr.scan(ctx, first, last, &q, func(f *wal.Frame) bool {
+		return f.Event == nil || keep(f.Event)
+	})
+	return res.next, res.partial, err
 }

@@ -166,3 +166,106 @@ func TestLogPageShowsDamage(t *testing.T) {
 }
 
 func head(s []uint64) []uint64 { return s[:min(len(s), 8)] }
+
+// TestLogPageSeesAppends: pages read while the log is written see every
+// event appended since the last page — in the active segment (its kept
+// frame offsets framed on from where they ended, over preallocated
+// zeros) and in segments created since (the kept list of segments read
+// again) — in order, each once.
+func TestLogPageSeesAppends(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wal")
+	l, err := wal.Open(wal.Options{Dir: dir, QuarantineDir: filepath.Join(filepath.Dir(dir), "q"), NoSync: true, SegmentSize: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lr := NewLogReader(dir)
+	for round := 1; round <= 40; round++ {
+		for i := 0; i < round*3+2; i++ {
+			ev := events.MustNew("lab_t", &events.FeedbackSubmitted{Entry: events.FeedbackEntry{SchemaVersion: 1, ID: fmt.Sprintf("fb_%d_%d", round, i), Notes: "n"}})
+			if _, err := l.Append(context.Background(), ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		last := l.LastSeq()
+		p, err := lr.Page(context.Background(), 1, last, LogQuery{Limit: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Events) != 4 || p.Events[0].Seq != last || p.Events[3].Seq != last-3 || p.Events[0].Checksum != "ok" {
+			t.Fatalf("round %d: newest page of %d events: %+v", round, last, p.Events)
+		}
+	}
+	last := l.LastSeq()
+	seqs, _ := pageAll(t, lr, last, LogQuery{Limit: 37})
+	if uint64(len(seqs)) != last || seqs[0] != last || seqs[len(seqs)-1] != 1 {
+		t.Fatalf("%d seqs of %d: %v…", len(seqs), last, head(seqs))
+	}
+	for i, s := range seqs {
+		if s != last-uint64(i) {
+			t.Fatalf("seq %d at %d", s, i)
+		}
+	}
+}
+
+// TestLogIndexFramesOnInParts: a segment larger than one framing chunk
+// framed by calls whose deadline has passed is framed one chunk a call,
+// each part kept and framed on by the next call, until the offsets are
+// those of the whole segment; pages then list every event once.
+func TestLogIndexFramesOnInParts(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wal")
+	l, err := wal.Open(wal.Options{Dir: dir, QuarantineDir: filepath.Join(filepath.Dir(dir), "q"), NoSync: true, SegmentSize: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 12000
+	notes := string(make([]byte, 200))
+	for i := 1; i <= n; i++ {
+		ev := events.MustNew("s", &events.FeedbackSubmitted{Entry: events.FeedbackEntry{SchemaVersion: 1, ID: fmt.Sprintf("fb_%d", i), Notes: notes}})
+		if _, err := l.Append(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, err := wal.Segments(dir)
+	if err != nil || segs[0].Size < 3*indexChunk {
+		t.Fatalf("want a segment of several chunks: %+v %v", segs, err)
+	}
+	f, err := os.Open(filepath.Join(dir, segs[0].Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	whole, _, err := NewLogReader(dir).index(f, segs[0].Name, 1, nil, time.Time{})
+	if err != nil || whole.cut || whole.end != segs[0].Size {
+		t.Fatalf("whole: cut %v, end %d of %d, %v", whole.cut, whole.end, segs[0].Size, err)
+	}
+	lr := NewLogReader(dir)
+	past := time.Now().Add(-time.Hour)
+	calls := 0
+	for {
+		calls++
+		x, _, err := lr.index(f, segs[0].Name, 1, nil, past)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !x.cut {
+			if fmt.Sprint(x.offs) != fmt.Sprint(whole.offs) || x.end != whole.end {
+				t.Fatalf("framed in parts: %d offsets ending at %d, whole: %d at %d", len(x.offs), x.end, len(whole.offs), whole.end)
+			}
+			break
+		}
+		if calls > 100 {
+			t.Fatal("framing in parts does not end")
+		}
+	}
+	if want := int((segs[0].Size + indexChunk - 1) / indexChunk); calls < want-1 {
+		t.Fatalf("%d calls framed %d bytes: not one chunk a call", calls, segs[0].Size)
+	}
+	seqs, _ := pageAll(t, lr, n, LogQuery{Limit: 173})
+	if len(seqs) != n || seqs[0] != n || seqs[n-1] != 1 {
+		t.Fatalf("%d seqs %v…", len(seqs), head(seqs))
+	}
+}

@@ -39,3 +39,12 @@ func TestRenderScreen(t *testing.T) {
 		t.Fatalf("screen %q", got)
 	}
 }
+
+// TestRenderScreenLineEnds: the spool stores a line end as "\n"; the
+// screen shows the next line at its start, as the terminal did ("\r\n"),
+// not a staircase.
+func TestRenderScreenLineEnds(t *testing.T) {
+	if got := RenderScreen([]byte("one\ntwo\nthree"), 20, 5); got != "one\ntwo\nthree" {
+		t.Fatalf("screen %q", got)
+	}
+}

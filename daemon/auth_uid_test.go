@@ -8,15 +8,11 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/cmlab/cmlab/home"
-	"github.com/cmlab/cmlab/labapi"
 )
 
 // envForeignProbe switches the test binary into foreignProbe: the part of
@@ -40,6 +36,12 @@ type foreignProbeResult struct {
 	ExecBearer   int    `json:"execBearer"` // the same as Authorization: Bearer
 	MCP          int    `json:"mcp"`        // POST /mcp tools/call pty_exec with the Lab token
 	Feedback     int    `json:"feedback"`   // POST /api/feedback with the Lab token (a Lab route)
+	// The operator console (issue 30 §1): a login code asked for with the
+	// Lab token, a console page with it, a guessed code exchanged.
+	ConsoleCode     int `json:"consoleCode"`
+	ConsoleOverview int `json:"consoleOverview"`
+	ConsoleLogin    int `json:"consoleLogin"`
+	ConsoleCookies  int `json:"consoleCookies"` // cookies the guessed code got
 }
 
 func TestHelperForeignProbe(t *testing.T) {
@@ -96,6 +98,13 @@ func TestHelperForeignProbe(t *testing.T) {
 	res.MCP, _ = do("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pty_exec","arguments":{"conversation_id":"pwn","cmd":"id -u > `+a.Marker+`"}}}`,
 		"X-CM-LAB-TOKEN", cfg.Token, "Content-Type", "application/json", "Accept", "application/json, text/event-stream")
 	res.Feedback, _ = do("POST", "/api/feedback", `{"notes":"from uid 65534"}`, "X-CM-LAB-TOKEN", cfg.Token)
+	res.ConsoleCode, _ = do("POST", "/api/console/login-code", "", "X-CM-LAB-TOKEN", cfg.Token)
+	res.ConsoleOverview, _ = do("GET", "/api/console/overview", "", "X-CM-LAB-TOKEN", cfg.Token)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if resp, err := noRedirect.Get("http://" + a.Listen + "/console/login?code=" + strings.Repeat("ab", 32)); err == nil {
+		res.ConsoleLogin, res.ConsoleCookies = resp.StatusCode, len(resp.Cookies())
+		resp.Body.Close()
+	}
 	json.NewEncoder(os.Stdout).Encode(res)
 	os.Exit(0)
 }
@@ -111,56 +120,12 @@ func TestForeignUserCannotDriveTerminal(t *testing.T) {
 	}
 	// Everything the probe needs to reach is traversable by others; the
 	// home alone is private (0700, token 0600): that is what is tested.
-	base, err := os.MkdirTemp("", "cmlab-foreign-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(base, "labapi.test")
-	if err := copyExecutable(os.Args[0], bin); err != nil {
-		t.Fatal(err)
-	}
+	base, bin := foreignBase(t, "cmlab-foreign-")
 	marker := filepath.Join(base, "marker")
 	h := home.Home{Dir: filepath.Join(base, "home")}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan labapi.DaemonInfo, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Options{Home: h, Listen: "127.0.0.1:0", Ready: func(i labapi.DaemonInfo) { ready <- i }})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	}()
-	var info labapi.DaemonInfo
-	select {
-	case info = <-ready:
-	case err := <-done:
-		t.Fatalf("daemon: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("daemon not ready")
-	}
-	args, _ := json.Marshal(foreignProbeArgs{Listen: info.Listen, Home: h.Dir, Marker: marker})
-	cmd := exec.Command(bin, "-test.run=^TestHelperForeignProbe$", "-test.count=1")
-	cmd.Dir = base
-	cmd.Env = append(os.Environ(), envForeignProbe+"="+string(args), "HOME="+base, "CMLAB_HOME=")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("probe: %v\n%s\n%s", err, out, stderr.String())
-	}
+	info := runDaemon(t, Options{Home: h, Listen: "127.0.0.1:0"})
 	var res foreignProbeResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("probe output %q: %v", out, err)
-	}
+	runProbe(t, bin, 65534, "TestHelperForeignProbe", envForeignProbe, foreignProbeArgs{Listen: info.Listen, Home: h.Dir, Marker: marker}, &res)
 	t.Logf("probe as uid %d: %+v", res.Uid, res)
 	if res.Uid != 65534 {
 		t.Fatalf("probe ran as uid %d", res.Uid)
@@ -180,6 +145,10 @@ func TestForeignUserCannotDriveTerminal(t *testing.T) {
 	if res.Feedback != 200 {
 		t.Fatalf("Lab route with the Lab token: %d", res.Feedback)
 	}
+	if res.ConsoleCode != 401 || res.ConsoleOverview != 401 || res.ConsoleLogin != 401 || res.ConsoleCookies != 0 {
+		t.Fatalf("the console as uid 65534: login code %d, overview %d, a guessed code %d with %d cookies; want 401s and none",
+			res.ConsoleCode, res.ConsoleOverview, res.ConsoleLogin, res.ConsoleCookies)
+	}
 	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
 		b, _ := os.ReadFile(marker)
 		t.Fatalf("the probe's command ran in the daemon's shell: %s wrote %q", marker, b)
@@ -188,12 +157,4 @@ func TestForeignUserCannotDriveTerminal(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(tok)) == res.LabToken {
 		t.Fatalf("operator token %v; Lab token equals it: %v", err, strings.TrimSpace(string(tok)) == res.LabToken)
 	}
-}
-
-func copyExecutable(src, dst string) error {
-	b, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, b, 0o755)
 }

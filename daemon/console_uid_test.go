@@ -7,15 +7,11 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/cmlab/cmlab/home"
-	"github.com/cmlab/cmlab/labapi"
 )
 
 // envConsoleProbe switches the test binary into the part of
@@ -90,54 +86,11 @@ func TestForeignUserCannotOpenConsole(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run the probe as uid 65534 (SysProcAttr.Credential); run the tests as root to cover it")
 	}
-	base, err := os.MkdirTemp("", "cmlab-console-foreign-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(base, "labapi.test")
-	if err := copyExecutable(os.Args[0], bin); err != nil {
-		t.Fatal(err)
-	}
+	base, bin := foreignBase(t, "cmlab-console-foreign-")
 	h := home.Home{Dir: filepath.Join(base, "home")}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan labapi.DaemonInfo, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Options{Home: h, Listen: "127.0.0.1:0", Ready: func(i labapi.DaemonInfo) { ready <- i }})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	}()
-	var info labapi.DaemonInfo
-	select {
-	case info = <-ready:
-	case err := <-done:
-		t.Fatalf("daemon: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("daemon not ready")
-	}
-	args, _ := json.Marshal(foreignProbeArgs{Listen: info.Listen, Home: h.Dir})
-	cmd := exec.Command(bin, "-test.run=^TestHelperConsoleProbe$", "-test.count=1")
-	cmd.Dir = base
-	cmd.Env = append(os.Environ(), envConsoleProbe+"="+string(args), "HOME="+base, "CMLAB_HOME=")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("probe: %v\n%s\n%s", err, out, stderr.String())
-	}
+	info := runDaemon(t, Options{Home: h, Listen: "127.0.0.1:0"})
 	var res consoleProbeResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("probe output %q: %v", out, err)
-	}
+	runProbe(t, bin, 65534, "TestHelperConsoleProbe", envConsoleProbe, foreignProbeArgs{Listen: info.Listen, Home: h.Dir}, &res)
 	t.Logf("probe as uid %d: %+v", res.Uid, res)
 	if res.Uid != 65534 || !strings.Contains(res.TokenErr, "permission denied") || !strings.HasPrefix(res.DialErr, "refused") {
 		t.Fatalf("uid 65534 reached the operator token: %+v", res)

@@ -1,21 +1,16 @@
 package daemon
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/cmlab/cmlab/home"
-	"github.com/cmlab/cmlab/labapi"
 )
 
 // envUIDProbe switches the test binary into TestHelperUIDProbe: requests
@@ -83,20 +78,10 @@ func TestHelperUIDProbe(t *testing.T) {
 // binary copied to bin, which that uid can execute).
 func runUIDProbe(t *testing.T, bin string, uid int, listen string, calls []uidProbeCall) []uidProbeAnswer {
 	t.Helper()
-	args, _ := json.Marshal(uidProbeArgs{Listen: listen, Calls: calls})
-	cmd := exec.Command(bin, "-test.run=^TestHelperUIDProbe$", "-test.count=1")
-	cmd.Dir = filepath.Dir(bin)
-	cmd.Env = append(os.Environ(), envUIDProbe+"="+string(args), "HOME="+filepath.Dir(bin), "CMLAB_HOME=")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("probe as uid %d: %v\n%s\n%s", uid, err, out, stderr.String())
-	}
 	var res []uidProbeAnswer
-	if err := json.Unmarshal(out, &res); err != nil || len(res) != len(calls) {
-		t.Fatalf("probe output %q: %v", out, err)
+	runProbe(t, bin, uid, "TestHelperUIDProbe", envUIDProbe, uidProbeArgs{Listen: listen, Calls: calls}, &res)
+	if len(res) != len(calls) {
+		t.Fatalf("probe answered %d calls of %d: %+v", len(res), len(calls), res)
 	}
 	return res
 }
@@ -110,18 +95,7 @@ func TestLabReadsNeedCallersRights(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run probes as uids 65533 and 65534 (SysProcAttr.Credential); run the tests as root to cover it")
 	}
-	base, err := os.MkdirTemp("", "cmlab-peer-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(base, "labapi.test")
-	if err := copyExecutable(os.Args[0], bin); err != nil {
-		t.Fatal(err)
-	}
+	base, bin := foreignBase(t, "cmlab-peer-")
 	runs := filepath.Join(base, "runs")
 	mkrun := func(name string, dirMode, fileMode os.FileMode) string {
 		d := filepath.Join(runs, name)
@@ -144,26 +118,7 @@ func TestLabReadsNeedCallersRights(t *testing.T) {
 	public := mkrun("public", 0o755, 0o644)
 	h := home.Home{Dir: filepath.Join(privateTempDir(t), "home")}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan labapi.DaemonInfo, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Options{Home: h, Listen: "127.0.0.1:0", AllowRoots: []string{runs}, Ready: func(i labapi.DaemonInfo) { ready <- i }})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	}()
-	var info labapi.DaemonInfo
-	select {
-	case info = <-ready:
-	case err := <-done:
-		t.Fatalf("daemon: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("daemon not ready")
-	}
+	info := runDaemon(t, Options{Home: h, Listen: "127.0.0.1:0", AllowRoots: []string{runs}})
 	// The owner (this test, root) imports both runs with the Lab token.
 	owner := runUIDProbe(t, bin, 0, info.Listen, []uidProbeCall{
 		{"POST", "/api/runs/import", `{"path":"` + private + `"}`, true},

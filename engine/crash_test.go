@@ -1,20 +1,18 @@
 package engine
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/crashchild"
 	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/wal"
 )
@@ -24,10 +22,7 @@ const crashChildEnv = "CMLAB_ENGINE_CRASH_CHILD"
 // TestCrashChild is the child of TestCrashAtRandomMoments: it appends a
 // workload with frequent checkpoints until it is killed.
 func TestCrashChild(t *testing.T) {
-	dir := os.Getenv(crashChildEnv)
-	if dir == "" {
-		t.Skip("only run as the child of TestCrashAtRandomMoments")
-	}
+	dir := crashchild.Role(t, crashChildEnv, "TestCrashAtRandomMoments")
 	seed, _ := strconv.ParseUint(os.Getenv(crashChildEnv+"_SEED"), 10, 64)
 	e, err := Open(context.Background(), Options{Home: home.Home{Dir: dir}, CheckpointEvery: 1 + int(seed%7), CheckpointInterval: 3 * time.Millisecond})
 	if err != nil {
@@ -63,30 +58,19 @@ func TestCrashAtRandomMoments(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
 	behind := 0 // rounds whose kill left events after the checkpoint
 	for round := 0; round < rounds; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+h.Dir, fmt.Sprintf("%s_SEED=%d", crashChildEnv, 1000+round))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		child := crashchild.StartPiped(t, "TestCrashChild", crashChildEnv+"="+h.Dir, fmt.Sprintf("%s_SEED=%d", crashChildEnv, 1000+round))
 		if round%3 == 2 {
 			// Without waiting for "ready": the kill may land in the child's
 			// own catch-up, its first checkpoint or its feedback ingestion.
 			time.Sleep(time.Duration(20+rng.IntN(200)) * time.Millisecond)
 		} else {
-			sc := bufio.NewScanner(out)
-			if !sc.Scan() || sc.Text() != "ready" {
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatalf("round %d: child did not get ready: %q", round, sc.Text())
+			if line, _ := child.Line(); line != "ready" {
+				child.Stop()
+				t.Fatalf("round %d: child did not get ready: %q: %s", round, line, child.Output())
 			}
 			time.Sleep(time.Duration(rng.IntN(120)) * time.Millisecond) // the random moment
 		}
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
+		child.Kill(t)
 
 		if cp, _ := projections.ReadCheckpoint(h); cp != nil {
 			r, _ := wal.OpenReader(h.WALDir())

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -103,6 +102,11 @@ type Options struct {
 	// (projections.Options.OpenFile): the fault seam through which tests
 	// make a projection fail after its events were fsynced.
 	ViewOpenFile func(name string, flag int, perm os.FileMode) (*os.File, error)
+	// FS, when set, is the seam of the durable file writes of the log
+	// (wal.Options.FS) and of the read models' snapshots (snapshot.Attach):
+	// fault and crash tests fail or block a stage of them. Default the real
+	// file system.
+	FS home.FS
 	// VerifyAfterOpen makes Open's cost independent of the history (the
 	// daemon sets it): the checks that read every byte of the log's sealed
 	// segments, of the views and of the request-id index are deferred to
@@ -179,6 +183,8 @@ type Engine struct {
 	sharedMu sync.Mutex
 	shared   map[string]any // Shared (shared.go)
 
+	applied applyTimes // how long the last applies took (trace.go)
+
 	// deferCheck: the projector being opened by openViews defers its
 	// whole-view check (Options.VerifyAfterOpen).
 	deferCheck bool
@@ -212,6 +218,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e := &Engine{opts: opts, stop: make(chan struct{}), fbCh: make(chan *feedbackAppend), verified: make(chan struct{})}
 	// The log first: its lock says this process owns the home, and only
 	// the owner may touch the views.
+	acked, accept := AckedSeq(opts.Home)
 	l, err := wal.Open(wal.Options{
 		Dir:           opts.Home.WALDir(),
 		QuarantineDir: opts.Home.QuarantineDir(),
@@ -221,8 +228,11 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		Apply:         e.apply,
 		Archive:       opts.Archive,
 		Faults:        opts.Faults,
+		FS:            opts.FS,
 
 		VerifyAfterOpen: opts.VerifyAfterOpen,
+		Acked:           acked,
+		AcceptTailLoss:  accept,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -319,103 +329,6 @@ func (e *Engine) regenerate(ctx context.Context) (*projections.Projector, error)
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	return p, nil
-}
-
-// heldIDs returns a test for "the log holds this feedback id", building
-// the set from the whole log the first time.
-func (e *Engine) heldIDs() (func(string) bool, error) {
-	e.idMu.Lock()
-	built := e.ids != nil
-	if !built {
-		e.ids = map[string]bool{}
-	}
-	e.idMu.Unlock()
-	if !built {
-		// apply adds what is committed from now on; the scan what was.
-		if err := e.scanIDs(1); errors.Is(err, wal.ErrCompacted) {
-			// A compacted log: the retained entries, and for the archived
-			// ones the lines of feedback.jsonl the log accounts for (its
-			// projection, checked against the checkpoint's CRC at open).
-			err = e.scanIDs(e.log.FirstSeq())
-			if err == nil {
-				err = e.viewIDs()
-			}
-			if err != nil {
-				e.idMu.Lock()
-				e.ids = nil
-				e.idMu.Unlock()
-				return nil, fmt.Errorf("engine: feedback ids of the log: %w", err)
-			}
-		} else if err != nil {
-			e.idMu.Lock()
-			e.ids = nil
-			e.idMu.Unlock()
-			return nil, fmt.Errorf("engine: feedback ids of the log: %w", err)
-		}
-	}
-	return func(id string) bool {
-		e.idMu.Lock()
-		defer e.idMu.Unlock()
-		return e.ids[id]
-	}, nil
-}
-
-// scanIDs adds the feedback ids of the log's events from seq on.
-func (e *Engine) scanIDs(from uint64) error {
-	for ev, err := range e.log.Events(from) {
-		if err != nil {
-			return err
-		}
-		e.addIDs(ev)
-	}
-	return nil
-}
-
-// viewIDs adds the ids of the lines of feedback.jsonl the log accounts for.
-func (e *Engine) viewIDs() error {
-	end := e.proj.FeedbackEnd()
-	f, err := os.Open(e.opts.Home.FeedbackFile())
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	b := make([]byte, end)
-	if _, err := f.ReadAt(b, 0); err != nil {
-		return err
-	}
-	e.idMu.Lock()
-	defer e.idMu.Unlock()
-	for line := range bytes.Lines(b) {
-		if id, reason := projections.ClassifyForeign(bytes.TrimSuffix(line, []byte("\n")), func(string) bool { return false }); reason == "" && id != "" {
-			e.ids[id] = true
-		}
-	}
-	return nil
-}
-
-// addIDs records the feedback ids ev writes, once the set is built.
-func (e *Engine) addIDs(ev *events.Event) {
-	if !touchesFeedback([]*events.Event{ev}) {
-		return
-	}
-	ids := projections.FeedbackIDs(ev)
-	e.idMu.Lock()
-	defer e.idMu.Unlock()
-	if e.ids == nil {
-		return
-	}
-	for _, id := range ids {
-		e.ids[id] = true
-	}
-}
-
-// FeedbackSetAside lists the lines other programs appended to
-// feedback.jsonl that were moved to quarantine/ instead of being ingested
-// (corrupt, or an id the log holds), since Open.
-func (e *Engine) FeedbackSetAside() []projections.SetAside {
-	e.fbMu.Lock()
-	defer e.fbMu.Unlock()
-	return append([]projections.SetAside(nil), e.setAside...)
 }
 
 // Regenerated is the report of the view regeneration Open did (see
@@ -556,6 +469,7 @@ func (e *Engine) recoverViewsLocked() {
 // acknowledged; the views catch up at the next apply or checkpoint tick.
 // Observers are fed in every case.
 func (e *Engine) apply(evs []*events.Event) error {
+	start := time.Now()
 	e.applyMu.Lock()
 	if !e.caughtUp {
 		// Committed during Open, before catch-up: catch-up reads it.
@@ -589,12 +503,13 @@ func (e *Engine) apply(evs []*events.Event) error {
 	e.applyMu.Unlock()
 
 	e.obsMu.Lock()
-	defer e.obsMu.Unlock()
 	for _, ev := range evs {
 		for _, o := range e.observers {
 			o.Observe(ev)
 		}
 	}
+	e.obsMu.Unlock()
+	e.applied.add(evs[0].Seq, evs[len(evs)-1].Seq, time.Since(start))
 	return nil
 }
 
@@ -763,17 +678,6 @@ func (e *Engine) RequestIndex(ctx context.Context) (*reqindex.Index, error) {
 	return x, nil
 }
 
-// touchesFeedback reports whether any event writes to feedback.jsonl.
-func touchesFeedback(evs []*events.Event) bool {
-	for _, ev := range evs {
-		switch ev.Type {
-		case events.TypeFeedbackSubmitted, events.TypeExperimentSubmitted, events.TypeFeedbackIngested:
-			return true
-		}
-	}
-	return false
-}
-
 // Append makes evs durable and projected, then returns their sequences.
 // An append that writes to feedback.jsonl first ingests the complete lines
 // other programs appended there (feedback.ingested events in the same
@@ -785,7 +689,9 @@ func (e *Engine) Append(ctx context.Context, evs ...*events.Event) ([]uint64, er
 		return nil, ErrReadOnly
 	}
 	if !touchesFeedback(evs) {
-		return e.log.Append(ctx, evs...)
+		seqs, err := e.log.Append(ctx, evs...)
+		e.traceAppend(ctx, seqs)
+		return seqs, err
 	}
 	r := &feedbackAppend{ctx: ctx, evs: evs, done: make(chan feedbackResult, 1)}
 	select {
@@ -796,242 +702,8 @@ func (e *Engine) Append(ctx context.Context, evs ...*events.Event) ([]uint64, er
 		return nil, wal.ErrClosed
 	}
 	res := <-r.done
+	e.traceAppend(ctx, res.seqs)
 	return res.seqs, res.err
-}
-
-// feedbackAppend is one Append that writes feedback.jsonl, waiting for
-// the feedback combiner.
-type feedbackAppend struct {
-	ctx  context.Context
-	evs  []*events.Event
-	done chan feedbackResult
-}
-
-type feedbackResult struct {
-	seqs []uint64
-	err  error
-}
-
-// maxFeedbackGroup caps the events one combined feedback append carries.
-const maxFeedbackGroup = 4096
-
-// feedbackLoop combines concurrent appends that write feedback.jsonl into
-// one log append: the foreign lines must be ingested ahead of our next
-// write there, so such appends cannot race each other into the log's
-// committer; instead of serialising them one fsync each, this goroutine
-// takes every one that is waiting, ingests once, and appends them all in
-// one group commit.
-func (e *Engine) feedbackLoop() {
-	defer e.wg.Done()
-	for {
-		var group []*feedbackAppend
-		select {
-		case r := <-e.fbCh:
-			group = append(group, r)
-		case <-e.stop:
-			return
-		}
-		n := len(group[0].evs)
-	collect:
-		for n < maxFeedbackGroup {
-			select {
-			case r := <-e.fbCh:
-				group = append(group, r)
-				n += len(r.evs)
-			default:
-				break collect
-			}
-		}
-		e.appendFeedbackGroup(group)
-	}
-}
-
-func (e *Engine) appendFeedbackGroup(group []*feedbackAppend) {
-	live := group[:0]
-	for _, r := range group {
-		if err := r.ctx.Err(); err != nil {
-			r.done <- feedbackResult{err: err} // never queued to the log
-			continue
-		}
-		live = append(live, r)
-	}
-	if len(live) == 0 {
-		return
-	}
-	fail := func(err error) {
-		for _, r := range live {
-			r.done <- feedbackResult{err: err}
-		}
-	}
-	e.fbMu.Lock()
-	defer e.fbMu.Unlock()
-	if err := e.viewsCurrent(); err != nil {
-		fail(err) // nothing appended: the client retries
-		return
-	}
-	// The wait for an unfinished foreign line is bounded by FeedbackWait
-	// and by the engine's life, not by one caller's context.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-e.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	pre, err := e.foreignEvents(ctx, true)
-	if err != nil {
-		fail(err)
-		return
-	}
-	all := pre
-	for _, r := range live {
-		all = append(all, r.evs...)
-	}
-	seqs, err := e.log.Append(ctx, all...)
-	if err != nil {
-		fail(err)
-		return
-	}
-	seqs = seqs[len(pre):]
-	for _, r := range live {
-		r.done <- feedbackResult{seqs: seqs[:len(r.evs):len(r.evs)]}
-		seqs = seqs[len(r.evs):]
-	}
-	e.ingestAdopted(ctx)
-}
-
-// IngestFeedback appends a feedback.ingested event for every complete line
-// other programs appended to feedback.jsonl past what the log accounts
-// for. An unfinished last line is left alone. The daemon may call it on a
-// timer; Open and every append that writes feedback call it too.
-func (e *Engine) IngestFeedback(ctx context.Context) error {
-	if e.opts.ReadOnly {
-		return ErrReadOnly
-	}
-	e.fbMu.Lock()
-	defer e.fbMu.Unlock()
-	if err := e.viewsCurrent(); err != nil {
-		return err
-	}
-	pre, err := e.foreignEvents(ctx, false)
-	if err != nil {
-		return err
-	}
-	if len(pre) > 0 {
-		if _, err := e.log.Append(ctx, pre...); err != nil {
-			return fmt.Errorf("engine: ingest feedback: %w", err)
-		}
-	}
-	e.ingestAdopted(ctx)
-	return nil
-}
-
-// foreignEvents builds feedback.ingested events for the foreign lines past
-// the projector's end of feedback.jsonl; fbMu is held. With waitPartial an
-// unfinished last line is waited for (it must end before we write).
-func (e *Engine) foreignEvents(ctx context.Context, waitPartial bool) ([]*events.Event, error) {
-	deadline := time.Now().Add(e.opts.FeedbackWait)
-	aside := map[int64]projections.SetAside{} // blanked by this call, by offset
-	for {
-		lines, partial, err := e.proj.ForeignFeedback()
-		if err != nil {
-			return nil, fmt.Errorf("engine: read feedback.jsonl: %w", err)
-		}
-		if moved, err := e.setAsideForeign(lines); err != nil {
-			return nil, err
-		} else if len(moved) > 0 {
-			for _, a := range moved {
-				aside[a.Offset] = a
-			}
-			continue // read the blanked lines back
-		}
-		if !partial || !waitPartial {
-			out := make([]*events.Event, 0, len(lines))
-			for i := range lines {
-				in := events.FeedbackIngested{Raw: lines[i].Raw, Offset: lines[i].Offset}
-				if a, ok := aside[in.Offset]; ok && projections.IsBlank(in.Raw) {
-					in.SetAside, in.Quarantine = a.Reason, a.Quarantine
-				}
-				ev, err := events.New("feedback", &in)
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, ev)
-			}
-			return out, nil
-		}
-		if time.Now().After(deadline) {
-			return nil, ErrFeedbackBusy
-		}
-		t := time.NewTimer(20 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-	}
-}
-
-// setAsideForeign moves to quarantine/ the foreign lines that may not be
-// ingested (SPEC §4 legacy writers, as issue 14 narrows it): corrupt ones,
-// and ones whose id the log — or an earlier line of this batch — holds.
-// It returns the lines it set aside (blanked in place, copied to
-// quarantine/: projections.SetAsideForeign); fbMu is held.
-func (e *Engine) setAsideForeign(lines []projections.ForeignLine) ([]projections.SetAside, error) {
-	if len(lines) == 0 {
-		return nil, nil
-	}
-	held, err := e.heldIDs()
-	if err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	heldOrSeen := func(id string) bool { return seen[id] || held(id) }
-	var aside []projections.ForeignLine
-	var reasons []string
-	for _, l := range lines {
-		id, reason := projections.ClassifyForeign(l.Raw, heldOrSeen)
-		if reason != "" {
-			aside = append(aside, l)
-			reasons = append(reasons, reason)
-			continue
-		}
-		if id != "" {
-			seen[id] = true
-		}
-	}
-	if len(aside) == 0 {
-		return nil, nil
-	}
-	out, err := e.proj.SetAsideForeign(aside, reasons)
-	if err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
-	}
-	e.setAside = append(e.setAside, out...)
-	return out, nil
-}
-
-// ingestAdopted appends the foreign lines the projector found in place of
-// its own output (a foreign write that raced the commit) as
-// feedback.ingested events; fbMu is held. Best effort: a failure leaves
-// them for the next catch-up, which finds them again.
-func (e *Engine) ingestAdopted(ctx context.Context) {
-	lines := e.proj.TakeAdopted()
-	if len(lines) == 0 {
-		return
-	}
-	evs := make([]*events.Event, 0, len(lines))
-	for i := range lines {
-		ev, err := events.New("feedback", &lines[i])
-		if err != nil {
-			return
-		}
-		evs = append(evs, ev)
-	}
-	e.log.Append(ctx, evs...)
 }
 
 // Log is the underlying log, for readers.
@@ -1039,6 +711,10 @@ func (e *Engine) Log() *wal.Log { return e.log }
 
 // Home is the engine's home directory.
 func (e *Engine) Home() home.Home { return e.opts.Home }
+
+// FS is the seam of the home's durable file writes (Options.FS; nil:
+// the real file system).
+func (e *Engine) FS() home.FS { return e.opts.FS }
 
 // ReadOnly reports whether the engine refuses appends.
 func (e *Engine) ReadOnly() bool { return e.opts.ReadOnly }

@@ -27,4 +27,16 @@
 // by one user in another user's home refuses to write there (CheckOwner).
 // The Lab token that GET /api/config hands out is not stored in the home:
 // each daemon run draws its own (package labapi).
+//
+// # Durable writes (durable.go)
+//
+// Every file replaced whole — the wal's MANIFEST and archived segments,
+// the read models' snapshots, checkpoint.json, daemon.json, the token, the
+// home id, the ship cursor, exports — is written by one helper,
+// WriteDurable: a temporary file beside it, fsync, rename, fsync of the
+// directory; Install is its last step for a file another library wrote
+// (the request-id index rebuilt by bolt). Both go through an FS, the one
+// fault seam (pebble's errorfs idea), passed by value by whoever writes
+// (engine.Options.FS, wal.Options.FS, snapshot.Writer.FS); tests fail or
+// block a stage of a write with internal/faultfs.
 package home

@@ -99,3 +99,116 @@ func TestWriteDurableFaults(t *testing.T) {
 		}
 	}
 }
+
+// pathFS records the file each write was bound to (PathFS).
+type pathFS struct {
+	OSFS
+	bound *[]string
+}
+
+func (p pathFS) ForPath(path string) FS {
+	*p.bound = append(*p.bound, path)
+	return failFS{step: "rename"}
+}
+
+// TestWriteDurableTempNameAndPathFS: a fixed temporary name (TempName)
+// overwrites the leftover of an interrupted write rather than leaving a
+// second file; a PathFS is asked for the FS of each write by the file it
+// replaces, and that FS is the one used (here failing the rename).
+func TestWriteDurableTempNameAndPathFS(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "MANIFEST")
+	if err := os.WriteFile(filepath.Join(dir, ".MANIFEST.tmp"), []byte("a torn leftover that is longer"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteDurable(path, WriteOptions{TempName: ".MANIFEST.tmp"}, Bytes([]byte("new\n"))); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if got, _ := os.ReadFile(path); string(got) != "new\n" || len(ents) != 1 {
+		t.Fatalf("file %q, %d entries (want the file alone)", got, len(ents))
+	}
+	var bound []string
+	err := WriteDurable(path, WriteOptions{FS: pathFS{bound: &bound}, TempName: ".MANIFEST.tmp"}, Bytes([]byte("newer\n")))
+	if !errors.Is(err, errInjected) || len(bound) != 1 || bound[0] != path {
+		t.Fatalf("err %v, bound to %v", err, bound)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "new\n" {
+		t.Fatalf("file %q after a failed rename", got)
+	}
+}
+
+// TestInstall: Install renames a finished temporary file over path; a
+// failed directory fsync is a *DirSyncError with the new file in place,
+// a failed rename removes the temporary file and keeps the old one.
+func TestInstall(t *testing.T) {
+	dir := t.TempDir()
+	path, tmp := filepath.Join(dir, "db"), filepath.Join(dir, "db.rebuild")
+	write := func(p, s string) {
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(path, "old")
+	write(tmp, "rebuilt")
+	err := Install(failFS{step: "syncdir"}, tmp, path, false)
+	var ds *DirSyncError
+	if !errors.As(err, &ds) || ds.Dir != dir || !errors.Is(err, errInjected) {
+		t.Fatalf("err %v, want a DirSyncError of %s", err, dir)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "rebuilt" {
+		t.Fatalf("file %q", got)
+	}
+	write(tmp, "again")
+	if err := Install(failFS{step: "rename"}, tmp, path, false); !errors.Is(err, errInjected) {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Fatalf("temporary file left: %v", err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "rebuilt" {
+		t.Fatalf("file %q after a failed rename", got)
+	}
+	write(tmp, "third")
+	if err := Install(nil, tmp, path, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "third" {
+		t.Fatalf("file %q", got)
+	}
+}
+
+// TestWriteNew: a taken name is never replaced; the next free one of
+// names is used; names giving up returns the last error; the file holds
+// the bytes with FilePerm.
+func TestWriteNew(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cut"), []byte("first"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	names := func(i int) string {
+		switch {
+		case i == 0:
+			return "cut"
+		case i > 1:
+			return ""
+		}
+		return "cut.1"
+	}
+	n, err := WriteNew(dir, names, []byte("second"), false)
+	if err != nil || n != "cut.1" {
+		t.Fatalf("%q %v", n, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "cut")); string(b) != "first" {
+		t.Fatalf("taken file replaced: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "cut.1")); string(b) != "second" {
+		t.Fatalf("new file %q", b)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "cut.1")); fi.Mode().Perm() != FilePerm {
+		t.Fatalf("mode %v", fi.Mode())
+	}
+	if n, err := WriteNew(dir, names, []byte("third"), true); !errors.Is(err, os.ErrExist) || n != "" {
+		t.Fatalf("every name taken: %q %v", n, err)
+	}
+}

@@ -112,6 +112,8 @@ func operatorRoutes() []operatorRoute {
 		{"POST /api/console/check", "POST", "/api/console/check", "", 200, `"identical"`},
 		{"GET /api/console/pty/{conversationId}/blocks/{blockId}/screen", "GET", "/api/console/pty/c1/blocks/blk_nope/screen", "", 404, ""},
 		{"GET /api/console/pty/{conversationId}/blocks/{blockId}/frames", "GET", "/api/console/pty/c1/blocks/blk_nope/frames", "", 404, ""},
+		{"GET /api/console/pty/{conversationId}/recording", "GET", "/api/console/pty/c1/recording?block=blk_nope", "", 404, ""},
+		{"GET /api/console/pty/{conversationId}/playback", "GET", "/api/console/pty/c1/playback?block=blk_nope", "", 404, ""},
 		{"POST /mcp", "POST", "/mcp", mcpInit, 200, "protocolVersion"},
 		{"GET /mcp", "GET", "/mcp", "", 400, ""},
 		{"DELETE /mcp", "DELETE", "/mcp", "", 400, ""},

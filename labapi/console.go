@@ -80,6 +80,10 @@ type consoleState struct {
 	logs     *console.LogReader
 	// travel holds the time-travel points (console_travel.go).
 	travel consoleTravel
+	// sizes caches the pty size of shells (console_size.go).
+	sizes shellSizes
+	// playing holds a place per terminal playback (console_playback.go).
+	playing chan struct{}
 }
 
 func (s *Server) logReader() *console.LogReader {

@@ -42,6 +42,7 @@ func (s *Server) registerConsolePtyRoutes() {
 	s.route("GET /api/console/pty", authAlways, s.consolePtyList)
 	s.route("GET /api/console/pty/{conversationId}/blocks/{blockId}/screen", authAlways, ptyRoute(s, s.consoleScreen))
 	s.route("GET /api/console/pty/{conversationId}/blocks/{blockId}/frames", authAlways, ptyRoute(s, s.consoleFrames))
+	s.registerConsolePlaybackRoutes()
 }
 
 type consoleConv struct {
@@ -83,6 +84,10 @@ type consoleScreenResult struct {
 	Status    string `json:"status"`
 	Mode      string `json:"mode"`
 	ExitCode  *int   `json:"exit_code"`
+	// Cols and Rows: the size of the screen a full-screen (interactive)
+	// block is rendered at, its shell's pty (pty.session.started).
+	Cols int `json:"cols,omitempty"`
+	Rows int `json:"rows,omitempty"`
 }
 
 func (s *Server) consoleScreen(r *http.Request, m *pty.Manager, conv string) (any, error) {
@@ -139,7 +144,8 @@ func (s *Server) consoleScreen(r *http.Request, m *pty.Manager, conv string) (an
 	res := consoleScreenResult{Size: size, Upto: end, Truncated: start > 0, Status: b.Status, Mode: b.Mode, ExitCode: b.ExitCode,
 		Complete: b.Status != events.BlockRunning && b.Status != events.BlockInteractive}
 	if b.Mode == "interactive" {
-		res.HTML = console.RenderScreen(out, 120, 40)
+		res.Cols, res.Rows, _ = s.shellSize(r.Context(), conv, b.ShellID, b.TsBegin)
+		res.HTML = console.RenderScreen(out, res.Cols, res.Rows)
 	} else {
 		res.HTML = console.RenderOutput(out)
 	}

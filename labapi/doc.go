@@ -6,7 +6,10 @@
 //
 // Files: server.go (options, mux, middleware: panic recovery, request log,
 // metrics, Host/Origin guard, auth, read-only and degraded refusal),
-// errors.go (the one mapping from errors to HTTP codes), idempotency.go
+// errors.go (the one mapping from errors to HTTP codes: errTable, rows of
+// sentinel errors of the packages below → envelope code, message and fix,
+// scoped to the routes that answer them; mapError and asAPIError read
+// it; statusOf maps codes to HTTP statuses), idempotency.go
 // (request-id dedupe over the engine's on-disk index, package reqindex),
 // lab.go (Lab routes), labstore.go and labstore_file.go (the runs,
 // experiments and sessions read model: an engine observer over the Lab

@@ -22,17 +22,8 @@ func (s *Server) registerEventRoutes() {
 }
 
 // StreamEvent is the JSON of one SSE data line: the envelope with its
-// payload decoded.
-type StreamEvent struct {
-	Seq    uint64          `json:"seq"`
-	V      int             `json:"v"`
-	ID     string          `json:"id"`
-	Type   string          `json:"type"`
-	TS     int64           `json:"ts"`
-	Stream string          `json:"stream"`
-	Req    string          `json:"req,omitempty"`
-	Data   json.RawMessage `json:"data"`
-}
+// payload decoded (events.Streamed, one of the event's JSON views).
+type StreamEvent = events.Streamed
 
 // labStreamTypes are the events the Lab token may see on /api/events: the
 // Lab's own records, which its routes serve anyway. Everything else —
@@ -175,14 +166,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 }
 
 func writeSSE(bw *bufio.Writer, ev *events.Event) error {
-	se := StreamEvent{Seq: ev.Seq, V: ev.V, ID: ev.ID, Type: ev.Type, TS: ev.TS, Stream: ev.Stream, Req: ev.Req}
-	if p, err := ev.Decode(); err == nil {
-		se.Data, _ = json.Marshal(p)
-	}
-	if se.Data == nil {
-		se.Data = json.RawMessage("null")
-	}
-	b, err := json.Marshal(se)
+	b, err := json.Marshal(events.Stream(ev))
 	if err != nil {
 		return err
 	}

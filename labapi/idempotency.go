@@ -71,22 +71,40 @@ func (m *idempotency) lock(req string) func() {
 	}
 }
 
+// bodyFields is the request body's top-level object, parsed once for
+// the request id and the body hash; nil when the body is not one.
+func bodyFields(body []byte) map[string]json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return nil
+	}
+	return m
+}
+
 // requestID is the trimmed X-CM-LAB-REQUEST-ID header, else the body's
 // requestId (or request_id) field. A body field that is there but not a
 // string (a number, an object, a boolean; null counts as absent) is
 // INVALID_ARGUMENT, header or not: a client that sends one believes its
 // request is deduplicated, and silently ignoring the id would act twice.
-func requestID(r *http.Request, body []byte) (string, error) {
-	var probe struct {
-		RequestID  json.RawMessage `json:"requestId"`
-		RequestID2 json.RawMessage `json:"request_id"`
-	}
+// fields is bodyFields(body).
+func requestID(r *http.Request, body []byte, fields map[string]json.RawMessage) (string, error) {
 	var fromBody string
-	if json.Unmarshal(body, &probe) == nil {
+	if fields != nil {
+		id, id2, ok := requestIDFields(fields)
+		if !ok {
+			// A key that only case-folds to a field name (encoding/json
+			// matches those too): let the decoder pick, as it always did.
+			var probe struct {
+				RequestID  json.RawMessage `json:"requestId"`
+				RequestID2 json.RawMessage `json:"request_id"`
+			}
+			json.Unmarshal(body, &probe)
+			id, id2 = probe.RequestID, probe.RequestID2
+		}
 		for _, f := range []struct {
 			name string
 			raw  json.RawMessage
-		}{{"requestId", probe.RequestID}, {"request_id", probe.RequestID2}} {
+		}{{"requestId", id}, {"request_id", id2}} {
 			if len(f.raw) == 0 || string(f.raw) == "null" {
 				continue
 			}
@@ -106,15 +124,31 @@ func requestID(r *http.Request, body []byte) (string, error) {
 	return fromBody, nil
 }
 
+// requestIDFields reads the requestId and request_id fields of a parsed
+// body; ok is false when another key case-folds to either name.
+func requestIDFields(fields map[string]json.RawMessage) (id, id2 json.RawMessage, ok bool) {
+	for k, v := range fields {
+		switch {
+		case k == "requestId":
+			id = v
+		case k == "request_id":
+			id2 = v
+		case strings.EqualFold(k, "requestId") || strings.EqualFold(k, "request_id"):
+			return nil, nil, false
+		}
+	}
+	return id, id2, true
+}
+
 // bodyHash is the hash of a request body for telling a retry from a reused
-// key: route plus compacted JSON, without the requestId fields.
-func bodyHash(route string, body []byte) string {
-	var m map[string]json.RawMessage
+// key: route plus compacted JSON, without the requestId fields. fields is
+// bodyFields(body) (it loses those two keys).
+func bodyHash(route string, body []byte, fields map[string]json.RawMessage) string {
 	canon := body
-	if json.Unmarshal(body, &m) == nil {
-		delete(m, "requestId")
-		delete(m, "request_id")
-		if b, err := json.Marshal(m); err == nil { // map keys sorted
+	if fields != nil {
+		delete(fields, "requestId")
+		delete(fields, "request_id")
+		if b, err := json.Marshal(fields); err == nil { // map keys sorted
 			canon = b
 		}
 	} else {
@@ -144,7 +178,9 @@ type mutation func(req, reqHash string) (resp any, err error)
 // different body is IDEMPOTENCY_KEY_REUSED; concurrent duplicates wait for
 // the first. Without a request id, act simply runs.
 func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, route string, body []byte, act mutation) error {
-	req, err := requestID(r, body)
+	t := s.traceOf(r.Context()) // nil unless a StageRecorder is installed
+	fields := bodyFields(body)
+	req, err := requestID(r, body, fields)
 	if err != nil {
 		return err
 	}
@@ -154,12 +190,14 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, route string
 			return err
 		}
 		writeJSON(w, http.StatusOK, resp)
+		t.done()
 		return nil
 	}
 	if len(req) > MaxRequestID {
 		return NewError(CodeInvalidArgument, "request id is longer than 256 bytes", "Send a UUID in X-CM-LAB-REQUEST-ID.")
 	}
-	hash := bodyHash(route, body)
+	hash := bodyHash(route, body, fields)
+	t.mark(StageDecode)
 	unlock := s.idem.lock(req)
 	defer unlock()
 	rec, ok, err := s.idem.lookup(req)
@@ -174,21 +212,25 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, route string
 		writeRaw(w, http.StatusOK, rec.Resp)
 		return nil
 	}
+	t.mark(StageRequestID)
 	resp, err := act(req, hash)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, resp)
+	t.done()
 	return nil
 }
 
 // decodeIdempotent reads the request body and runs act at most once per
 // request id (s.idempotent) on the body decoded into a B.
 func decodeIdempotent[B any](s *Server, w http.ResponseWriter, r *http.Request, route string, act func(b *B, req, reqHash string) (any, error)) error {
+	t := s.traceOf(r.Context())
 	body, err := readBody(r)
 	if err != nil {
 		return err
 	}
+	t.mark(StageRead)
 	return s.idempotent(w, r, route, body, func(req, reqHash string) (any, error) {
 		var b B
 		if err := decodeJSON(body, &b); err != nil {
@@ -213,7 +255,10 @@ func (s *Server) appendAnswer(ctx context.Context, stream string, p events.Paylo
 		}
 		ev.WithRequest(req, reqHash, snap)
 	}
+	t := s.traceOf(ctx)
+	t.mark(StageDecode)
 	_, err = s.appendEvent(ctx, ev)
+	t.markAppend()
 	return err
 }
 

@@ -87,3 +87,23 @@ func TestIdempotencyHoldsNoDoneMap(t *testing.T) {
 		t.Fatalf("%d in-flight locks left after the requests ended", n)
 	}
 }
+
+// TestRequestIDFieldCaseFolds: the body's request id is read once with
+// the hash (bodyFields); a key that only case-folds to requestId or
+// request_id is still taken, as encoding/json always matched it: a number
+// there is refused, a string deduplicates.
+func TestRequestIDFieldCaseFolds(t *testing.T) {
+	tl := newTestLab(t)
+	if r := tl.do("POST", "/api/feedback", `{"notes":"n","RequestID":5}`); r.status != 400 || r.code() != CodeInvalidArgument {
+		t.Fatalf("RequestID 5: %d %s", r.status, r.body)
+	}
+	seq := tl.lastSeq()
+	first := tl.do("POST", "/api/feedback", `{"notes":"n","REQUEST_ID":"fold-1"}`)
+	again := tl.do("POST", "/api/feedback", `{"notes":"n","REQUEST_ID":"fold-1"}`)
+	if first.status != 200 || again.status != 200 || again.header.Get("X-CM-LAB-IDEMPOTENT-REPLAY") != "true" || string(first.body) != string(again.body) {
+		t.Fatalf("first %d %s, again %d %s %v", first.status, first.body, again.status, again.body, again.header)
+	}
+	if got := tl.lastSeq(); got != seq+1 {
+		t.Fatalf("log grew by %d events, want 1", got-seq)
+	}
+}

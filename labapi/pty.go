@@ -9,7 +9,6 @@ import (
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/pty"
-	"github.com/cmlab/cmlab/wal"
 )
 
 // registerPtyRoutes registers the terminal bridge of SPEC §6 (seed 001):
@@ -73,31 +72,6 @@ func (s *Server) ptyManager() (*pty.Manager, error) {
 	return s.opts.Pty, nil
 }
 
-// ptyError maps terminal errors to the envelope.
-func ptyError(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, pty.ErrInvalidCursor):
-		return NewError(CodeInvalidCursor, err.Error(), "Use the resume_cursor of your last wait_for or read_spool, or status.resume_cursor.")
-	case errors.Is(err, pty.ErrInvalidArgument):
-		return NewError(CodeInvalidArgument, err.Error(), "Fix the request field named in the message.")
-	case errors.Is(err, pty.ErrNotFound):
-		return NewError(CodeNotFound, err.Error(), "List the blocks with GET /api/pty/{conversationId}/blocks.")
-	case errors.Is(err, pty.ErrTooManyShells):
-		return NewError(CodeBusy, err.Error(), "End a conversation you no longer use (POST /api/pty/{conversationId}/end_session frees its shell; GET /api/pty lists them), wait for idle shells to be reaped, or raise the limit.")
-	case errors.Is(err, wal.ErrFailed):
-		return degradedError(err)
-	case errors.Is(err, pty.ErrSpoolUnavailable):
-		return NewError(CodeDegraded, err.Error(), "The spool file lags the log (every byte is in the log): the views catch up by themselves; if this persists, see 'cmlab status' and run 'cmlab rebuild'.")
-	case errors.Is(err, wal.ErrClosed), errors.Is(err, pty.ErrClosed):
-		return NewError(CodeDegraded, err.Error(), "The daemon is shutting down; retry against the next one.")
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return NewError(CodeBusy, "the request was cancelled: "+err.Error(), "Retry with the same request id.")
-	}
-	return err
-}
-
 // refusal turns busy / interactive-mode errors into the seed's body.
 func refusal(w *conflictWriter, err error) (any, bool) {
 	switch {
@@ -122,7 +96,7 @@ func ptyRoute(s *Server, op func(r *http.Request, m *pty.Manager, conv string) (
 		}
 		res, err := op(r, m, r.PathValue("conversationId"))
 		if err != nil {
-			return ptyError(err)
+			return mapError(onTerminal, err)
 		}
 		writeJSON(w, http.StatusOK, res)
 		return nil
@@ -165,7 +139,7 @@ func ptyActRoute[In any](s *Server, route string, op func(ctx context.Context, m
 				return b, nil
 			}
 			if err != nil {
-				return nil, ptyError(err)
+				return nil, mapError(onTerminal, err)
 			}
 			return res, nil
 		})

@@ -58,7 +58,7 @@ func (s *Server) handlePtyExecWait(w http.ResponseWriter, r *http.Request) error
 			writeJSON(cf, http.StatusOK, b)
 			return nil
 		}
-		return ptyError(err)
+		return mapError(onTerminal, err)
 	}
 	var started pty.ExecResult
 	if cw.status != http.StatusOK || json.Unmarshal(cw.body, &started) != nil || started.BlockID == "" {
@@ -73,7 +73,7 @@ func (s *Server) handlePtyExecWait(w http.ResponseWriter, r *http.Request) error
 	}
 	res, err := m.AwaitBlock(r.Context(), conv, started.BlockID, in.TimeoutMs, in.MaxBytes, in.Raw)
 	if err != nil {
-		return ptyError(err)
+		return mapError(onTerminal, err)
 	}
 	writeJSON(w, http.StatusOK, res)
 	return nil

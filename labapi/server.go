@@ -143,6 +143,8 @@ type Server struct {
 	closeOnce sync.Once
 	done      chan struct{}  // closed by Close: ends SSE streams
 	fbSignal  feedbackSignal // feedback_wait.go
+
+	stageRec atomic.Pointer[StageRecorder] // stages.go; nil: nothing timed
 }
 
 // Close ends long-lived requests (event streams). It does not close the engine.
@@ -369,6 +371,9 @@ func (s *Server) route(pattern string, auth authMode, h handlerFunc) {
 				}
 			}
 		}
+		if write {
+			r = s.startTrace(r) // stages.go: a no-op without a StageRecorder
+		}
 		if err := h(w, r); err != nil {
 			writeError(w, err)
 		}
@@ -405,17 +410,8 @@ func (s *Server) appendEvent(ctx context.Context, evs ...*events.Event) ([]uint6
 	seqs, err := s.opts.Engine.Append(ctx, evs...)
 	s.metrics.observeAppend(time.Since(start), len(evs), err)
 	if err != nil {
-		if errors.Is(err, wal.ErrFailed) {
-			return nil, degradedError(err)
-		}
-		if errors.Is(err, engine.ErrReadOnly) {
-			return nil, NewError(CodeForbidden, "this home is open read-only: writes are refused", "Run mutations against the live home's daemon, not a replayed one.")
-		}
-		if errors.Is(err, engine.ErrFeedbackBusy) {
-			return nil, NewError(CodeBusy, "feedback.jsonl ends in another program's unfinished line", "Retry with the same request id once the other writer finished its line.")
-		}
-		if errors.Is(err, wal.ErrClosed) {
-			return nil, NewError(CodeDegraded, "the daemon is shutting down", "Retry with the same request id once the daemon is back.")
+		if ae, ok := mapError(onAppend, err).(*APIError); ok {
+			return nil, ae
 		}
 		if ctx.Err() != nil {
 			return nil, NewError(CodeBusy, "request cancelled before it was appended", "Retry with the same request id.")
@@ -541,6 +537,12 @@ func readBody(r *http.Request) ([]byte, error) {
 // decodeJSON parses body into v (a struct); malformed JSON or a non-object
 // is INVALID_JSON, a field of the wrong type INVALID_ARGUMENT.
 func decodeJSON(body []byte, v any) error {
+	// A body json.Unmarshal takes is one the decoder below takes whole
+	// (Unmarshal refuses data after the value too); only a refused one
+	// goes through the decoder, for the error it has always reported.
+	if json.Unmarshal(body, v) == nil {
+		return nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError

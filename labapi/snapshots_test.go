@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +17,8 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/crashchild"
+	"github.com/cmlab/cmlab/internal/faultfs"
 	"github.com/cmlab/cmlab/retention"
 	"github.com/cmlab/cmlab/snapshot"
 	"github.com/cmlab/cmlab/steps"
@@ -92,10 +94,7 @@ func openServerWith(t testing.TB, eo engine.Options, buf *bytes.Buffer) (*Server
 // snapshot write at the chosen stage, after saying so in a marker file,
 // until the parent kills it.
 func TestHelperSnapshotWriter(t *testing.T) {
-	dir := os.Getenv(envSnapHome)
-	if dir == "" {
-		t.Skip("child process of TestReadModelSnapshotsSIGKILL")
-	}
+	dir := crashchild.Role(t, envSnapHome, "TestReadModelSnapshotsSIGKILL")
 	h := home.Home{Dir: dir}
 	srv, eng := openServer(t, h, nil)
 	for i := range 5 {
@@ -105,18 +104,18 @@ func TestHelperSnapshotWriter(t *testing.T) {
 	if err := eng.Close(); err != nil {
 		t.Fatal(err)
 	}
-	srv, eng = openServer(t, h, nil)
-	for i := 5; i < 9; i++ {
-		appendReadModelHistory(t, eng, i)
-	}
 	stage, model := os.Getenv(envSnapStage), os.Getenv(envSnapModel)
-	snapshot.SetFaultHook(func(st, path string) error {
+	block := faultfs.New(func(st, path string) error {
 		if st == stage && filepath.Base(path) == model+".msgpack" {
 			os.WriteFile(filepath.Join(dir, "in-snapshot"), []byte(st), 0o600)
 			select {} // killed here
 		}
 		return nil
 	})
+	srv, eng = openServerWith(t, engine.Options{Home: h, FS: block}, nil)
+	for i := 5; i < 9; i++ {
+		appendReadModelHistory(t, eng, i)
+	}
 	srv.Close()
 	eng.Close()
 	fmt.Fprintln(os.Stderr, "the blocked snapshot write was never reached")
@@ -130,37 +129,19 @@ func TestHelperSnapshotWriter(t *testing.T) {
 // model equal to a replay of the whole log, and no temporary file left.
 func TestReadModelSnapshotsSIGKILL(t *testing.T) {
 	for _, model := range []string{steps.SnapshotModel, retention.ModelName} {
-		for _, stage := range []string{snapshot.StageWrite, snapshot.StageRename, snapshot.StageDirSync} {
+		for _, stage := range []string{faultfs.StageWrite, faultfs.StageRename, faultfs.StageDirSync} {
 			t.Run(model+"/"+stage, func(t *testing.T) {
 				h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
-				cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSnapshotWriter$", "-test.v=false")
-				cmd.Env = append(os.Environ(), envSnapHome+"="+h.Dir, envSnapStage+"="+stage, envSnapModel+"="+model)
-				var stderr bytes.Buffer
-				cmd.Stderr = &stderr
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
+				child := crashchild.Start(t, "TestHelperSnapshotWriter", envSnapHome+"="+h.Dir, envSnapStage+"="+stage, envSnapModel+"="+model)
 				marker := filepath.Join(h.Dir, "in-snapshot")
-				deadline := time.Now().Add(60 * time.Second)
-				for {
-					if _, err := os.Stat(marker); err == nil {
-						break
-					}
-					if time.Now().After(deadline) {
-						cmd.Process.Kill()
-						cmd.Wait()
-						t.Fatalf("the child never reached the snapshot write: %s", stderr.String())
-					}
-					time.Sleep(2 * time.Millisecond)
-				}
-				cmd.Process.Signal(syscall.SIGKILL)
-				cmd.Wait()
+				child.AwaitFile(t, marker, 60*time.Second)
+				child.Kill(t)
 				os.Remove(marker)
 				path := filepath.Join(h.StateDir(), "snapshots", model+".msgpack")
-				if stage == snapshot.StageRename || stage == snapshot.StageDirSync {
+				if stage == faultfs.StageRename || stage == faultfs.StageDirSync {
 					// Killed with a temporary file or just after the rename.
 					left, _ := filepath.Glob(path + ".tmp-*")
-					if (len(left) == 0) != (stage == snapshot.StageDirSync) {
+					if (len(left) == 0) != (stage == faultfs.StageDirSync) {
 						t.Fatalf("stage %s: temporary files %v", stage, left)
 					}
 				}
@@ -256,16 +237,17 @@ func TestRetentionSnapshotWriteFailure(t *testing.T) {
 	// (every second, or every 1,000 events) while the last events were
 	// appended would leave the one below fewer than SnapshotEvery events
 	// to cover, and it would rightly not write (a slow race run did that).
-	srv, eng = openServerWith(t, engine.Options{Home: h, CheckpointEvery: 1 << 30, CheckpointInterval: time.Hour}, &logs)
-	defer eng.Close()
-	defer srv.Close()
-	snapshot.SetFaultHook(func(stage, p string) error {
-		if stage == snapshot.StageWrite && p == path {
+	var full atomic.Bool
+	full.Store(true)
+	fsys := faultfs.New(func(stage, p string) error {
+		if full.Load() && stage == faultfs.StageWrite && p == path {
 			return syscall.ENOSPC
 		}
 		return nil
 	})
-	defer snapshot.SetFaultHook(nil)
+	srv, eng = openServerWith(t, engine.Options{Home: h, CheckpointEvery: 1 << 30, CheckpointInterval: time.Hour, FS: fsys}, &logs)
+	defer eng.Close()
+	defer srv.Close()
 	for i := 1; eng.Log().LastSeq() < retention.SnapshotEvery+20; i++ {
 		appendReadModelHistory(t, eng, i)
 	}
@@ -278,7 +260,7 @@ func TestRetentionSnapshotWriteFailure(t *testing.T) {
 	if now, _ := os.ReadFile(path); !bytes.Equal(now, old) {
 		t.Fatal("the old snapshot changed")
 	}
-	snapshot.SetFaultHook(nil)
+	full.Store(false)
 	appendReadModelHistory(t, eng, 100000)
 	if err := eng.Checkpoint(); err != nil {
 		t.Fatal(err)

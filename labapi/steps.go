@@ -2,7 +2,6 @@ package labapi
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/recovery"
 	"github.com/cmlab/cmlab/steps"
-	"github.com/cmlab/cmlab/wal"
 )
 
 // Step routes (SPEC §6/§8): the durable step journal over HTTP, so that
@@ -78,25 +76,6 @@ func newPayload(tr string) (events.Payload, *string) {
 	return nil, nil
 }
 
-func stepError(err error) error {
-	var ae *APIError
-	switch {
-	case errors.As(err, &ae):
-		return ae
-	case errors.Is(err, steps.ErrUnknownMandate), errors.Is(err, steps.ErrUnknownStep):
-		return NewError(CodeNotFound, err.Error(), "Plan the mandate first (POST /api/steps/{mandateId}/plan) and use a step_id of its plan.")
-	case errors.Is(err, steps.ErrInvalidTransition):
-		return NewError(CodeInvalidArgument, err.Error(), "GET /api/steps?mandateId= shows each step's status; follow pending → executing → completed|failed.")
-	case errors.Is(err, steps.ErrInvalidStep):
-		return NewError(CodeInvalidArgument, err.Error(), "Hashes are \"sha256-\" and 64 lowercase hex digits; ids match [A-Za-z0-9_.-]{1,128}.")
-	case errors.Is(err, wal.ErrFailed):
-		return degradedError(err)
-	case errors.Is(err, wal.ErrClosed):
-		return NewError(CodeDegraded, "the daemon is shutting down", "Retry with the same request id once the daemon is back.")
-	}
-	return err
-}
-
 func (st *stepRoutes) transition(tr string) handlerFunc {
 	route := "POST /api/steps/{mandateId}/" + tr
 	return func(w http.ResponseWriter, r *http.Request) error {
@@ -120,7 +99,7 @@ func (st *stepRoutes) transition(tr string) handlerFunc {
 			*mandate = mid
 			resp, err := st.j.RecordRequest(r.Context(), p, req, rh)
 			if err != nil {
-				return nil, stepError(err)
+				return nil, mapError(onSteps, err)
 			}
 			return resp, nil
 		})
@@ -174,7 +153,7 @@ func (st *stepRoutes) apply(w http.ResponseWriter, r *http.Request) error {
 		p := recovery.Recover(st.j, recovery.PlanOptions{UnderDaemon: true, LiveAfter: st.j.StartSeq()})
 		opts := recovery.ApplyOptions{Req: req, ReqHash: rh, Snapshot: func(p *recovery.Plan) (json.RawMessage, error) { return json.Marshal(p) }}
 		if _, err := recovery.Apply(r.Context(), st.j, p, opts); err != nil {
-			return nil, stepError(err)
+			return nil, mapError(onSteps, err)
 		}
 		return p, nil
 	})

@@ -1,7 +1,6 @@
 package labapi
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 
@@ -41,20 +40,9 @@ func (s *Server) registerStepApprove() {
 			resp, err := recovery.Approve(r.Context(), s.opts.Journal, mid, in.StepID,
 				recovery.ApproveOptions{Note: steps.CutErrorMsg(in.Note), Req: req, ReqHash: rh})
 			if err != nil {
-				return nil, approveError(err)
+				return nil, mapError(onApprove|onSteps, err)
 			}
 			return resp, nil
 		})
 	})
-}
-
-func approveError(err error) error {
-	switch {
-	case errors.Is(err, steps.ErrInFlight):
-		return NewError(CodeBusy, err.Error(), "Wait for the step's process to end (or stop it), then approve again.")
-	case errors.Is(err, recovery.ErrNoWorld):
-		return NewError(CodeInvalidArgument, err.Error()+": there is no world to hash",
-			"Record the completion with its hashes instead: cmlab step complete MANDATE STEP --post HASH --result HASH.")
-	}
-	return stepError(err)
 }

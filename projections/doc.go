@@ -116,6 +116,26 @@
 //
 // # Legacy writers (feedback/feedback.jsonl)
 //
+// The legacy feedback protocol, drawn once (the code: feedback_legacy.go
+// here, engine/feedback_legacy.go in the engine):
+//
+//	another program            engine (under its feedback mutex)          projector
+//	---------------            ---------------------------------          ---------
+//	appends "{...}\n" past E ─► ForeignFeedback: complete lines past E
+//	                           ClassifyForeign: JSON object, id not held?
+//	                             no ─► SetAsideForeign ─► quarantine/, cut from the file
+//	                             yes ─► feedback.ingested{Raw, Offset} events,
+//	                                    ahead of ours in one commit group
+//	POST /api/feedback ──────► Append: feedback.submitted (fsynced) ──► Apply: writeFeedback
+//	                                                                      at E: E += line
+//	                                                                      own torn bytes: completed
+//	                                                                      foreign bytes: adopted in
+//	                                                                      place (TakeAdopted) ─┐
+//	                           feedback.ingested for the adopted ◄───────────────────────────┘
+//	unfinished last line ────► wait FeedbackWait, then ErrFeedbackBusy (nothing appended)
+//
+// where E is the end of feedback.jsonl the log accounts for. The rules:
+//
 // Other programs may append lines to feedback.jsonl. The projector knows the
 // end that the log accounts for (E, the checkpointed size, advanced by each
 // line it projects) and never cuts the file. Of the complete lines past E,

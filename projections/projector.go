@@ -2,7 +2,6 @@ package projections
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -128,7 +127,8 @@ type Projector struct {
 	skipped  uint64            // events whose payload could not be projected
 	failed   error             // an Apply failed part-way: no checkpoint may cover it
 	r        rendered
-	lines    arena // holds p.r's lines while one event is applied
+	lines    arena         // holds p.r's lines while one event is applied
+	fbBatch  feedbackBatch // feedback lines of one Apply not yet written (feedback_batch.go)
 }
 
 // New returns a projector writing the views of h from empty, without
@@ -314,19 +314,6 @@ func validViewPath(v string) bool {
 	return false
 }
 
-// FeedbackDamaged reports whether Open found feedback.jsonl non-empty but
-// not vouched for by the checkpoint: shorter than it, different from its
-// tail or whole-view CRC, or with no readable checkpoint at all. Writing
-// such a file from empty would meet bytes that are neither this log's
-// output nor lines another program appended after it (doc.go, "Legacy
-// writers"); the engine regenerates the views instead (Regenerate), which
-// sorts every line of the old file.
-func (p *Projector) FeedbackDamaged() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.feedbackDamaged
-}
-
 // ReplayFrom is the first sequence the caller must Apply to bring the views
 // up to the log: 1 after a rebuild was planned, else the checkpoint's seq+1.
 func (p *Projector) ReplayFrom() uint64 {
@@ -348,13 +335,6 @@ func (p *Projector) Skipped() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.skipped
-}
-
-// FeedbackEnd is the byte size of feedback.jsonl that the log accounts for.
-func (p *Projector) FeedbackEnd() int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.sizes[FeedbackView]
 }
 
 func (p *Projector) path(view string) string {
@@ -398,8 +378,12 @@ func (p *Projector) applyRendered(ev *events.Event, r *rendered, renderErr error
 			}
 			var err error
 			switch {
+			case !p.opts.Exclusive && ingestAt < 0 && p.fbBatch.on:
+				p.fbBatch.add(w.data) // written at the end of the batch
 			case !p.opts.Exclusive:
-				err = p.writeFeedback(w.data, ingestAt)
+				if err = p.flushFeedbackBatch(); err == nil {
+					err = p.writeFeedback(w.data, ingestAt)
+				}
 			case ingestAt >= 0 && ingestAt < p.sizes[FeedbackView]:
 				err = p.insertFeedback(w.data, ingestAt)
 			default:
@@ -429,6 +413,8 @@ func (p *Projector) applyBatch(evs []*events.Event, rs []rendered, errs []error)
 	if p.failed != nil {
 		return p.failed
 	}
+	p.fbBatch.start(!p.opts.Exclusive)
+	defer p.fbBatch.stop()
 	for i, ev := range evs {
 		if ev.Seq != 0 && ev.Seq <= p.last {
 			continue
@@ -447,6 +433,11 @@ func (p *Projector) applyBatch(evs []*events.Event, rs []rendered, errs []error)
 		if ev.Seq != 0 {
 			p.last = ev.Seq
 		}
+	}
+	if err := p.flushFeedbackBatch(); err != nil {
+		p.flushAll()
+		p.failed = err
+		return err
 	}
 	if p.opts.Exclusive {
 		return nil
@@ -560,172 +551,6 @@ func (p *Projector) write(view string, data []byte) error {
 	return nil
 }
 
-// writeFeedback appends one line to feedback.jsonl in a home that other
-// programs may append to (doc.go, "Legacy writers"). ingestAt is the
-// recorded offset of a feedback.ingested line, else -1.
-func (p *Projector) writeFeedback(line []byte, ingestAt int64) error {
-	vf, err := p.file(FeedbackView)
-	if err != nil {
-		return err
-	}
-	if err := vf.w.Flush(); err != nil {
-		return err
-	}
-	end := p.sizes[FeedbackView]
-	fi, err := vf.f.Stat()
-	if err != nil {
-		return err
-	}
-	size := fi.Size()
-	if size < end {
-		// Cut under us by someone else: append at the real end rather than
-		// leave a hole of zeros.
-		p.damaged[FeedbackView] = true
-		end = size
-	}
-	if ingestAt >= 0 && p.adopted[ingestAt] {
-		// A line adopted earlier (see below) and ingested now: it is
-		// already inside the accounted bytes.
-		delete(p.adopted, ingestAt)
-		return nil
-	}
-	if ingestAt >= 0 && ingestAt < end && size == end {
-		// The file is being written anew past what it held (a replay from
-		// empty, or a catch-up rebuilding a cut feedback.jsonl): place the
-		// line where the live projector adopted it, as Rebuild does.
-		return p.insertFeedback(line, ingestAt)
-	}
-	for size > end {
-		n := min(int64(len(line)), size-end)
-		got := make([]byte, n)
-		if _, err := vf.f.ReadAt(got, end); err != nil {
-			return err
-		}
-		if bytes.Equal(got, line[:n]) {
-			// Our own output from before a crash (or the ingested line
-			// itself): keep what is there, add what is missing.
-			if n < int64(len(line)) {
-				if _, err := vf.f.WriteAt(line[n:], size); err != nil {
-					return err
-				}
-			}
-			p.extendCRC(FeedbackView, end, line)
-			p.sizes[FeedbackView] = end + int64(len(line))
-			p.unsync[FeedbackView] = true
-			return nil
-		}
-		if exp, ok := p.expected[end]; ok && end+int64(len(exp)) <= size {
-			// A foreign line the log ingests later (the live projector
-			// adopted it here): step over it; its event will be a no-op.
-			got := make([]byte, len(exp))
-			if _, err := vf.f.ReadAt(got, end); err != nil {
-				return err
-			}
-			if bytes.Equal(got, exp) {
-				delete(p.expected, end)
-				p.adopted[end] = true
-				p.extendCRC(FeedbackView, end, exp)
-				end += int64(len(exp))
-				p.sizes[FeedbackView] = end
-				continue
-			}
-		}
-		// Foreign bytes where our line belongs. Complete lines are adopted
-		// (kept in place, reported for ingestion); an unfinished last line
-		// can be neither moved nor written after.
-		region := make([]byte, size-end)
-		if _, err := vf.f.ReadAt(region, end); err != nil {
-			return err
-		}
-		lines, rest := splitLines(region, end)
-		if p.held != nil {
-			for _, l := range lines {
-				if _, reason := ClassifyForeign(l.Raw, p.held); reason != "" {
-					return fmt.Errorf("%w: the line at %d is %s", ErrFeedbackDamaged, l.Offset, reason)
-				}
-			}
-		}
-		if len(rest) > 0 {
-			return fmt.Errorf("%w (at offset %d)", ErrFeedbackPartial, size-int64(len(rest)))
-		}
-		p.foreign = append(p.foreign, lines...)
-		for _, l := range lines {
-			p.adopted[l.Offset] = true
-		}
-		p.extendCRC(FeedbackView, end, region)
-		end = size
-	}
-	if _, err := vf.f.WriteAt(line, end); err != nil {
-		return err
-	}
-	p.extendCRC(FeedbackView, end, line)
-	p.sizes[FeedbackView] = end + int64(len(line))
-	p.unsync[FeedbackView] = true
-	return nil
-}
-
-// ExpectIngested tells a catch-up which feedback.ingested lines the events
-// it is about to re-apply contain (Raw without '\n', Offset): where one of
-// them sits in feedback.jsonl before output that comes earlier in the log
-// (a line adopted in place), verification steps over it instead of taking
-// it for a new foreign line. nil clears the set.
-func (p *Projector) ExpectIngested(lines []ForeignLine) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.expected = nil
-	for _, l := range lines {
-		if p.expected == nil {
-			p.expected = map[int64][]byte{}
-		}
-		p.expected[l.Offset] = append(bytes.Clone(l.Raw), '\n')
-	}
-}
-
-// StrictForeign makes Apply refuse, with ErrFeedbackDamaged, to adopt
-// foreign lines of feedback.jsonl when one of them is corrupt or has an id
-// for which held is true (an id the log holds): a catch-up sets it, so
-// that its own damaged output past the checkpoint is never taken for
-// another program's line and ingested again. nil clears it.
-func (p *Projector) StrictForeign(held func(id string) bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.held = held
-}
-
-// insertFeedback places an ingested line at offset, before lines projected
-// earlier: a rebuild meeting a line that the live projector adopted in
-// place (doc.go, "Legacy writers") reproduces the live layout. It only
-// runs where those bytes are being written anew (a rebuild, a replay, a
-// catch-up of a cut file), never over bytes a reader has already seen.
-func (p *Projector) insertFeedback(line []byte, offset int64) error {
-	vf, err := p.file(FeedbackView)
-	if err != nil {
-		return err
-	}
-	if err := vf.w.Flush(); err != nil {
-		return err
-	}
-	end := p.sizes[FeedbackView]
-	tail := make([]byte, end-offset)
-	if _, err := vf.f.ReadAt(tail, offset); err != nil {
-		return err
-	}
-	if _, err := vf.f.WriteAt(line, offset); err != nil {
-		return err
-	}
-	if _, err := vf.f.WriteAt(tail, offset+int64(len(line))); err != nil {
-		return err
-	}
-	end += int64(len(line))
-	if _, err := vf.f.Seek(end, io.SeekStart); err != nil {
-		return err
-	}
-	delete(p.crcs, FeedbackView) // bytes moved: the next checkpoint reads it back
-	p.sizes[FeedbackView] = end
-	p.unsync[FeedbackView] = true
-	return nil
-}
-
 // extendCRC carries view's whole-view CRC over data written at off, when
 // it was known up to off; otherwise the next checkpoint reads it back.
 func (p *Projector) extendCRC(view string, off int64, data []byte) {
@@ -735,74 +560,6 @@ func (p *Projector) extendCRC(view string, off int64, data []byte) {
 		return
 	}
 	p.crcs[view] = viewTail{size: off + int64(len(data)), crc: crc32.Update(c.crc, castagnoli, data)}
-}
-
-// splitLines splits b, which starts at offset base, into complete lines and
-// an unfinished rest.
-func splitLines(b []byte, base int64) (lines []ForeignLine, rest []byte) {
-	off := base
-	for {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			return lines, b
-		}
-		lines = append(lines, ForeignLine{Raw: bytes.Clone(b[:i]), Offset: off})
-		off += int64(i + 1)
-		b = b[i+1:]
-	}
-}
-
-// TakeAdopted returns, and forgets, the complete foreign feedback lines
-// that Apply found where its own output belonged and kept in place. The
-// engine appends them as feedback.ingested events.
-func (p *Projector) TakeAdopted() []ForeignLine {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := p.foreign
-	p.foreign = nil
-	return out
-}
-
-// ForeignFeedback reads feedback.jsonl past the end the log accounts for:
-// the complete lines another program appended there, in order, and whether
-// an unfinished line follows them.
-func (p *Projector) ForeignFeedback() (lines []ForeignLine, partial bool, err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil, false, ErrClosed
-	}
-	if p.failed != nil {
-		// The end the log accounts for is unknown after a failed apply.
-		return nil, false, p.failed
-	}
-	end := p.sizes[FeedbackView]
-	if vf, ok := p.open[FeedbackView]; ok {
-		if err := vf.w.Flush(); err != nil {
-			return nil, false, err
-		}
-	}
-	f, err := p.opts.OpenFile(p.path(FeedbackView), os.O_RDONLY, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, false, err
-	}
-	if fi.Size() <= end {
-		return nil, false, nil
-	}
-	region := make([]byte, fi.Size()-end)
-	if _, err := f.ReadAt(region, end); err != nil {
-		return nil, false, err
-	}
-	lines, rest := splitLines(region, end)
-	return lines, len(rest) > 0, nil
 }
 
 func (p *Projector) flushAll() error {

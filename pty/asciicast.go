@@ -57,6 +57,46 @@ func WriteAsciicastClean(w io.Writer, conv string, evs iter.Seq2[*events.Event, 
 
 func writeAsciicast(w io.Writer, conv string, evs iter.Seq2[*events.Event, error], raw bool) (int, error) {
 	bw := bufio.NewWriter(w)
+	var t0 int64
+	head := func(hdr AsciicastHeader, ts int64) error {
+		t0 = ts
+		b, err := json.Marshal(hdr)
+		if err != nil {
+			return err
+		}
+		bw.Write(append(b, '\n'))
+		return nil
+	}
+	n, err := AsciicastRecords(conv, evs, raw, head, func(r AsciicastRecord) error {
+		b, err := json.Marshal([]any{json.Number(fmt.Sprintf("%.3f", float64(r.TS-t0)/1000)), r.Code, string(r.Data)})
+		if err != nil {
+			return err
+		}
+		bw.Write(b)
+		return bw.WriteByte('\n')
+	})
+	if err != nil {
+		return n, err
+	}
+	return n, bw.Flush()
+}
+
+// AsciicastRecord is one event record of a recording: TS the log
+// timestamp (ms since the epoch) of the event it comes from, Code "o"
+// (output), "i" (input) or "m" (a marker at each block begin).
+type AsciicastRecord struct {
+	TS   int64
+	Code string
+	Data []byte
+}
+
+// AsciicastRecords calls head once, before the first record, with the
+// recording's header and the timestamp its times count from, then rec
+// with each record of conv's terminal history in evs (the log in order),
+// as WriteAsciicastClean (raw false) or WriteAsciicast (raw true) writes
+// them: for a player that renders the recording itself (the console). It
+// returns the number of records.
+func AsciicastRecords(conv string, evs iter.Seq2[*events.Event, error], raw bool, head func(AsciicastHeader, int64) error, record func(AsciicastRecord) error) (int, error) {
 	var (
 		t0      int64
 		started bool
@@ -68,13 +108,8 @@ func writeAsciicast(w io.Writer, conv string, evs iter.Seq2[*events.Event, error
 	// The header needs the window size of the first shell: it is written
 	// when the first terminal event of conv is seen.
 	rec := func(ts int64, code string, data []byte) error {
-		b, err := json.Marshal([]any{json.Number(fmt.Sprintf("%.3f", float64(ts-t0)/1000)), code, string(data)})
-		if err != nil {
-			return err
-		}
 		n++
-		bw.Write(b)
-		return bw.WriteByte('\n')
+		return record(AsciicastRecord{TS: ts, Code: code, Data: data})
 	}
 	out := func(ts int64, data []byte) error {
 		if !raw {
@@ -140,11 +175,9 @@ func writeAsciicast(w io.Writer, conv string, evs iter.Seq2[*events.Event, error
 			}
 			started, t0 = true, ev.TS
 			hdr.Timestamp = ev.TS / 1000
-			b, err := json.Marshal(hdr)
-			if err != nil {
+			if err := head(hdr, t0); err != nil {
 				return n, err
 			}
-			bw.Write(append(b, '\n'))
 		}
 		lastTS = ev.TS
 		if err := emit(ev); err != nil {
@@ -160,7 +193,7 @@ func writeAsciicast(w io.Writer, conv string, evs iter.Seq2[*events.Event, error
 			return n, err
 		}
 	}
-	return n, bw.Flush()
+	return n, nil
 }
 
 // emitClean writes the clean records of one event (WriteAsciicastClean).

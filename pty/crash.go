@@ -117,7 +117,7 @@ func ScanLeftOpen(evs iter.Seq2[*events.Event, error]) (*LeftOpen, error) {
 // it (NewManager does the same on its own model).
 func CloseCrashed(ctx context.Context, eng *engine.Engine) ([]string, error) {
 	md := newModel()
-	if err := md.load(SnapshotFile(eng.Home()), eng.Log()); err != nil {
+	if _, err := snapKind.LoadLog(&md, SnapshotFile(eng.Home()), eng.Log()); err != nil {
 		md = newModel()
 	}
 	for ev, err := range eng.Log().Events(md.seq + 1) {

@@ -111,8 +111,9 @@
 // # Snapshot
 //
 // The read model (everything above but the tail) is written to
-// state/snapshots/pty.msgpack (SnapshotFile; package snapshot: msgpack,
-// CRC-32C, tmp → fsync → rename → dir fsync) at engine checkpoints once
+// state/snapshots/pty.msgpack (SnapshotFile; a model of the read-model
+// kit, snapshot.Attach: msgpack, CRC-32C, tmp → fsync → rename → dir
+// fsync, the kit's code-version rule) at engine checkpoints once
 // 10,000 events have passed since the last one, and at close. It names the
 // seq it covers and that event's id (SnapshotCovers reads the seq without
 // loading the model). At start the manager loads it if its CRC, model,

@@ -28,9 +28,10 @@ func (m *Manager) Fed() (int, uint64) {
 
 // SnapSeq is the seq of the snapshot the manager loaded or last wrote.
 func (m *Manager) SnapSeq() uint64 {
-	m.stateMu.Lock()
-	defer m.stateMu.Unlock()
-	return m.snapSeq
+	if m.snapW == nil {
+		return 0
+	}
+	return m.snapW.Seq()
 }
 
 // ModelBytes is the manager's model encoded as its snapshot body.
@@ -62,12 +63,12 @@ func ReplayModelBytes(eng *engine.Engine) []byte {
 
 // WriteSnapshotNow writes the snapshot whenever the model moved.
 func (m *Manager) WriteSnapshotNow() (bool, error) {
-	return m.writeSnapshot(SnapshotFile(m.eng.Home()), 0)
+	return m.snapW.Write(0)
 }
 
 // SnapshotModelVersion are the model name and code version of the
 // terminal snapshot.
-func SnapshotModelVersion() (string, string) { return snapModel, snapVersion() }
+func SnapshotModelVersion() (string, string) { return snapKind.Name, snapKind.Version() }
 
 // ModelJSON decodes an encoded model for a readable diff.
 func ModelJSON(b []byte) string {

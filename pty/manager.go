@@ -18,6 +18,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/snapshot"
 )
 
 // Errors of terminal operations. The HTTP bridge maps them to codes.
@@ -106,6 +107,7 @@ type Manager struct {
 
 	stateMu sync.Mutex // guards model; never held across an append
 	model
+	snapW *snapshot.Writer // the model's snapshot writer (nil when read-only)
 
 	mu       sync.Mutex // guards shells, starting, locks, closed
 	shells   map[string]*shell

@@ -2,55 +2,40 @@ package pty
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"time"
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/snapshot"
-	"github.com/cmlab/cmlab/wal"
 )
 
 // The terminal read model's snapshot (issue 16 §1): state/snapshots/pty.msgpack,
-// written at checkpoints (engine.OnCheckpoint) once snapEvery events have
-// passed since the last one, and at close; it follows the lab state's
-// (steps/snapshot.go). It holds everything the model keeps except
-// spool bytes: per conversation its blocks, prompts, output spans, active
-// block, shell id, live flag, size, last byte and drop counts; and the
-// blocks and shells the log holds open. The file is its own reference: it
-// names the seq it covers and that event's id, checked against the log.
-const (
-	snapModel = "pty"
-	// snapSchema changes with the snapshot's fields or their meaning.
-	snapSchema = 2
-	snapEvery  = 10_000
-)
-
-// snapVersion is the model's code version: the schema and the event
-// format of the terminal's payloads it was built from.
-func snapVersion() string { return fmt.Sprintf("%d/pty-events-1", snapSchema) }
+// a model of the read-model kit (snapshot.Attach): written at checkpoints
+// (engine.OnCheckpoint) once snapKind.Every events have passed since the
+// last one, and at close, under the kit's code-version rule. It holds
+// everything the model keeps except spool bytes: per conversation its
+// blocks, prompts, output spans, active block, shell id, live flag, size,
+// last byte and drop counts; and the blocks and shells the log holds open.
+// The file is its own reference: it names the seq it covers and that
+// event's id, checked against the log.
+var snapKind = snapshot.Kind{
+	Name: "pty",
+	// Schema changes with the snapshot's fields or their meaning.
+	Schema: 2,
+	Every:  10_000,
+}
 
 // SnapshotFile is the terminal read model's snapshot in h.
-func SnapshotFile(h home.Home) string {
-	return filepath.Join(h.StateDir(), "snapshots", snapModel+".msgpack")
-}
+func SnapshotFile(h home.Home) string { return snapKind.File(h.StateDir()) }
 
-// SnapshotCovers reads only the header of h's terminal snapshot (whole,
-// CRC checked, of this code version) and returns the seq it covers: the
-// log after it is what a start applies. A missing file wraps
-// os.ErrNotExist, an untrusted one snapshot.ErrInvalid. Whether the log
-// still holds that seq's event is checked at load, not here.
-func SnapshotCovers(h home.Home) (uint64, error) {
-	hd, _, err := snapshot.Read(SnapshotFile(h), snapModel, snapVersion())
-	if err != nil {
-		return 0, err
-	}
-	return hd.Seq, nil
-}
+// SnapshotCovers reads h's terminal snapshot (whole, CRC checked, of this
+// code version) and returns the seq it covers: the log after it is what a
+// start applies. A missing file wraps os.ErrNotExist, an untrusted one
+// snapshot.ErrInvalid. Whether the log still holds that seq's event is
+// checked at load, not here.
+func SnapshotCovers(h home.Home) (uint64, error) { return snapKind.Covers(SnapshotFile(h)) }
 
 type snapBody struct {
 	Convs      []convSnap `json:"convs"`
@@ -194,34 +179,30 @@ func (m *model) decode(body []byte) error {
 	return nil
 }
 
-// load fills an empty model from the snapshot at path if it can be
-// trusted: whole, of this code version, and covering an event the log
-// holds with the same id. A missing file returns an error wrapping
-// os.ErrNotExist; the model is left empty on any error.
-func (m *model) load(path string, l *wal.Log) error {
-	h, body, err := snapshot.Read(path, snapModel, snapVersion())
-	if err != nil {
-		return err
-	}
-	if h.Seq > l.LastSeq() {
-		return fmt.Errorf("%w: covers seq %d, the log ends at %d", snapshot.ErrInvalid, h.Seq, l.LastSeq())
-	}
-	if h.Seq >= l.FirstSeq() {
-		ev, err := l.Read(h.Seq)
-		if err != nil || ev.ID != h.EventID {
-			return fmt.Errorf("%w: covered seq %d is not event %s in this log", snapshot.ErrInvalid, h.Seq, h.EventID)
-		}
-	}
+// The model as a snapshot.Model, for CloseCrashed's model of its own
+// (no lock: nobody else sees it).
+
+func (m *model) Observe(ev *events.Event) { m.observe(ev) }
+func (m *model) Covered() uint64          { return m.seq }
+
+func (m *model) Encode() ([]byte, uint64, string, error) {
+	body, err := m.encode()
+	return body, m.seq, m.eventID, err
+}
+
+// Decode fills the empty model from a trusted snapshot's body.
+func (m *model) Decode(h snapshot.Header, body []byte) error {
 	fresh := newModel()
 	if err := fresh.decode(body); err != nil {
 		return fmt.Errorf("%w: body: %v", snapshot.ErrInvalid, err)
 	}
-	fresh.seq, fresh.eventID, fresh.snapSeq = h.Seq, h.EventID, h.Seq
+	fresh.seq, fresh.eventID = h.Seq, h.EventID
 	*m = fresh
 	return nil
 }
 
-// managerObserver feeds the Manager's model (engine.ResumableObserver).
+// managerObserver is the Manager's model under its lock: the
+// snapshot.Model the kit attaches (engine.ResumableObserver).
 type managerObserver struct{ m *Manager }
 
 func (o managerObserver) Observe(ev *events.Event) {
@@ -237,65 +218,46 @@ func (o managerObserver) Covered() uint64 {
 	return o.m.seq
 }
 
-// openModel loads the snapshot, if trusted (a rejected one is logged),
-// subscribes the model for the log after it and registers the snapshot
-// writer at checkpoints.
-func (m *Manager) openModel() error {
-	h := m.eng.Home()
-	path := SnapshotFile(h)
-	if !m.eng.ReadOnly() {
-		// Temporary files of a write a crash interrupted.
-		stale, _ := filepath.Glob(path + ".tmp-*")
-		for _, f := range stale {
-			os.Remove(f)
-		}
-	}
-	m.stateMu.Lock()
-	err := m.model.load(path, m.eng.Log())
-	m.stateMu.Unlock()
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		m.opts.Logger.Warn("terminal snapshot ignored, rebuilding from the log", "file", h.Rel(path), "reason", err.Error())
-	}
-	if err := m.eng.Subscribe(managerObserver{m}); err != nil {
-		return fmt.Errorf("pty: subscribe: %w", err)
-	}
-	if m.eng.ReadOnly() {
-		return nil
-	}
-	m.eng.OnCheckpoint(func(final bool) {
-		every := uint64(snapEvery)
-		if final {
-			every = 0
-		}
-		if _, err := m.writeSnapshot(path, every); err != nil {
-			// Only the next start's catch-up grows; retried at the next checkpoint.
-			m.opts.Logger.Warn("terminal snapshot not written", "error", err.Error())
-		}
-	})
-	return nil
+func (o managerObserver) Encode() ([]byte, uint64, string, error) {
+	o.m.stateMu.Lock()
+	defer o.m.stateMu.Unlock()
+	return o.m.model.Encode()
 }
 
-// writeSnapshot stores the model at path unless fewer than every events
-// passed since the last snapshot (every 0: whenever anything did).
-func (m *Manager) writeSnapshot(path string, every uint64) (bool, error) {
-	m.stateMu.Lock()
-	if m.seq == 0 || m.seq <= m.snapSeq || m.seq-m.snapSeq < every {
+func (o managerObserver) Decode(h snapshot.Header, body []byte) error {
+	o.m.stateMu.Lock()
+	defer o.m.stateMu.Unlock()
+	return o.m.model.Decode(h, body)
+}
+
+// openModel attaches the Manager's model through the read-model kit
+// (snapshot.Attach): its snapshot if trusted (a rejected one is logged),
+// then the log after it; unless read-only, its snapshot is written at the
+// engine's checkpoints.
+func (m *Manager) openModel() error {
+	eng := m.eng
+	path := SnapshotFile(eng.Home())
+	fresh := func() managerObserver {
+		m.stateMu.Lock()
+		m.model = newModel()
 		m.stateMu.Unlock()
-		return false, nil
+		return managerObserver{m}
 	}
-	body, err := m.model.encode()
-	seq, id := m.seq, m.eventID
-	m.stateMu.Unlock()
+	_, w, refused, err := snapshot.Attach(eng, snapKind, path, fresh, func(o managerObserver) error { return eng.Subscribe(o) },
+		func(_ bool, err error) {
+			if err != nil {
+				// Only the next start's catch-up grows; retried at the next checkpoint.
+				m.opts.Logger.Warn("terminal snapshot not written", "error", err.Error())
+			}
+		})
+	if refused != "" {
+		m.opts.Logger.Warn("terminal snapshot ignored, rebuilding from the log", "file", eng.Home().Rel(path), "reason", refused)
+	}
 	if err != nil {
-		return false, err
+		return fmt.Errorf("pty: subscribe: %w", err)
 	}
-	if err := snapshot.Write(path, snapshot.Header{Model: snapModel, Version: snapVersion(), Seq: seq, EventID: id}, body); err != nil {
-		return false, err
-	}
-	m.stateMu.Lock()
-	m.snapSeq = max(m.snapSeq, seq)
-	m.stateMu.Unlock()
-	return true, nil
+	m.snapW = w
+	return nil
 }
 
 // crashedEvents closes what the model holds open (SPEC §8 step 4): one

@@ -114,7 +114,6 @@ type model struct {
 	eventID    string    // its id
 	fed        int       // events observed since the model was built (tests)
 	firstFed   uint64    // the first of them
-	snapSeq    uint64    // seq of the last snapshot written or loaded
 	openBlocks []openRef // blocks begun without an END, in begin order
 	openShells []openRef // shells started without pty.session.ended, in start order
 }

@@ -1,12 +1,10 @@
 package recovery
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -16,6 +14,7 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/crashchild"
 	"github.com/cmlab/cmlab/steps"
 )
 
@@ -31,9 +30,7 @@ const (
 )
 
 func TestCrashChild(t *testing.T) {
-	if os.Getenv(envChild) != "1" {
-		t.Skip("crash child only")
-	}
+	crashchild.Role(t, envChild, "the runner crash tests")
 	ctx := context.Background()
 	eng, err := engine.Open(ctx, engine.Options{Home: home.Home{Dir: os.Getenv(envHome)}})
 	if err != nil {
@@ -74,37 +71,15 @@ func TestCrashChild(t *testing.T) {
 // runCrashChild runs the mandate in a child killed at point of step.
 func runCrashChild(t *testing.T, h home.Home, mandatePath string, point steps.CrashPoint, step string) {
 	t.Helper()
-	cmd, out := startCrashChild(t, h, mandatePath, point, step)
-	waitKilled(t, cmd, out)
+	startCrashChild(t, h, mandatePath, point, step).Killed(t)
 }
 
 // startCrashChild starts the runner child; it kills itself at point of
 // step (0: never; the test kills it).
-func startCrashChild(t *testing.T, h home.Home, mandatePath string, point steps.CrashPoint, step string) (*exec.Cmd, *bytes.Buffer) {
+func startCrashChild(t *testing.T, h home.Home, mandatePath string, point steps.CrashPoint, step string) *crashchild.Child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envChild+"=1", envHome+"="+h.Dir, envMandate+"="+mandatePath,
+	return crashchild.Start(t, "TestCrashChild", envChild+"=1", envHome+"="+h.Dir, envMandate+"="+mandatePath,
 		envPoint+"="+strconv.Itoa(int(point)), envStep+"="+step)
-	out := &bytes.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return cmd, out
-}
-
-// waitKilled waits for the child and checks that SIGKILL ended it.
-func waitKilled(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer) {
-	t.Helper()
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) {
-		t.Fatalf("child was not killed: %v\n%s", err, out)
-	}
-	ws, ok := ee.Sys().(syscall.WaitStatus)
-	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("child ended with %v, want SIGKILL\n%s", err, out)
-	}
 }
 
 // threeStepMandate writes a mandate whose step i appends "sN\n" to outN.txt:

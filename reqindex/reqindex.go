@@ -75,9 +75,17 @@ type Options struct {
 
 // Index is an open request-id index. Safe for concurrent use.
 type Index struct {
-	opts    Options
-	db      *bolt.DB // replaced only by the verification, under mu with no flush writing
-	rebuilt string   // guarded by mu once Open has returned
+	opts Options
+	db   *bolt.DB // replaced only by the verification, under mu and dbMu with no flush writing
+	// dbMu lets Lookup read db without mu (which Observe, on the log's
+	// acknowledgement path, takes): held for reading across a lookup's
+	// read transaction, for writing where db is replaced or closed.
+	dbMu     sync.RWMutex
+	dbClosed bool // under dbMu
+	// inLookup, when set (tests), runs inside each lookup's read
+	// transaction of the file.
+	inLookup func()
+	rebuilt  string // guarded by mu once Open has returned
 
 	verified  chan struct{} // closed when the verification after open ends
 	verifyErr error         // its outcome, set before verified is closed
@@ -458,14 +466,33 @@ func (x *Index) Observe(ev *events.Event) {
 
 // Lookup returns the record of req. An error (a damaged entry) must be
 // treated as "unknown, do not act".
+//
+// Memory is read first, then the file, and an id found in both has the
+// file's record (it is the older). Ids only move from memory to the file
+// (a flush holds them in flushing until they are written), and the file
+// only gains ids, so an id held anywhere before the lookup began is found.
+// The file is read without mu: Observe, which takes mu on the log's
+// acknowledgement path, does not wait for a lookup's read transaction.
 func (x *Index) Lookup(req string) (rec Record, ok bool, err error) {
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	if x.closed {
+		x.mu.Unlock()
 		return Record{}, false, ErrClosed
 	}
-	// The file first: an id stored there is older than one in memory.
+	mem, inMem := x.flushing[req]
+	if !inMem {
+		mem, inMem = x.pending[req]
+	}
+	x.mu.Unlock()
+	x.dbMu.RLock()
+	defer x.dbMu.RUnlock()
+	if x.dbClosed {
+		return Record{}, false, ErrClosed
+	}
 	err = x.db.View(func(tx *bolt.Tx) (err error) {
+		if x.inLookup != nil {
+			x.inLookup()
+		}
 		defer faultsPanic()()
 		defer func() {
 			if p := recover(); p != nil {
@@ -483,11 +510,7 @@ func (x *Index) Lookup(req string) (rec Record, ok bool, err error) {
 	if err != nil || ok {
 		return rec, ok, err
 	}
-	if r, found := x.flushing[req]; found {
-		return r, true, nil
-	}
-	r, found := x.pending[req]
-	return r, found, nil
+	return mem, inMem, nil
 }
 
 // Pending is the number of ids held in memory, not yet on disk.
@@ -605,7 +628,11 @@ func (x *Index) Close() error {
 	x.closed = true
 	x.drained.Broadcast()
 	x.mu.Unlock()
-	if cerr := x.db.Close(); err == nil {
+	x.dbMu.Lock()
+	x.dbClosed = true
+	cerr := x.db.Close()
+	x.dbMu.Unlock()
+	if err == nil {
 		err = cerr
 	}
 	return err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/cmlab/cmlab/home"
@@ -102,18 +101,19 @@ func (x *Index) rebuildLive(ctx context.Context, reason string) error {
 	if err := catchUpInto(ctx, db, l, seq+1, x.covered, record); err != nil {
 		return fail(err)
 	}
-	if err := os.Rename(tmp, x.opts.Path); err != nil {
-		return fail(fmt.Errorf("reqindex: %w", err))
-	}
-	if !x.opts.NoSync {
-		if err := home.SyncDir(filepath.Dir(x.opts.Path)); err != nil {
-			// The rename may not survive a crash: the next open checks
-			// whichever file it finds.
-			x.flushErr = errors.Join(x.flushErr, fmt.Errorf("reqindex: fsync directory after rebuild: %w", err))
+	if err := home.Install(nil, tmp, x.opts.Path, x.opts.NoSync); err != nil {
+		var ds *home.DirSyncError
+		if !errors.As(err, &ds) {
+			return fail(fmt.Errorf("reqindex: %w", err))
 		}
+		// The rename may not survive a crash: the next open checks
+		// whichever file it finds.
+		x.flushErr = errors.Join(x.flushErr, fmt.Errorf("reqindex: fsync directory after rebuild: %w", ds.Err))
 	}
 	old := x.db
+	x.dbMu.Lock()
 	x.db = db
+	x.dbMu.Unlock()
 	x.rebuilt = "verification after open: " + reason
 	old.Close()
 	return nil

@@ -1,18 +1,16 @@
 package ship
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/crashchild"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -21,10 +19,7 @@ const shipChildEnv = "CMLAB_SHIP_CHILD"
 // TestShipChild is the child of TestShipKillRounds: a shipper of the home
 // in $CMLAB_SHIP_CHILD to $CMLAB_SHIP_CHILD_URL that runs until killed.
 func TestShipChild(t *testing.T) {
-	dir := os.Getenv(shipChildEnv)
-	if dir == "" {
-		t.Skip("only run as the child of TestShipKillRounds")
-	}
+	dir := crashchild.Role(t, shipChildEnv, "TestShipKillRounds")
 	window, _ := strconv.Atoi(os.Getenv(shipChildEnv + "_WINDOW"))
 	s, err := New(Options{Home: home.Home{Dir: dir}, Conn: Conn{URL: os.Getenv(shipChildEnv + "_URL")}, Window: window,
 		Poll: 2 * time.Millisecond, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond})
@@ -82,48 +77,22 @@ func TestShipKillRounds(t *testing.T) {
 	var progressed int
 	var prev uint64
 	for round := 0; round < 20; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestShipChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), shipChildEnv+"="+h.Dir, shipChildEnv+"_URL="+n.url(),
+		child := crashchild.StartPiped(t, "TestShipChild", shipChildEnv+"="+h.Dir, shipChildEnv+"_URL="+n.url(),
 			fmt.Sprintf("%s_WINDOW=%d", shipChildEnv, 1+rng.IntN(300)))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
 		if round%4 != 3 {
-			sc := bufio.NewScanner(out)
-			if !sc.Scan() || sc.Text() != "ready" {
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatalf("round %d: child said %q", round, sc.Text())
+			if line, _ := child.Line(); line != "ready" {
+				child.Stop()
+				t.Fatalf("round %d: child said %q: %s", round, line, child.Output())
 			}
 			// Kill while shipping: once the stream grew in this round,
 			// after a random pause (mid-window, mid-ack or mid-write).
-			deadline := time.Now().Add(15 * time.Second)
-			for {
-				if streamLast() > prev {
-					break
-				}
-				if time.Now().After(deadline) {
-					cmd.Process.Kill()
-					cmd.Wait()
-					t.Fatalf("round %d: the child shipped nothing in 15s", round)
-				}
-				time.Sleep(time.Millisecond)
-			}
+			child.Await(t, fmt.Sprintf("shipped in round %d", round), 15*time.Second, func() bool { return streamLast() > prev })
 			time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
 		} else {
 			// Kill anywhere: at start-up, in connect, in the resync.
 			time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
 		}
-		cmd.Process.Signal(syscall.SIGKILL)
-		err = cmd.Wait()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
-			t.Fatalf("round %d: the child was not killed but ended: %v", round, err)
-		}
+		child.Kill(t)
 		if last := streamLast(); last > prev {
 			progressed++
 			prev = last

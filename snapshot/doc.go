@@ -22,8 +22,12 @@
 // CodeVersion, the build), the load and check at start (Kind.Load), the
 // gated write (Writer) and the attachment to a live engine (Attach: remove
 // stale temporary files, load or start empty, subscribe, write at
-// checkpoints). The step state and the retention model use it (the Lab
-// state lives in a store of its own, state/labstore.db, package labapi); the terminal's model (package pty) still has its own loop.
+// checkpoints). The step state, the retention model and the terminal's
+// model (package pty) use it (the Lab state lives in a store of its own,
+// state/labstore.db, package labapi). The writes go through a
+// home.FS passed by value (the engine's Options.FS, Writer.FS): the fault
+// and crash tests fail or block a stage of them with internal/faultfs;
+// there is no package-level hook.
 //
 // # The models
 //
@@ -34,10 +38,11 @@
 //	steps.msgpack      the step state (steps.State, loaded by steps.NewJournal)
 //	retention.msgpack  the retention/status model (package retention): open steps,
 //	                   open terminal blocks, steps awaiting review, the timestamp index
+//	pty.msgpack        the terminal's model (package pty): conversations, blocks,
+//	                   prompts, output spans; what the log holds open
 //
 // The request-id index keeps its covered seq in its own file
-// (state/reqindex.db, package reqindex); the terminal's read model has its
-// own snapshot in package pty. The compaction's read-models holder
+// (state/reqindex.db, package reqindex). The compaction's read-models holder
 // (package compact) needs the log after the oldest seq any of them covers.
 //
 // # SSE positions

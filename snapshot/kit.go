@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/wal"
 )
 
@@ -79,12 +80,25 @@ func (k Kind) Load(m Model, path string, first, last uint64, idAt func(uint64) (
 	return h, nil
 }
 
+// LoadLog is Load checked against the live log l.
+func (k Kind) LoadLog(m Model, path string, l *wal.Log) (Header, error) {
+	return k.Load(m, path, l.FirstSeq(), l.LastSeq(), func(seq uint64) (string, error) {
+		ev, err := l.Read(seq)
+		if err != nil {
+			return "", err
+		}
+		return ev.ID, nil
+	})
+}
+
 // Writer writes one model's snapshot, gated: only once Every events
 // passed since the last one it wrote or loaded.
 type Writer struct {
 	Kind  Kind
 	Path  string
 	Model Model
+	// FS is the seam of its writes (WriteFS); nil is the real file system.
+	FS home.FS
 
 	mu      sync.Mutex // one write at a time
 	snapSeq uint64     // the seq the file on disk covers
@@ -109,11 +123,19 @@ func (w *Writer) Write(every uint64) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := Write(w.Path, Header{Model: w.Kind.Name, Version: w.Kind.Version(), Seq: seq, EventID: id}, body); err != nil {
+	if err := WriteFS(w.FS, w.Path, Header{Model: w.Kind.Name, Version: w.Kind.Version(), Seq: seq, EventID: id}, body); err != nil {
 		return false, err
 	}
 	w.snapSeq = max(w.snapSeq, seq)
 	return true, nil
+}
+
+// Seq is the seq the file on disk covers: of the snapshot loaded at
+// start or last written, 0 if none.
+func (w *Writer) Seq() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.snapSeq
 }
 
 // Checkpoint writes at an engine checkpoint: once Kind.Every events
@@ -131,6 +153,9 @@ type Engine interface {
 	Log() *wal.Log
 	ReadOnly() bool
 	OnCheckpoint(func(final bool))
+	// FS is the seam of the engine's durable file writes
+	// (engine.Options.FS), the snapshots' among them.
+	FS() home.FS
 }
 
 // Attach is the one start of a model kept in a snapshot over a live
@@ -139,22 +164,15 @@ type Engine interface {
 // trusted, else start from an empty one (refused says why, "" for a
 // missing file), subscribe it (subscribe: the engine's Subscribe, which
 // feeds the log after what it covers) and, unless read-only, write its
-// snapshot at the engine's checkpoints, telling onWrite (when set) the
+// snapshot at the engine's checkpoints through the engine's FS, telling onWrite (when set) the
 // outcome of each (a failed write is retried at the next checkpoint). It
 // returns the model's Writer (nil when read-only).
 func Attach[M Model](eng Engine, k Kind, path string, fresh func() M, subscribe func(M) error, onWrite func(wrote bool, err error)) (m M, w *Writer, refused string, err error) {
 	if !eng.ReadOnly() {
 		RemoveStale(path)
 	}
-	l := eng.Log()
 	m = fresh()
-	h, lerr := k.Load(m, path, l.FirstSeq(), l.LastSeq(), func(seq uint64) (string, error) {
-		ev, err := l.Read(seq)
-		if err != nil {
-			return "", err
-		}
-		return ev.ID, nil
-	})
+	h, lerr := k.LoadLog(m, path, eng.Log())
 	if lerr != nil {
 		if !errors.Is(lerr, os.ErrNotExist) {
 			refused = lerr.Error()
@@ -168,6 +186,7 @@ func Attach[M Model](eng Engine, k Kind, path string, fresh func() M, subscribe 
 		return m, nil, refused, nil
 	}
 	w = NewWriter(k, path, m, h.Seq)
+	w.FS = eng.FS()
 	eng.OnCheckpoint(func(final bool) {
 		wrote, err := w.Checkpoint(final)
 		if onWrite != nil {

@@ -36,8 +36,14 @@ type file struct {
 	Body []byte `msgpack:"body"`
 }
 
-// Write stores body as the snapshot of h.Model at path.
-func Write(path string, h Header, body []byte) error {
+// Write stores body as the snapshot of h.Model at path (WriteFS on the
+// real file system).
+func Write(path string, h Header, body []byte) error { return WriteFS(nil, path, h, body) }
+
+// WriteFS stores body as the snapshot of h.Model at path through fsys
+// (home.WriteDurable's seam; nil is the real file system): the fault and
+// crash tests pass one that fails or blocks a stage of the write.
+func WriteFS(fsys home.FS, path string, h Header, body []byte) error {
 	// Encoded straight after the magic into one buffer sized for it: a
 	// Lab state's body is 145 MB at 1M events, copied once here.
 	buf := bytes.NewBuffer(make([]byte, 0, len(magic)+len(body)+len(h.Model)+len(h.Version)+len(h.EventID)+64))
@@ -51,53 +57,11 @@ func Write(path string, h Header, body []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	err := home.WriteDurable(path, home.WriteOptions{FS: faultFS{home.OSFS{}, path}, TempPattern: filepath.Base(path) + ".tmp-*"}, home.Bytes(b))
+	err := home.WriteDurable(path, home.WriteOptions{FS: fsys, TempPattern: filepath.Base(path) + ".tmp-*"}, home.Bytes(b))
 	if err != nil {
 		return fmt.Errorf("snapshot: write %s: %w", filepath.Base(path), err)
 	}
 	return nil
-}
-
-// faultFS passes the stages of a write of path to the fault hook
-// (SetFaultHook) before the real step.
-type faultFS struct {
-	home.OSFS
-	path string
-}
-
-func (f faultFS) CreateTemp(dir, pattern string) (home.File, error) {
-	t, err := f.OSFS.CreateTemp(dir, pattern)
-	if err != nil {
-		return nil, err
-	}
-	return faultFile{t, f.path}, nil
-}
-
-func (f faultFS) Rename(oldpath, newpath string) error {
-	if err := fault(StageRename, f.path); err != nil {
-		return err
-	}
-	return f.OSFS.Rename(oldpath, newpath)
-}
-
-func (f faultFS) SyncDir(dir string) error {
-	if err := fault(StageDirSync, f.path); err != nil {
-		return err
-	}
-	return f.OSFS.SyncDir(dir)
-}
-
-// faultFile fails its first write when the hook fails StageWrite.
-type faultFile struct {
-	home.File
-	path string
-}
-
-func (f faultFile) Write(p []byte) (int, error) {
-	if err := fault(StageWrite, f.path); err != nil {
-		return 0, err
-	}
-	return f.File.Write(p)
 }
 
 // Read loads the snapshot at path if it is whole and was written for model
@@ -231,35 +195,3 @@ var codeVersion = sync.OnceValue(func() string {
 // its schema number and this, so a snapshot another build wrote is
 // rebuilt from the log rather than trusted.
 func CodeVersion() string { return codeVersion() }
-
-// Stages of Write a fault hook sees.
-const (
-	StageWrite   = "write"    // before the temporary file is written
-	StageRename  = "rename"   // the temporary file is whole and fsynced, not renamed yet
-	StageDirSync = "dir-sync" // renamed, the directory not fsynced yet
-)
-
-var faultHook struct {
-	mu sync.Mutex
-	f  func(stage, path string) error
-}
-
-// SetFaultHook makes every Write call f at each stage (nil: none): an
-// error it returns fails the write there, as a full disk would. It is the
-// seam of the fault and crash tests (a test child process blocks in it
-// to be killed mid-write); production code never sets it.
-func SetFaultHook(f func(stage, path string) error) {
-	faultHook.mu.Lock()
-	defer faultHook.mu.Unlock()
-	faultHook.f = f
-}
-
-func fault(stage, path string) error {
-	faultHook.mu.Lock()
-	f := faultHook.f
-	faultHook.mu.Unlock()
-	if f == nil {
-		return nil
-	}
-	return f(stage, path)
-}

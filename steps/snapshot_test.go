@@ -5,12 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/faultfs"
 	"github.com/cmlab/cmlab/snapshot"
 )
 
@@ -188,7 +190,15 @@ func TestJournalSnapshotRefused(t *testing.T) {
 // full disk) leaves the old file whole; the next checkpoint retries.
 func TestStepSnapshotWriteFailureKeepsOld(t *testing.T) {
 	hm := home.Home{Dir: filepath.Join(t.TempDir(), "h")}
-	eng, err := engine.Open(context.Background(), engine.Options{Home: hm, NoSync: true, CheckpointInterval: time.Hour})
+	var fail atomic.Bool
+	full := errorString("no space left on device")
+	fsys := faultfs.New(func(stage, path string) error {
+		if fail.Load() && stage == faultfs.StageWrite {
+			return full
+		}
+		return nil
+	})
+	eng, err := engine.Open(context.Background(), engine.Options{Home: hm, NoSync: true, CheckpointInterval: time.Hour, FS: fsys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,14 +210,7 @@ func TestStepSnapshotWriteFailureKeepsOld(t *testing.T) {
 		t.Fatal(ok, err)
 	}
 	old, _ := os.ReadFile(SnapshotFile(hm))
-	full := errorString("no space left on device")
-	snapshot.SetFaultHook(func(stage, path string) error {
-		if stage == snapshot.StageWrite {
-			return full
-		}
-		return nil
-	})
-	defer snapshot.SetFaultHook(nil)
+	fail.Store(true)
 	appendAll(t, eng, ps[4:])
 	if err := eng.Checkpoint(); err != nil {
 		t.Fatal(err)
@@ -222,7 +225,7 @@ func TestStepSnapshotWriteFailureKeepsOld(t *testing.T) {
 	if left, _ := filepath.Glob(SnapshotFile(hm) + ".tmp-*"); len(left) != 0 {
 		t.Fatalf("temporary files left: %v", left)
 	}
-	snapshot.SetFaultHook(nil)
+	fail.Store(false)
 	j.snapshotHook(true)
 	hd, _, err := snapshot.Read(SnapshotFile(hm), SnapshotModel, SnapshotVersion())
 	if j.SnapshotErr() != nil || err != nil || hd.Seq != eng.Log().LastSeq() {

@@ -69,6 +69,11 @@ type ArchivedSegment struct {
 	First uint64 `json:"first"`
 	Last  uint64 `json:"last"`
 	Size  int64  `json:"size"`
+	// CRC is the CRC-32C of the whole file as archived (0: not recorded,
+	// an archive made before it was): a copy whose bytes differ, however
+	// sound its frames (another home's segment of the same seqs), is not
+	// this one.
+	CRC uint32 `json:"crc,omitempty"`
 }
 
 func (a *ArchiveIdentity) sum() uint32 {
@@ -262,5 +267,5 @@ func verifyArchivedCopy(path string, seg segmentFile, src []byte) (ArchivedSegme
 	if sc.Count != want.Count || !bytes.Equal(got, src) {
 		return ArchivedSegment{}, fmt.Errorf("%w: the archived copy %s differs from the segment", ErrBadArchive, path)
 	}
-	return ArchivedSegment{Name: seg.Name, First: seg.First, Last: sc.Next - 1, Size: int64(len(got))}, nil
+	return ArchivedSegment{Name: seg.Name, First: seg.First, Last: sc.Next - 1, Size: int64(len(got)), CRC: crc32.Checksum(got, castagnoli)}, nil
 }

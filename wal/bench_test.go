@@ -66,7 +66,7 @@ func benchAppendParallel(b *testing.B, opts Options) {
 func BenchmarkEncodeEntry(b *testing.B) {
 	ev := testEvent(1)
 	for i := 0; i < b.N; i++ {
-		if _, err := encodeUnsequenced(ev, true); err != nil {
+		if _, err := encodeUnsequenced(ev); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -199,7 +199,7 @@ func (l *Log) Compact(ctx context.Context, o CompactOptions) (CompactResult, err
 			if err := hook(PhaseArchive, s.Name); err != nil {
 				return fail(err)
 			}
-			if err := archiveSegment(dir, o.Archive, s.Name, l.opts.NoSync, l.compactFault); err != nil {
+			if err := archiveSegment(l.compactFS(), dir, o.Archive, s.Name, l.opts.NoSync); err != nil {
 				return fail(fmt.Errorf("archive %s: %w", s.Name, err))
 			}
 			copies = append(copies, s.Name)
@@ -236,7 +236,7 @@ func (l *Log) Compact(ctx context.Context, o CompactOptions) (CompactResult, err
 	r := RemovedRange{First: res.FirstSeq, Last: newFirst - 1, Segments: len(drop), Bytes: res.Bytes, Archive: o.Archive, At: o.Now().UnixMilli()}
 	nm := m.withRemoved(r, newFirst)
 	nm.HomeID = homeID
-	if err := writeManifest(dir, nm, l.opts.NoSync, l.compactFault); err != nil {
+	if err := writeManifest(l.compactFS(), dir, nm, l.opts.NoSync); err != nil {
 		return fail(fmt.Errorf("write %s: %w", manifestName, err))
 	}
 	l.mu.Lock()
@@ -263,20 +263,11 @@ func (l *Log) Compact(ctx context.Context, o CompactOptions) (CompactResult, err
 	return res, nil
 }
 
-// compactFault is the fault seam of a compaction's file writes (segment
-// copies and the manifest): Faults.FailCompactWrite.
-func (l *Log) compactFault() error {
-	if f := l.opts.Faults; f != nil {
-		return f.take(&f.compactErr)
-	}
-	return nil
-}
-
 // archiveSegment copies segment name of the log in dir to the archive
-// directory: a temporary file, fsynced, renamed into place (the caller
-// fsyncs the archive directory). An identical copy already there is kept.
-// write, when set, is called before writing (the fault seam).
-func archiveSegment(dir, archive, name string, noSync bool, write func() error) error {
+// directory through fsys: a temporary file, fsynced, renamed into place
+// (writeDurable; the caller fsyncs the archive directory). An identical
+// copy already there is kept.
+func archiveSegment(fsys home.FS, dir, archive, name string, noSync bool) error {
 	b, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
 		return err
@@ -297,21 +288,7 @@ func archiveSegment(dir, archive, name string, noSync bool, write func() error) 
 		// another log's (two homes sharing one archive directory).
 		return fmt.Errorf("%w: %s already holds a different %s (another log's archive?)", ErrBadArchive, archive, name)
 	}
-	if write != nil {
-		if err := write(); err != nil {
-			return err
-		}
-	}
-	tmp := filepath.Join(archive, "."+name+".tmp")
-	if err := writeFileSync(tmp, b, noSync); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return writeDurable(fsys, dst, b, noSync, true)
 }
 
 // finishCompaction removes the pending segments an interrupted compaction
@@ -344,7 +321,7 @@ func finishCompaction(dir string, m *Manifest, noSync bool) error {
 			if err := mkdirAll(r.Archive, noSync); err != nil {
 				continue
 			}
-			if err := archiveSegment(dir, r.Archive, p.Name, noSync, nil); err != nil {
+			if err := archiveSegment(nil, dir, r.Archive, p.Name, noSync); err != nil {
 				continue
 			}
 			if !noSync {

@@ -280,7 +280,7 @@ func TestCompactENOSPCKeepsEverything(t *testing.T) {
 // writeTestManifest writes m into dir as compaction would.
 func writeTestManifest(t *testing.T, dir string, m *Manifest) {
 	t.Helper()
-	if err := writeManifest(dir, m, true, nil); err != nil {
+	if err := writeManifest(nil, dir, m, true); err != nil {
 		t.Fatal(err)
 	}
 }

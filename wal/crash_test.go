@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/internal/crashchild"
 )
 
 // The crash test re-executes this test binary as a child that appends
@@ -48,10 +49,7 @@ func crashEvent(r, w, i int) *events.Event {
 
 // TestCrashChild is the child's body; it does nothing in a normal run.
 func TestCrashChild(t *testing.T) {
-	dir := os.Getenv(envCrashDir)
-	if dir == "" {
-		t.Skip("crash child only")
-	}
+	dir := crashchild.Role(t, envCrashDir, "TestCrashSIGKILL")
 	round, _ := strconv.Atoi(os.Getenv(envCrashRound))
 	segSize, _ := strconv.Atoi(os.Getenv(envCrashSeg))
 	l, err := Open(Options{Dir: filepath.Join(dir, "wal"), SegmentSize: segSize, Now: fixedNow})
@@ -149,29 +147,15 @@ func crashRounds(t *testing.T, rounds, segSize int) (preallocated int) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	var totalAcked int
 	for r := 0; r < rounds; r++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), envCrashDir+"="+home, envCrashRound+"="+strconv.Itoa(r), envCrashSeg+"="+strconv.Itoa(segSize))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
+		child := crashchild.StartPiped(t, "TestCrashChild", envCrashDir+"="+home, envCrashRound+"="+strconv.Itoa(r), envCrashSeg+"="+strconv.Itoa(segSize))
+		if line, _ := child.Line(); line != "ready" {
+			child.Stop()
+			t.Fatalf("round %d: child said %q: %s", r, line, child.Output())
 		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		br := bufio.NewReader(out)
-		line, err := br.ReadString('\n')
-		if err != nil || line != "ready\n" {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("round %d: child said %q, %v", r, line, err)
-		}
-		go io.Copy(io.Discard, br)
+		child.Drain()
 		// Let it append for a random while, then kill it mid-flight.
 		time.Sleep(time.Duration(10+rng.IntN(150)) * time.Millisecond)
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
+		child.Kill(t)
 
 		acked := readAcked(t, filepath.Join(home, fmt.Sprintf("acked-%d", r)))
 		totalAcked += len(acked)

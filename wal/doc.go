@@ -138,9 +138,11 @@
 // # Reading
 //
 // Log.Events reads segment files sequentially (not through tidwall's
-// per-entry Read) and decodes envelopes of the canonical layout without
-// reflection (entry.go; fuzzed against the msgpack library), falling back
-// to events.DecodeEnvelope for anything else. Open checks frames, CRCs and
+// per-entry Read) and hands each entry's envelope to package events'
+// codec (events.DecodeEnvelopeFast: the canonical layout without
+// reflection, fuzzed against the msgpack library, which takes anything
+// else); the log itself keeps only its frame (entry.go: version, CRC32C,
+// the seq patched in place). Open checks frames, CRCs and
 // stored seqs of every segment but does not decode envelopes; Verify does. Reader, Verify and Stat read a log without its lock, so
 // `cmlab wal dump|verify|stat` work while the daemon holds it; Reader.Follow
 // polls for new entries. Log.Stats reports appends, group commits, group

@@ -121,6 +121,27 @@ func (sf *SegmentFrames) Frame(seq uint64) Frame {
 	return f
 }
 
+// SegmentRef names a segment file and its first seq.
+type SegmentRef struct {
+	Name  string
+	First uint64
+}
+
+// SegmentList lists the segment files of the log in dir by their names,
+// oldest first, reading no segment and no manifest (a reader that keeps
+// the list checks it against the files it opens).
+func SegmentList(dir string) ([]SegmentRef, error) {
+	segs, err := listSegments(dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	out := make([]SegmentRef, len(segs))
+	for i, s := range segs {
+		out[i] = SegmentRef{Name: s.Name, First: s.First}
+	}
+	return out, nil
+}
+
 // readWhole reads the file at path into buf, grown to the file's size
 // when too small.
 func readWhole(path string, buf []byte) ([]byte, error) {
@@ -143,4 +164,61 @@ func readWhole(path string, buf []byte) ([]byte, error) {
 		return nil, err
 	}
 	return buf[:n], nil // a file that shrank since Stat ends there
+}
+
+// FrameOffsets frames data, a segment's bytes from its offset base on,
+// by their length prefixes: it appends to offs the offset in the file of
+// each whole frame and returns them with the offset just after the last
+// one. It stops at the end of data, at preallocated zeros, at a frame
+// data holds only the start of (more says so: read on from end), or at
+// damage (tail: why).
+func FrameOffsets(data []byte, base int64, offs []int64) (out []int64, end int64, more bool, tail string) {
+	p := 0
+	for p < len(data) {
+		if data[p] == 0 && allZero(data[p:]) {
+			break
+		}
+		_, n, reason := frameAt(data, p)
+		if reason == ReasonIncomplete {
+			return offs, base + int64(p), true, ""
+		}
+		if reason != "" {
+			return offs, base + int64(p), false, reason
+		}
+		offs = append(offs, base+int64(p))
+		p += n
+	}
+	return offs, base + int64(p), false, ""
+}
+
+// CheckFrame checks b, the whole frame (length prefix and entry) at
+// offset of segment, as the entry of seq, like SegmentFrames.Check.
+func CheckFrame(b []byte, seq uint64, segment string, offset int64) (Frame, []byte) {
+	f := Frame{Seq: seq, Segment: segment, Offset: offset, Size: len(b)}
+	entry, n, reason := frameAt(b, 0)
+	if reason == "" && n != len(b) {
+		reason = ReasonBadLength
+	}
+	if reason == "" {
+		var got uint64
+		if got, reason = checkEntry(entry, seq); reason == "" && got != seq {
+			reason = fmt.Sprintf("entry stores seq %d at index %d", got, seq)
+		}
+	}
+	if reason != "" {
+		f.Bad = reason
+		return f, nil
+	}
+	return f, entry
+}
+
+// DecodeFrame decodes entry, which CheckFrame returned for f, into
+// f.Event (f.Bad when it does not decode).
+func DecodeFrame(f *Frame, entry []byte) {
+	ev, err := DecodeEntry(entry, f.Seq)
+	if err != nil {
+		f.Bad = err.Error()
+		return
+	}
+	f.Event = ev
 }

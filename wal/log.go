@@ -76,6 +76,11 @@ type Options struct {
 	Now func() time.Time
 	// Faults, when set, injects write and fsync failures (tests only).
 	Faults *Faults
+	// FS, when set, is the seam of the log's durable file writes (the
+	// manifest, segments copied to an archive: home.WriteDurable); fault
+	// and crash tests fail or block a stage of them. Default the real
+	// file system.
+	FS home.FS
 	// Archive, when set, is where Events reads the sequences before the
 	// first retained one (see Manifest) instead of the archive
 	// directories wal/MANIFEST names.
@@ -93,6 +98,15 @@ type Options struct {
 	// *CorruptError, as Open would have refused it. Verified reports the
 	// outcome.
 	VerifyAfterOpen bool
+	// Acked is a seq the caller knows was acknowledged (the engine passes
+	// the views' checkpoint; 0: unknown). Damage at the end of the log
+	// before it is refused as corruption instead of cut as a torn tail,
+	// and so is a log that ends before it (see acked.go).
+	Acked uint64
+	// AcceptTailLoss: the operator accepted the loss of the log's end (a
+	// salvage marked the views stale): damage there is cut as a torn tail
+	// whatever it holds, Acked notwithstanding.
+	AcceptTailLoss bool
 }
 
 // Log is an open, writable log. It is safe for concurrent use.
@@ -105,8 +119,6 @@ type Log struct {
 	stats statsRecorder
 
 	repaired *events.WalRepaired // the repair done by Open, if any
-	// fastEnvelope: events.Event has the layout appendEnvelope writes.
-	fastEnvelope bool
 
 	mu        sync.Mutex // guards failed, first, last, changed
 	failed    error
@@ -238,7 +250,12 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 			return nil, fmt.Errorf("wal: open %s: finish compaction: %w", opts.Dir, err)
 		}
 	}
-	reps, tailSize, sealed, err := repairTail(opts.Dir, opts.QuarantineDir, opts.NoSync, opts.VerifyAfterOpen)
+	// Before anything in wal/ changes: the log's front must be where the
+	// manifest says (archive_open.go).
+	if err := checkArchivesAtOpen(opts.Dir, opts.Archive, manifest, opts.NoSync); err != nil {
+		return nil, err
+	}
+	reps, tailSize, sealed, err := repairTail(opts.Dir, opts.QuarantineDir, opts.NoSync, opts.VerifyAfterOpen, opts.Acked, opts.AcceptTailLoss)
 	if err != nil {
 		return nil, err
 	}
@@ -246,12 +263,15 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 	if len(reps) > 0 {
 		rep = reps[len(reps)-1]
 	}
-	tw, err := twal.Open(opts.Dir, &twal.Options{NoSync: true, SegmentSize: opts.SegmentSize, DirPerms: 0o700, FilePerms: 0o600})
+	// AllowEmpty: a compacted log whose one retained segment lost every
+	// entry to a cut tail (a salvage accepted the loss) is empty, not
+	// broken; its next entry gets the first retained seq.
+	tw, err := twal.Open(opts.Dir, &twal.Options{NoSync: true, SegmentSize: opts.SegmentSize, DirPerms: 0o700, FilePerms: 0o600, AllowEmpty: true})
 	if err != nil {
 		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
 	}
 	l := &Log{
-		opts: opts, tw: tw, lock: lock, repaired: rep, fastEnvelope: envelopeFast,
+		opts: opts, tw: tw, lock: lock, repaired: rep,
 		changed:   make(chan struct{}),
 		reqs:      make(chan *appendReq, 1024),
 		done:      make(chan struct{}),
@@ -390,7 +410,7 @@ func (l *Log) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error
 	now := l.opts.Now().UnixMilli()
 	r := reqPool.Get().(*appendReq)
 	r.evs = evs
-	if len(evs) > 1 && l.fastEnvelope {
+	if len(evs) > 1 {
 		// One allocation for the whole batch, not a copy per growth.
 		need := 0
 		for _, ev := range evs {
@@ -410,7 +430,7 @@ func (l *Log) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error
 			ev.TS = now
 		}
 		var err error
-		if r.buf, err = appendUnsequenced(r.buf, ev, l.fastEnvelope); err != nil {
+		if r.buf, err = appendUnsequenced(r.buf, ev); err != nil {
 			putReq(r)
 			return nil, fmt.Errorf("%w: event %d (%s): %v", ErrInvalidEvent, i, ev.Type, err)
 		}
@@ -488,34 +508,24 @@ func repeated(evs []*events.Event) int {
 }
 
 // encodeUnsequenced encodes ev as an entry with seq 0 and no CRC yet.
-// fast selects the hand-written envelope encoder (see appendEnvelope).
-func encodeUnsequenced(ev *events.Event, fast bool) ([]byte, error) {
-	return appendUnsequenced(nil, ev, fast)
+func encodeUnsequenced(ev *events.Event) ([]byte, error) {
+	return appendUnsequenced(nil, ev)
 }
 
 // appendUnsequenced appends the entry encodeUnsequenced returns to dst;
 // on error dst is returned unchanged in length.
-func appendUnsequenced(dst []byte, ev *events.Event, fast bool) ([]byte, error) {
-	if err := checkData(ev.Data); err != nil {
+func appendUnsequenced(dst []byte, ev *events.Event) ([]byte, error) {
+	if err := events.CheckData(ev.Data); err != nil {
 		return dst, err
 	}
 	at := len(dst)
-	b := dst
-	if fast {
-		c := *ev // on the stack: appendEnvelope keeps no reference
-		c.Seq = 0
-		b = slices.Grow(b, entryBound(&c))
-		b = append(b, make([]byte, entryHeader)...)
-		b = appendEnvelope(b, &c)
-	} else {
-		c := *ev
-		c.Seq = 0
-		env, err := events.EncodeEnvelope(&c)
-		if err != nil {
-			return dst, err
-		}
-		b = append(b, make([]byte, entryHeader)...)
-		b = append(b, env...)
+	c := *ev // on the stack: AppendEnvelope keeps no reference
+	c.Seq = 0
+	b := slices.Grow(dst, entryBound(&c))
+	b = append(b, make([]byte, entryHeader)...)
+	b, err := events.AppendEnvelope(b, &c)
+	if err != nil {
+		return dst[:at], err
 	}
 	b[at] = entryVersion
 	if _, ok := entrySeq(b[at:]); !ok {
@@ -526,7 +536,7 @@ func appendUnsequenced(dst []byte, ev *events.Event, fast bool) ([]byte, error) 
 
 // entryBound is at least the bytes the fast encoder writes for ev.
 func entryBound(ev *events.Event) int {
-	return entryHeader + 96 + len(ev.ID) + len(ev.Type) + len(ev.Stream) + len(ev.Req) + len(ev.ReqHash) + len(ev.Resp) + len(ev.Data)
+	return entryHeader + events.EnvelopeBound(ev)
 }
 
 // sealEntry writes seq and the CRC into an entry from encodeUnsequenced.

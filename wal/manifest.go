@@ -122,10 +122,9 @@ func ReadManifest(dir string) (*Manifest, error) {
 	return &m, nil
 }
 
-// writeManifest replaces dir/MANIFEST with m atomically: temporary file,
-// fsync, rename, directory fsync. write, when set, is called before the
-// temporary file is written (the fault seam).
-func writeManifest(dir string, m *Manifest, noSync bool, write func() error) error {
+// writeManifest replaces dir/MANIFEST with m durably through fsys
+// (writeDurable: temporary file, fsync, rename, directory fsync).
+func writeManifest(fsys home.FS, dir string, m *Manifest, noSync bool) error {
 	m.Version = manifestVersion
 	sum, err := m.sum()
 	if err != nil {
@@ -137,43 +136,7 @@ func writeManifest(dir string, m *Manifest, noSync bool, write func() error) err
 		return err
 	}
 	b = append(b, '\n')
-	tmp := filepath.Join(dir, "."+manifestName+".tmp")
-	if write != nil {
-		if err := write(); err != nil {
-			return err
-		}
-	}
-	if err := writeFileSync(tmp, b, noSync); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, manifestName)); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if noSync {
-		return nil
-	}
-	return home.SyncDir(dir)
-}
-
-// writeFileSync creates (or truncates) path, writes b and fsyncs it.
-func writeFileSync(path string, b []byte, noSync bool) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if !noSync {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	return f.Close()
+	return writeDurable(fsys, filepath.Join(dir, manifestName), b, noSync, false)
 }
 
 // withRemoved returns a copy of m (nil: a log never compacted) whose

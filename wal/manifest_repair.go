@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/cmlab/cmlab/home"
 )
 
 // ErrBadManifest is wrapped (with ErrCorrupt) by errors about a wal/MANIFEST
@@ -281,7 +279,7 @@ func RepairManifest(dir string, o RepairOptions) (RepairReport, error) {
 			return rep, fmt.Errorf("wal: repair manifest: %w", err)
 		}
 	}
-	if err := writeManifest(dir, m, false, nil); err != nil {
+	if err := writeManifest(nil, dir, m, false); err != nil {
 		return rep, fmt.Errorf("wal: repair manifest: %w", err)
 	}
 	rep.Written = true
@@ -309,7 +307,7 @@ func recordIdentities(dir string, m *Manifest, o RepairOptions, rep *RepairRepor
 		if len(o.Archives) > 0 {
 			adir = o.Archives[0]
 		}
-		segs, probs := scanArchiveRange(adir, m, r, false, true)
+		segs, probs := scanArchiveRange(adir, m, r, false, &archiveCheck{frames: true})
 		if len(probs) > 0 {
 			rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: %s (wal verify names every problem)", adir, probs[0]))
 			continue
@@ -342,7 +340,7 @@ func recordIdentities(dir string, m *Manifest, o RepairOptions, rep *RepairRepor
 	if m.HomeID == "" && homeID != "" {
 		c := *m
 		c.HomeID = homeID
-		if err := writeManifest(dir, &c, false, nil); err != nil {
+		if err := writeManifest(nil, dir, &c, false); err != nil {
 			return fmt.Errorf("wal: repair manifest: %w", err)
 		}
 		rep.Written = true
@@ -445,14 +443,5 @@ func WriteArchivedSegment(archive string, first uint64, entries [][]byte) error 
 	if _, err := os.Stat(dst); err == nil {
 		return fmt.Errorf("%w: %s exists", ErrBadArchive, dst)
 	}
-	tmp := filepath.Join(archive, "."+segmentName(first)+".tmp")
-	if err := writeFileSync(tmp, out, false); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return home.SyncDir(archive)
+	return writeDurable(nil, dst, out, false, false)
 }

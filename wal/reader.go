@@ -586,7 +586,11 @@ func (r Report) OK() bool { return len(r.Bad) == 0 }
 // between segments. It needs no lock. The Report lists every damaged
 // stretch; when any is not a torn tail, the error is a *CorruptError
 // (wrapping ErrCorrupt) over the same list.
-func Verify(dir string) (Report, error) {
+func Verify(dir string) (Report, error) { return VerifyWith(dir, VerifyOptions{}) }
+
+// VerifyWith is Verify; o.Acked turns damage at the log's end that holds
+// acknowledged entries into corruption (acked.go).
+func VerifyWith(dir string, o VerifyOptions) (Report, error) {
 	rep := Report{Dir: dir, Bad: []BadEntry{}} // [] in JSON, not null
 	if err := refuseMarkers(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		// The entries may all be good, but Open would refuse the log.
@@ -604,6 +608,7 @@ func Verify(dir string) (Report, error) {
 	if err != nil {
 		return rep, fmt.Errorf("wal: verify %s: %w", dir, err)
 	}
+	ds.refuseAckedCut(o.Acked, o.AcceptTailLoss)
 	rep.Segments, rep.First, rep.Last, rep.Manifest = len(ds.Segments), ds.First, ds.Last, ds.Manifest
 	for _, p := range ds.Pending {
 		rep.Pending = append(rep.Pending, p.Name)

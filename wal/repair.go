@@ -1,7 +1,6 @@
 package wal
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -44,7 +43,7 @@ func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 // never written (see unrecordedRepairs), then this cut — and the tail
 // segment's size. noSync (Options.NoSync) skips the fsyncs.
 func repairTailRecords(dir, qdir string, noSync bool) ([]*events.WalRepaired, int64, error) {
-	reps, size, _, err := repairTail(dir, qdir, noSync, false)
+	reps, size, _, err := repairTail(dir, qdir, noSync, false, 0, false)
 	return reps, size, err
 }
 
@@ -53,8 +52,10 @@ func repairTailRecords(dir, qdir string, noSync bool) ([]*events.WalRepaired, in
 // as sealed, for Log.verifySealed, each with the first seq of the segment
 // after it;
 // the others are read and checked now, and the record is rewritten to
-// list every sealed segment.
-func repairTail(dir, qdir string, noSync, trustRecord bool) (reps []*events.WalRepaired, size int64, sealed []sealedSegment, err error) {
+// list every sealed segment. acked (Options.Acked) refuses a tail that
+// holds acknowledged entries unless accept (Options.AcceptTailLoss); see
+// acked.go.
+func repairTail(dir, qdir string, noSync, trustRecord bool, acked uint64, accept bool) (reps []*events.WalRepaired, size int64, sealed []sealedSegment, err error) {
 	var trust map[string]verifiedSeg
 	var rec *verifiedRecord
 	if trustRecord {
@@ -65,12 +66,16 @@ func repairTail(dir, qdir string, noSync, trustRecord bool) (reps []*events.WalR
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("wal: scan %s: %w", dir, err)
 	}
+	ds.refuseAckedCut(acked, accept)
 	reps, size, err = repairScanned(dir, qdir, noSync, ds)
 	if err != nil {
 		return nil, 0, nil, err
 	}
 	if n := len(ds.Segments); trustRecord && n > 0 {
 		next := &verifiedRecord{Version: verifiedVersion}
+		if rec != nil {
+			next.Archived = rec.Archived // archive_open.go keeps them
+		}
 		for i, sc := range ds.Segments[:n-1] {
 			if sc.Trusted {
 				sealed = append(sealed, sealedSegment{segmentFile: sc.Segment, next: ds.Segments[i+1].Segment.First})
@@ -174,36 +179,15 @@ func quarantine(qdir, name string, b []byte, noSync bool) (string, error) {
 	if err := mkdirAll(qdir, noSync); err != nil {
 		return "", err
 	}
-	final := name
-	var f *os.File
-	for i := 1; ; i++ {
-		var err error
-		f, err = os.OpenFile(filepath.Join(qdir, final), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err == nil {
-			break
+	return home.WriteNew(qdir, func(i int) string {
+		switch {
+		case i == 0:
+			return name
+		case i > 1000:
+			return ""
 		}
-		if !errors.Is(err, os.ErrExist) || i > 1000 {
-			return "", err
-		}
-		final = fmt.Sprintf("%s.%d", name, i)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return "", err
-	}
-	if !noSync {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return "", err
-		}
-	}
-	if err := f.Close(); err != nil {
-		return "", err
-	}
-	if noSync {
-		return final, nil
-	}
-	return final, home.SyncDir(qdir)
+		return fmt.Sprintf("%s.%d", name, i)
+	}, b, noSync)
 }
 
 func truncateSync(path string, size int64, noSync bool) error {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -143,7 +144,7 @@ func SalvageWith(dir string, o SalvageOptions) (SalvageReport, error) {
 			if r.Archive == "" {
 				continue
 			}
-			segs, _ := scanArchiveRange(r.Archive, m, r, false, true)
+			segs, _ := scanArchiveRange(r.Archive, m, r, false, &archiveCheck{frames: true})
 			for _, s := range segs {
 				var bad []BadEntry
 				for _, b := range s.bad {
@@ -193,8 +194,8 @@ func SalvageWith(dir string, o SalvageOptions) (SalvageReport, error) {
 		rep.Rewritten[len(rep.Rewritten)-1] = filepath.Join(d.dir, d.sc.Segment.Name)
 		if a, err := ReadArchiveIdentity(d.dir); err == nil && a != nil {
 			if rec := a.segment(d.sc.Segment.Name); rec != nil {
-				if fi, err := os.Stat(filepath.Join(d.dir, d.sc.Segment.Name)); err == nil {
-					rec.Size = fi.Size()
+				if b, err := os.ReadFile(filepath.Join(d.dir, d.sc.Segment.Name)); err == nil {
+					rec.Size, rec.CRC = int64(len(b)), crc32.Checksum(b, castagnoli)
 					if err := writeArchiveIdentity(d.dir, a); err != nil {
 						return rep, fmt.Errorf("wal: salvage: %w", err)
 					}

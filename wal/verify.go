@@ -36,6 +36,9 @@ const (
 type verifiedRecord struct {
 	Version  int           `json:"version"`
 	Segments []verifiedSeg `json:"segments"`
+	// Archived are the archived segments (Name: their path) an Open read
+	// whole and found sound and this home's (archive_open.go).
+	Archived []verifiedSeg `json:"archived,omitempty"`
 	Sum      uint32        `json:"sum"`
 }
 

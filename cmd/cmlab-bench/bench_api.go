@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"text/tabwriter"
 	"time"
 
 	"github.com/cmlab/cmlab/bench"
@@ -29,14 +30,20 @@ report events/s, p50/p99 latency, mean group-commit size and fsync p99; then
 grow and poll the larger sizes (default 1,000 and 1,000,000 lines). A poll
 reads only the bytes after its cursor, so the two should be close. cmlab's
 store is grown in-process (the events those POSTs append, 1,000 per
-append); a peer's through POST /api/feedback.`,
+append); a peer's through POST /api/feedback.
+
+It also prints the CPU time of the process (daemon and clients) per POST,
+and one acknowledged POST by stage — read, decode, request id,
+append+fsync, projection, answer, and the time outside the handler —
+from a second pass of --requests POSTs with a stage recorder installed in
+the daemon (docs/performance.md, "The API's POST path").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var pres *bench.PeerResult
 			if peer != "" {
 				var err error
 				pres, err = bench.BenchPeer(cmd.Context(), bench.PeerOptions{URL: peer, Clients: o.Clients,
-					Requests: o.Requests, PollLines: o.PollLines, MaxBuildLines: maxBuild, PollReps: o.PollReps})
+					Requests: o.Requests, PollLines: o.PollLines, MaxBuildLines: maxBuild, PollReps: o.PollReps, Client: o.Client})
 				if err != nil {
 					return err
 				}
@@ -72,9 +79,11 @@ append); a peer's through POST /api/feedback.`,
 				printSideBySide(w, res, pres)
 				return nil
 			}
-			fmt.Fprintf(w, "POST /api/feedback: %d requests, %d clients, %d errors in %v\n", res.Requests, res.Clients, res.Errors, res.Elapsed.Round(1e6))
+			fmt.Fprintf(w, "POST /api/feedback: %d requests, %d clients (%s), %d errors in %v\n", res.Requests, res.Clients, res.Client, res.Errors, res.Elapsed.Round(1e6))
 			fmt.Fprintf(w, "  %.0f events/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms; mean group %.1f events, fsync p99 ≤ %.2f ms\n",
 				res.EventsPerS, res.P50Ms, res.P99Ms, res.MaxMs, res.MeanGroup, res.FsyncP99Ms)
+			fmt.Fprintf(w, "  CPU %.1f µs per event (daemon and clients, user+system)\n", res.CPUUsPerEvent)
+			printStages(w, res)
 			for _, p := range res.Polls {
 				fmt.Fprintf(w, "poll at end of %d lines (%d bytes): median %.1f µs, p99 %.1f µs\n", p.Lines, p.Bytes, p.MedianUs, p.P99Us)
 			}
@@ -92,8 +101,34 @@ append); a peer's through POST /api/feedback.`,
 	f.StringVar(&peer, "peer", "", "also drive the Lab server at this base URL (e.g. content-machine's) with the same load, through the wire contract only")
 	f.BoolVar(&ownToo, "with-cmlab", true, "with --peer: also run cmlab's own daemon and print both side by side")
 	f.IntVar(&maxBuild, "peer-max-build", 0, "with --peer: skip poll sizes above this many lines (building them through the peer's API is slow); 0 = build all")
+	f.StringVar(&o.Client, "client", bench.ClientNetHTTP, "HTTP client of the timed POSTs: net/http (Go's transport) or raw (a keep-alive connection per client written and parsed in place: the same requests at a fraction of the client CPU, which shares the machine with the daemon)")
+	f.StringVar(&o.ProfileDir, "profile", "", "write CPU, block and mutex profiles of the timed POSTs into this directory (api.cpu, api.block, api.mutex); a profiled run is slower")
 	f.BoolVar(&keep, "keep", false, "keep the scratch directory")
 	return c
+}
+
+// printStages prints the breakdown of one acknowledged POST by stage.
+func printStages(w io.Writer, res *bench.BenchResult) {
+	sp := res.StagePass
+	if sp == nil || len(res.Stages) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "one acknowledged POST by stage (a second pass of %d POSTs with the stage recorder: %.0f events/s, mean %.2f ms, p50 %.2f ms, p99 %.2f ms)\n",
+		sp.Requests, sp.EventsPerS, sp.MeanMs, sp.P50Ms, sp.P99Ms)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "  stage\tmean µs\tshare\tp50 µs\tp99 µs\t\n")
+	mean := sp.MeanMs * 1000
+	share := func(us float64) string {
+		if mean <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f%%", 100*us/mean)
+	}
+	for _, st := range res.Stages {
+		fmt.Fprintf(tw, "  %s\t%.1f\t%s\t%.1f\t%.1f\t\n", st.Stage, st.MeanUs, share(st.MeanUs), st.P50Us, st.P99Us)
+	}
+	fmt.Fprintf(tw, "  outside the handler\t%.1f\t%s\t\t\t\n", res.StageOutsideUs, share(res.StageOutsideUs))
+	tw.Flush()
 }
 
 func printPeer(w io.Writer, p *bench.PeerResult) {

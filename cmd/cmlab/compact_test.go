@@ -246,22 +246,64 @@ func TestDaemonCompactionPolicyAndRestartOnACompactedLog(t *testing.T) {
 	if code, out, errs := walCLI(t, "--home", h, "wal", "verify"); code != 0 {
 		t.Fatalf("verify: exit %d\n%s%s", code, out, errs)
 	}
-	// Without its archive the daemon restarts from its read models'
-	// snapshots (issue 16): nothing before them is read.
+	// Without its archive the daemon refuses to start (issue 27: no
+	// command exits 0 while history is missing), naming the fix.
 	if err := os.Rename(archive, archive+".gone"); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	started := false
 	err := daemon.Run(ctx, daemon.Options{Home: hh, Listen: "127.0.0.1:0",
+		Ready: func(labapi.DaemonInfo) {
+			t.Error("the daemon started without its archive")
+			cancel()
+		}})
+	cancel()
+	if !errors.Is(err, wal.ErrArchive) || !strings.Contains(err.Error(), "restore the archive") {
+		t.Fatalf("daemon start without the archive: %v", err)
+	}
+	if err := os.Rename(archive+".gone", archive); err != nil {
+		t.Fatal(err)
+	}
+	// With it, the daemon restarts from its read models' snapshots (issue
+	// 16): nothing before them is read. A byte flipped in every archived
+	// segment, size and mtime kept, would fail any read of them; the
+	// check at open stats them as an earlier open recorded them.
+	ents, _ := os.ReadDir(archive)
+	orig := map[string][]byte{}
+	for _, e := range ents {
+		p := filepath.Join(archive, e.Name())
+		if len(e.Name()) != 20 {
+			continue
+		}
+		fi, _ := os.Stat(p)
+		b, _ := os.ReadFile(p)
+		orig[p] = append([]byte(nil), b...)
+		b[len(b)/2] ^= 0x5a
+		os.WriteFile(p, b, 0o600)
+		os.Chtimes(p, fi.ModTime(), fi.ModTime())
+	}
+	if len(orig) == 0 {
+		t.Fatal("no archived segment")
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 60*time.Second)
+	started := false
+	err = daemon.Run(ctx, daemon.Options{Home: hh, Listen: "127.0.0.1:0",
 		Ready: func(labapi.DaemonInfo) { started = true; cancel() }})
 	cancel()
 	if err != nil || !started {
-		t.Fatalf("daemon start from its snapshots without the archive: started %v, %v", started, err)
+		t.Fatalf("daemon start from its snapshots: started %v, %v", started, err)
+	}
+	for p, b := range orig {
+		fi, _ := os.Stat(p)
+		os.WriteFile(p, b, 0o600)
+		os.Chtimes(p, fi.ModTime(), fi.ModTime())
 	}
 	// A read model without a snapshot needs the whole history: without
 	// the archive the daemon cannot rebuild it, and says why.
 	if err := os.Remove(steps.SnapshotFile(hh)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(archive, archive+".gone"); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 60*time.Second)
@@ -271,7 +313,7 @@ func TestDaemonCompactionPolicyAndRestartOnACompactedLog(t *testing.T) {
 			t.Error("the daemon started without its archive or a step snapshot")
 			cancel()
 		}})
-	if !errors.Is(err, wal.ErrCompacted) || !strings.Contains(err.Error(), "restore the archive") {
+	if !errors.Is(err, wal.ErrArchive) || !strings.Contains(err.Error(), "restore the archive") {
 		t.Fatalf("daemon start without the archive: %v", err)
 	}
 }

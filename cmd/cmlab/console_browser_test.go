@@ -202,15 +202,24 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatal("the block's green output has no term-fg32 span")
 	}
 	shot(t, b, "terminal")
+	// Finished, it plays back: the scrubber is the recording's time; at 0
+	// the screen shows the command and none of its output's end; Play
+	// streams the frames at their times (0.4 s apart) up to line-6.
 	b.run(t, "playback", waitJS(`document.getElementById('screenState').textContent === 'finished' && document.getElementById('scrub')`, 20*time.Second),
 		chromedp.Evaluate(`(() => { const r = document.getElementById('scrub'); r.value = '0'; r.dispatchEvent(new Event('input')); })()`, nil),
-		waitJS(`document.getElementById('screen').textContent.includes('line-1') && !document.getElementById('screen').textContent.includes('line-6')`, 10*time.Second),
-		chromedp.Evaluate(`(() => { const r = document.getElementById('scrub'); r.value = r.max; r.dispatchEvent(new Event('input')); })()`, nil),
-		waitJS(`document.getElementById('screen').textContent.includes('line-6')`, 10*time.Second))
-	var frames int
-	b.run(t, "frames", chromedp.Evaluate(`Number(document.getElementById('scrub').max) + 1`, &frames))
-	if frames < 3 {
-		t.Fatalf("playback has %d frames", frames)
+		waitJS(`document.getElementById('screen').textContent.includes('for i in 1 2 3') && !document.getElementById('screen').textContent.includes('line-6')`, 10*time.Second))
+	var dur int
+	b.run(t, "duration", chromedp.Evaluate(`Number(document.getElementById('scrub').max)`, &dur))
+	if dur < 2000 {
+		t.Fatalf("a block of six lines 0.4 s apart plays for %d ms", dur)
+	}
+	b.run(t, "play", chromedp.Click("#play", chromedp.ByID),
+		waitJS(`document.getElementById('playState').textContent === 'playing'`, 5*time.Second))
+	playStart := time.Now()
+	b.run(t, "mid-play", waitJS(`document.getElementById('screen').textContent.includes('line-3') && !document.getElementById('screen').textContent.includes('line-6')`, 10*time.Second),
+		waitJS(`document.getElementById('playState').textContent === 'ended' && document.getElementById('screen').textContent.includes('line-6')`, 15*time.Second))
+	if d := time.Since(playStart); d < 1500*time.Millisecond {
+		t.Fatalf("a %d ms recording played in %v: not at its times", dur, d)
 	}
 	var bolds int
 	b.run(t, "no markup", chromedp.Evaluate(`document.querySelectorAll('#screen b').length`, &bolds))
@@ -231,6 +240,18 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("typed input in the log: %+v %q", page.Events, input.Data)
 	}
 	b.check(t, "terminal")
+
+	// The whole conversation plays back: the block and what was typed after it.
+	b.run(t, "conversation", chromedp.Navigate(srv.base+"/console/#/terminal?conv=liveconv"),
+		waitJS(`document.getElementById('playInfo') && document.getElementById('playInfo').textContent.startsWith('Whole conversation')`, 20*time.Second),
+		waitJS(`document.getElementById('screen').textContent.includes('line-6') && document.getElementById('screen').textContent.includes('typed-42')`, 20*time.Second),
+		chromedp.Evaluate(`(() => { const r = document.getElementById('scrub'); r.value = '0'; r.dispatchEvent(new Event('input')); })()`, nil),
+		waitJS(`!document.getElementById('screen').textContent.includes('typed-42')`, 10*time.Second),
+		chromedp.SetValue("#speed", "8", chromedp.ByID),
+		chromedp.Click("#play", chromedp.ByID),
+		waitJS(`document.getElementById('playState').textContent === 'ended' && document.getElementById('screen').textContent.includes('typed-42')`, 20*time.Second))
+	shot(t, b, "playback")
+	b.check(t, "conversation playback")
 
 	// Time travel: the home at the feedback's seq, then now; they differ.
 	var fbPage struct {

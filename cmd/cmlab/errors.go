@@ -58,7 +58,7 @@ func exitCodeOf(err error) int {
 	if errors.As(err, &ce) && ce.exit != 0 {
 		return ce.exit
 	}
-	if isCorrupt(err) {
+	if isCorrupt(err) || errors.Is(err, wal.ErrArchive) {
 		return exitCorrupt
 	}
 	var ec *exitCodeError
@@ -121,6 +121,9 @@ func describeError(cmdPath, homeFlag string, err error) cliError {
 			fix = extra // the command's own advice, e.g. rebuild's --check
 		}
 		return cliError{Code: "LOCKED", Message: msg + " that does not serve it as a daemon (no state/daemon.json)", Fix: fix}
+	}
+	if d, ok := archiveOpenError(homeFlag, err); ok { // wal_archive.go
+		return d
 	}
 	if isCorrupt(err) {
 		msg := strings.TrimPrefix(err.Error(), "engine: ")

@@ -72,7 +72,11 @@ func salvageLog(h home.Home, from ...salvageSource) (lost []recovery.SalvagedEnt
 		}
 		out = append(out, recovery.SalvagedEntry{Seq: l.Seq, Where: where, Guess: guess})
 	}
-	return out, len(rep.Rewritten) > 0, nil
+	cut, err := acceptTailLoss(h, fetch == nil) // recover_tail.go
+	if err != nil {
+		return out, len(rep.Rewritten) > 0, err
+	}
+	return append(out, cut...), len(rep.Rewritten) > 0 || len(cut) > 0, nil
 }
 
 // salvageJSON is what `recover --json` prints: the plan, and after a

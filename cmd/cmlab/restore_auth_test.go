@@ -10,12 +10,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cmlab/cmlab/internal/shiptest"
+
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/ship"
-	"github.com/cmlab/cmlab/wal"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -33,51 +34,42 @@ func TestRestoreCLIRefusesForgedDuplicatedOrCorruptMessages(t *testing.T) {
 		name   string
 		forged func(own, foreign []*events.Event) ([]byte, string)
 	}{
-		{"foreign", func(_, foreign []*events.Event) ([]byte, string) { return entryAt(t, foreign[2], 31), "" }},
-		{"duplicated", func(own, _ []*events.Event) ([]byte, string) { return entryAt(t, own[29], 31), "copied" }},
+		{"foreign", func(_, foreign []*events.Event) ([]byte, string) { return shiptest.EntryAt(t, foreign[2], 31), "" }},
+		{"duplicated", func(own, _ []*events.Event) ([]byte, string) { return shiptest.EntryAt(t, own[29], 31), "copied" }},
 		{"corrupt", func(own, _ []*events.Event) ([]byte, string) {
-			b := entryAt(t, own[29], 31)
+			b := shiptest.EntryAt(t, own[29], 31)
 			b[len(b)-1] ^= 0x20
 			return b, ""
 		}},
 	}
 	other := workloadHomeCLI(t, 10)
-	foreign := logEvents(t, other)
+	foreign := shiptest.LogEvents(t, other)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := workloadHomeCLI(t, 30)
 			id := shipAll(t, h, url, 30)
 			key := filepath.Join(h.Dir, "state", "ship-key")
-			own := logEvents(t, h)
+			own := shiptest.LogEvents(t, h)
 			data, mac := c.forged(own, foreign)
-			nc, err := nats.Connect(url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
-			js, _ := jetstream.New(nc)
-			st, err := js.Stream(ctx, ship.DefaultStream(id))
-			if err != nil {
-				t.Fatal(err)
-			}
 			if mac == "copied" {
+				nc, err := nats.Connect(url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer nc.Close()
+				js, _ := jetstream.New(nc)
+				st, err := js.Stream(ctx, ship.DefaultStream(id))
+				if err != nil {
+					t.Fatal(err)
+				}
 				m30, err := st.GetMsg(ctx, 30)
 				if err != nil {
 					t.Fatal(err)
 				}
 				mac = m30.Header.Get(ship.HeaderMAC)
 			}
-			m := nats.NewMsg(ship.Subject(id, "feedback.submitted"))
-			m.Data = data
-			m.Header.Set(ship.HeaderHomeID, id)
-			m.Header.Set(ship.HeaderSeq, "31")
-			m.Header.Set(ship.HeaderType, "feedback.submitted")
-			if mac != "" {
-				m.Header.Set(ship.HeaderMAC, mac)
-			}
-			if _, err := js.PublishMsg(ctx, m, jetstream.WithMsgID("forged-"+c.name), jetstream.WithExpectLastSequence(30)); err != nil {
-				t.Fatal(err)
-			}
+			shiptest.Publish(t, url, shiptest.Forged{Subject: ship.Subject(id, "feedback.submitted"), Seq: 31, Data: data, MsgID: "forged-" + c.name,
+				Header: map[string]string{ship.HeaderHomeID: id, ship.HeaderSeq: "31", ship.HeaderType: "feedback.submitted", ship.HeaderMAC: mac}})
 			into := filepath.Join(t.TempDir(), "restored")
 			code, out, errs := cli(t, "restore", "--nats", url, "--home-id", id, "--key", key, "--into", into)
 			if code != exitCorrupt || !strings.Contains(errs, "seq 31") || !strings.Contains(errs, "fix: seq 31 is not an event this home shipped") || !strings.Contains(errs, "--to 30") {
@@ -123,34 +115,6 @@ func workloadHomeCLI(t *testing.T, n int) home.Home {
 	return h
 }
 
-func logEvents(t *testing.T, h home.Home) []*events.Event {
-	t.Helper()
-	r, err := wal.OpenReader(h.WALDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []*events.Event
-	for ev, err := range r.Events(1) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, ev)
-	}
-	return out
-}
-
-// entryAt is ev's log entry re-encoded at seq.
-func entryAt(t *testing.T, ev *events.Event, seq uint64) []byte {
-	t.Helper()
-	c := *ev
-	c.Seq = seq
-	b, err := wal.EncodeEntry(&c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestSalvageTakesShippedEntriesBackFromTheStream (issue 27 finding 3:
 // salvage never writes placeholders for a range a stream still holds): a
 // flipped byte in an acknowledged entry of a home that shipped it. The
@@ -161,7 +125,7 @@ func TestSalvageTakesShippedEntriesBackFromTheStream(t *testing.T) {
 	url := testNATS(t)
 	h := workloadHomeCLI(t, 60)
 	shipAll(t, h, url, 60)
-	before := logEvents(t, h)
+	before := shiptest.LogEvents(t, h)
 	segs := walSegmentNames(t, h.WALDir())
 	seg := filepath.Join(h.WALDir(), segs[len(segs)-1])
 	b, err := os.ReadFile(seg)
@@ -189,7 +153,7 @@ func TestSalvageTakesShippedEntriesBackFromTheStream(t *testing.T) {
 	if (code != 0 && code != exitNeedReview) || !strings.Contains(out, "no view line changed") {
 		t.Fatalf("salvage --from-nats: exit %d\n%s%s", code, out, errs)
 	}
-	after := logEvents(t, h)
+	after := shiptest.LogEvents(t, h)
 	if len(after) < len(before) {
 		t.Fatalf("%d events after the salvage, want %d", len(after), len(before))
 	}

@@ -90,6 +90,9 @@ disk, which catch-up brings to the log then).`,
 			if aerr := statusArchives(h, g, &rep); aerr != nil && openErr == nil {
 				openErr = aerr
 			}
+			if terr := statusTail(h, g, &rep); terr != nil && openErr == nil {
+				openErr = terr
+			}
 			if g.json {
 				if err := labPrintJSON(g, rep); err != nil {
 					return err
@@ -195,6 +198,8 @@ func gatherStatus(cmd *cobra.Command, h home.Home, withCheckpoint bool) (statusR
 			rep.HealthError = merr.Error()
 			if isCorrupt(merr) {
 				openErr = merr // exit 3 with the salvage commands
+			} else {
+				openErr = unreadableLog(merr) // status_tail.go
 			}
 		} else {
 			rep.Health = &labapi.Health{Status: "ok", WalIndex: loaded.Last}

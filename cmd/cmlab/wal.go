@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cmlab/cmlab/engine"
 	"io"
 	"os"
 	"os/signal"
@@ -53,7 +54,13 @@ func newWalVerifyCmd(g *globalOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, verr := wal.Verify(dir)
+			// Damage at the log's end through what the views' checkpoint
+			// says was acknowledged is corruption, as Open refuses it.
+			var vo wal.VerifyOptions
+			if h, err := g.Home(); err == nil {
+				vo.Acked, vo.AcceptTailLoss = engine.AckedSeq(h)
+			}
+			rep, verr := wal.VerifyWith(dir, vo)
 			if verr != nil && !errors.Is(verr, wal.ErrCorrupt) {
 				return verr
 			}
@@ -113,21 +120,9 @@ type walDumpOpts struct {
 	unknownTypes error
 }
 
-// dumpLine is one event of 'wal dump'.
-type dumpLine struct {
-	Seq       uint64          `json:"seq"`
-	V         int             `json:"v"`
-	ID        string          `json:"id"`
-	Type      string          `json:"type"`
-	TS        int64           `json:"ts"`
-	Time      string          `json:"time"`
-	Stream    string          `json:"stream"`
-	Req       string          `json:"req,omitempty"`
-	ReqHash   string          `json:"rh,omitempty"`
-	Resp      json.RawMessage `json:"resp,omitempty"`
-	Data      any             `json:"data"`
-	DataError string          `json:"data_error,omitempty"`
-}
+// dumpLine is an event as wal dump prints it (events.Dumped, one of the
+// event's JSON views).
+type dumpLine = events.Dumped
 
 func newWalDumpCmd(g *globalOpts) *cobra.Command {
 	o := &walDumpOpts{}
@@ -238,20 +233,7 @@ func dumpMatch(ev *events.Event, o *walDumpOpts) bool {
 	return false
 }
 
-func dumpEvent(ev *events.Event) dumpLine {
-	d := dumpLine{Seq: ev.Seq, V: ev.V, ID: ev.ID, Type: ev.Type, TS: ev.TS, Time: ev.ISOTime(), Stream: ev.Stream, Req: ev.Req, ReqHash: ev.ReqHash}
-	if len(ev.Resp) > 0 && json.Valid(ev.Resp) {
-		d.Resp = ev.Resp
-	}
-	p, err := ev.Decode()
-	if err != nil {
-		d.DataError = err.Error()
-		d.Data = []byte(ev.Data) // base64 in JSON
-	} else {
-		d.Data = p
-	}
-	return d
-}
+func dumpEvent(ev *events.Event) dumpLine { return events.Dump(ev) }
 
 func newWalStatCmd(g *globalOpts) *cobra.Command {
 	return &cobra.Command{

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -37,6 +38,9 @@ func archiveFix(homeFlag string, ps []wal.ArchiveProblem) string {
 			f = fmt.Sprintf("restore the archive: put the segment files of seqs %d..%d back in %s (from a backup, or 'cmlab restore' from the home's stream), or pass --archive DIR where they are now", p.First, p.Last, p.Archive)
 		case wal.ArchiveForeign:
 			f = fmt.Sprintf("pass --archive with this home's own archive (%s is not it)", p.Archive)
+			if p.File != p.Archive && !strings.HasSuffix(p.File, "/ARCHIVE") {
+				f = fmt.Sprintf("put this home's own copy of %s back (from a backup of the archive, or 'cmlab restore' from the home's stream), or pass --archive DIR where this home's archive is", p.File)
+			}
 		default:
 			if strings.HasSuffix(p.File, "/ARCHIVE") {
 				f = "rewrite the archive's record with 'cmlab compact --repair-manifest --archive " + p.Archive + h + "'"
@@ -78,9 +82,10 @@ func printArchives(w io.Writer, rep *wal.ArchiveReport) {
 }
 
 // statusArchives is the archive check of 'cmlab status': presence,
-// ownership and readability of every archived range (a stat per file;
-// segments ARCHIVE does not record are read). Problems make the health
-// degraded and the command exit 3.
+// ownership and soundness of every archived range, as the next open
+// checks it (wal.CheckArchives: a stat per segment an open read whole
+// and recorded, unchanged since; any other segment is read). Problems
+// make the health degraded and the command exit 3.
 func statusArchives(h home.Home, g *globalOpts, rep *statusReport) error {
 	if err := wal.CheckFront(h.WALDir()); err != nil {
 		if rep.Health != nil && rep.Health.Status == "ok" {
@@ -90,7 +95,7 @@ func statusArchives(h home.Home, g *globalOpts, rep *statusReport) error {
 		}
 		return err
 	}
-	arep, err := wal.VerifyArchives(h.WALDir(), g.archive, false)
+	arep, err := wal.CheckArchives(h.WALDir(), g.archive)
 	if err != nil {
 		return nil // a bad manifest is reported by the log's own check
 	}
@@ -107,4 +112,16 @@ func statusArchives(h home.Home, g *globalOpts, rep *statusReport) error {
 		rep.Health.Fix = archiveFix(g.home, arep.Problems)
 	}
 	return aerr
+}
+
+// archiveOpenError describes the refusal of an open whose archive is
+// incomplete, damaged or another home's (*wal.ArchiveError): exit 3,
+// the problems and their fixes.
+func archiveOpenError(homeFlag string, err error) (cliError, bool) {
+	var ae *wal.ArchiveError
+	if !errors.As(err, &ae) {
+		return cliError{}, false
+	}
+	msg, _, _ := strings.Cut(strings.TrimPrefix(err.Error(), "engine: "), "\n  fix: ")
+	return cliError{Code: "ARCHIVE", Message: msg, Fix: archiveFix(homeFlag, ae.Report.Problems), exit: exitCorrupt}, true
 }

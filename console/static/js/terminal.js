@@ -1,6 +1,7 @@
 // Terminal: conversations and their blocks; a running block streamed live
-// (long polls of its rendered screen); a finished block played back with a
-// time scrubber over the times its output grew; typing and Ctrl+C through
+// (long polls of its rendered screen); a finished block, or a whole
+// conversation, played back with a time scrubber: the daemon renders each
+// frame and streams them at their times; typing and Ctrl+C through
 // the terminal API's send and interrupt routes. The screen's HTML is
 // rendered on the server (terminal-to-html, a VT emulator for full-screen
 // programs), which escapes every character of the output.
@@ -22,6 +23,7 @@ export function show(main) {
   loadConvs(conv);
   if (conv) loadBlocks(conv, block);
   if (conv && block) showBlock(conv, block, gen);
+  else if (conv) showConversation(conv, gen);
 }
 
 export function leave() { gen++; }
@@ -103,43 +105,72 @@ async function showBlock(conv, block, my) {
     if (my !== gen) return;
   }
   marker.textContent = 'finished';
-  playback(conv, block, box, term, s, my);
+  player(conv, block, box, term, my);
 }
 
-async function playback(conv, block, box, term, last, my) {
-  let f;
-  try { f = await get(`/api/console/pty/${encodeURIComponent(conv)}/blocks/${encodeURIComponent(block)}/frames`); } catch (e) { box.append(h('p', { class: 'error' }, e.message)); return; }
+// showConversation plays the whole conversation back.
+function showConversation(conv, my) {
+  const box = document.getElementById('screenBox');
+  const term = h('div', { id: 'screen', class: 'term', role: 'log', 'aria-label': 'conversation output' });
+  clear(box).append(h('h2', {}, 'Playback of ', h('span', { class: 'mono' }, conv)), term);
+  player(conv, '', box, term, my);
+}
+
+// player plays a recording — a finished block, or the whole conversation
+// when block is '' — rendered on the server: the scrubber is the
+// recording's time (ms); moving it shows the terminal then; Play opens an
+// event stream on which the daemon sends each frame at its time.
+async function player(conv, block, box, term, my) {
+  const base = `/api/console/pty/${encodeURIComponent(conv)}/`;
+  const q = (extra) => new URLSearchParams(Object.assign(block ? { block } : {}, extra));
+  let rec;
+  try { rec = await get(base + 'recording?' + q({})); } catch (e) { box.append(h('p', { class: 'error' }, e.message, e.fix ? ' — ' + e.fix : '')); return; }
   if (my !== gen) return;
-  const frames = f.frames.length ? f.frames : [{ t: 0, end: last.size }];
-  const range = h('input', { type: 'range', id: 'scrub', min: '0', max: String(frames.length - 1), value: String(frames.length - 1), 'aria-label': 'Playback position' });
+  paint(term, rec.html);
+  const secs = (ms) => (ms / 1000).toFixed(2) + ' s';
+  const range = h('input', { type: 'range', id: 'scrub', min: '0', max: String(rec.duration), step: '1', value: String(rec.duration), 'aria-label': 'Playback time (ms)' });
   const at = h('span', { id: 'scrubAt', class: 'mono' });
   const play = h('button', { type: 'button', id: 'play' }, 'Play');
-  let timer = null;
+  const speed = h('select', { id: 'speed', 'aria-label': 'Playback speed' },
+    ['0.5', '1', '2', '4', '8'].map((v) => h('option', { value: v, selected: v === '1' }, v + '×')));
+  const state = h('span', { id: 'playState', class: 'marker', role: 'status' }, 'paused');
+  const label = (t) => { at.textContent = `${secs(t)} / ${secs(rec.duration)}`; };
+  let es = null;
   let seq = 0;
-  const show = async (i) => {
-    const mine = ++seq;
-    at.textContent = `${(frames[i].t / 1000).toFixed(2)} s · ${bytes(frames[i].end)}`;
-    const s = await get(screenURL(conv, block, { upto: frames[i].end }));
-    if (mine === seq && my === gen) paint(term, s.html);
+  const stop = (why) => {
+    if (es) { es.close(); es = null; }
+    play.textContent = 'Play';
+    state.textContent = why;
   };
-  range.addEventListener('input', () => { stop(); show(Number(range.value)); });
-  const stop = () => { if (timer) { clearTimeout(timer); timer = null; play.textContent = 'Play'; } };
+  const seek = async (t) => {
+    const mine = ++seq;
+    label(t);
+    try {
+      const r = await get(base + 'recording?' + q({ t }));
+      if (mine === seq && my === gen) paint(term, r.html);
+    } catch (e) { state.textContent = e.message; }
+  };
+  range.addEventListener('input', () => { stop('paused'); seek(Number(range.value)); });
   play.addEventListener('click', () => {
-    if (timer) { stop(); return; }
+    if (es) { stop('paused'); return; }
+    const from = Number(range.value) >= rec.duration ? 0 : Number(range.value);
+    seq++; // a seek still under way does not paint over the stream
+    es = new EventSource(base + 'playback?' + q({ from, speed: speed.value }));
     play.textContent = 'Pause';
-    let i = Number(range.value) >= frames.length - 1 ? 0 : Number(range.value);
-    const step = () => {
-      if (my !== gen) return;
-      range.value = String(i);
-      show(i);
-      if (i >= frames.length - 1) { stop(); return; }
-      const d = Math.min(1000, Math.max(16, frames[i + 1].t - frames[i].t));
-      i++;
-      timer = setTimeout(step, d);
-    };
-    step();
+    state.textContent = 'playing';
+    es.addEventListener('frame', (ev) => {
+      if (my !== gen) { stop('paused'); return; }
+      const f = JSON.parse(ev.data);
+      paint(term, f.html);
+      term.scrollTop = term.scrollHeight;
+      range.value = String(f.t);
+      label(f.t);
+    });
+    es.addEventListener('end', () => { stop('ended'); range.value = String(rec.duration); label(rec.duration); });
+    es.addEventListener('error', () => { if (es) stop('stopped: the stream broke'); });
   });
-  at.textContent = `${(frames[frames.length - 1].t / 1000).toFixed(2)} s · ${bytes(frames[frames.length - 1].end)}`;
-  box.append(h('div', { class: 'scrub' }, play, range, at),
-    h('p', { class: 'muted' }, `${frames.length} frames${f.partial ? ' (the log was read in part)' : ''}; ${last.truncated ? 'only the last 512 KiB are shown' : ''}`));
+  label(rec.duration);
+  box.append(h('div', { class: 'scrub' }, play, range, at, speed, state),
+    h('p', { id: 'playInfo', class: 'muted' }, `${block ? 'Block' : 'Whole conversation'}: ${rec.frames.length} frames over ${secs(rec.duration)}, ${rec.cols}×${rec.rows} terminal, ${rec.events} events of the log` +
+      (rec.partial ? '; its start was not read (the log was read in part)' : '')));
 }
