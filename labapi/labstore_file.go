@@ -441,8 +441,17 @@ func checkLabStore(db *bolt.DB) (err error) {
 		}
 	}()
 	return db.View(func(tx *bolt.Tx) error {
+		// Drained to its end: the check's goroutine reads the transaction
+		// until it closes the channel (returning earlier races with the
+		// transaction's close).
+		var first error
 		for cerr := range tx.Check() {
-			return fmt.Errorf("consistency check: %w", cerr)
+			if first == nil {
+				first = cerr
+			}
+		}
+		if first != nil {
+			return fmt.Errorf("consistency check: %w", first)
 		}
 		for _, name := range lsBuckets {
 			b := tx.Bucket(name)
