@@ -142,6 +142,11 @@ func Open(ctx context.Context, o Options) (_ *Home, err error) {
 		return nil, err
 	}
 	h.Engine = eng
+	if rep := eng.Adopted(); rep != nil {
+		// A home content-machine's Lab wrote, adopted at this first open
+		// (engine/adopt.go): say what was taken and from where.
+		o.Logger.Warn(rep.Summary(), "home", o.Home.Dir, "files", rep.Files, "setAside", rep.SetAside, "events", rep.Events, "resumed", rep.Resumed)
+	}
 	h.onClose("close engine", func() error {
 		if err := eng.Close(); err != nil {
 			return fmt.Errorf("closing engine: %w", err)

@@ -116,6 +116,11 @@ type Options struct {
 	// verifyHold, when set (tests), holds the verification after open back
 	// until it is closed or the engine closes.
 	verifyHold <-chan struct{}
+	// adoptHook, when set (crash tests), is called after each append of
+	// an adoption (adopt.go) with the number of appends so far;
+	// adoptBatch, when positive, is the events per append.
+	adoptHook  func(appends int)
+	adoptBatch int
 }
 
 // VerifyReport is the outcome of the verification after open
@@ -148,6 +153,9 @@ type Engine struct {
 	log   *wal.Log
 	proj  *projections.Projector
 	regen *projections.RegenerateReport
+
+	adopted    *AdoptReport              // adopt.go: the adoption Open did, if any
+	adoptAside map[string]map[int64]bool // lines it set aside, for the regeneration
 
 	applyMu   sync.Mutex // serialises projection, catch-up and checkpoints
 	caughtUp  bool
@@ -298,6 +306,19 @@ func (e *Engine) openViews(ctx context.Context) (*projections.Projector, error) 
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.deferCheck = e.opts.VerifyAfterOpen
+	// A home content-machine wrote: its lines into the log first, then
+	// views regenerated from it (adopt.go).
+	aside, err := e.adoptContentMachine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if aside != nil {
+		e.adoptAside = aside
+		return e.regenerate(ctx)
+	}
+	if err := e.adoptLate(ctx); err != nil {
+		return nil, err
+	}
 	last := e.log.LastSeq()
 	if !e.opts.RebuildViews && !projections.ViewsStale(h) {
 		p, err := projections.Open(e.projOptions(false))
@@ -316,7 +337,7 @@ func (e *Engine) openViews(ctx context.Context) (*projections.Projector, error) 
 // (projections.Regenerate) and opens a projector on them.
 func (e *Engine) regenerate(ctx context.Context) (*projections.Projector, error) {
 	h := e.opts.Home
-	rep, err := projections.Regenerate(ctx, e.log.Events(1), h, projections.RegenerateOptions{UpTo: max(e.log.LastSeq(), 1), NoSync: e.opts.NoSync})
+	rep, err := projections.Regenerate(ctx, e.log.Events(1), h, projections.RegenerateOptions{UpTo: max(e.log.LastSeq(), 1), NoSync: e.opts.NoSync, SetAside: e.adoptAside})
 	if errors.Is(err, wal.ErrCompacted) {
 		return nil, fmt.Errorf("engine: the views must be regenerated from the whole log, whose start is archived: %w\n  fix: `cmlab rebuild --archive DIR` (the directory compaction archived to)", err)
 	}

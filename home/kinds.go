@@ -39,6 +39,7 @@ var Kinds = []Kind{
 	{Name: "regen-marker", Pattern: "state/regen.json", Made: MadeByInterruptedSwap, Doc: "a view swap in progress (projections.Regenerate)"},
 	{Name: "views-stale", Pattern: "state/views-stale", Made: MadeBySalvage, Doc: "the views wait for a regeneration after a salvage"},
 	{Name: "resume-log", Pattern: "state/resume/*.log", Made: MadeByResume, Doc: "output of a step resumed at start-up"},
+	{Name: "adopted-report", Pattern: "state/adopted.json", Made: MadeByAdopt, Doc: "what the first open took from a content-machine home (engine/adopt.go); a report, nothing reads it to decide"},
 	{Name: "replayed-marker", Pattern: "state/replayed.json", Made: MadeByReplay, Doc: "marks a home made by cmlab replay --into"},
 	{Name: "ship-cursor", Pattern: "state/ship.json", Made: MadeByShip, Doc: "how far the log is shipped to JetStream"},
 	{Name: "home-id", Pattern: "state/home-id", Made: MadeByCompact, Doc: "the home's id, recorded by archives and carried by shipped events"},
@@ -77,6 +78,7 @@ const (
 	MadeByReplay          = "replay"           // cmlab replay --into
 	MadeByShip            = "ship"             // cmlab ship to a JetStream stream
 	MadeByLiveDaemon      = "live-daemon"      // exists while a daemon runs (and after a SIGKILL)
+	MadeByAdopt           = "adopt"            // the first open of a home content-machine's Lab wrote
 )
 
 // Kind is one kind of file of a home (see Kinds).

@@ -39,6 +39,8 @@ var labStreamTypes = map[string]bool{
 	events.TypeExperimentCreated:   true,
 	events.TypeExperimentSubmitted: true,
 	events.TypeExperimentUpdated:   true,
+	events.TypeRunAdopted:          true,
+	events.TypeExperimentAdopted:   true,
 }
 
 // handleEvents (a token required; the Lab token sees labStreamTypes only,

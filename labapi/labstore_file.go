@@ -285,7 +285,8 @@ type labOp struct {
 func labOpOf(ev *events.Event) *labOp {
 	switch ev.Type {
 	case events.TypeRunImported, events.TypeExperimentCreated, events.TypeExperimentSubmitted,
-		events.TypeExperimentUpdated, events.TypeLabSessionStarted:
+		events.TypeExperimentUpdated, events.TypeLabSessionStarted,
+		events.TypeRunAdopted, events.TypeExperimentAdopted:
 	default:
 		return nil
 	}
@@ -302,13 +303,24 @@ func labOpOf(ev *events.Event) *labOp {
 		}
 		return &labOp{exp: &e}
 	}
-	switch p := p.(type) {
-	case *events.RunImported:
-		run := p.Run
+	putRun := func(run events.LabRun) *labOp {
 		if run.CreatedAt == "" {
 			run.CreatedAt = ev.ISOTime()
 		}
 		return &labOp{run: &run}
+	}
+	switch p := p.(type) {
+	case *events.RunImported:
+		return putRun(p.Run)
+	case *events.RunAdopted:
+		// A content-machine home's line (engine/adopt.go): as they wrote it.
+		if run, err := events.ParseRun(p.Raw); err == nil {
+			return putRun(run)
+		}
+	case *events.ExperimentAdopted:
+		if x, err := events.ParseExperiment(p.Raw); err == nil {
+			return exp(x, false)
+		}
 	case *events.ExperimentCreated:
 		return exp(p.Experiment, false)
 	case *events.ExperimentSubmitted:

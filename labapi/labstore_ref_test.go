@@ -49,7 +49,8 @@ func (st *refLabState) Observe(ev *events.Event) {
 	st.mu.Unlock()
 	switch ev.Type {
 	case events.TypeRunImported, events.TypeExperimentCreated, events.TypeExperimentSubmitted,
-		events.TypeExperimentUpdated, events.TypeLabSessionStarted:
+		events.TypeExperimentUpdated, events.TypeLabSessionStarted,
+		events.TypeRunAdopted, events.TypeExperimentAdopted:
 	default:
 		return
 	}
@@ -61,15 +62,16 @@ func (st *refLabState) Observe(ev *events.Event) {
 	defer st.mu.Unlock()
 	switch p := p.(type) {
 	case *events.RunImported:
-		run := p.Run
-		if run.CreatedAt == "" {
-			run.CreatedAt = ev.ISOTime()
+		st.putRun(p.Run, ev)
+	case *events.RunAdopted:
+		// A content-machine home's line (engine/adopt.go): as they wrote it.
+		if run, err := events.ParseRun(p.Raw); err == nil {
+			st.putRun(run, ev)
 		}
-		if _, ok := st.runs[run.RunID]; !ok {
-			st.runOrder = append(st.runOrder, run.RunID)
+	case *events.ExperimentAdopted:
+		if x, err := events.ParseExperiment(p.Raw); err == nil {
+			st.putExp(x, ev, false)
 		}
-		st.runs[run.RunID] = &run
-		st.byReal[run.ArtifactsDirRealpath] = run.RunID
 	case *events.ExperimentCreated:
 		st.putExp(p.Experiment, ev, false)
 	case *events.ExperimentSubmitted:
@@ -79,6 +81,17 @@ func (st *refLabState) Observe(ev *events.Event) {
 	case *events.LabSessionStarted:
 		st.sessions[p.SessionID] = ev.TS
 	}
+}
+
+func (st *refLabState) putRun(run events.LabRun, ev *events.Event) {
+	if run.CreatedAt == "" {
+		run.CreatedAt = ev.ISOTime()
+	}
+	if _, ok := st.runs[run.RunID]; !ok {
+		st.runOrder = append(st.runOrder, run.RunID)
+	}
+	st.runs[run.RunID] = &run
+	st.byReal[run.ArtifactsDirRealpath] = run.RunID
 }
 
 func (st *refLabState) putExp(exp events.LabExperiment, ev *events.Event, update bool) {

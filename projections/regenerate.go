@@ -68,6 +68,10 @@ type RegenerateOptions struct {
 	// AfterSwap, when set, is called after each view is renamed into
 	// place (crash tests stop the process there).
 	AfterSwap func(view string)
+	// SetAside names lines of the old views, by view and offset, that
+	// the caller has already copied to quarantine/ (adoption's unreadable
+	// lines, engine/adopt.go): they leave the views without a second copy.
+	SetAside map[string]map[int64]bool
 }
 
 // ViewChange says how one view file differs after a regeneration.
@@ -198,6 +202,9 @@ func Regenerate(ctx context.Context, src iter.Seq2[*events.Event, error], h home
 	}
 	rc := reconcileFeedback(oldFeedback, end, rebuilt)
 	for _, a := range rc.aside {
+		if opts.SetAside[FeedbackView][a.off] {
+			continue
+		}
 		name := fmt.Sprintf("feedback.jsonl-seq%d-at-%d.%s", rep.LastSeq, a.off, a.reason)
 		if err := writeQuarantine(h, name, a.line, opts.NoSync); err != nil {
 			return nil, err
@@ -235,7 +242,7 @@ func Regenerate(ctx context.Context, src iter.Seq2[*events.Event, error], h home
 	all := append(append([]string{}, newViews...), removes...)
 	sort.Strings(all)
 	for _, v := range all {
-		c, removed, err := diffView(h, tmp, v)
+		c, removed, err := diffView(h, tmp, v, opts.SetAside[v])
 		if err != nil {
 			return nil, err
 		}
@@ -573,7 +580,8 @@ func feedbackLineID(line []byte) (id string, ok bool) {
 
 // diffView compares view v of h (old) with that of tmp (new): nil when
 // they are equal, else the change and the removed lines' bytes.
-func diffView(h, tmp home.Home, v string) (*ViewChange, []byte, error) {
+// Removed lines at an offset aside holds are counted, not returned.
+func diffView(h, tmp home.Home, v string, aside map[int64]bool) (*ViewChange, []byte, error) {
 	a, err := os.ReadFile(filepath.Join(h.Dir, filepath.FromSlash(v)))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, err
@@ -596,13 +604,18 @@ func diffView(h, tmp home.Home, v string) (*ViewChange, []byte, error) {
 		have[string(line)]++
 	}
 	var removed []byte
+	off := int64(start)
 	for line := range bytes.Lines(a[start:]) {
+		at := off
+		off += int64(len(line))
 		if have[string(line)] > 0 {
 			have[string(line)]--
 			continue
 		}
 		c.Removed++
-		removed = append(removed, line...)
+		if !aside[at] {
+			removed = append(removed, line...)
+		}
 	}
 	for _, n := range have {
 		c.Added += n

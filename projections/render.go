@@ -299,6 +299,8 @@ func render(ev *events.Event, r *rendered) (err error) {
 		events.TypeRunImported, events.TypeExperimentCreated, events.TypeExperimentSubmitted,
 		events.TypeExperimentUpdated, events.TypeIdempotencyRecorded:
 		return renderLab(ev, r)
+	case events.TypeRunAdopted, events.TypeExperimentAdopted, events.TypeSessionAdopted:
+		return renderAdopted(ev, r) // adopt.go
 	}
 	// wal.*, recovery.* and unknown types have no view; they may still
 	// carry a request (recorded below for Lab sessions).

@@ -208,6 +208,20 @@ func (g *gen) anyEvent() *events.Event {
 	case 22:
 		return events.MustNew("recovery", &events.RecoveryApplied{Decisions: []events.RecoveryDecision{{MandateID: mandate, StepID: step, Verdict: "already_done", Action: "complete"}}})
 	case 23:
+		// The parity of n takes nothing from the rng: adoption's events
+		// (a content-machine home's lines, engine/adopt.go) share the slot.
+		switch g.n % 4 {
+		case 1:
+			return events.MustNew(events.AdoptStream, &events.RunAdopted{Offset: -1,
+				Raw: []byte(fmt.Sprintf(`{"schemaVersion":1,"runId":"run_cm_%d","sessionId":"lab_cm","createdAt":"2026-02-06T10:00:00.000Z","topic":"Café ☕","artifactsDir":"/cm/a","artifactsDirRealpath":"/cm/a","fingerprint":{"video":{"path":"/cm/a/video.mp4","sizeBytes":16,"mtimeMs":1700000000123.4568}}}`, g.n))})
+		case 2:
+			return events.MustNew(events.AdoptStream, &events.ExperimentAdopted{Offset: -1,
+				Raw: []byte(fmt.Sprintf(`{"schemaVersion":1,"experimentId":"exp_cm_%d","sessionId":"lab_cm","createdAt":"2026-02-06T11:00:00.000Z","name":"cm","baselineRunId":"run_cm_1","variants":[],"status":"queued"}`, g.n))})
+		case 3:
+			sess := []string{"lab_cm", "lab_s0", "../x"}[g.n%3]
+			return events.MustNew(events.AdoptStream, &events.SessionAdopted{Session: sess, File: "idempotency.jsonl", Offset: -1,
+				Raw: []byte(`{"schemaVersion":1,"requestId":"r","type":"feedback","response":{"feedbackId":"x"},"createdAt":"2026-02-06T10:05:00.000Z"}`)})
+		}
 		return events.MustNew("wal", &events.WalSalvaged{LostSeq: 3, Segment: "x", Reason: "bad crc"})
 	default:
 		return g.labEvent()

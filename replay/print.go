@@ -178,6 +178,18 @@ func Summary(ev *events.Event) string {
 		s = fmt.Sprintf("experiment %s status=%s feedback=[%s]", p.Experiment.ExperimentID, p.Experiment.Status, strings.Join(ids, " "))
 	case *events.ExperimentUpdated:
 		s = fmt.Sprintf("experiment %s status=%s", p.Experiment.ExperimentID, p.Experiment.Status)
+	case *events.RunAdopted:
+		s = fmt.Sprintf("content-machine run line at offset %d (%d bytes)", p.Offset, len(p.Raw))
+		if r, err := events.ParseRun(p.Raw); err == nil {
+			s = fmt.Sprintf("run %s %s (adopted from content-machine)", r.RunID, r.ArtifactsDir)
+		}
+	case *events.ExperimentAdopted:
+		s = fmt.Sprintf("content-machine experiment line at offset %d (%d bytes)", p.Offset, len(p.Raw))
+		if x, err := events.ParseExperiment(p.Raw); err == nil {
+			s = fmt.Sprintf("experiment %s %q status=%s (adopted from content-machine)", x.ExperimentID, x.Name, x.Status)
+		}
+	case *events.SessionAdopted:
+		s = fmt.Sprintf("content-machine lab/sessions/%s/%s line at offset %d (%d bytes)", p.Session, p.File, p.Offset, len(p.Raw))
 	case *events.IdempotencyRecorded:
 		s = fmt.Sprintf("%s → %s", p.Kind, p.EntityID)
 	case *events.PtySessionStarted:

@@ -2,6 +2,7 @@ package reqindex_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,11 +27,12 @@ func TestObserveDoesNotWaitForLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 	inside, release := make(chan struct{}), make(chan struct{})
+	var armed atomic.Bool // the next lookup is held, the later ones not
+	armed.Store(true)
 	reqindex.SetInLookup(x, func() {
-		select {
-		case inside <- struct{}{}:
+		if armed.CompareAndSwap(true, false) {
+			inside <- struct{}{}
 			<-release
-		default:
 		}
 	})
 	type answer struct {

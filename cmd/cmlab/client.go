@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/cmlab/cmlab/daemon"
+	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
 
 	"github.com/cmlab/cmlab/labapi"
@@ -33,6 +34,7 @@ func dialLab(ctx context.Context, g *globalOpts) (*labapi.Client, func() error, 
 		if err != nil {
 			return nil, nil, err
 		}
+		noteAdopted(g.stderr, dh.Engine.Adopted()) // adopt.go
 		return labapi.NewLocalClient(guard.wrap(dh.Server.Handler()), dh.OperatorToken), dh.Close, nil
 	}})
 	if err != nil {
@@ -105,6 +107,9 @@ func readLocal(g *globalOpts, read func(h home.Home) (any, error), out any) (boo
 	}
 	if h.CheckOwner() != nil {
 		return false, nil // labCall refuses, naming the fix
+	}
+	if engine.WantsAdoption(h) {
+		return false, nil // a content-machine home: the open adopts it first (adopt.go)
 	}
 	v, err := read(h)
 	if errors.Is(err, labapi.ErrViewsNotCurrent) {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/wal"
 )
@@ -55,6 +56,11 @@ func requireHome(g *globalOpts, h home.Home) error {
 		return err
 	}
 	if ok {
+		return nil
+	}
+	if engine.WantsAdoption(h) {
+		// A home content-machine's Lab wrote: the open adopts it
+		// (engine/adopt.go) and says what it took.
 		return nil
 	}
 	if g.init || emptyDir(h.Dir) {

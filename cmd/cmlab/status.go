@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cmlab/cmlab/daemon"
+	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/projections"
@@ -41,6 +42,19 @@ type statusReport struct {
 	Ship        *shipStatus        `json:"ship,omitempty"`
 	// Archive: the check of the compacted log's archived ranges (wal_archive.go).
 	Archive *wal.ArchiveReport `json:"archive,omitempty"`
+
+	// LogBytes (above) is the bytes of the log's entries, to the end of
+	// the last valid frame; LogAllocatedBytes the segment files' sizes,
+	// which include the zeros preallocated ahead of the writer
+	// (wal/prealloc.go). Version is this command's (the daemon's is in
+	// daemon.version); ReadOnly whether writes to the home are refused,
+	// and why (status_mode.go). Adopted: the content-machine home cmlab
+	// adopted (state/adopted.json, engine/adopt.go).
+	LogAllocatedBytes int64               `json:"logAllocatedBytes"`
+	Version           string              `json:"version"`
+	ReadOnly          bool                `json:"readOnly"`
+	ReadOnlyReason    string              `json:"readOnlyReason,omitempty"`
+	Adopted           *engine.AdoptReport `json:"adopted,omitempty"`
 
 	// cpSeq is the checkpoint's seq when cpOK; cpErr why it is not
 	// trusted (projections.ReadCheckpointSeq), for the text output.
@@ -80,6 +94,9 @@ disk, which catch-up brings to the log then).`,
 			}
 			if ok, err := homeExists(h); err != nil {
 				return err
+			} else if !ok && engine.WantsAdoption(h) {
+				return newCLIError(exitError, "NO_HOME", fmt.Sprintf("%s is a content-machine home that cmlab has not opened yet (%s)", h.Dir, g.homeSource()),
+					"'cmlab serve --home DIR' (or any command that opens it) adopts it: their runs, experiments and feedback become cmlab's, their files stay as they are (docs/content-machine.md)")
 			} else if !ok {
 				// Never create a home to report on it (requireHome's rule,
 				// without --init: status only reads).
@@ -123,7 +140,8 @@ disk, which catch-up brings to the log then).`,
 			default:
 				fmt.Fprintf(w, "health:      %s\n", rep.Health.Status)
 			}
-			fmt.Fprintf(w, "log:         %d bytes in %d segment(s), last seq %d\n", rep.LogBytes, rep.LogSegments, rep.LastSeq)
+			printVersionMode(w, rep) // status_mode.go
+			printLogBytes(w, rep)
 			printCompactionStatus(w, rep.Compaction)
 			switch {
 			case rep.cpErr != nil:
@@ -210,9 +228,15 @@ func gatherStatus(cmd *cobra.Command, h home.Home, withCheckpoint bool) (statusR
 	// the compaction plan: on a home of 10M events that is 900 segments.
 	segs, segErr := wal.Segments(h.WALDir())
 	for _, s := range segs {
-		rep.LogBytes += s.Size
+		rep.LogAllocatedBytes += s.Size
+	}
+	rep.LogBytes = rep.LogAllocatedBytes
+	if u, err := wal.SegmentsUsage(h.WALDir(), segs); err == nil {
+		rep.LogBytes, rep.LogAllocatedBytes = u.Written, u.Allocated
+		segs = writtenSegments(segs, u) // status_mode.go: retention counts written bytes too
 	}
 	rep.LogSegments = len(segs)
+	gatherMode(h, &rep) // status_mode.go
 	rep.Checkpoint = json.RawMessage("null")
 	if withCheckpoint {
 		if b, err := os.ReadFile(h.CheckpointFile()); err == nil && json.Valid(b) {

@@ -43,6 +43,7 @@ var naKinds = map[string]string{
 	home.MadeByLiveDaemon: "a Unix socket holds no bytes to damage; every serve replaces a stale one (discovery.Listen) and every dial checks its peer with SO_PEERCRED (TestDaemonSocketPeerChecked, TestImpostorNeverGetsOperatorToken)",
 	home.MadeByReplay:     "only in a home made by cmlab replay --into (served read-only)",
 	home.MadeByResume:     "needs a mandate resumed by the daemon at start-up",
+	home.MadeByAdopt:      "only in a home content-machine wrote before cmlab first opened it (engine/adopt.go; TestAdoptSetsAsideWhatItCannotRead damages its inputs); the report itself is read by status only, which ignores an unreadable one",
 }
 
 // buildFixture makes a home under root with bin: writes through a daemon
