@@ -257,7 +257,7 @@ func BenchmarkRunsPage10k(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer eng.Close()
-	srv, err := New(Options{Engine: eng, Listen: "127.0.0.1:0", SessionID: "lab_bench", Version: "test"})
+	srv, err := New(withReadModels(b, Options{Engine: eng, Listen: "127.0.0.1:0", SessionID: "lab_bench", Version: "test"}))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -64,14 +65,17 @@ func New(o Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Every module is named in the shell (modulepreload), so the browser
-	// fetches them at once instead of level by level of the imports.
+	// The modules of the first view (the runs list: what app.js and
+	// runs.js import) are named in the shell (modulepreload), so the
+	// browser fetches them at once instead of level by level of the
+	// imports; the other views are imported when shown (app.js).
 	var modules []string
-	for name := range h.files {
-		if strings.HasSuffix(name, ".js") && name != "app.js" && name != "prefetch.js" {
+	for _, name := range h.imports("app.js", firstView) {
+		if name != "prefetch.js" { // a script of its own in the shell
 			modules = append(modules, name)
 		}
 	}
+	modules = append(modules, firstView)
 	sort.Strings(modules)
 	var buf bytes.Buffer
 	if err := t.Execute(&buf, map[string]any{"Assets": "/ui/" + h.version, "Version": o.Version, "Modules": modules}); err != nil {
@@ -79,6 +83,40 @@ func New(o Options) (*Handler, error) {
 	}
 	h.shell = buf.Bytes()
 	return h, nil
+}
+
+// firstView is the module of the view a bare / opens.
+const firstView = "runs.js"
+
+// staticImport is an import declaration of a sibling module at the start
+// of a line (import … from './x.js', import './x.js'); a dynamic
+// import('./x.js') is not one.
+var staticImport = regexp.MustCompile(`(?m)^import\s+(?:[^'"]*?\sfrom\s+)?['"]\./([a-z]+\.js)['"]`)
+
+// imports is what the modules roots import, directly or not, sorted,
+// without the roots themselves.
+func (h *Handler) imports(roots ...string) []string {
+	seen := map[string]bool{}
+	todo := append([]string(nil), roots...)
+	for len(todo) > 0 {
+		name := todo[0]
+		todo = todo[1:]
+		for _, m := range staticImport.FindAllSubmatch(h.files[name], -1) {
+			if dep := string(m[1]); !seen[dep] {
+				seen[dep] = true
+				todo = append(todo, dep)
+			}
+		}
+	}
+	for _, r := range roots {
+		delete(seen, r)
+	}
+	out := make([]string, 0, len(seen))
+	for name := range seen {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // AssetBytes is the total size of the page's JavaScript and CSS (the

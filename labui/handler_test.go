@@ -103,3 +103,29 @@ func TestNoHTMLStrings(t *testing.T) {
 		}
 	}
 }
+
+// TestPreloadsFirstView: the shell preloads (modulepreload) exactly the
+// modules the runs view needs, the static imports of app.js and of
+// runs.js, and the data of its first rows (preload as=fetch); the other
+// views are imported when shown, so the first rows wait for none of them.
+func TestPreloadsFirstView(t *testing.T) {
+	h := newHandler(t)
+	body, _ := io.ReadAll(get(t, h, "/").Body)
+	var pre []string
+	for _, m := range regexp.MustCompile(`<link rel="modulepreload" href="/ui/[0-9a-f]{16}/([a-z]+\.js)">`).FindAllSubmatch(body, -1) {
+		pre = append(pre, string(m[1]))
+	}
+	if got, want := strings.Join(pre, " "), "about.js api.js dom.js keys.js live.js runs.js"; got != want {
+		t.Errorf("modulepreload: %s, want %s\n%s", got, want, body)
+	}
+	for _, p := range []string{"/api/config", "/api/health", "/api/runs?limit=50&amp;sort=newest"} {
+		if !strings.Contains(string(body), `<link rel="preload" as="fetch" crossorigin href="`+p+`">`) {
+			t.Errorf("the shell does not preload %s:\n%s", p, body)
+		}
+	}
+	// The imports are what the files say: a static import of a view
+	// module in app.js would make the preloads a lie.
+	if g := h.imports("app.js"); strings.Join(g, " ") != "api.js dom.js keys.js live.js prefetch.js" {
+		t.Errorf("app.js imports %v statically", g)
+	}
+}

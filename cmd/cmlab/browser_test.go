@@ -225,6 +225,15 @@ func newBrowser(t *testing.T, path string) *browser {
 	ctx, cancelC := context.WithTimeout(ctx, 3*time.Minute)
 	t.Cleanup(func() { cancelC(); cancelB(); cancelA() })
 	b := &browser{ctx: ctx}
+	if err := b.watch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// watch collects the console errors, exceptions and failed requests of
+// the tab of ctx (b's own, or another one the test opened) into b.
+func (b *browser) watch(ctx context.Context) error {
 	chromedp.ListenTarget(ctx, func(ev any) {
 		switch e := ev.(type) {
 		case *runtime.EventConsoleAPICalled:
@@ -260,10 +269,7 @@ func newBrowser(t *testing.T, path string) *browser {
 			}
 		}
 	})
-	if err := chromedp.Run(ctx, network.Enable(), log.Enable(), runtime.Enable()); err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return chromedp.Run(ctx, network.Enable(), log.Enable(), runtime.Enable())
 }
 
 func (b *browser) problem(format string, args ...any) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +33,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	if browserSkipped.Load() {
-		fmt.Println("cmd/cmlab: the browser tests (TestLabPage, TestLabBrowser) were SKIPPED: no Chromium (CMLAB_SKIP_BROWSER=1)")
+		announceBrowserSkip()
 	}
 	os.Exit(code)
 }

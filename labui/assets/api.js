@@ -41,16 +41,17 @@ export class NetworkError extends Error {
 async function send(path, opts) {
   let res;
   try {
+    // A GET prefetch.js started at load is taken once, already read.
     const pre = (!opts.method || opts.method === 'GET') && early.get(path);
     if (pre) early.delete(path);
-    res = await (pre || fetch(path, { cache: 'no-store', ...opts }));
+    res = await (pre || fetch(path, { cache: 'no-store', ...opts })
+      .then(async (r) => ({ ok: r.ok, status: r.status, text: await r.text() })));
   } catch {
     goOffline();
     throw new NetworkError();
   }
-  const text = await res.text();
   let body = null;
-  try { body = text ? JSON.parse(text) : null; } catch { body = null; }
+  try { body = res.text ? JSON.parse(res.text) : null; } catch { body = null; }
   if (!res.ok) throw new ApiError(res.status, body);
   return body;
 }

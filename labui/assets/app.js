@@ -6,18 +6,27 @@ import { h, replace, errorBox } from './dom.js';
 import { state, get, loadConfig, on, outbox, flushOutbox } from './api.js';
 import { installKeys, bindGlobal, setViewKeys } from './keys.js';
 import { startLive } from './live.js';
-import * as runs from './runs.js';
-import * as review from './review.js';
-import * as experiments from './experiments.js';
-import * as compare from './compare.js';
-import * as about from './about.js';
 
 const root = document.getElementById('app');
 const banner = document.getElementById('banner');
 const outboxEl = document.getElementById('outbox');
 const healthEl = document.getElementById('health');
-const views = { runs, review, experiments, compare, about };
+// Each view is a module of its own, imported when it is first shown: the
+// runs view (which the shell preloads) does not wait for the others; they
+// are loaded once the first view is on the screen (loadRest).
+const views = {
+  runs: () => import('./runs.js'),
+  review: () => import('./review.js'),
+  experiments: () => import('./experiments.js'),
+  compare: () => import('./compare.js'),
+  about: () => import('./about.js'),
+};
+const loaded = {}; // view name → its module, once imported
+function loadView(name) {
+  return views[name]().then((m) => (loaded[name] = m));
+}
 let cleanup = null;
+let shown = 0; // renders started: a render whose module arrives after a later one started is dropped
 
 function route() {
   const raw = location.hash || '#/runs';
@@ -31,23 +40,44 @@ function navigate(hash) {
   else location.hash = hash;
 }
 
-function render() {
+async function render() {
+  const mine = ++shown;
   if (cleanup) { try { cleanup(); } catch (e) { console.warn(e); } }
   cleanup = null;
   setViewKeys([]);
   const r = route();
   const name = r.parts[0] || 'runs';
-  const view = views[name];
+  const known = Object.hasOwn(views, name);
   for (const a of document.querySelectorAll('[data-nav]')) {
     if (a.dataset.nav === name || (name === 'review' && a.dataset.nav === 'runs') || (name === 'compare' && a.dataset.nav === 'experiments')) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
-  if (!view || ((name === 'review' || name === 'compare') && !r.parts[1])) {
+  if (!known || ((name === 'review' || name === 'compare') && !r.parts[1])) {
     navigate('#/runs');
     return;
   }
+  // A view already imported renders at once, in the hashchange itself:
+  // the view left never takes a key meant for the next one.
+  let view = loaded[name];
+  if (!view) {
+    try {
+      view = await loadView(name);
+    } catch (err) {
+      // The daemon went away between the shell and this view's module.
+      if (mine === shown) replace(root, h('h1', null, 'cmlab Lab'), errorBox({ code: 'UNREACHABLE', message: `The ${name} view could not be loaded: ${err.message}`, fix: 'Reload the page once the daemon is back.' }));
+      return;
+    }
+    if (mine !== shown) return;
+  }
   document.title = `cmlab Lab · ${name}`;
   cleanup = view.render({ root, route: r, navigate }) || null;
+}
+
+// loadRest imports the views not shown yet, after the first one is on the
+// screen, so going to them later waits for nothing.
+function loadRest() {
+  const idle = window.requestIdleCallback || ((fn) => setTimeout(fn, 200));
+  idle(() => { for (const name of Object.keys(views)) if (!loaded[name]) loadView(name).catch(() => {}); });
 }
 
 function showOutbox(items) {
@@ -107,7 +137,7 @@ async function boot() {
     location.replace(task.type === 'compare' ? `#/compare/${encodeURIComponent(task.experimentId)}` : `#/review/${encodeURIComponent(task.runId)}`);
   }
   window.addEventListener('hashchange', render);
-  render();
+  render().then(loadRest);
   flushOutbox();
   // The stream starts after the seq the health answer names; the views
   // read their data again once it is open (live.js 'resync'), so nothing
