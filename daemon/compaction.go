@@ -2,12 +2,16 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cmlab/cmlab/compact"
 	"github.com/cmlab/cmlab/engine"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/retention"
 )
 
@@ -17,7 +21,7 @@ const DefaultCompactEvery = time.Hour
 // startCompaction runs the compaction policy o.Compaction on eng's log
 // every o.CompactEvery in a goroutine it owns; the returned function
 // stops it and waits for it (before the engine closes).
-func startCompaction(ctx context.Context, eng *engine.Engine, m *retention.Model, o Options) (stop func()) {
+func startCompaction(ctx context.Context, eng *engine.Engine, m *retention.Model, o Options, lab *atomic.Pointer[labapi.Server]) (stop func()) {
 	every := o.CompactEvery
 	if every <= 0 {
 		every = DefaultCompactEvery
@@ -26,6 +30,18 @@ func startCompaction(ctx context.Context, eng *engine.Engine, m *retention.Model
 	opts.Home = eng.Home()
 	opts.Model = m
 	opts.ReadModels = ReadModels()
+	for i := range opts.ReadModels {
+		if opts.ReadModels[i].Name == "labstore" {
+			// This process holds the store's file: its server says what
+			// the file covers (none yet: the whole log is kept).
+			opts.ReadModels[i].Covers = func(h home.Home) (uint64, error) {
+				if srv := lab.Load(); srv != nil {
+					return srv.LabStoreCovered(h)
+				}
+				return 0, errors.New("the Lab store is not open yet")
+			}
+		}
+	}
 	opts.IndexCovered = func(ctx context.Context) (uint64, error) {
 		x, err := eng.RequestIndex(ctx)
 		if err != nil {

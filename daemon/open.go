@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cmlab/cmlab/engine"
@@ -37,10 +38,11 @@ type Home struct {
 	OnROFS bool
 
 	Engine    *engine.Engine
-	Journal   *steps.Journal   // the one step journal of this process
-	Retention *retention.Model // the retention/status read model
-	Terminals *pty.Manager     // nil when read-only or one-shot
-	Server    *labapi.Server   // the HTTP face over all of the above
+	Journal   *steps.Journal                // the one step journal of this process
+	Retention *retention.Model              // the retention/status read model
+	Terminals *pty.Manager                  // nil when read-only or one-shot
+	Server    *labapi.Server                // the HTTP face over all of the above
+	labServer atomic.Pointer[labapi.Server] // Server, for the compaction's goroutine
 	// OperatorToken is the token the server accepts for every route
 	// (state/token, or one drawn for a one-shot home).
 	OperatorToken string
@@ -196,7 +198,7 @@ func Open(ctx context.Context, o Options) (_ *Home, err error) {
 	}
 	if o.Compaction != nil && !o.ReadOnly && !o.OneShot {
 		o.trace("start compaction")
-		stop := startCompaction(ctx, eng, h.Retention, o)
+		stop := startCompaction(ctx, eng, h.Retention, o, &h.labServer)
 		h.onClose("stop compaction", func() error { stop(); return nil })
 	}
 
@@ -239,6 +241,7 @@ func Open(ctx context.Context, o Options) (_ *Home, err error) {
 	}
 	h.OperatorToken = h.Server.OperatorToken()
 	srv := h.Server
+	h.labServer.Store(srv)
 	h.onClose("close http server", func() error { srv.Close(); return nil })
 	if o.Opened != nil {
 		o.Opened(h)

@@ -10,14 +10,15 @@ import (
 )
 
 // ReadModels is the table of the read models a daemon restarts from a
-// snapshot (state/snapshots/, package snapshot): the Lab state, the step
+// snapshot (state/snapshots/, package snapshot) or a store of their own:
+// the Lab store (state/labstore.db, package labapi), the step
 // state, the retention model and the terminal's. The compaction's
 // read-models holder (compact.Options.ReadModels) keeps the log after the
 // oldest seq their snapshots cover; the daemon's policy and `cmlab
 // compact` pass this table. Adding a read model is one row here.
 func ReadModels() []compact.ReadModel {
 	return []compact.ReadModel{
-		{Name: "labstate", Covers: labapi.LabSnapshotCovers},
+		{Name: "labstore", Covers: labapi.LabStoreCovers},
 		{Name: steps.SnapshotModel, Covers: func(h home.Home) (uint64, error) { return steps.SnapshotKind.Covers(steps.SnapshotFile(h)) }},
 		{Name: retention.ModelName, Covers: func(h home.Home) (uint64, error) { return retention.Kind.Covers(retention.SnapshotFile(h)) }},
 		{Name: "pty", Covers: pty.SnapshotCovers},

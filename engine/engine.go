@@ -188,6 +188,9 @@ type Engine struct {
 
 	cpHooks []func(final bool) // OnCheckpoint; guarded by applyMu
 
+	sharedMu sync.Mutex
+	shared   map[string]any // Shared (shared.go)
+
 	applied applyTimes // how long the last applies took (trace.go)
 
 	// deferCheck: the projector being opened by openViews defers its

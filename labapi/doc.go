@@ -11,9 +11,10 @@
 // scoped to the routes that answer them; mapError and asAPIError read
 // it; statusOf maps codes to HTTP statuses), idempotency.go
 // (request-id dedupe over the engine's on-disk index, package reqindex),
-// lab.go (Lab routes), labstate.go (the runs and experiments read model,
-// an engine observer), labstate_snapshot.go (its snapshot at checkpoints,
-// state/snapshots/labstate.msgpack, loaded at start), feedback_poll.go (the byte
+// lab.go (Lab routes), labstore.go and labstore_file.go (the runs,
+// experiments and sessions read model: an engine observer over the Lab
+// store, state/labstore.db, read per request), labstate.go (its opening),
+// lab_lists.go (the list routes, streamed), feedback_poll.go (the byte
 // cursor of seed 000), runs.go (import canonicalization, fingerprint,
 // artifact allow-list; every run file is read through package confine),
 // events.go (SSE), metrics.go (/metrics through

@@ -63,7 +63,11 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) error {
 	started := s.startedAt.UnixMilli()
-	if ts, ok := s.lab.sessionStarted(s.opts.SessionID); ok {
+	ts, ok, err := s.lab.sessionStarted(s.opts.SessionID)
+	if err != nil {
+		return labStoreError(err)
+	}
+	if ok {
 		started = ts
 	}
 	writeJSON(w, http.StatusOK, map[string]any{

@@ -35,7 +35,9 @@ func (s *Server) handleExperimentCreate(w http.ResponseWriter, r *http.Request) 
 		if err := checkID("baselineRunId", base); err != nil {
 			return nil, err
 		}
-		if _, ok := s.lab.run(base); !ok {
+		if _, ok, err := s.lab.run(base); err != nil {
+			return nil, labStoreError(err)
+		} else if !ok {
 			return nil, runNotFound(base)
 		}
 		var vin []variantBody
@@ -65,7 +67,9 @@ func (s *Server) handleExperimentCreate(w http.ResponseWriter, r *http.Request) 
 			if err := checkID("variants.runId", runID); err != nil {
 				return nil, err
 			}
-			if _, ok := s.lab.run(runID); !ok {
+			if _, ok, err := s.lab.run(runID); err != nil {
+				return nil, labStoreError(err)
+			} else if !ok {
 				return nil, runNotFound(runID)
 			}
 			label := strings.TrimSpace(v.Label)
@@ -112,20 +116,17 @@ func (s *Server) handleExperimentsList(w http.ResponseWriter, r *http.Request) e
 	} else if paged {
 		return s.handleExperimentsPage(w, lq) // paging.go
 	}
-	items := []map[string]any{}
-	for _, e := range s.lab.experimentList() {
-		items = append(items, map[string]any{"experimentId": e.ExperimentID, "sessionId": e.SessionID,
-			"createdAt": e.CreatedAt, "name": e.Name, "topic": nullable(e.Topic), "status": e.Status})
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": nil})
-	return nil
+	return serveList(s, w, s.lab.eachExperiment(true), experimentListItem)
 }
 
 func (s *Server) lookupExperiment(id string) (events.LabExperiment, error) {
 	if err := checkID("experimentId", id); err != nil {
 		return events.LabExperiment{}, err
 	}
-	exp, ok := s.lab.experiment(id)
+	exp, ok, err := s.lab.experiment(id)
+	if err != nil {
+		return events.LabExperiment{}, labStoreError(err)
+	}
 	if !ok {
 		return events.LabExperiment{}, NewError(CodeNotFound, "Experiment not found: "+id, "List experiments with GET /api/experiments.").With("experimentId", id)
 	}
@@ -271,7 +272,11 @@ func (s *Server) normalizePerRun(exp events.LabExperiment, in []json.RawMessage,
 		}
 		e := events.FeedbackEntry{SchemaVersion: 1, ID: newID("fb_"), SessionID: s.opts.SessionID, RunID: runID,
 			ExperimentID: exp.ExperimentID, VariantID: variantID, Ratings: ratings, Notes: strings.TrimSpace(pr.Notes), Tags: cleanTags(pr.Tags)}
-		if run, ok := s.lab.run(runID); ok {
+		run, ok, err := s.lab.run(runID)
+		if err != nil {
+			return nil, labStoreError(err)
+		}
+		if ok {
 			runSnapshot(&e, run, roots)
 		}
 		out = append(out, e)

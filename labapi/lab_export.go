@@ -113,10 +113,13 @@ func exportTarget(root, p string) (string, error) {
 // newline, as JSON.stringify(payload, null, 2) writes it.
 func (s *Server) buildExport(sid string) ([]byte, int, error) {
 	exps := []events.LabExperiment{}
-	for _, e := range s.lab.experimentsByFirstAppearance() {
+	if err := s.lab.eachExperimentByAppearance(func(e *events.LabExperiment) bool {
 		if e.SessionID == sid {
-			exps = append(exps, e)
+			exps = append(exps, *e)
 		}
+		return true
+	}); err != nil {
+		return nil, 0, labStoreError(err)
 	}
 	feedback := []json.RawMessage{}
 	if err := scanFeedback(s.opts.Engine.Home().FeedbackFile(), func(line json.RawMessage, e *events.FeedbackEntry) {
@@ -142,10 +145,13 @@ func (s *Server) buildExport(sid string) ([]byte, int, error) {
 		}
 	}
 	runs := []events.LabRun{}
-	for _, run := range s.lab.runList() {
+	if err := s.lab.eachRun(true)(func(_ []byte, run *events.LabRun) bool {
 		if run.SessionID == sid || runIDs[run.RunID] {
-			runs = append(runs, run)
+			runs = append(runs, *run)
 		}
+		return true
+	}); err != nil {
+		return nil, 0, labStoreError(err)
 	}
 	doc := struct {
 		SchemaVersion int                    `json:"schemaVersion"`

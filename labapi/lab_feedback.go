@@ -150,7 +150,10 @@ func (s *Server) handleFeedbackAdd(w http.ResponseWriter, r *http.Request) error
 			if err := checkID("runId", b.RunID); err != nil {
 				return nil, err
 			}
-			run, ok := s.lab.run(b.RunID)
+			run, ok, err := s.lab.run(b.RunID)
+			if err != nil {
+				return nil, labStoreError(err)
+			}
 			if !ok {
 				return nil, runNotFound(b.RunID)
 			}

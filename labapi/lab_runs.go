@@ -63,7 +63,10 @@ func (s *Server) handleRunsImport(w http.ResponseWriter, r *http.Request) error 
 		}
 		s.importMu.Lock()
 		defer s.importMu.Unlock()
-		prev, seen := s.lab.runByRealpath(t.realDir)
+		prev, seen, err := s.lab.runByRealpath(t.realDir)
+		if err != nil {
+			return nil, labStoreError(err)
+		}
 		if seen && sameFingerprint(prev.Fingerprint, fp) {
 			resp := map[string]string{"runId": prev.RunID}
 			if req != "" {
@@ -117,21 +120,7 @@ func (s *Server) handleRunsList(w http.ResponseWriter, r *http.Request) error {
 	} else if paged {
 		return s.handleRunsPage(w, lq) // paging.go
 	}
-	writeJSON(w, http.StatusOK, runsListBody(s.lab))
-	return nil
-}
-
-// runsListBody is the answer of GET /api/runs from st.
-func runsListBody(st *labState) map[string]any {
-	items := []map[string]any{}
-	for _, run := range st.runList() {
-		items = append(items, map[string]any{
-			"runId": run.RunID, "sessionId": run.SessionID, "createdAt": run.CreatedAt,
-			"topic": nullable(run.Topic), "artifactsDir": run.ArtifactsDir, "videoPath": nullable(run.VideoPath),
-			"autoMetricsSummary": summaryOrNulls(run.AutoMetricsSummary),
-		})
-	}
-	return map[string]any{"items": items, "nextCursor": nil}
+	return serveList(s, w, s.lab.eachRun(true), runListItem)
 }
 
 func (s *Server) lookupRun(r *http.Request) (events.LabRun, error) {
@@ -139,7 +128,10 @@ func (s *Server) lookupRun(r *http.Request) (events.LabRun, error) {
 	if err := checkID("runId", id); err != nil {
 		return events.LabRun{}, err
 	}
-	run, ok := s.lab.run(id)
+	run, ok, err := s.lab.run(id)
+	if err != nil {
+		return events.LabRun{}, labStoreError(err)
+	}
 	if !ok {
 		return events.LabRun{}, runNotFound(id)
 	}

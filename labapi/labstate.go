@@ -1,176 +1,91 @@
 package labapi
 
 import (
-	"sort"
-	"sync"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
 
-	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/snapshot"
 )
 
-// labState is the in-memory read model of runs, experiments and sessions.
-// It is an engine observer: rebuilt from the whole log when the server is
-// built, then fed each event after it is durable. Timestamps a producer
-// left empty are filled from the event's ts exactly as the projector does,
-// so the API and the JSONL views agree.
-type labState struct {
-	mu       sync.RWMutex
-	runs     map[string]*events.LabRun
-	runOrder []string
-	byReal   map[string]string // artifactsDirRealpath → newest runId
-	exps     map[string]*events.LabExperiment
-	expOrder []string
-	sessions map[string]int64 // sessionId → started ts (ms)
+// The Lab read model (runs, experiments, sessions) is the Lab store
+// (labstore.go), opened with the server. Before issue 26 it was a heap
+// model kept in state/snapshots/labstate.msgpack; that file is removed
+// when the store opens (it would only be stale).
 
-	seq     uint64 // last event observed (or covered by the loaded snapshot)
-	eventID string // its id
-	snapSeq uint64 // seq of the last snapshot written or loaded
+// oldLabSnapshotFile is the heap model's snapshot of h (before issue 26).
+func oldLabSnapshotFile(h home.Home) string {
+	return filepath.Join(h.StateDir(), "snapshots", "labstate.msgpack")
 }
 
-func newLabState() *labState {
-	return &labState{runs: map[string]*events.LabRun{}, byReal: map[string]string{},
-		exps: map[string]*events.LabExperiment{}, sessions: map[string]int64{}}
-}
-
-// Observe implements engine.Observer.
-func (st *labState) Observe(ev *events.Event) {
-	st.mu.Lock()
-	if ev.Seq != 0 && ev.Seq <= st.seq {
-		st.mu.Unlock()
-		return // covered by the snapshot
+// openLabState opens the Lab store of the engine's home (once per engine:
+// every server on it shares the store, engine.Shared), brings it up to
+// the log and subscribes it; it is closed at the engine's final
+// checkpoint. The check of the file after open runs in
+// a goroutine (labStore.startVerification).
+func (s *Server) openLabState() error {
+	eng := s.opts.Engine
+	h := eng.Home()
+	if !eng.ReadOnly() {
+		snapshot.RemoveStale(oldLabSnapshotFile(h))
+		os.Remove(oldLabSnapshotFile(h))
 	}
-	if ev.Seq != 0 {
-		st.seq, st.eventID = ev.Seq, ev.ID
-	}
-	st.mu.Unlock()
-	switch ev.Type {
-	case events.TypeRunImported, events.TypeExperimentCreated, events.TypeExperimentSubmitted,
-		events.TypeExperimentUpdated, events.TypeLabSessionStarted,
-		events.TypeRunAdopted, events.TypeExperimentAdopted:
-	default:
-		return
-	}
-	p, err := ev.Decode()
+	v, err := eng.Shared("labapi.labstore", func() (any, error) {
+		st, err := openLabStore(context.Background(), labStoreOptions{path: LabStoreFile(h), log: eng.Log(), readOnly: eng.ReadOnly(), warn: s.log.Warn})
+		if err != nil {
+			return nil, err
+		}
+		if why := st.Rebuilt(); why != "" && eng.Log().LastSeq() > 0 {
+			s.log.Warn("Lab store rebuilt from the log", "file", h.Rel(LabStoreFile(h)), "reason", why)
+		}
+		if err := eng.Subscribe(st); err != nil {
+			st.Close()
+			return nil, err
+		}
+		st.startVerification()
+		eng.OnCheckpoint(func(final bool) {
+			if final {
+				if err := st.Close(); err != nil && !errors.Is(err, errLabStoreClosed) {
+					s.log.Warn("Lab store not closed cleanly; the next start catches it up from the log", "error", err.Error())
+				}
+			}
+		})
+		return st, nil
+	})
 	if err != nil {
-		return // verify reports it; the read model skips what it cannot read
+		return err
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	switch p := p.(type) {
-	case *events.RunImported:
-		st.putRun(p.Run, ev)
-	case *events.RunAdopted:
-		// A content-machine home's line (engine/adopt.go): as they wrote it.
-		if run, err := events.ParseRun(p.Raw); err == nil {
-			st.putRun(run, ev)
-		}
-	case *events.ExperimentAdopted:
-		if x, err := events.ParseExperiment(p.Raw); err == nil {
-			st.putExp(x, ev, false)
-		}
-	case *events.ExperimentCreated:
-		st.putExp(p.Experiment, ev, false)
-	case *events.ExperimentSubmitted:
-		st.putExp(p.Experiment, ev, true)
-	case *events.ExperimentUpdated:
-		st.putExp(p.Experiment, ev, true)
-	case *events.LabSessionStarted:
-		st.sessions[p.SessionID] = ev.TS
-	}
+	st := v.(*labStore)
+	s.lab = st
+	return nil
 }
 
-func (st *labState) putRun(run events.LabRun, ev *events.Event) {
-	if run.CreatedAt == "" {
-		run.CreatedAt = ev.ISOTime()
+// labStoreError is the answer of a read the store could not make.
+func labStoreError(err error) error {
+	if err == nil {
+		return nil
 	}
-	if _, ok := st.runs[run.RunID]; !ok {
-		st.runOrder = append(st.runOrder, run.RunID)
+	if errors.Is(err, errLabStoreCorrupt) {
+		return NewError(CodeUnavailable, "The Lab store is damaged: "+err.Error(), "Retry shortly: the store is being rebuilt from the log.")
 	}
-	st.runs[run.RunID] = &run
-	st.byReal[run.ArtifactsDirRealpath] = run.RunID
+	return err
 }
 
-func (st *labState) putExp(exp events.LabExperiment, ev *events.Event, update bool) {
-	if exp.CreatedAt == "" {
-		exp.CreatedAt = ev.ISOTime()
+// LabStoreCovers is the seq the Lab store of h covers, read from its file
+// opened read-only (so: not while a daemon holds it; the daemon's own
+// compaction asks its server, Server.LabStoreCovered). An error when the
+// file is missing, locked or untrusted (the daemon's read-model table,
+// package daemon).
+func LabStoreCovers(h home.Home) (uint64, error) {
+	db, covered, _, err := openLabStoreFile(LabStoreFile(h), true)
+	if err != nil {
+		return 0, err
 	}
-	if update && exp.UpdatedAt == "" {
-		exp.UpdatedAt = ev.ISOTime()
-	}
-	if _, ok := st.exps[exp.ExperimentID]; !ok {
-		st.expOrder = append(st.expOrder, exp.ExperimentID)
-	}
-	st.exps[exp.ExperimentID] = &exp
+	db.Close()
+	return covered, nil
 }
 
-func (st *labState) run(id string) (events.LabRun, bool) {
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	r, ok := st.runs[id]
-	if !ok {
-		return events.LabRun{}, false
-	}
-	return *r, true
-}
-
-func (st *labState) runByRealpath(real string) (events.LabRun, bool) {
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	id, ok := st.byReal[real]
-	if !ok {
-		return events.LabRun{}, false
-	}
-	return *st.runs[id], true
-}
-
-// runList is every run, newest first (createdAt descending, then log order).
-func (st *labState) runList() []events.LabRun {
-	st.mu.RLock()
-	out := make([]events.LabRun, 0, len(st.runOrder))
-	for i := len(st.runOrder) - 1; i >= 0; i-- {
-		out = append(out, *st.runs[st.runOrder[i]])
-	}
-	st.mu.RUnlock()
-	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt > out[j].CreatedAt })
-	return out
-}
-
-func (st *labState) experiment(id string) (events.LabExperiment, bool) {
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	e, ok := st.exps[id]
-	if !ok {
-		return events.LabExperiment{}, false
-	}
-	return *e, true
-}
-
-// experimentList is the last record of every experiment, newest first.
-func (st *labState) experimentList() []events.LabExperiment {
-	st.mu.RLock()
-	out := make([]events.LabExperiment, 0, len(st.expOrder))
-	for i := len(st.expOrder) - 1; i >= 0; i-- {
-		out = append(out, *st.exps[st.expOrder[i]])
-	}
-	st.mu.RUnlock()
-	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt > out[j].CreatedAt })
-	return out
-}
-
-// experimentsByFirstAppearance is the last record of every experiment, in
-// the order each experiment first appeared in the log.
-func (st *labState) experimentsByFirstAppearance() []events.LabExperiment {
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	out := make([]events.LabExperiment, 0, len(st.expOrder))
-	for _, id := range st.expOrder {
-		out = append(out, *st.exps[id])
-	}
-	return out
-}
-
-func (st *labState) sessionStarted(id string) (int64, bool) {
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	ts, ok := st.sessions[id]
-	return ts, ok
-}
+// LabStoreCovered is the seq the open Lab store's file covers.
+func (s *Server) LabStoreCovered(home.Home) (uint64, error) { return s.lab.DurableCovered(), nil }

@@ -1,16 +1,17 @@
 package labapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/retention"
-	"github.com/cmlab/cmlab/snapshot"
 	"github.com/cmlab/cmlab/steps"
 	"github.com/cmlab/cmlab/wal"
 )
@@ -30,46 +31,48 @@ import (
 // catches the views up.
 var ErrViewsNotCurrent = errors.New("labapi: the views are not known to be current")
 
-// loadLabStateLocal is the lab state of h: its snapshot if trusted, then
-// the log after it.
-func loadLabStateLocal(h home.Home) (*labState, error) {
+// ReadRunsList is GET /api/runs of h without a daemon: read from the Lab
+// store opened read-only, when it covers the whole log (as a daemon
+// stopped cleanly leaves it); otherwise ErrViewsNotCurrent (the caller
+// opens the home, which brings the store up to the log).
+func ReadRunsList(h home.Home) (json.RawMessage, error) {
 	r, err := wal.OpenReader(h.WALDir())
 	if err != nil {
 		return nil, err
 	}
-	first, err := r.FirstSeq()
+	last, err := r.LastSeq()
 	if err != nil {
 		return nil, err
 	}
-	st := newLabState()
-	hd, body, err := snapshot.Read(LabSnapshotFile(h), labSnapModel, labSnapVersion())
-	if err == nil && st.loadBody(hd, body) != nil {
-		st = newLabState()
-	}
-	t, err := snapshot.FeedTail(r, first, st.seq, st.eventID, st.Observe)
-	if err == nil && t.Refused != "" {
-		st = newLabState()
-		t, err = snapshot.FeedTail(r, first, 0, "", st.Observe)
-	}
+	db, covered, coveredID, err := openLabStoreFile(LabStoreFile(h), true)
 	if err != nil {
+		return nil, fmt.Errorf("%w: Lab store: %v", ErrViewsNotCurrent, err)
+	}
+	defer db.Close()
+	if covered != last {
+		return nil, fmt.Errorf("%w: the Lab store covers seq %d, the log ends at %d", ErrViewsNotCurrent, covered, last)
+	}
+	if covered > 0 {
+		var id string
+		for ev, err := range r.Events(covered) {
+			if err != nil {
+				return nil, err
+			}
+			id = ev.ID
+			break
+		}
+		if id != coveredID {
+			return nil, fmt.Errorf("%w: the Lab store covers another log", ErrViewsNotCurrent)
+		}
+	}
+	// Read-only: a damaged value is an error, never a rebuild.
+	st := &labStore{db: db, pending: newLabBatch(), rebuilding: true, warn: func(string, ...any) {}, hook: func(string) {}}
+	st.drained = sync.NewCond(&st.mu)
+	var buf bytes.Buffer
+	if err := writeRunsList(&buf, st); err != nil {
 		return nil, err
 	}
-	if t.Read >= labSnapEvery {
-		// A long tail (no daemon of this build closed the home): keep
-		// what was read for the next command, as the daemon would. Best
-		// effort: a read-only home reads the tail again.
-		st.writeSnapshot(LabSnapshotFile(h), 0)
-	}
-	return st, nil
-}
-
-// ReadRunsList is GET /api/runs of h without a daemon.
-func ReadRunsList(h home.Home) (json.RawMessage, error) {
-	st, err := loadLabStateLocal(h)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(runsListBody(st))
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // ReadStepsList is GET /api/steps[?mandateId=id] of h without a daemon

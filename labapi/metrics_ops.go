@@ -112,7 +112,7 @@ func (c opsCollector) Collect(ch chan<- prometheus.Metric) {
 // snapshotFiles are the read models' snapshot files by model name.
 func snapshotFiles(h home.Home) map[string]string {
 	return map[string]string{"steps": steps.SnapshotFile(h), "terminal": pty.SnapshotFile(h),
-		"retention": retention.SnapshotFile(h), "lab": LabSnapshotFile(h)}
+		"retention": retention.SnapshotFile(h), "lab": LabStoreFile(h)}
 }
 
 // fileAge is the seconds since path was modified; ok is false when it

@@ -3,7 +3,6 @@ package labapi
 import (
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -83,31 +82,6 @@ func parseListQuery(v url.Values, sorts ...string) (listQuery, bool, error) {
 	return lq, true, nil
 }
 
-// pageAfter cuts items (already filtered and ordered) to the page after
-// the item whose id is lq.after.
-func pageAfter[T any](items []T, id func(T) string, lq listQuery) ([]T, string, error) {
-	start := 0
-	if lq.after != "" {
-		start = -1
-		for i, it := range items {
-			if id(it) == lq.after {
-				start = i + 1
-				break
-			}
-		}
-		if start < 0 {
-			return nil, "", NewError(CodeInvalidCursor, "Cursor "+strconv.Quote(truncate(lq.after, 140))+" names no item of this list", "Use the nextCursor of the previous page, or drop after= to start over.").With("after", truncate(lq.after, 140))
-		}
-	}
-	end := min(start+lq.limit, len(items))
-	page := items[start:end]
-	next := ""
-	if end < len(items) && len(page) > 0 {
-		next = id(page[len(page)-1])
-	}
-	return page, next, nil
-}
-
 var runSorts = []string{"newest", "oldest", "topic", "sync", "caption", "score"}
 
 // metricOf is a run's metric for sorting; runs without it sort last.
@@ -132,7 +106,6 @@ func metricOf(r events.LabRun, key string) (float64, bool) {
 }
 
 func (s *Server) handleRunsPage(w http.ResponseWriter, lq listQuery) error {
-	runs := s.lab.runList() // newest first
 	var counts map[string]int
 	if lq.unrated {
 		var err error
@@ -140,41 +113,22 @@ func (s *Server) handleRunsPage(w http.ResponseWriter, lq listQuery) error {
 			return err
 		}
 	}
-	kept := runs[:0]
-	for _, r := range runs {
-		if lq.q != "" && !strings.Contains(strings.ToLower(r.Topic), lq.q) && !strings.Contains(strings.ToLower(r.RunID), lq.q) &&
-			!strings.Contains(strings.ToLower(r.ArtifactsDir), lq.q) {
-			continue
-		}
-		if lq.unrated && counts[r.RunID] > 0 {
-			continue
-		}
-		kept = append(kept, r)
-	}
-	switch lq.sort {
-	case "oldest":
-		for i, j := 0, len(kept)-1; i < j; i, j = i+1, j-1 {
-			kept[i], kept[j] = kept[j], kept[i]
-		}
-	case "topic":
-		sort.SliceStable(kept, func(i, j int) bool { return strings.ToLower(kept[i].Topic) < strings.ToLower(kept[j].Topic) })
-	case "sync", "caption", "score":
-		sort.SliceStable(kept, func(i, j int) bool {
-			a, okA := metricOf(kept[i], lq.sort)
-			b, okB := metricOf(kept[j], lq.sort)
-			if okA != okB {
-				return okA
-			}
-			return a > b
-		})
-	}
-	page, next, err := pageAfter(kept, func(r events.LabRun) string { return r.RunID }, lq)
+	st := s.lab
+	simple := lq.q == "" && !lq.unrated && (lq.sort == "newest" || lq.sort == "oldest")
+	page, total, err := findPage(st, lsRuns, lsRunIdx, lq, simple,
+		func() (int, error) { n, _, err := st.counts(); return n, err },
+		st.run, runsPageFilter(lq, counts), runsPageOrder(lq.sort))
 	if err != nil {
-		return err
+		return labStoreError(err)
+	}
+	next := ""
+	if len(page) > lq.limit {
+		page = page[:lq.limit]
+		next = page[len(page)-1].rec.RunID
 	}
 	ids := make([]string, len(page))
-	for i, r := range page {
-		ids[i] = r.RunID
+	for i, e := range page {
+		ids[i] = e.rec.RunID
 	}
 	if counts == nil {
 		if counts, err = s.fbIndex.countsOf(ids); err != nil {
@@ -182,14 +136,12 @@ func (s *Server) handleRunsPage(w http.ResponseWriter, lq listQuery) error {
 		}
 	}
 	items := make([]map[string]any, 0, len(page))
-	for _, run := range page {
-		items = append(items, map[string]any{
-			"runId": run.RunID, "sessionId": run.SessionID, "createdAt": run.CreatedAt,
-			"topic": nullable(run.Topic), "artifactsDir": run.ArtifactsDir, "videoPath": nullable(run.VideoPath),
-			"autoMetricsSummary": summaryOrNulls(run.AutoMetricsSummary), "feedbackCount": counts[run.RunID],
-		})
+	for _, e := range page {
+		item := runListItem(&e.rec)
+		item["feedbackCount"] = counts[e.rec.RunID]
+		items = append(items, item)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": nullable(next), "total": len(kept)})
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": nullable(next), "total": total})
 	return nil
 }
 
@@ -199,33 +151,25 @@ func (s *Server) handleExperimentsPage(w http.ResponseWriter, lq listQuery) erro
 	if lq.unrated {
 		return NewError(CodeInvalidArgument, "unrated applies to runs only", "Drop unrated= from GET /api/experiments.").With("field", "unrated")
 	}
-	exps := s.lab.experimentList()
-	kept := exps[:0]
-	for _, e := range exps {
-		if lq.q != "" && !strings.Contains(strings.ToLower(e.Name), lq.q) && !strings.Contains(strings.ToLower(e.ExperimentID), lq.q) &&
-			!strings.Contains(strings.ToLower(e.Topic), lq.q) {
-			continue
-		}
-		kept = append(kept, e)
-	}
-	switch lq.sort {
-	case "oldest":
-		for i, j := 0, len(kept)-1; i < j; i, j = i+1, j-1 {
-			kept[i], kept[j] = kept[j], kept[i]
-		}
-	case "name":
-		sort.SliceStable(kept, func(i, j int) bool { return strings.ToLower(kept[i].Name) < strings.ToLower(kept[j].Name) })
-	}
-	page, next, err := pageAfter(kept, func(e events.LabExperiment) string { return e.ExperimentID }, lq)
+	st := s.lab
+	simple := lq.q == "" && (lq.sort == "newest" || lq.sort == "oldest")
+	page, total, err := findPage(st, lsExps, lsExpIdx, lq, simple,
+		func() (int, error) { _, n, err := st.counts(); return n, err },
+		st.experiment, experimentsPageFilter(lq), experimentsPageOrder(lq.sort))
 	if err != nil {
-		return err
+		return labStoreError(err)
+	}
+	next := ""
+	if len(page) > lq.limit {
+		page = page[:lq.limit]
+		next = page[len(page)-1].rec.ExperimentID
 	}
 	items := make([]map[string]any, 0, len(page))
 	for _, e := range page {
-		items = append(items, map[string]any{"experimentId": e.ExperimentID, "sessionId": e.SessionID,
-			"createdAt": e.CreatedAt, "name": e.Name, "topic": nullable(e.Topic), "status": e.Status,
-			"runCount": 1 + len(e.Variants)})
+		item := experimentListItem(&e.rec)
+		item["runCount"] = 1 + len(e.rec.Variants)
+		items = append(items, item)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": nullable(next), "total": len(kept)})
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": nullable(next), "total": total})
 	return nil
 }

@@ -116,7 +116,7 @@ type Server struct {
 	mux      *http.ServeMux
 	log      *slog.Logger
 	idem     *idempotency
-	lab      *labState
+	lab      *labStore
 	metrics  *metrics
 	terminal *terminalCounter // metrics_ops.go
 	fbIndex  *feedbackIndex   // feedback_index.go

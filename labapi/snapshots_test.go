@@ -128,7 +128,7 @@ func TestHelperSnapshotWriter(t *testing.T) {
 // renamed but before the directory's fsync — restarts with every read
 // model equal to a replay of the whole log, and no temporary file left.
 func TestReadModelSnapshotsSIGKILL(t *testing.T) {
-	for _, model := range []string{steps.SnapshotModel, labSnapModel, retention.ModelName} {
+	for _, model := range []string{steps.SnapshotModel, retention.ModelName} {
 		for _, stage := range []string{faultfs.StageWrite, faultfs.StageRename, faultfs.StageDirSync} {
 			t.Run(model+"/"+stage, func(t *testing.T) {
 				h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
@@ -168,7 +168,7 @@ func TestReadModelSnapshotsSIGKILL(t *testing.T) {
 // whole log.
 func checkReadModels(t *testing.T, srv *Server, eng *engine.Engine) {
 	t.Helper()
-	sameLabState(t, srv.lab, fullReplay(t, eng))
+	sameLabState(t, srv, fullReplay(t, eng))
 	st := steps.NewState()
 	ret := retention.New()
 	for ev, err := range eng.Log().Events(1) {
@@ -206,9 +206,12 @@ func TestReadModelSnapshotsRestart(t *testing.T) {
 	if srv.opts.Journal.State().Covered() != last || srv.opts.Retention.Covered() != last || logs.Len() != 0 {
 		t.Fatalf("covered %d/%d of %d; logs %s", srv.opts.Journal.State().Covered(), srv.opts.Retention.Covered(), last, logs.String())
 	}
-	for _, f := range []string{steps.SnapshotFile(h), retention.SnapshotFile(h), LabSnapshotFile(h)} {
+	if rebuilt := srv.lab.Rebuilt(); rebuilt != "" || srv.lab.DurableCovered() != last {
+		t.Fatalf("Lab store rebuilt (%q) or covers %d of %d after a clean restart", rebuilt, srv.lab.DurableCovered(), last)
+	}
+	for _, f := range []string{steps.SnapshotFile(h), retention.SnapshotFile(h)} {
 		if hd, _, err := snapshot.Read(f, filepath.Base(strings.TrimSuffix(f, ".msgpack")), map[string]string{
-			steps.SnapshotModel: steps.SnapshotVersion(), retention.ModelName: retention.Version(), labSnapModel: labSnapVersion()}[filepath.Base(strings.TrimSuffix(f, ".msgpack"))]); err != nil || hd.Seq != last {
+			steps.SnapshotModel: steps.SnapshotVersion(), retention.ModelName: retention.Version()}[filepath.Base(strings.TrimSuffix(f, ".msgpack"))]); err != nil || hd.Seq != last {
 			t.Fatalf("%s: %+v %v", f, hd, err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/cmlab/cmlab/home"
 )
@@ -44,7 +45,9 @@ func (x *Index) verifyLoop() {
 	}()
 	// Only this goroutine replaces x.db, so reading it here needs no lock;
 	// bbolt lets this read transaction run beside the flusher's writes.
-	cerr := checkAll(x.db)
+	// The check reads every page: its resident share is dropped as it
+	// goes (rss.go).
+	cerr := WhileTrimming(x.db, 100*time.Millisecond, func() error { return checkAll(x.db) })
 	if cerr == nil {
 		return
 	}

@@ -22,8 +22,9 @@
 // CodeVersion, the build), the load and check at start (Kind.Load), the
 // gated write (Writer) and the attachment to a live engine (Attach: remove
 // stale temporary files, load or start empty, subscribe, write at
-// checkpoints). The Lab state, the step state, the retention model and
-// the terminal's model (package pty) use it. The writes go through a
+// checkpoints). The step state, the retention model and the terminal's
+// model (package pty) use it (the Lab state lives in a store of its own,
+// state/labstore.db, package labapi). The writes go through a
 // home.FS passed by value (the engine's Options.FS, Writer.FS): the fault
 // and crash tests fail or block a stage of them with internal/faultfs;
 // there is no package-level hook.
@@ -34,7 +35,6 @@
 // checkpoints (engine.OnCheckpoint) once enough events passed, and at
 // close:
 //
-//	labstate.msgpack   the Lab's runs, experiments and sessions (labapi)
 //	steps.msgpack      the step state (steps.State, loaded by steps.NewJournal)
 //	retention.msgpack  the retention/status model (package retention): open steps,
 //	                   open terminal blocks, steps awaiting review, the timestamp index

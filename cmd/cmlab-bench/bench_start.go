@@ -34,7 +34,9 @@ type benchStartOpts struct {
 	seed    uint64
 	starts  int
 	profile string
-	cmlab   string // the cmlab binary measured
+	cmlab   string        // the cmlab binary measured
+	window  time.Duration // RSS watched after ready (peak, settled)
+	rebuild bool          // time `cmlab rebuild` against the first start
 }
 
 // Home kinds of bench start.
@@ -55,8 +57,16 @@ func newBenchStartCmd(g *globalOpts) *cobra.Command {
 fsync), start 'cmlab serve' on it once to build its views, index and
 snapshots, stop it, then measure: the daemon's ready time (process start →
 GET /api/health answers), its VmRSS and VmHWM (/proc/PID/status) when ready,
+the peak and settled RSS over the --window after ready (sampled every
+250 ms; settled is the last sample: what the daemon keeps while it runs),
 and the time of a 'cmlab status' process with no daemon running. Each is the
 median of --starts runs; ratios are to the smallest size of the same kind.
+
+With --rebuild (the default) the home's 'cmlab rebuild' is timed first,
+then everything but the log is removed and the first start (views, request
+index, Lab store and snapshots built from the whole log, as after an
+upgrade) is timed to ready: the issue 26 target is first start ≤ 1.2×
+rebuild.
 
 Kinds: feedback (every event a POST /api/feedback with a request id), mixed
 (the 'bench rebuild' Lab mix), terminal (blocks of terminal output in four
@@ -80,6 +90,8 @@ start → ready) and its heap profile at ready (serve-<kind>-<size>.cpu|heap).`,
 	f.IntVar(&o.starts, "starts", 3, "daemon starts (and status runs) per home; the median is reported")
 	f.StringVar(&o.profile, "profile", "", "write CPU and heap profiles of one serve start per home into this directory")
 	f.StringVar(&o.cmlab, "cmlab", "", "the cmlab binary to measure (default: cmlab beside this binary, else on $PATH)")
+	f.DurationVar(&o.window, "window", 30*time.Second, "how long RSS is watched after ready for its peak and settled value (e.g. 5s for a quick run)")
+	f.BoolVar(&o.rebuild, "rebuild", true, "time `cmlab rebuild` of each home and compare the first start with it")
 	return c
 }
 
@@ -99,9 +111,24 @@ type benchStartRow struct {
 	RSSMiB     float64 `json:"rssMiB"`
 	// AnonMiB is RssAnon: the heap and stacks, without the mapped files
 	// (bbolt's mmap of state/reqindex.db, the binary) that RSS counts.
-	AnonMiB  float64 `json:"rssAnonMiB"`
-	HWMMiB   float64 `json:"hwmMiB"`
-	StatusMs float64 `json:"statusMs"`
+	AnonMiB float64 `json:"rssAnonMiB"`
+	HWMMiB  float64 `json:"hwmMiB"`
+	// PeakMiB and SettledMiB: the largest RSS seen over the window after
+	// ready, and the RSS at its end.
+	PeakMiB    float64 `json:"peakRssMiB"`
+	SettledMiB float64 `json:"settledRssMiB"`
+	WindowSecs float64 `json:"windowSeconds"`
+	// RebuildSecs is `cmlab rebuild` of the log; FirstReadyMs the ready
+	// time of the first start after everything but the log was removed.
+	RebuildSecs  float64 `json:"rebuildSeconds,omitempty"`
+	FirstReadyMs float64 `json:"firstReadyMs"`
+	FirstRatio   float64 `json:"firstStartToRebuild,omitempty"`
+	// The same in CPU time (user+system): the rebuild process's whole,
+	// the first start's at ready. Less sensitive to a loaded machine.
+	RebuildCPUSecs float64 `json:"rebuildCpuSeconds,omitempty"`
+	FirstCPUSecs   float64 `json:"firstCpuSeconds"`
+	FirstCPURatio  float64 `json:"firstStartToRebuildCpu,omitempty"`
+	StatusMs       float64 `json:"statusMs"`
 	// StatusExit is the exit code of `cmlab status` (4 when steps await
 	// review; the time counts either way).
 	StatusExit  int     `json:"statusExit"`
@@ -205,18 +232,23 @@ func runBenchStart(ctx context.Context, g *globalOpts, o *benchStartOpts) error 
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
-	fmt.Fprintln(g.stdout, "| home | events | log | views | ready (×) | CPU at ready | RSS / HWM (×) | `cmlab status` (×) |")
-	fmt.Fprintln(g.stdout, "|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(g.stdout, "| home | events | log | ready (×) | CPU at ready | RSS at ready (×) | peak / settled RSS | first start / rebuild | `cmlab status` (×) |")
+	fmt.Fprintln(g.stdout, "|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
-		fmt.Fprintf(g.stdout, "| %s | %s | %.0f MiB | %.0f MiB | %.0f ms (%.2f×) | %.0f ms | %.0f / %.0f MiB (%.2f×) | %.0f ms (%.2f×) |\n",
-			r.Kind, benchCount(r.Events), r.LogMiB, r.ViewsMiB, r.ReadyMs, r.ReadyRatio, r.ReadyCPUMs, r.RSSMiB, r.HWMMiB, r.RSSRatio, r.StatusMs, r.StatusRatio)
+		first := "—"
+		if r.RebuildSecs > 0 {
+			first = fmt.Sprintf("%.2f s / %.2f s (%.2f×); CPU %.2f s / %.2f s (%.2f×)", r.FirstReadyMs/1000, r.RebuildSecs, r.FirstRatio,
+				r.FirstCPUSecs, r.RebuildCPUSecs, r.FirstCPURatio)
+		}
+		fmt.Fprintf(g.stdout, "| %s | %s | %.0f MiB | %.0f ms (%.2f×) | %.0f ms | %.0f MiB (%.2f×) | %.0f / %.0f MiB over %.0f s | %s | %.0f ms (%.2f×) |\n",
+			r.Kind, benchCount(r.Events), r.LogMiB, r.ReadyMs, r.ReadyRatio, r.ReadyCPUMs, r.RSSMiB, r.RSSRatio, r.PeakMiB, r.SettledMiB, r.WindowSecs, first, r.StatusMs, r.StatusRatio)
 	}
 	return nil
 }
 
 func printBenchStartRow(w io.Writer, r benchStartRow) {
-	fmt.Fprintf(w, "bench start: %s %s: ready %.0f ms (CPU %.0f ms), RSS %.1f MiB (HWM %.1f, anon %.1f), status %.0f ms (exit %d); log %.0f MiB, views %.0f MiB, state %.1f MiB; generated in %.1fs, first start %.1fs\n",
-		r.Kind, benchCount(r.Events), r.ReadyMs, r.ReadyCPUMs, r.RSSMiB, r.HWMMiB, r.AnonMiB, r.StatusMs, r.StatusExit, r.LogMiB, r.ViewsMiB, r.StateMiB, r.GenSecs, r.PrimeSecs)
+	fmt.Fprintf(w, "bench start: %s %s: ready %.0f ms (CPU %.0f ms), RSS %.1f MiB (HWM %.1f, anon %.1f), over %.0f s peak %.1f settled %.1f MiB, status %.0f ms (exit %d); log %.0f MiB, views %.0f MiB, state %.1f MiB; generated in %.1fs, rebuild %.2fs (CPU %.2fs), first start ready in %.2fs (%.2f×; CPU %.2fs, %.2f×)\n",
+		r.Kind, benchCount(r.Events), r.ReadyMs, r.ReadyCPUMs, r.RSSMiB, r.HWMMiB, r.AnonMiB, r.WindowSecs, r.PeakMiB, r.SettledMiB, r.StatusMs, r.StatusExit, r.LogMiB, r.ViewsMiB, r.StateMiB, r.GenSecs, r.RebuildSecs, r.RebuildCPUSecs, r.FirstReadyMs/1000, r.FirstRatio, r.FirstCPUSecs, r.FirstCPURatio)
 }
 
 // benchCount prints 100000 as 100k and 10000000 as 10M.
@@ -251,16 +283,43 @@ func benchStartHome(ctx context.Context, g *globalOpts, o *benchStartOpts, exe s
 		return row, err
 	}
 	row.GenSecs = time.Since(t0).Seconds()
+	if o.rebuild {
+		// `cmlab rebuild` of the log (views, request index, Lab store,
+		// snapshots), then everything but the log removed: the first start
+		// below builds the same from the log.
+		fmt.Fprintf(g.stderr, "bench start: %s %s: cmlab rebuild…\n", kind, benchCount(n))
+		tr := time.Now()
+		cmd := exec.CommandContext(ctx, exe, "rebuild", "--home", h.Dir)
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &limitedWriter{w: &out, n: 64 << 10}, &limitedWriter{w: &out, n: 64 << 10}
+		if err := cmd.Run(); err != nil {
+			return row, fmt.Errorf("cmlab rebuild: %v: %s", err, out.String())
+		}
+		row.RebuildSecs = time.Since(tr).Seconds()
+		row.RebuildCPUSecs = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+		if err := removeAllButLog(h); err != nil {
+			return row, err
+		}
+	}
 	// The first start builds the views, the request-id index and the
 	// snapshots from the whole log, as after an upgrade; a daemon that has
 	// run for months starts from what its last run left, which is what the
 	// starts measured below find.
 	fmt.Fprintf(g.stderr, "bench start: %s %s: first start (builds views, index, snapshots)…\n", kind, benchCount(n))
 	t1 := time.Now()
-	if _, err := benchServeOnce(ctx, exe, h, "", 0); err != nil {
+	first, err := benchServeOnce(ctx, exe, h, "", 0)
+	if err != nil {
 		return row, fmt.Errorf("first start: %w", err)
 	}
 	row.PrimeSecs = time.Since(t1).Seconds()
+	row.FirstReadyMs = first.ready.Seconds() * 1000
+	row.FirstCPUSecs = first.cpu.Seconds()
+	if row.RebuildSecs > 0 {
+		row.FirstRatio = row.FirstReadyMs / 1000 / row.RebuildSecs
+	}
+	if row.RebuildCPUSecs > 0 {
+		row.FirstCPURatio = row.FirstCPUSecs / row.RebuildCPUSecs
+	}
 	row.LogMiB = float64(dirSize(h.WALDir())) / (1 << 20)
 	if views, err := projections.ViewFiles(h); err == nil {
 		var b int64
@@ -279,12 +338,14 @@ func benchStartHome(ctx context.Context, g *globalOpts, o *benchStartOpts, exe s
 			return row, err
 		}
 	}
-	var ready, cpu, rss, hwm, anon, status []float64
+	var ready, cpu, rss, hwm, anon, peak, settled, status []float64
 	for i := 0; i < o.starts; i++ {
-		m, err := benchServeOnce(ctx, exe, h, "", time.Second)
+		m, err := benchServeOnce(ctx, exe, h, "", o.window)
 		if err != nil {
 			return row, err
 		}
+		peak = append(peak, m.peak)
+		settled = append(settled, m.settled)
 		ready = append(ready, m.ready.Seconds()*1000)
 		cpu = append(cpu, m.cpu.Seconds()*1000)
 		rss = append(rss, m.rss)
@@ -300,6 +361,7 @@ func benchStartHome(ctx context.Context, g *globalOpts, o *benchStartOpts, exe s
 		row.StatusExit = code
 	}
 	row.ReadyMs, row.ReadyCPUMs, row.RSSMiB, row.HWMMiB, row.AnonMiB, row.StatusMs = median(ready), median(cpu), median(rss), median(hwm), median(anon), median(status)
+	row.PeakMiB, row.SettledMiB, row.WindowSecs = median(peak), median(settled), o.window.Seconds()
 	return row, nil
 }
 
@@ -327,11 +389,13 @@ type benchServeMeasure struct {
 	ready          time.Duration
 	cpu            time.Duration // user+system CPU of the process at ready
 	rss, hwm, anon float64       // MiB
+	peak, settled  float64       // MiB: the largest RSS over the window after ready, the last
 }
 
 // benchServeOnce starts `cmlab serve` on h (127.0.0.1, port 0), waits until
-// GET /api/health answers 200, reads its memory from /proc, then (after
-// settle) stops it with SIGTERM and waits for it. prof, when set, is the
+// GET /api/health answers 200, reads its memory from /proc, watches its RSS
+// for settle (peak and last sample), then stops it with SIGTERM and waits
+// for it. prof, when set, is the
 // path prefix of the start's CPU and heap profiles (the serve process
 // writes them: CMLAB_START_PROFILE, see serve.go).
 func benchServeOnce(ctx context.Context, exe string, h home.Home, prof string, settle time.Duration) (benchServeMeasure, error) {
@@ -400,8 +464,11 @@ func benchServeOnce(ctx context.Context, exe string, h home.Home, prof string, s
 	m.ready = time.Since(t0)
 	m.rss, m.hwm, m.anon = procMemMiB(cmd.Process.Pid)
 	m.cpu = procCPU(cmd.Process.Pid)
-	if settle > 0 {
-		time.Sleep(settle)
+	m.peak, m.settled = m.rss, m.rss
+	for end := time.Now().Add(settle); time.Now().Before(end); {
+		time.Sleep(min(250*time.Millisecond, time.Until(end)))
+		r, _, _ := procMemMiB(cmd.Process.Pid)
+		m.peak, m.settled = max(m.peak, r), r
 	}
 	if err := stop(); err != nil {
 		return m, fmt.Errorf("serve: %v: %s", err, stderr.String())
@@ -611,4 +678,22 @@ func cmlabBinary(flag string) (string, error) {
 func isExecutable(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// removeAllButLog removes every file of h but its log (wal/): the home as
+// after an upgrade that dropped the derived state.
+func removeAllButLog(h home.Home) error {
+	ents, err := os.ReadDir(h.Dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.Name() == "wal" {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(h.Dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -41,7 +41,9 @@ to it again. This needs the log's lock, so stop the daemon first. --into DIR wri
 (the log is read without its lock, so a running daemon is fine). --check
 rebuilds into a temporary directory and compares byte for byte with the live
 views, naming the first differing file and offset; it exits 0 only when they
-are identical. Progress goes to stderr on long rebuilds.`,
+are identical. Progress goes to stderr on long rebuilds. An in-place
+rebuild also writes the read models' snapshots and the Lab store
+(state/labstore.db), so the next daemon start does not read the whole log.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.check && o.into != "" {
@@ -103,6 +105,10 @@ func runRebuild(ctx context.Context, g *globalOpts, h home.Home, o *rebuildOpts)
 			return err
 		}
 		if err := e.Close(); err != nil {
+			return err
+		}
+		// The read models too, so that the next start is fast.
+		if err := leaveReadModels(ctx, h); err != nil {
 			return err
 		}
 		rep.Seconds = time.Since(start).Seconds()

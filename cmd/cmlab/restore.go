@@ -60,6 +60,10 @@ unless --unauthenticated.`,
 			if err != nil {
 				return shipExit(err)
 			}
+			// The read models too, so that the first start is fast.
+			if err := leaveReadModels(cmd.Context(), into); err != nil {
+				return err
+			}
 			if legacy > 0 {
 				fmt.Fprintf(g.stderr, "cmlab restore: %d event(s) carried no MAC (shipped before ship keys, or restored --unauthenticated): not authenticated\n", legacy)
 			}

@@ -288,7 +288,7 @@ func TestLocalReadsEqualTheRoutes(t *testing.T) {
 		locals = append(locals, norm(v))
 	}
 	// The routes over the home opened in-process, with no snapshot: a replay.
-	for _, f := range []string{steps.SnapshotFile(h), labapi.LabSnapshotFile(h)} {
+	for _, f := range []string{steps.SnapshotFile(h), labapi.LabStoreFile(h)} {
 		os.Remove(f)
 	}
 	c, closeFn, err := daemon.Dial(ctx, h)

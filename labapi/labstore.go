@@ -1,0 +1,797 @@
+package labapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/reqindex"
+	"github.com/cmlab/cmlab/wal"
+)
+
+// labStore is the read model of runs, experiments and sessions (issue
+// 26): on disk in state/labstore.db (labstore_file.go), read per request;
+// the heap holds only the changes not yet written (at most
+// labMaxPending). It is an engine observer: brought up to the log when
+// opened, then fed each event after it is durable (in the committer,
+// before the appender is acknowledged), which puts the event's change in
+// the pending batch; a flusher writes the batch and the covered seq in one
+// fsynced transaction every labFlushInterval or labFlushAt changes. Point
+// reads see pending, flushing and stored records alike (an acknowledged
+// import is found at once); lists first write what is pending, then read
+// the file in short transactions.
+//
+// The file is derived: when it is missing, cannot be opened, is of
+// another format, or covers an event the log does not hold (by seq and
+// id), it is rebuilt from the log at open. Open's cost does not grow with
+// the store: its pages and every value's CRC are checked after open by a
+// goroutine (verifyLoop) that, on failure, rebuilds the file beside the
+// old one while the old one serves, then swaps it in. A value failing its
+// CRC on a read is an error answer and starts that rebuild at once.
+type labStore struct {
+	path string
+	log  *wal.Log
+	tmp  bool // path is a private copy (read-only engine): removed at close
+
+	dbMu sync.RWMutex // held for reading around every use of db; for writing to swap it
+	db   *bolt.DB
+
+	mu         sync.Mutex
+	drained    *sync.Cond
+	pending    *labBatch
+	flushing   *labBatch
+	observed   uint64 // last seq fed (or covered at open)
+	observedID string
+	covered    uint64 // seq durable in the file
+	flushErr   error
+	rebuilt    string // why the file found was not trusted
+	rebuilding bool
+	closed     bool
+
+	kick      chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+	verified  chan struct{} // closed when the check after open (and any rebuild) ends
+	verifyMu  sync.Mutex
+	verifyOn  bool
+	hook      func(phase string)
+	batch     int
+	rebuildWG sync.WaitGroup
+	warn      func(msg string, args ...any)
+}
+
+const (
+	labFlushInterval = time.Second
+	labFlushAt       = 1024
+	labMaxPending    = 16384
+	labCatchUpBatch  = 16384
+	labListChunk     = 256
+	labTrimAfter     = 4096 // records a list reads before its pages are trimmed from RSS
+)
+
+// labBatch is the changes observed and not yet stored, in log order, with
+// the newest record of each key for point reads.
+type labBatch struct {
+	ops      []*labOp
+	runs     map[string]*events.LabRun
+	byReal   map[string]string
+	exps     map[string]*events.LabExperiment
+	sessions map[string]int64
+}
+
+func newLabBatch() *labBatch {
+	return &labBatch{runs: map[string]*events.LabRun{}, byReal: map[string]string{},
+		exps: map[string]*events.LabExperiment{}, sessions: map[string]int64{}}
+}
+
+func (b *labBatch) add(op *labOp) {
+	b.ops = append(b.ops, op)
+	switch {
+	case op.run != nil:
+		b.runs[op.run.RunID] = op.run
+		b.byReal[op.run.ArtifactsDirRealpath] = op.run.RunID
+	case op.exp != nil:
+		b.exps[op.exp.ExperimentID] = op.exp
+	default:
+		b.sessions[op.session] = op.ts
+	}
+}
+
+// LabStoreFile is the Lab store of h.
+func LabStoreFile(h home.Home) string { return filepath.Join(h.StateDir(), "labstore.db") }
+
+// labStoreOptions configure openLabStore.
+type labStoreOptions struct {
+	path     string   // LabStoreFile
+	log      *wal.Log // the home's open log
+	readOnly bool     // work on a private copy of the file
+	warn     func(msg string, args ...any)
+	// Tests only: hook is called at each phase of a write (the
+	// labPhase* names), batch is the catch-up's events per transaction.
+	hook  func(phase string)
+	batch int
+}
+
+// The phases of the store's writes a crash test stops at (hook).
+const (
+	labPhaseCreated        = "created"         // an empty file made, nothing caught up
+	labPhaseCatchUp        = "catch-up"        // a catch-up batch committed, more to come
+	labPhaseFlushWrite     = "flush-write"     // a flush about to write its batch
+	labPhaseFlushed        = "flushed"         // a flush's transaction committed, covered not yet moved
+	labPhaseRebuildBuilt   = "rebuild-built"   // a rebuild's new file whole, not renamed
+	labPhaseRebuildRenamed = "rebuild-renamed" // renamed over the old file, not swapped in
+)
+
+// openLabStore opens (or rebuilds) the store of l at path and brings it up
+// to the log's last seq. A read-only caller gets a private copy of the
+// file (in the system's temporary directory, removed at close), so that
+// it can catch up without writing the home.
+func openLabStore(ctx context.Context, o labStoreOptions) (*labStore, error) {
+	path, l, readOnly, warn := o.path, o.log, o.readOnly, o.warn
+	if warn == nil {
+		warn = func(string, ...any) {}
+	}
+	if o.hook == nil {
+		o.hook = func(string) {}
+	}
+	if o.batch <= 0 {
+		o.batch = labCatchUpBatch
+	}
+	st := &labStore{path: path, log: l, pending: newLabBatch(), kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{}), verified: make(chan struct{}), warn: warn,
+		hook: o.hook, batch: o.batch}
+	st.drained = sync.NewCond(&st.mu)
+	if readOnly {
+		p, err := privateCopy(path)
+		if err != nil {
+			return nil, err
+		}
+		st.path, st.tmp = p, true
+	} else {
+		os.Remove(path + ".rebuild") // an interrupted rebuild's
+	}
+	db, covered, coveredID, err := openLabStoreFile(st.path, false)
+	if err == nil {
+		err = checkCovered(l, covered, coveredID)
+		if err != nil {
+			db.Close()
+		}
+	}
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("labstore: %s is locked by another process: %w", path, err)
+	}
+	if err == nil {
+		st.db, st.covered, st.observed, st.observedID = db, covered, covered, coveredID
+	} else {
+		if _, serr := os.Stat(st.path); serr == nil {
+			st.rebuilt = err.Error()
+		}
+		if st.db, err = createLabStore(st.path); err != nil {
+			st.removeTmp()
+			return nil, err
+		}
+		st.hook(labPhaseCreated)
+		close(st.verified) // new: nothing to check
+		st.verifyOn = true
+	}
+	err = catchUpLabStore(ctx, st.db, l, st.covered+1, l.LastSeq(), st.batch, func(seq uint64, id string) {
+		st.covered, st.observed, st.observedID = seq, seq, id
+		st.hook(labPhaseCatchUp)
+	})
+	if err != nil {
+		st.db.Close()
+		st.removeTmp()
+		return nil, err
+	}
+	reqindex.TrimMapped(st.db)
+	go st.flushLoop()
+	return st, nil
+}
+
+// privateCopy copies the file at path (if any) to a new temporary file.
+func privateCopy(path string) (string, error) {
+	f, err := os.CreateTemp("", "cmlab-labstore-*.db")
+	if err != nil {
+		return "", fmt.Errorf("labstore: read-only copy: %w", err)
+	}
+	name := f.Name()
+	if b, err := os.ReadFile(path); err == nil {
+		_, err = f.Write(b)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(name)
+			return "", fmt.Errorf("labstore: read-only copy: %w", err)
+		}
+		return name, nil
+	}
+	f.Close()
+	os.Remove(name) // none to copy: created empty by createLabStore
+	return name, nil
+}
+
+func (st *labStore) removeTmp() {
+	if st.tmp {
+		os.Remove(st.path)
+	}
+}
+
+// checkCovered refuses a store claiming an event the log does not hold.
+func checkCovered(l *wal.Log, covered uint64, coveredID string) error {
+	if last := l.LastSeq(); covered > last {
+		return fmt.Errorf("covers seq %d, the log ends at %d", covered, last)
+	}
+	if covered > 0 && covered >= l.FirstSeq() {
+		ev, err := l.Read(covered)
+		if err != nil {
+			return fmt.Errorf("covered seq %d: %w", covered, err)
+		}
+		if ev.ID != coveredID {
+			return fmt.Errorf("covered seq %d is event %s in the log, %s in the store", covered, ev.ID, coveredID)
+		}
+	}
+	return nil
+}
+
+// catchUpLabStore writes the changes of the events from..last of l to db,
+// one transaction (records + counters + covered seq) per batch of events,
+// calling done after each.
+//
+// The batches are committed without fsync and the file is synced once at
+// the end: the catch-up of a long log (a first start) is not one fsync per
+// batch. A crash before that sync loses at most what the log still holds
+// (the covered seq is read back with the records it covers, and a file
+// whose pages a power loss tore fails the check after open or a value's
+// CRC, and is rebuilt). db must not be written by anything else meanwhile.
+func catchUpLabStore(ctx context.Context, db *bolt.DB, l *wal.Log, from, last uint64, batch int, done func(seq uint64, id string)) (err error) {
+	if from > last {
+		return nil
+	}
+	if !db.NoSync {
+		db.NoSync = true
+		defer func() {
+			db.NoSync = false
+			if serr := db.Sync(); err == nil && serr != nil {
+				err = fmt.Errorf("labstore: catch-up: %w", serr)
+			}
+		}()
+	}
+	var ops []*labOp
+	var seq uint64
+	var id string
+	n := 0
+	commit := func() error {
+		if seq == 0 {
+			return nil
+		}
+		if err := writeLabOps(db, ops, seq, id); err != nil {
+			return err
+		}
+		done(seq, id)
+		ops, n = ops[:0], 0
+		return nil
+	}
+	for ev, err := range l.Events(from) {
+		if err != nil {
+			return fmt.Errorf("labstore: catch-up: %w", err)
+		}
+		if ev.Seq > last {
+			break
+		}
+		if op := labOpOf(ev); op != nil {
+			ops = append(ops, op)
+		}
+		seq, id = ev.Seq, ev.ID
+		if n++; n >= batch {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := commit(); err != nil {
+				return err
+			}
+		}
+	}
+	return commit()
+}
+
+// writeLabOps applies ops and stores the covered seq in one transaction.
+// A panic of bbolt on a damaged page is an error.
+func writeLabOps(db *bolt.DB, ops []*labOp, seq uint64, id string) (err error) {
+	defer reqindex.FaultsPanic()()
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: bbolt panicked: %v", errLabStoreCorrupt, p)
+		}
+	}()
+	err = db.Update(func(tx *bolt.Tx) error {
+		w, err := newLSWriter(tx)
+		if err != nil {
+			return err
+		}
+		for _, op := range ops {
+			if err := w.apply(op); err != nil {
+				return err
+			}
+		}
+		return w.finish(seq, id)
+	})
+	if err != nil {
+		return fmt.Errorf("labstore: write: %w", err)
+	}
+	return nil
+}
+
+// Covered implements engine.ResumableObserver.
+func (st *labStore) Covered() uint64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.observed
+}
+
+// DurableCovered is the seq the file on disk covers.
+func (st *labStore) DurableCovered() uint64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.covered
+}
+
+// Observe implements engine.Observer.
+func (st *labStore) Observe(ev *events.Event) {
+	op := labOpOf(ev)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed || (ev.Seq != 0 && ev.Seq <= st.observed) {
+		return // closed: the next open reads it from the log
+	}
+	if ev.Seq != 0 {
+		st.observed, st.observedID = ev.Seq, ev.ID
+	}
+	if op == nil {
+		return
+	}
+	st.pending.add(op)
+	if len(st.pending.ops) >= labFlushAt {
+		st.kickFlush()
+	}
+	// Back-pressure: the heap holds at most labMaxPending changes, unless
+	// the file cannot be written (then the log still has them).
+	for len(st.pending.ops) >= labMaxPending && st.flushErr == nil && !st.closed {
+		st.kickFlush()
+		st.drained.Wait()
+	}
+}
+
+func (st *labStore) kickFlush() {
+	select {
+	case st.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (st *labStore) flushLoop() {
+	defer close(st.done)
+	t := time.NewTicker(labFlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-st.stop:
+			return
+		case <-t.C:
+		case <-st.kick:
+		}
+		st.flush() // a failure is kept and retried next time
+	}
+}
+
+// flush writes the pending changes and the observed seq to the file.
+func (st *labStore) flush() error {
+	st.mu.Lock()
+	for st.flushing != nil {
+		st.drained.Wait()
+	}
+	if st.closed {
+		st.mu.Unlock()
+		return errLabStoreClosed
+	}
+	if len(st.pending.ops) == 0 && st.observed == st.covered {
+		err := st.flushErr
+		st.mu.Unlock()
+		return err
+	}
+	st.flushing, st.pending = st.pending, newLabBatch()
+	seq, id := st.observed, st.observedID
+	st.mu.Unlock()
+
+	st.hook(labPhaseFlushWrite)
+	st.dbMu.RLock()
+	err := writeLabOps(st.db, st.flushing.ops, seq, id)
+	st.dbMu.RUnlock()
+	if err == nil {
+		st.hook(labPhaseFlushed)
+	}
+
+	st.mu.Lock()
+	if err != nil {
+		// Older than anything pending: put back in front.
+		for _, op := range st.pending.ops {
+			st.flushing.add(op)
+		}
+		st.pending = st.flushing
+		if errors.Is(err, errLabStoreCorrupt) {
+			st.damagedLocked(err)
+		}
+	} else {
+		st.covered = seq
+	}
+	st.flushing = nil
+	st.flushErr = err
+	st.drained.Broadcast()
+	st.mu.Unlock()
+	return err
+}
+
+var errLabStoreClosed = errors.New("labstore: closed")
+
+// Close writes what is pending and closes the file.
+func (st *labStore) Close() error {
+	st.mu.Lock()
+	if st.closed {
+		st.mu.Unlock()
+		return nil
+	}
+	st.mu.Unlock()
+	close(st.stop)
+	<-st.done
+	st.verifyMu.Lock()
+	if !st.verifyOn {
+		st.verifyOn = true
+		close(st.verified)
+	}
+	st.verifyMu.Unlock()
+	<-st.verified
+	err := st.flush()
+	st.mu.Lock()
+	st.closed = true
+	st.drained.Broadcast()
+	st.mu.Unlock()
+	st.rebuildWG.Wait()
+	st.dbMu.Lock()
+	if cerr := st.db.Close(); err == nil {
+		err = cerr
+	}
+	st.dbMu.Unlock()
+	st.removeTmp()
+	return err
+}
+
+// view runs fn in a read transaction of the file; a panic of bbolt or a
+// value failing its CRC is an error that starts a rebuild.
+func (st *labStore) view(fn func(tx *bolt.Tx) error) (err error) {
+	st.mu.Lock()
+	closed := st.closed
+	st.mu.Unlock()
+	if closed {
+		return errLabStoreClosed
+	}
+	func() {
+		st.dbMu.RLock()
+		defer st.dbMu.RUnlock()
+		defer reqindex.FaultsPanic()()
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("%w: bbolt panicked: %v", errLabStoreCorrupt, p)
+			}
+		}()
+		err = st.db.View(fn)
+	}()
+	if errors.Is(err, errLabStoreCorrupt) {
+		st.mu.Lock()
+		st.damagedLocked(err)
+		st.mu.Unlock()
+	}
+	return err
+}
+
+// sync writes what is pending, so that a list read from the file sees
+// every change observed before it.
+func (st *labStore) sync() error {
+	st.mu.Lock()
+	clean := len(st.pending.ops) == 0 && st.flushing == nil
+	st.mu.Unlock()
+	if clean {
+		return nil
+	}
+	return st.flush()
+}
+
+// run is the run of id (pending changes first).
+func (st *labStore) run(id string) (events.LabRun, bool, error) {
+	st.mu.Lock()
+	if r, ok := st.pending.runs[id]; ok {
+		st.mu.Unlock()
+		return *r, true, nil
+	}
+	if st.flushing != nil {
+		if r, ok := st.flushing.runs[id]; ok {
+			st.mu.Unlock()
+			return *r, true, nil
+		}
+	}
+	st.mu.Unlock()
+	var run events.LabRun
+	found := false
+	err := st.view(func(tx *bolt.Tx) error {
+		var err error
+		found, err = getRecord(tx.Bucket(lsRuns), tx.Bucket(lsRunIdx), id, &run)
+		return err
+	})
+	return run, found, err
+}
+
+// getRecord reads the record of id through its index key.
+func getRecord(ids, idx *bolt.Bucket, id string, into any) (bool, error) {
+	if id == "" || len(id) > maxLSKey {
+		return false, nil
+	}
+	k, err := lsGet(ids, []byte(id))
+	if err != nil || k == nil {
+		return false, err
+	}
+	v, err := lsGet(idx, k)
+	if err != nil {
+		return false, err
+	}
+	if v == nil {
+		return false, fmt.Errorf("%w: %q names no record", errLabStoreCorrupt, id)
+	}
+	if err := events.Unmarshal(v, into); err != nil {
+		return false, fmt.Errorf("%w: %q: %v", errLabStoreCorrupt, id, err)
+	}
+	return true, nil
+}
+
+// runByRealpath is the newest run imported from the directory real.
+func (st *labStore) runByRealpath(real string) (events.LabRun, bool, error) {
+	st.mu.Lock()
+	id, ok := st.pending.byReal[real]
+	if !ok && st.flushing != nil {
+		id, ok = st.flushing.byReal[real]
+	}
+	st.mu.Unlock()
+	if !ok {
+		if !lsKeyOK(real) {
+			return events.LabRun{}, false, nil
+		}
+		err := st.view(func(tx *bolt.Tx) error {
+			v, err := lsGet(tx.Bucket(lsByReal), []byte(real))
+			id, ok = string(v), v != nil
+			return err
+		})
+		if err != nil || !ok {
+			return events.LabRun{}, false, err
+		}
+	}
+	run, found, err := st.run(id)
+	if err == nil && !found {
+		err = fmt.Errorf("%w: %q names run %s, which the store lacks", errLabStoreCorrupt, real, id)
+	}
+	return run, found, err
+}
+
+// experiment is the last record of experiment id.
+func (st *labStore) experiment(id string) (events.LabExperiment, bool, error) {
+	st.mu.Lock()
+	if e, ok := st.pending.exps[id]; ok {
+		st.mu.Unlock()
+		return *e, true, nil
+	}
+	if st.flushing != nil {
+		if e, ok := st.flushing.exps[id]; ok {
+			st.mu.Unlock()
+			return *e, true, nil
+		}
+	}
+	st.mu.Unlock()
+	var exp events.LabExperiment
+	found := false
+	err := st.view(func(tx *bolt.Tx) error {
+		var err error
+		found, err = getRecord(tx.Bucket(lsExps), tx.Bucket(lsExpIdx), id, &exp)
+		return err
+	})
+	return exp, found, err
+}
+
+// sessionStarted is the ts (ms) of the last lab.session.started of id.
+func (st *labStore) sessionStarted(id string) (int64, bool, error) {
+	st.mu.Lock()
+	ts, ok := st.pending.sessions[id]
+	if !ok && st.flushing != nil {
+		ts, ok = st.flushing.sessions[id]
+	}
+	st.mu.Unlock()
+	if ok || !lsKeyOK(id) {
+		return ts, ok, nil
+	}
+	err := st.view(func(tx *bolt.Tx) error {
+		v, err := lsGet(tx.Bucket(lsSessions), []byte(id))
+		if err != nil || v == nil {
+			return err
+		}
+		if len(v) != 8 {
+			return fmt.Errorf("%w: session %q", errLabStoreCorrupt, id)
+		}
+		ts, ok = int64(binary.BigEndian.Uint64(v)), true
+		return nil
+	})
+	return ts, ok, err
+}
+
+// counts is how many runs and experiments the store holds (after sync).
+func (st *labStore) counts() (runs, exps int, err error) {
+	if err := st.sync(); err != nil {
+		return 0, 0, err
+	}
+	err = st.view(func(tx *bolt.Tx) error {
+		c, err := readCounters(tx.Bucket(lsMeta))
+		runs, exps = int(c.Runs), int(c.Exps)
+		return err
+	})
+	return runs, exps, err
+}
+
+// indexKey is the index key of the run (or experiment) id: its place in
+// the lists (nil when the store has no such record).
+func (st *labStore) indexKey(ids []byte, id string) ([]byte, error) {
+	if !lsKeyOK(id) {
+		return nil, nil
+	}
+	var k []byte
+	err := st.view(func(tx *bolt.Tx) error {
+		v, err := lsGet(tx.Bucket(ids), []byte(id))
+		k = bytes.Clone(v)
+		return err
+	})
+	return k, err
+}
+
+// eachRecord calls fn for the records of idx (lsRunIdx or lsExpIdx) in
+// key order (desc: newest first) after the key from (nil: from the
+// start), until fn returns false. It reads labListChunk records per read
+// transaction and calls fn outside it, so a slow reader never holds the
+// file; it writes what is pending first.
+func eachRecord[T any](st *labStore, idx []byte, desc bool, from []byte, fn func(k []byte, rec *T) bool) error {
+	if err := st.sync(); err != nil {
+		return err
+	}
+	type item struct {
+		k   []byte
+		rec T
+	}
+	from = bytes.Clone(from)
+	read := 0
+	defer func() {
+		if read > labTrimAfter {
+			st.trim() // a long list read many pages
+		}
+	}()
+	for {
+		var chunk []item
+		err := st.view(func(tx *bolt.Tx) error {
+			c := tx.Bucket(idx).Cursor()
+			var k, v []byte
+			switch {
+			case from == nil && desc:
+				k, v = c.Last()
+			case from == nil:
+				k, v = c.First()
+			case desc:
+				k, v = c.Seek(from)
+				if k == nil {
+					k, v = c.Last()
+				}
+				for k != nil && bytes.Compare(k, from) >= 0 {
+					k, v = c.Prev()
+				}
+			default:
+				k, v = c.Seek(from)
+				if k != nil && bytes.Equal(k, from) {
+					k, v = c.Next()
+				}
+			}
+			for ; k != nil && len(chunk) < labListChunk; k, v = step(c, desc) {
+				b, err := lsValue(k, v)
+				if err != nil {
+					return err
+				}
+				it := item{k: bytes.Clone(k)}
+				if err := events.Unmarshal(b, &it.rec); err != nil {
+					return fmt.Errorf("%w: %q: %v", errLabStoreCorrupt, k, err)
+				}
+				chunk = append(chunk, it)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		read += len(chunk)
+		for i := range chunk {
+			if !fn(chunk[i].k, &chunk[i].rec) {
+				return nil
+			}
+		}
+		if len(chunk) < labListChunk {
+			return nil
+		}
+		from = chunk[len(chunk)-1].k
+	}
+}
+
+func step(c *bolt.Cursor, desc bool) ([]byte, []byte) {
+	if desc {
+		return c.Prev()
+	}
+	return c.Next()
+}
+
+// eachExperimentByAppearance calls fn with the last record of every
+// experiment in the order each first appeared in the log.
+func (st *labStore) eachExperimentByAppearance(fn func(e *events.LabExperiment) bool) error {
+	if err := st.sync(); err != nil {
+		return err
+	}
+	var from []byte
+	for {
+		var chunk []events.LabExperiment
+		err := st.view(func(tx *bolt.Tx) error {
+			c := tx.Bucket(lsExpOrd).Cursor()
+			k, v := c.First()
+			if from != nil {
+				k, v = c.Seek(from)
+				if k != nil && bytes.Equal(k, from) {
+					k, v = c.Next()
+				}
+			}
+			for ; k != nil && len(chunk) < labListChunk; k, v = c.Next() {
+				id, err := lsValue(k, v)
+				if err != nil {
+					return err
+				}
+				var e events.LabExperiment
+				found, err := getRecord(tx.Bucket(lsExps), tx.Bucket(lsExpIdx), string(id), &e)
+				if err != nil {
+					return err
+				}
+				if !found {
+					return fmt.Errorf("%w: experiment %q listed, not stored", errLabStoreCorrupt, id)
+				}
+				chunk = append(chunk, e)
+				from = bytes.Clone(k)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for i := range chunk {
+			if !fn(&chunk[i]) {
+				return nil
+			}
+		}
+		if len(chunk) < labListChunk {
+			return nil
+		}
+	}
+}

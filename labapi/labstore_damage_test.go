@@ -1,0 +1,329 @@
+package labapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/projections"
+	"github.com/cmlab/cmlab/wal"
+)
+
+// storedHome is a home of a mixed history whose Lab store a clean stop
+// wrote whole.
+func storedHome(t *testing.T) home.Home {
+	t.Helper()
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	writeLog(t, h, mixedLab(11, 1500))
+	srv, eng := openServer(t, h, nil)
+	srv.Close()
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// waitStoreSettled waits for the check after open and any rebuild.
+func waitStoreSettled(t *testing.T, st *labStore) {
+	t.Helper()
+	select {
+	case <-st.verified:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the check after open never ended")
+	}
+	st.rebuildWG.Wait()
+}
+
+// editStore rewrites meta values of the store at path with bbolt.
+func editStore(t *testing.T, path string, edit func(meta *bolt.Bucket) error) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return edit(tx.Bucket(lsMeta)) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+}
+
+// TestLabStoreDamaged: a store damaged in any way — cut short, bytes
+// flipped in its meta pages or in a record, not a bbolt file, empty, of
+// another format, covering events the log does not hold — is rebuilt from
+// the log (at open, or by the check after open), logged, and answers
+// exactly as the heap model of the log does.
+func TestLabStoreDamaged(t *testing.T) {
+	flipIn := func(needle string) func(t *testing.T, path string) {
+		return func(t *testing.T, path string) {
+			b, _ := os.ReadFile(path)
+			i := bytes.Index(b, []byte(needle))
+			if i < 0 {
+				t.Fatalf("%q not in the store", needle)
+			}
+			b[i+len(needle)-1] ^= 0x01
+			os.WriteFile(path, b, 0o600)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		damage func(t *testing.T, path string)
+		at     string // the warning logged
+	}{
+		{"record bytes flipped", flipIn("/data/out/77"), "Lab store damaged"},
+		{"experiment bytes flipped", flipIn("exp_"), "Lab store damaged"},
+		{"cut short", func(t *testing.T, path string) {
+			fi, _ := os.Stat(path)
+			os.Truncate(path, fi.Size()/2)
+		}, "Lab store rebuilt"},
+		{"meta pages zeroed", func(t *testing.T, path string) {
+			f, _ := os.OpenFile(path, os.O_WRONLY, 0)
+			f.WriteAt(make([]byte, 2*os.Getpagesize()), 0)
+			f.Close()
+		}, "Lab store rebuilt"},
+		{"not bbolt", func(t *testing.T, path string) { os.WriteFile(path, []byte("hello\n"), 0o600) }, "Lab store rebuilt"},
+		{"empty", func(t *testing.T, path string) { os.WriteFile(path, nil, 0o600) }, "Lab store rebuilt"},
+		{"another format", func(t *testing.T, path string) {
+			editStore(t, path, func(meta *bolt.Bucket) error { return lsPut(meta, lsKeyFormat, []byte("cmlab-labstore-0")) })
+		}, "Lab store rebuilt"},
+		{"past the log", func(t *testing.T, path string) {
+			editStore(t, path, func(meta *bolt.Bucket) error {
+				v, _ := lsGet(meta, lsKeyCovered)
+				return lsPut(meta, lsKeyCovered, binary.BigEndian.AppendUint64(nil, binary.BigEndian.Uint64(v)+1000))
+			})
+		}, "Lab store rebuilt"},
+		{"another event", func(t *testing.T, path string) {
+			editStore(t, path, func(meta *bolt.Bucket) error {
+				return lsPut(meta, lsKeyCoveredID, []byte("01a20000-0000-7000-8000-000000000000"))
+			})
+		}, "Lab store rebuilt"},
+		{"counters fail their CRC", func(t *testing.T, path string) {
+			editStore(t, path, func(meta *bolt.Bucket) error { return meta.Put(lsKeyCounters, make([]byte, 36)) })
+		}, "Lab store rebuilt"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := storedHome(t)
+			c.damage(t, LabStoreFile(h))
+			var logs bytes.Buffer
+			srv, eng := openServer(t, h, &logs)
+			defer eng.Close()
+			defer srv.Close()
+			waitStoreSettled(t, srv.lab)
+			if !strings.Contains(logs.String(), c.at) {
+				t.Fatalf("no %q logged: %s", c.at, logs.String())
+			}
+			sameLabState(t, srv, fullReplay(t, eng))
+			if srv.lab.Rebuilt() == "" {
+				t.Fatal("Rebuilt says nothing")
+			}
+			if err := checkLabStore(srv.lab.db); err != nil {
+				t.Fatalf("the rebuilt store fails its check: %v", err)
+			}
+			if _, err := os.Stat(LabStoreFile(h) + ".rebuild"); err == nil {
+				t.Fatal("the rebuild's file is left beside the store")
+			}
+		})
+	}
+}
+
+// Environment of TestHelperLabStoreCrash, the child of TestLabStoreSIGKILL.
+const (
+	envCrashHome  = "CMLAB_TEST_LABSTORE_HOME"
+	envCrashPhase = "CMLAB_TEST_LABSTORE_PHASE"
+)
+
+// TestHelperLabStoreCrash is the child of TestLabStoreSIGKILL: it opens
+// the Lab store of a home whose log the parent wrote (built from the log
+// in batches of 200 events), then feeds it more events appended to the
+// log and flushes, then rebuilds it in place; at the phase the parent
+// names it writes a marker file and blocks until the parent kills it.
+func TestHelperLabStoreCrash(t *testing.T) {
+	dir := os.Getenv(envCrashHome)
+	if dir == "" {
+		t.Skip("child process of TestLabStoreSIGKILL")
+	}
+	h := home.Home{Dir: dir}
+	phase := os.Getenv(envCrashPhase)
+	hook := func(p string) {
+		if p == phase {
+			os.WriteFile(filepath.Join(dir, "in-phase"), []byte(p), 0o600)
+			select {} // killed here
+		}
+	}
+	l, err := wal.Open(wal.Options{Dir: h.WALDir(), QuarantineDir: h.QuarantineDir(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := openLabStore(context.Background(), labStoreOptions{path: LabStoreFile(h), log: l, hook: hook, batch: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*events.Event
+	for ev := range projections.Workload(projections.WorkloadMixedLab, 99, 400) {
+		evs = append(evs, ev)
+	}
+	seqs, err := l.Append(context.Background(), evs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range evs {
+		ev.Seq = seqs[i]
+		st.Observe(ev)
+	}
+	st.flush()
+	st.rebuildLive("crash test")
+	fmt.Fprintln(os.Stderr, "phase never reached:", phase)
+	os.Exit(3)
+}
+
+// TestLabStoreSIGKILL: a process killed (SIGKILL, a real child) at every
+// phase of a write of the Lab store — the empty file made, between
+// catch-up batches, before and after a flush's transaction, a rebuild's
+// file whole but not renamed, renamed but not swapped in — leaves a home
+// whose next start answers exactly as the heap model of the log, with the
+// store covering the whole log and no rebuild file left.
+func TestLabStoreSIGKILL(t *testing.T) {
+	for _, phase := range []string{labPhaseCreated, labPhaseCatchUp, labPhaseFlushWrite, labPhaseFlushed,
+		labPhaseRebuildBuilt, labPhaseRebuildRenamed} {
+		t.Run(phase, func(t *testing.T) {
+			h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
+			writeLog(t, h, mixedLab(5, 1200))
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperLabStoreCrash$", "-test.v=false")
+			cmd.Env = append(os.Environ(), envCrashHome+"="+h.Dir, envCrashPhase+"="+phase)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			marker := filepath.Join(h.Dir, "in-phase")
+			deadline := time.Now().Add(90 * time.Second)
+			for {
+				if _, err := os.Stat(marker); err == nil {
+					break
+				}
+				select {
+				case err := <-exited:
+					t.Fatalf("the child exited (%v) before phase %s: %s", err, phase, stderr.String())
+				default:
+				}
+				if time.Now().After(deadline) {
+					cmd.Process.Kill()
+					<-exited
+					t.Fatalf("the child never reached phase %s: %s", phase, stderr.String())
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			cmd.Process.Signal(syscall.SIGKILL)
+			<-exited
+			os.Remove(marker)
+			if strings.HasPrefix(phase, "rebuild-") {
+				_, err := os.Stat(LabStoreFile(h) + ".rebuild")
+				if (err == nil) != (phase == labPhaseRebuildBuilt) {
+					t.Fatalf("phase %s: rebuild file present: %v", phase, err == nil)
+				}
+			}
+			var logs bytes.Buffer
+			srv, eng := openServer(t, h, &logs)
+			defer eng.Close()
+			defer srv.Close()
+			waitStoreSettled(t, srv.lab)
+			sameLabState(t, srv, fullReplay(t, eng))
+			if c := srv.lab.Covered(); c != eng.Log().LastSeq() {
+				t.Fatalf("store covers %d, the log ends at %d", c, eng.Log().LastSeq())
+			}
+			if _, err := os.Stat(LabStoreFile(h) + ".rebuild"); err == nil {
+				t.Fatal("the rebuild's file is left after a restart")
+			}
+		})
+	}
+}
+
+// runsOnly is n run imports, newest last.
+func runsOnly(n int) func(yield func(*events.Event) bool) {
+	return func(yield func(*events.Event) bool) {
+		for i := range n {
+			sync := i % 101
+			ev := events.MustNew("lab_h", &events.RunImported{Run: events.LabRun{SchemaVersion: 1, RunID: fmt.Sprintf("run_h_%06d", i),
+				SessionID: "lab_h", CreatedAt: fmt.Sprintf("2026-01-%02dT%02d:%02d:%02d.000Z", 1+i/86400, i/3600%24, i/60%60, i%60),
+				Topic: fmt.Sprintf("topic %06d", i), ArtifactsDir: fmt.Sprintf("/runs/%d", i), ArtifactsDirRealpath: fmt.Sprintf("/runs/%d", i),
+				VideoPath: fmt.Sprintf("/runs/%d/video.mp4", i), AutoMetricsSummary: &events.AutoMetricsSummary{SyncRating: &sync}}})
+			ev.TS = 1767225600000 + int64(i)
+			if !yield(ev) {
+				return
+			}
+		}
+	}
+}
+
+// heapAfterPages opens a home of n runs, reads GET /api/runs pages (the
+// first, one after a cursor deep in the list, the last) and a run, and
+// returns the live heap then (after a GC) and at open.
+func heapAfterPages(t *testing.T, n int) (afterOpen, afterPages uint64) {
+	t.Helper()
+	h := home.Home{Dir: filepath.Join(t.TempDir(), fmt.Sprintf("home-%d", n))}
+	writeLog(t, h, runsOnly(n))
+	srv, eng := openServer(t, h, nil)
+	defer eng.Close()
+	defer srv.Close()
+	waitStoreSettled(t, srv.lab)
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	afterOpen = heap()
+	var page struct {
+		Items      []struct{ RunID string }
+		NextCursor *string
+		Total      int
+	}
+	code, body := get(t, srv, "/api/runs?limit=50")
+	jsonUnmarshal(t, body, &page)
+	if code != 200 || page.Total != n || len(page.Items) != 50 || page.Items[0].RunID != fmt.Sprintf("run_h_%06d", n-1) {
+		t.Fatalf("first page: %d total %d, %d items, first %+v", code, page.Total, len(page.Items), page.Items[:1])
+	}
+	code, body = get(t, srv, fmt.Sprintf("/api/runs?limit=50&after=run_h_%06d", n/2))
+	jsonUnmarshal(t, body, &page)
+	if code != 200 || len(page.Items) != 50 || page.Items[0].RunID != fmt.Sprintf("run_h_%06d", n/2-1) {
+		t.Fatalf("middle page: %d, %d items", code, len(page.Items))
+	}
+	code, body = get(t, srv, "/api/runs?limit=50&after=run_h_000050")
+	jsonUnmarshal(t, body, &page)
+	if code != 200 || len(page.Items) != 50 || page.NextCursor != nil || page.Items[49].RunID != "run_h_000000" {
+		t.Fatalf("last page: %d, %d items, next %v", code, len(page.Items), page.NextCursor)
+	}
+	if code, body = get(t, srv, fmt.Sprintf("/api/runs/run_h_%06d", n/3)); code != 200 {
+		t.Fatalf("GET run: %d %s", code, body)
+	}
+	return afterOpen, heap()
+}
+
+// TestLabStoreHeapFlat: a home of 100,000 runs starts and answers GET
+// /api/runs pages with the live heap of a home of 1,000 runs (within
+// 4 MiB; the heap model held about 50 MiB more).
+func TestLabStoreHeapFlat(t *testing.T) {
+	small0, small1 := heapAfterPages(t, 1_000)
+	big0, big1 := heapAfterPages(t, 100_000)
+	t.Logf("live heap: 1,000 runs %.1f/%.1f MiB, 100,000 runs %.1f/%.1f MiB (at open/after pages)",
+		float64(small0)/(1<<20), float64(small1)/(1<<20), float64(big0)/(1<<20), float64(big1)/(1<<20))
+	const slack = 4 << 20
+	if big0 > small0+slack || big1 > small1+slack {
+		t.Fatalf("the heap grows with the runs: 1,000 runs %d/%d bytes, 100,000 runs %d/%d", small0, small1, big0, big1)
+	}
+}
