@@ -241,8 +241,16 @@ func checkAll(db *bolt.DB) (err error) {
 		}
 	}()
 	return db.View(func(tx *bolt.Tx) error {
+		// Read every error: bbolt's check goroutine sends them one by one
+		// and would stay blocked, reading the closed transaction, if left.
+		var first error
 		for cerr := range tx.Check() {
-			return fmt.Errorf("consistency check: %w", cerr)
+			if first == nil {
+				first = cerr
+			}
+		}
+		if first != nil {
+			return fmt.Errorf("consistency check: %w", first)
 		}
 		entries := tx.Bucket(bucketEntries)
 		if entries == nil {
