@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -160,14 +161,24 @@ func (l *Log) verifySealed() {
 		l.verifyRep = rep
 	}()
 	var bad []BadEntry
+	var buf []byte // one buffer for every segment: memory does not grow with the log
+	var busy time.Duration
 	for _, seg := range l.sealed {
+		// Throttled: after each segment it waits as long as the reading
+		// took, so the check takes at most half of one core from serving.
+		t := time.NewTimer(busy)
 		select {
 		case <-l.done:
+			t.Stop()
 			rep.Err = ErrClosed
 			return
-		default:
+		case <-t.C:
 		}
-		data, err := os.ReadFile(filepath.Join(l.opts.Dir, seg.Name))
+		t1 := time.Now()
+		var data []byte
+		var err error
+		data, buf, err = readInto(filepath.Join(l.opts.Dir, seg.Name), buf)
+		busy = time.Since(t1)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // compacted away
 		}
@@ -178,6 +189,7 @@ func (l *Log) verifySealed() {
 		rep.Segments++
 		rep.Bytes += int64(len(data))
 		sc := scanSegment(seg.segmentFile, data, false, false)
+		busy = time.Since(t1)
 		bad = append(bad, sc.Bad...)
 		next := seg.next
 		if len(sc.Bad) == 0 && sc.Next != next {
@@ -207,4 +219,26 @@ func (l *Log) verifySealed() {
 type sealedSegment struct {
 	segmentFile
 	next uint64
+}
+
+// readInto reads the file at path into buf, grown when too small, and
+// returns the bytes read and the buffer to use next time.
+func readInto(path string, buf []byte) ([]byte, []byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, buf, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, buf, err
+	}
+	if int64(cap(buf)) < fi.Size() {
+		buf = make([]byte, fi.Size())
+	}
+	n, err := io.ReadFull(f, buf[:fi.Size()])
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = nil // cut shorter since the stat: the scan sees what is there
+	}
+	return buf[:n], buf, err
 }
