@@ -34,6 +34,7 @@ type paintReport struct {
 	Requests      string    // the last first visit's requests: [path, initiator, start, end]
 	Trace         string    // with CMLAB_PAINT_TRACE=1: where a traced first visit's main-thread CPU went
 	Before        []string  // the last first visit's requests made before the mark
+	LastMark      float64   // the last first visit's mark (ms)
 }
 
 func median(v []float64) float64 {
@@ -99,7 +100,7 @@ func measurePaint(t *testing.T, b *browser, base string) paintReport {
 		rep.First = append(rep.First, f.Mark)
 		rep.Reload = append(rep.Reload, r.Mark)
 		rb, _ := json.Marshal(f.Res)
-		rep.Requests, rep.Before = string(rb), f.Before
+		rep.Requests, rep.Before, rep.LastMark = string(rb), f.Before, f.Mark
 	}
 	rep.Load += " → " + loadAvg()
 	if os.Getenv("CMLAB_PAINT_TRACE") == "1" {
