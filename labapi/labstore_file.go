@@ -445,26 +445,8 @@ func openLabStoreFile(path string, readOnly bool) (db *bolt.DB, covered uint64, 
 
 // checkLabStore runs bbolt's page check and every value's CRC over db:
 // O(records). A panic of bbolt reading a damaged page is an error.
-func checkLabStore(db *bolt.DB) (err error) {
-	defer reqindex.FaultsPanic()()
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("bbolt panicked reading the file: %v", p)
-		}
-	}()
-	return db.View(func(tx *bolt.Tx) error {
-		// Drained to its end: the check's goroutine reads the transaction
-		// until it closes the channel (returning earlier races with the
-		// transaction's close).
-		var first error
-		for cerr := range tx.Check() {
-			if first == nil {
-				first = cerr
-			}
-		}
-		if first != nil {
-			return fmt.Errorf("consistency check: %w", first)
-		}
+func checkLabStore(db *bolt.DB) error {
+	return reqindex.CheckFile(db, func(tx *bolt.Tx) error {
 		for _, name := range lsBuckets {
 			b := tx.Bucket(name)
 			if b == nil {

@@ -1,5 +1,11 @@
 package reqindex
 
+import (
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
 // The checks this package makes before bbolt maps a file, for the other
 // bbolt files of a home (the Lab store, package labapi): a derived file
 // that is refused here is rebuilt from the log instead of mapped.
@@ -13,3 +19,30 @@ func CheckShape(path string) error { return checkShape(path) }
 // (which the caller recovers into an error) until the returned function
 // restores the previous setting.
 func FaultsPanic() (restore func()) { return faultsPanic() }
+
+// CheckFile runs bbolt's page check over db, then values (the file's own
+// checks of what its pages hold), in one read transaction. A fault on a
+// mapped page or a panic of bbolt reading a damaged page is an error. Every
+// error the page check sends is read: its goroutine reads the transaction
+// until it closes the channel, so returning at the first would leave it
+// blocked for good, reading a closed transaction.
+func CheckFile(db *bolt.DB, values func(tx *bolt.Tx) error) (err error) {
+	defer faultsPanic()()
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("bbolt panicked reading the file: %v", p)
+		}
+	}()
+	return db.View(func(tx *bolt.Tx) error {
+		var first error
+		for cerr := range tx.Check() {
+			if first == nil {
+				first = cerr
+			}
+		}
+		if first != nil {
+			return fmt.Errorf("consistency check: %w", first)
+		}
+		return values(tx)
+	})
+}

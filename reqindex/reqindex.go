@@ -233,25 +233,8 @@ func (x *Index) openTrusted() (db *bolt.DB, covered uint64, coveredID string, er
 
 // checkAll runs bbolt's page check and every entry's CRC over db: O(ids).
 // A panic of bbolt reading a damaged page is an error.
-func checkAll(db *bolt.DB) (err error) {
-	defer faultsPanic()()
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("bbolt panicked reading the file: %v", p)
-		}
-	}()
-	return db.View(func(tx *bolt.Tx) error {
-		// Read every error: bbolt's check goroutine sends them one by one
-		// and would stay blocked, reading the closed transaction, if left.
-		var first error
-		for cerr := range tx.Check() {
-			if first == nil {
-				first = cerr
-			}
-		}
-		if first != nil {
-			return fmt.Errorf("consistency check: %w", first)
-		}
+func checkAll(db *bolt.DB) error {
+	return CheckFile(db, func(tx *bolt.Tx) error {
 		entries := tx.Bucket(bucketEntries)
 		if entries == nil {
 			return errors.New("buckets missing")
