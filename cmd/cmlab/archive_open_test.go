@@ -1,15 +1,10 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/cmlab/cmlab/engine"
-	"github.com/cmlab/cmlab/events"
-	"github.com/cmlab/cmlab/home"
 )
 
 // TestCommandsRefuseAHomeWhoseArchiveIsGone: wal verify and status said
@@ -18,20 +13,7 @@ import (
 // archive-dir/delete). Each now exits 3 naming the archive and the fix;
 // with the archive back they succeed.
 func TestCommandsRefuseAHomeWhoseArchiveIsGone(t *testing.T) {
-	h := home.Home{Dir: t.TempDir()}
-	eng, err := engine.Open(context.Background(), engine.Options{Home: h, SegmentSize: 2048})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 60 {
-		ev := events.MustNew("recovery", &events.RecoveryApplied{Decisions: []events.RecoveryDecision{{Action: "none", Reason: strings.Repeat("x", 100) + string(rune('a'+i%26))}}})
-		if _, err := eng.Append(context.Background(), ev); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := eng.Close(); err != nil {
-		t.Fatal(err)
-	}
+	h, _ := smallSegmentHome(t)
 	arch := filepath.Join(t.TempDir(), "archive")
 	if code, out, errOut := cli(t, "compact", "--archive", arch, "--resume-window", "1ms", "--home", h.Dir); code != 0 {
 		t.Fatalf("compact: exit %d\n%s%s", code, out, errOut)

@@ -28,20 +28,7 @@ import (
 // returns the home and the damaged segment's name.
 func recDamagedHome(t *testing.T) (home.Home, string) {
 	t.Helper()
-	h := home.Home{Dir: t.TempDir()}
-	eng, err := engine.Open(context.Background(), engine.Options{Home: h, SegmentSize: 2048})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 60 {
-		ev := events.MustNew("recovery", &events.RecoveryApplied{Decisions: []events.RecoveryDecision{{Action: "none", Reason: strings.Repeat("x", 100) + string(rune('a'+i%26))}}})
-		if _, err := eng.Append(context.Background(), ev); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := eng.Close(); err != nil {
-		t.Fatal(err)
-	}
+	h, _ := smallSegmentHome(t)
 	ents, err := os.ReadDir(h.WALDir())
 	if err != nil {
 		t.Fatal(err)
@@ -413,4 +400,27 @@ func TestSalvageKilledMidSwap(t *testing.T) {
 			t.Fatalf("kill point %d: feedback.jsonl differs from an uninterrupted salvage's (%v)", k, err)
 		}
 	}
+}
+
+// smallSegmentHome writes 60 events of about 150 bytes over 2 KiB
+// segments, closes the engine cleanly (the checkpoint covers them all) and
+// returns the home and its last seq.
+func smallSegmentHome(t *testing.T) (home.Home, uint64) {
+	t.Helper()
+	h := home.Home{Dir: t.TempDir()}
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h, SegmentSize: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 60 {
+		ev := events.MustNew("recovery", &events.RecoveryApplied{Decisions: []events.RecoveryDecision{{Action: "none", Reason: strings.Repeat("x", 100) + string(rune('a'+i%26))}}})
+		if _, err := eng.Append(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := eng.Log().LastSeq()
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return h, last
 }

@@ -23,21 +23,7 @@ import (
 // the cut and the seq of the entry cut.
 func cutTailHome(t *testing.T) (home.Home, string, int64, uint64) {
 	t.Helper()
-	h := home.Home{Dir: t.TempDir()}
-	eng, err := engine.Open(context.Background(), engine.Options{Home: h, SegmentSize: 2048})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 60 {
-		ev := events.MustNew("recovery", &events.RecoveryApplied{Decisions: []events.RecoveryDecision{{Action: "none", Reason: strings.Repeat("x", 100) + string(rune('a'+i%26))}}})
-		if _, err := eng.Append(context.Background(), ev); err != nil {
-			t.Fatal(err)
-		}
-	}
-	last := eng.Log().LastSeq()
-	if err := eng.Close(); err != nil {
-		t.Fatal(err)
-	}
+	h, last := smallSegmentHome(t)
 	if cp, ok, err := projections.ReadCheckpointSeq(h); err != nil || !ok || cp != last {
 		t.Fatalf("checkpoint %d %v %v, want %d", cp, ok, err, last)
 	}
