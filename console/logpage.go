@@ -445,7 +445,7 @@ func (lr *LogReader) Page(ctx context.Context, first, last uint64, q LogQuery) (
 	page := LogPage{Events: []LogEvent{}, FirstSeq: first, LastSeq: last}
 	res, err := lr.scan(ctx, first, last, &q, func(f *wal.Frame) bool {
 		if f.Event == nil {
-			page.Events = append(page.Events, LogEvent{Rendered: Rendered{Seq: f.Seq}, Size: f.Size, Segment: f.Segment, Offset: f.Offset, Checksum: f.Bad})
+			page.Events = append(page.Events, LogEvent{Rendered: Rendered{EnvelopeJSON: events.EnvelopeJSON{Seq: f.Seq}}, Size: f.Size, Segment: f.Segment, Offset: f.Offset, Checksum: f.Bad})
 		} else {
 			page.Events = append(page.Events, LogEvent{Rendered: Render(f.Event), Size: f.Size, Segment: f.Segment, Offset: f.Offset, Checksum: "ok"})
 		}

@@ -17,18 +17,31 @@ import "encoding/json"
 // The three differ where their readers were promised different things
 // (the dump's and the stream's fields are held by their tests).
 
+// EnvelopeJSON is the envelope's fields as Rendered and Dumped begin:
+// embedded, its fields are theirs, in this order, in their JSON.
+type EnvelopeJSON struct {
+	Seq     uint64          `json:"seq"`
+	V       int             `json:"v"`
+	ID      string          `json:"id"`
+	Type    string          `json:"type"`
+	TS      int64           `json:"ts"`
+	Time    string          `json:"time"`
+	Stream  string          `json:"stream"`
+	Req     string          `json:"req,omitempty"`
+	ReqHash string          `json:"rh,omitempty"`
+	Resp    json.RawMessage `json:"resp,omitempty"`
+}
+
+// envelopeJSON is ev's envelope fields but its response, which each view
+// treats in its own way.
+func envelopeJSON(ev *Event) EnvelopeJSON {
+	return EnvelopeJSON{Seq: ev.Seq, V: ev.V, ID: ev.ID, Type: ev.Type, TS: ev.TS, Time: ev.ISOTime(),
+		Stream: ev.Stream, Req: ev.Req, ReqHash: ev.ReqHash}
+}
+
 // Rendered is the JSON form of an event for people and pages.
 type Rendered struct {
-	Seq         uint64          `json:"seq"`
-	V           int             `json:"v"`
-	ID          string          `json:"id"`
-	Type        string          `json:"type"`
-	TS          int64           `json:"ts"`
-	Time        string          `json:"time"`
-	Stream      string          `json:"stream"`
-	Req         string          `json:"req,omitempty"`
-	ReqHash     string          `json:"rh,omitempty"`
-	Resp        json.RawMessage `json:"resp,omitempty"`
+	EnvelopeJSON
 	Data        json.RawMessage `json:"data,omitempty"`
 	DecodeError string          `json:"decodeError,omitempty"`
 }
@@ -36,8 +49,7 @@ type Rendered struct {
 // Render decodes ev's payload for display; a payload that does not
 // decode is named in DecodeError instead.
 func Render(ev *Event) Rendered {
-	r := Rendered{Seq: ev.Seq, V: ev.V, ID: ev.ID, Type: ev.Type, TS: ev.TS, Time: ev.ISOTime(),
-		Stream: ev.Stream, Req: ev.Req, ReqHash: ev.ReqHash}
+	r := Rendered{EnvelopeJSON: envelopeJSON(ev)}
 	if len(ev.Resp) > 0 {
 		if json.Valid(ev.Resp) {
 			r.Resp = ev.Resp
@@ -58,23 +70,14 @@ func Render(ev *Event) Rendered {
 
 // Dumped is an event as cmlab wal dump prints it (one JSON object a line).
 type Dumped struct {
-	Seq       uint64          `json:"seq"`
-	V         int             `json:"v"`
-	ID        string          `json:"id"`
-	Type      string          `json:"type"`
-	TS        int64           `json:"ts"`
-	Time      string          `json:"time"`
-	Stream    string          `json:"stream"`
-	Req       string          `json:"req,omitempty"`
-	ReqHash   string          `json:"rh,omitempty"`
-	Resp      json.RawMessage `json:"resp,omitempty"`
-	Data      any             `json:"data"`
-	DataError string          `json:"data_error,omitempty"`
+	EnvelopeJSON
+	Data      any    `json:"data"`
+	DataError string `json:"data_error,omitempty"`
 }
 
 // Dump is ev as cmlab wal dump prints it.
 func Dump(ev *Event) Dumped {
-	d := Dumped{Seq: ev.Seq, V: ev.V, ID: ev.ID, Type: ev.Type, TS: ev.TS, Time: ev.ISOTime(), Stream: ev.Stream, Req: ev.Req, ReqHash: ev.ReqHash}
+	d := Dumped{EnvelopeJSON: envelopeJSON(ev)}
 	if len(ev.Resp) > 0 && json.Valid(ev.Resp) {
 		d.Resp = ev.Resp
 	}
