@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Permissions of everything cmlab creates in a home.
@@ -18,12 +19,14 @@ const (
 // ErrInvalidID is returned for an id that cannot be used as a path component.
 var ErrInvalidID = errors.New("invalid id")
 
-var idRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+// idRE is compiled at its first use, not at init: a bounded repetition
+// compiles to a large program, and init runs at every start of the CLI.
+var idRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`) })
 
 // ValidateID checks that id may be used as one path component:
 // [A-Za-z0-9_.-]{1,128}, and not "." or "..".
 func ValidateID(id string) error {
-	if !idRE.MatchString(id) || id == "." || id == ".." {
+	if !idRE().MatchString(id) || id == "." || id == ".." {
 		return fmt.Errorf("%w %q: want 1–128 characters of [A-Za-z0-9_.-], not . or ..", ErrInvalidID, id)
 	}
 	return nil

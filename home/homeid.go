@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 )
@@ -23,11 +24,11 @@ import (
 // token and part of a stream name.
 var ErrBadHomeID = errors.New("invalid home id")
 
-var homeIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var homeIDRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
 
 // ValidateHomeID checks that id is 1–64 characters of [A-Za-z0-9_-].
 func ValidateHomeID(id string) error {
-	if !homeIDRE.MatchString(id) {
+	if !homeIDRE().MatchString(id) {
 		return fmt.Errorf("%w %q: want 1–64 characters of [A-Za-z0-9_-]", ErrBadHomeID, id)
 	}
 	return nil

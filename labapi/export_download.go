@@ -5,13 +5,14 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"sync"
 
 	"github.com/cmlab/cmlab/confine"
 )
 
 // exportName is a file POST /api/export writes by default (export-<session>-<ms>.json)
 // or any plain JSON file name directly in lab/exports/.
-var exportName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}\.json$`)
+var exportName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}\.json$`) })
 
 // handleExportDownload (an extension): GET /api/exports/{name} downloads a
 // file of lab/exports/ — the one POST /api/export just wrote — as an
@@ -21,7 +22,7 @@ var exportName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}\.json$`)
 func (s *Server) handleExportDownload(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	notFound := NewError(CodeNotFound, "Export not found: "+truncate(name, 140), "Write it first with POST /api/export {sessionId}, then download the file its answer names.").With("name", truncate(name, 140))
-	if !exportName.MatchString(name) {
+	if !exportName().MatchString(name) {
 		return notFound
 	}
 	f, err := confine.Open(s.opts.Engine.Home().ExportsDir(), name)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cmlab/cmlab/confine"
@@ -25,7 +26,9 @@ const (
 	fileCaptionReport = "caption-report.json"
 )
 
-var attemptArtifactRE = regexp.MustCompile(`^(sync-report|caption-report|caption-settings)-attempt[0-9]{1,6}\.json$`)
+var attemptArtifactRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(sync-report|caption-report|caption-settings)-attempt[0-9]{1,6}\.json$`)
+})
 
 // artifactAllowed is the artifact allow-list of LAB-API.md.
 func artifactAllowed(name string) bool {
@@ -34,7 +37,7 @@ func artifactAllowed(name string) bool {
 		"caption-quality.json", "caption-settings.json":
 		return true
 	}
-	return attemptArtifactRE.MatchString(name)
+	return attemptArtifactRE().MatchString(name)
 }
 
 // discovered is what a run directory holds now: the paths (under the

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/cmlab/cmlab/pagesec"
 )
@@ -91,7 +92,9 @@ const firstView = "runs.js"
 // staticImport is an import declaration of a sibling module at the start
 // of a line (import … from './x.js', import './x.js'); a dynamic
 // import('./x.js') is not one.
-var staticImport = regexp.MustCompile(`(?m)^import\s+(?:[^'"]*?\sfrom\s+)?['"]\./([a-z]+\.js)['"]`)
+var staticImport = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^import\s+(?:[^'"]*?\sfrom\s+)?['"]\./([a-z]+\.js)['"]`)
+})
 
 // imports is what the modules roots import, directly or not, sorted,
 // without the roots themselves.
@@ -101,7 +104,7 @@ func (h *Handler) imports(roots ...string) []string {
 	for len(todo) > 0 {
 		name := todo[0]
 		todo = todo[1:]
-		for _, m := range staticImport.FindAllSubmatch(h.files[name], -1) {
+		for _, m := range staticImport().FindAllSubmatch(h.files[name], -1) {
 			if dep := string(m[1]); !seen[dep] {
 				seen[dep] = true
 				todo = append(todo, dep)

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // The clean view (issue 25): what a person or an agent reads. The spool
@@ -34,12 +35,14 @@ func CleanText(b []byte) []byte {
 	if !bytes.Contains(b, []byte(sentinelPrefix)) {
 		return b
 	}
-	return sentinelLine.ReplaceAll(b, nil)
+	return sentinelLine().ReplaceAll(b, nil)
 }
 
 const sentinelPrefix = "__FWS_PROMPT__ "
 
-var sentinelLine = regexp.MustCompile(`(?m)^__FWS_PROMPT__ ts=-?[0-9]+ cwd_b64=[A-Za-z0-9+/=]* exit=-?[0-9]+\n`)
+var sentinelLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^__FWS_PROMPT__ ts=-?[0-9]+ cwd_b64=[A-Za-z0-9+/=]* exit=-?[0-9]+\n`)
+})
 
 // TypedText is how input is shown in a transcript: "\r" and "\r\n" as a
 // line end, other control characters in caret notation (Ctrl+C is "^C").

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/cmlab/cmlab/home"
 )
@@ -61,12 +62,12 @@ func (m Mandate) MandateID() string {
 }
 
 var (
-	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	hashRE    = regexp.MustCompile(`^sha256-[0-9a-f]{64}$`)
+	envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
+	hashRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^sha256-[0-9a-f]{64}$`) })
 )
 
 // ValidHash reports whether h is "sha256-" + 64 lowercase hex digits.
-func ValidHash(h string) bool { return hashRE.MatchString(h) }
+func ValidHash(h string) bool { return hashRE().MatchString(h) }
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidMandate, fmt.Sprintf(format, args...))
@@ -134,7 +135,7 @@ func (m Mandate) Validate() error {
 			return invalid("step %s: cwd contains a NUL byte", s.ID)
 		}
 		for _, e := range s.Env {
-			if !envNameRE.MatchString(e) {
+			if !envNameRE().MatchString(e) {
 				return invalid("step %s: env %q is not a variable name (the env list names variables to pass through)", s.ID, e)
 			}
 		}

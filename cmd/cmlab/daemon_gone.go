@@ -5,6 +5,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -15,7 +16,7 @@ import (
 
 // daemonAtRe finds the daemon's address in the client's error
 // ("daemon at http://127.0.0.1:7788: …", labapi.Client).
-var daemonAtRe = regexp.MustCompile(`daemon at (\S+?): `)
+var daemonAtRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`daemon at (\S+?): `) })
 
 // daemonGone describes err when it is a daemon going away, else ok is false.
 func daemonGone(err error, homeFlag string) (cliError, bool) {
@@ -31,7 +32,7 @@ func daemonGone(err error, homeFlag string) (cliError, bool) {
 		return cliError{}, false
 	}
 	msg := err.Error()
-	m := daemonAtRe.FindStringSubmatch(msg)
+	m := daemonAtRe().FindStringSubmatch(msg)
 	if m == nil {
 		return cliError{}, false // not a call to the daemon
 	}

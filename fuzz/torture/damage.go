@@ -460,8 +460,10 @@ func (m *matrix) runCase(ctx context.Context, dc DamageCase) (r DamageResult) {
 }
 
 var (
-	crashRE = regexp.MustCompile(`(?m)^(panic: |fatal error: |goroutine \d+ \[|unexpected fault address|\[signal SIG)`)
-	fixRE   = regexp.MustCompile("cmlab [a-z]+|--[a-z][a-z-]+|(?m)^ *fix: ")
+	crashRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?m)^(panic: |fatal error: |goroutine \d+ \[|unexpected fault address|\[signal SIG)`)
+	})
+	fixRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("cmlab [a-z]+|--[a-z][a-z-]+|(?m)^ *fix: ") })
 )
 
 // checkCase applies the invariants to one command's outcome. acked are the
@@ -479,7 +481,7 @@ func checkCase(code int, out string, salvage bool, acked, before, after map[stri
 	case code == 2:
 		v = append(v, "exit 2 (a Go panic or a fatal runtime error)")
 	}
-	if crashRE.MatchString(out) {
+	if crashRE().MatchString(out) {
 		v = append(v, "a Go panic or fatal error trace in the output")
 	}
 	if lost := missing(intersect(before, acked), after); len(lost) > 0 {
@@ -490,7 +492,7 @@ func checkCase(code int, out string, salvage bool, acked, before, after map[stri
 	if gone := missing(acked, after); code == 0 && len(gone) > 0 && !salvage {
 		v = append(v, fmt.Sprintf("exit 0 while %d acknowledged event(s) are in no copy (seq %s)", len(gone), strings.Join(gone[:min(5, len(gone))], ", ")))
 	}
-	if code > 0 && code != 2 && !fixRE.MatchString(out) {
+	if code > 0 && code != 2 && !fixRE().MatchString(out) {
 		v = append(v, fmt.Sprintf("exit %d without naming the command that fixes it", code))
 	}
 	return v
