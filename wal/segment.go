@@ -225,6 +225,7 @@ type segmentScan struct {
 	Good    []goodEntry // only filled when keep is set
 	Count   int         // good entries
 	Next    uint64      // sequence after the last good entry (First when none)
+	End     int64       // offset just past the last good entry (0 when none)
 	Bad     []BadEntry
 	// Prealloc is the preallocated space (zeros) ending the last segment:
 	// not damage; Open truncates it.
@@ -270,6 +271,7 @@ func scanSegment(seg segmentFile, data []byte, last, keep bool) segmentScan {
 			sc.Count++
 			sc.Next = seq + 1
 			off += n
+			sc.End = int64(off)
 			continue
 		}
 		if zeros > 0 && off >= len(data)-zeros {

@@ -35,11 +35,8 @@ func SegmentsUsage(dir string, segs []SegmentInfo) (Usage, error) {
 	if err != nil {
 		return u, fmt.Errorf("wal: %w", err)
 	}
-	sc := scanSegment(segmentFile{Name: last.Name, First: last.First}, data, true, true)
-	if n := len(sc.Good); n > 0 {
-		g := sc.Good[n-1]
-		u.Written += g.Off + g.Len
-	}
+	sc := scanSegment(segmentFile{Name: last.Name, First: last.First}, data, true, false)
+	u.Written += sc.End
 	// The file may have grown since it was listed (a live writer).
 	u.Allocated += int64(len(data)) - last.Size
 	return u, nil
