@@ -36,15 +36,18 @@ func finishTree(root *cobra.Command, g *globalOpts) {
 		if c.ValidArgsFunction == nil {
 			c.ValidArgsFunction = argCompletion(g, c.CommandPath())
 		}
-		// LocalNonPersistentFlags builds a new flag set at every call:
-		// once per command (this walk runs at every start of the CLI).
-		local := c.LocalNonPersistentFlags()
-		if f := local.Lookup("type"); f != nil && strings.Contains(f.Usage, "event type") {
-			c.RegisterFlagCompletionFunc("type", completeEventTypes())
-		}
-		for name, fn := range byFlag {
-			if local.Lookup(name) != nil {
-				c.RegisterFlagCompletionFunc(name, fn)
+		if g.completing {
+			// LocalNonPersistentFlags builds a new flag set at every
+			// call: once per command, and only when the shell asks
+			// for completions (a third of the tree's set-up otherwise).
+			local := c.LocalNonPersistentFlags()
+			if f := local.Lookup("type"); f != nil && strings.Contains(f.Usage, "event type") {
+				c.RegisterFlagCompletionFunc("type", completeEventTypes())
+			}
+			for name, fn := range byFlag {
+				if local.Lookup(name) != nil {
+					c.RegisterFlagCompletionFunc(name, fn)
+				}
 			}
 		}
 		for _, s := range c.Commands() {

@@ -48,6 +48,10 @@ type globalOpts struct {
 	archive string
 	stdout  io.Writer
 	stderr  io.Writer
+	// completing: this run answers the shell's completion request
+	// (cobra's __complete): only then are the flags' completion functions
+	// registered (finishTree), which walks every flag of every command.
+	completing bool
 }
 
 // Home resolves --home, $CMLAB_HOME, ~/.cm.
@@ -99,6 +103,7 @@ func main() {
 
 // run executes the CLI and maps errors to exit codes; tests call it directly.
 func run(g *globalOpts, args []string) int {
+	g.completing = len(args) > 0 && strings.HasPrefix(args[0], cobra.ShellCompRequestCmd)
 	root := newRootCmd(g)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
