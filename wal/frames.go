@@ -100,24 +100,10 @@ func (sf *SegmentFrames) Tail() string { return sf.tail }
 func (sf *SegmentFrames) Frame(seq uint64) Frame {
 	i := int(seq - sf.first)
 	p, end := sf.offs[i], sf.offs[i+1]
-	f := Frame{Seq: seq, Segment: sf.name, Offset: int64(p), Size: end - p}
-	entry, _, reason := frameAt(sf.data[:end], p)
-	if reason == "" {
-		var got uint64
-		if got, reason = checkEntry(entry, seq); reason == "" && got != seq {
-			reason = fmt.Sprintf("entry stores seq %d at index %d", got, seq)
-		}
+	f, entry := CheckFrame(sf.data[p:end], seq, sf.name, int64(p))
+	if f.Bad == "" {
+		DecodeFrame(&f, entry)
 	}
-	if reason != "" {
-		f.Bad = reason
-		return f
-	}
-	ev, err := DecodeEntry(entry, seq)
-	if err != nil {
-		f.Bad = err.Error()
-		return f
-	}
-	f.Event = ev
 	return f
 }
 

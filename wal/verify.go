@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -51,12 +50,7 @@ type verifiedSeg struct {
 	MtimeNs int64  `json:"mtime_ns"`
 }
 
-func (r *verifiedRecord) sum() uint32 {
-	c := *r
-	c.Sum = 0
-	b, _ := json.Marshal(&c)
-	return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))
-}
+func (r *verifiedRecord) sumField() *uint32 { return &r.Sum }
 
 // readVerified loads dir's wal/VERIFIED; nil when missing or not sound.
 func readVerified(dir string) *verifiedRecord {
@@ -65,7 +59,7 @@ func readVerified(dir string) *verifiedRecord {
 		return nil
 	}
 	var r verifiedRecord
-	if json.Unmarshal(b, &r) != nil || r.Version != verifiedVersion || r.Sum != r.sum() {
+	if json.Unmarshal(b, &r) != nil || r.Version != verifiedVersion || !soundRecord(&r) {
 		return nil
 	}
 	return &r
@@ -89,13 +83,12 @@ func (r *verifiedRecord) equal(o *verifiedRecord) bool {
 
 // writeVerified replaces dir's wal/VERIFIED with r (atomically).
 func writeVerified(dir string, r *verifiedRecord, noSync bool) error {
-	r.Sum = r.sum()
-	b, err := json.Marshal(r)
+	b, err := encodeRecord(r)
 	if err != nil {
 		return err
 	}
 	_ = noSync // home.WriteFileAtomic always fsyncs; the record is small
-	return home.WriteFileAtomic(filepath.Join(dir, verifiedName), append(b, '\n'))
+	return home.WriteFileAtomic(filepath.Join(dir, verifiedName), b)
 }
 
 // forgetVerified drops the named segments from wal/VERIFIED, so that the
