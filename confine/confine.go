@@ -67,8 +67,10 @@ func readAll(f *os.File, name string, max int64) ([]byte, error) {
 }
 
 // Stat is the fstat of name opened beneath root as Open does.
-func Stat(root, name string) (fs.FileInfo, error) {
-	f, err := Open(root, name)
+func Stat(root, name string) (fs.FileInfo, error) { return statOpened(Open(root, name)) }
+
+// statOpened is the fstat of the file an open returned, closed after.
+func statOpened(f *os.File, err error) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
