@@ -3,7 +3,6 @@ package confine
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -108,23 +107,4 @@ func (u User) String() string {
 		return "of unknown uid, as any user"
 	}
 	return fmt.Sprintf("uid %d", u.UID)
-}
-
-// readAll reads f if it holds at most max bytes.
-func readAll(f *os.File, name string, max int64) ([]byte, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.Size() > max {
-		return nil, fmt.Errorf("%w: %s is %d bytes, limit %d", ErrTooLarge, name, fi.Size(), max)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%w: %s grew past %d bytes", ErrTooLarge, name, max)
-	}
-	return b, nil
 }

@@ -42,6 +42,13 @@ func ReadFile(root, name string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return readAll(f, name, max)
+}
+
+// readAll reads f if it holds at most max bytes, checked before reading
+// and again after (a file that grows meanwhile); name is the file's name
+// in the error.
+func readAll(f *os.File, name string, max int64) ([]byte, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -60,8 +67,10 @@ func ReadFile(root, name string, max int64) ([]byte, error) {
 }
 
 // Stat is the fstat of name opened beneath root as Open does.
-func Stat(root, name string) (fs.FileInfo, error) {
-	f, err := Open(root, name)
+func Stat(root, name string) (fs.FileInfo, error) { return statOpened(Open(root, name)) }
+
+// statOpened is the fstat of the file an open returned, closed after.
+func statOpened(f *os.File, err error) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -102,20 +111,29 @@ func open(root, name string, openat2 bool) (*os.File, error) {
 	if err != nil {
 		return nil, pathError("open", filepath.Join(root, name), err)
 	}
+	return regularFile(fd, filepath.Join(root, name), func(uint32) error {
+		return fmt.Errorf("%w: %s", ErrNotRegular, filepath.Join(root, name))
+	})
+}
+
+// regularFile hands back fd (opened with fileFlags, so non-blocking) as a
+// blocking file named path if fstat(2) says it is a regular file, and
+// closes it otherwise, with notRegular's error for another kind of file.
+func regularFile(fd int, path string, notRegular func(mode uint32) error) (*os.File, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return nil, pathError("fstat", filepath.Join(root, name), err)
+		return nil, pathError("fstat", path, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
-		return nil, fmt.Errorf("%w: %s", ErrNotRegular, filepath.Join(root, name))
+		return nil, notRegular(st.Mode)
 	}
 	if err := unix.SetNonblock(fd, false); err != nil {
 		unix.Close(fd)
-		return nil, pathError("fcntl", filepath.Join(root, name), err)
+		return nil, pathError("fcntl", path, err)
 	}
-	return os.NewFile(uintptr(fd), filepath.Join(root, name)), nil
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 // walk opens rel beneath dirfd one component at a time, each with

@@ -49,22 +49,19 @@ func ReadFileLinked(root, name string, bases []string, max int64, u *User) ([]by
 
 // StatLinked is the fstat of name opened as OpenLinked does.
 func StatLinked(root, name string, bases []string) (os.FileInfo, error) {
-	f, err := OpenLinked(root, name, bases)
-	if err != nil {
-		return nil, err
+	return statOpened(OpenLinked(root, name, bases))
+}
+
+// openAs is OpenFor for the caller u, or Open when u is nil.
+func openAs(root, name string, u *User) (*os.File, error) {
+	if u != nil {
+		return OpenFor(root, name, *u)
 	}
-	defer f.Close()
-	return f.Stat()
+	return Open(root, name)
 }
 
 func openLinked(root, name string, bases []string, u *User) (*os.File, error) {
-	var f *os.File
-	var err error
-	if u != nil {
-		f, err = OpenFor(root, name, *u)
-	} else {
-		f, err = Open(root, name)
-	}
+	f, err := openAs(root, name, u)
 	if !errors.Is(err, ErrSymlink) || strings.ContainsRune(name, filepath.Separator) {
 		return f, err
 	}
@@ -91,12 +88,7 @@ func openLinked(root, name string, bases []string, u *User) (*os.File, error) {
 		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
 			continue
 		}
-		if u != nil {
-			f, err = OpenFor(base, rel, *u)
-		} else {
-			f, err = Open(base, rel)
-		}
-		if err != nil {
+		if f, err = openAs(base, rel, u); err != nil {
 			return nil, err
 		}
 		var got unix.Stat_t

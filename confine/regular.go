@@ -2,7 +2,6 @@ package confine
 
 import (
 	"fmt"
-	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -20,32 +19,14 @@ func ReadRegular(path string, max int64) ([]byte, error) {
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, &os.PathError{Op: "fstat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
-		return nil, fmt.Errorf("%w: %s is a %s; give the path of a file", ErrNotRegular, path, fileKind(st.Mode))
-	}
-	if err := unix.SetNonblock(fd, false); err != nil {
-		unix.Close(fd)
-		return nil, &os.PathError{Op: "fcntl", Path: path, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	if st.Size > max {
-		return nil, fmt.Errorf("%w: %s is %d bytes, limit %d", ErrTooLarge, path, st.Size, max)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	f, err := regularFile(fd, path, func(mode uint32) error {
+		return fmt.Errorf("%w: %s is a %s; give the path of a file", ErrNotRegular, path, fileKind(mode))
+	})
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%w: %s grew past %d bytes", ErrTooLarge, path, max)
-	}
-	return b, nil
+	defer f.Close()
+	return readAll(f, path, max)
 }
 
 // fileKind names the file type of a stat mode.

@@ -20,7 +20,7 @@ import (
 )
 
 // Log pages: the log newest first, read from its segment files backwards
-// from a seq, one segment at a time (wal.ReadSegmentFrames), never from
+// from a seq, one segment at a time (wal.FrameOffsets, wal.CheckFrame), never from
 // its start. A filter that matches rarely could otherwise read the whole
 // log for one page, so a page stops at its Budget of time and says where
 // to go on (Next, Partial): every page answers in bounded time whatever

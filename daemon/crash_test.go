@@ -1,13 +1,11 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/crashchild"
 	"github.com/cmlab/cmlab/labapi"
 )
 
@@ -31,10 +30,7 @@ const (
 // TestHelperDaemon is the child of the crash test: `cmlab serve` on
 // 127.0.0.1:0 over the home named by the environment, until killed.
 func TestHelperDaemon(t *testing.T) {
-	dir := os.Getenv(envDaemonHome)
-	if dir == "" {
-		t.Skip("child process of TestDaemonSIGKILL")
-	}
+	dir := crashchild.Role(t, envDaemonHome, "TestDaemonSIGKILL")
 	if n, _ := strconv.ParseUint(os.Getenv(envDaemonNofile), 10, 64); n > 0 {
 		// The flood test's child: a low descriptor limit, soft and hard.
 		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: n}); err != nil {
@@ -54,29 +50,18 @@ func TestHelperDaemon(t *testing.T) {
 
 // startDaemon re-executes the test binary as a daemon and waits for its
 // state/daemon.json.
-func startDaemon(t *testing.T, h home.Home, env ...string) (*exec.Cmd, *labapi.DaemonInfo) {
+func startDaemon(t *testing.T, h home.Home, env ...string) (*crashchild.Child, *labapi.DaemonInfo) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDaemon$", "-test.v=false")
-	cmd.Env = append(append(os.Environ(), envDaemonHome+"="+h.Dir), env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if info, err := labapi.ReadDaemonInfo(h); err == nil && info.Pid == cmd.Process.Pid {
-			return cmd, info
+	child := crashchild.Start(t, "TestHelperDaemon", append([]string{envDaemonHome + "=" + h.Dir}, env...)...)
+	var info *labapi.DaemonInfo
+	child.Await(t, "wrote its daemon.json", 60*time.Second, func() bool {
+		i, err := labapi.ReadDaemonInfo(h)
+		if err == nil && i.Pid == child.Pid() {
+			info = i
 		}
-		if cmd.ProcessState != nil {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	t.Fatalf("daemon did not start: %s", stderr.String())
-	return nil, nil
+		return info != nil
+	})
+	return child, info
 }
 
 // daemonToken is the operator token of a started daemon child.
@@ -131,10 +116,7 @@ func killUnderLoad(t *testing.T, h home.Home, clients int, target int64, before 
 	for nAcks.Load() < target && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
+	cmd.Kill(t)
 	close(stop)
 	wg.Wait()
 	if nAcks.Load() == 0 {
@@ -246,7 +228,7 @@ func TestDaemonSIGTERM(t *testing.T) {
 		}
 		res.Body.Close()
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("daemon exit after SIGTERM: %v", err)
 	}

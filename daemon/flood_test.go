@@ -24,7 +24,7 @@ func TestIdleConnectionFlood(t *testing.T) {
 	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	cmd, info := startDaemon(t, h, envDaemonNofile+"=256")
 	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Signal(syscall.SIGTERM)
 		cmd.Wait()
 	}()
 	tokB, err := os.ReadFile(info.TokenFile)

@@ -1,14 +1,12 @@
 package daemon
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/crashchild"
 	"github.com/cmlab/cmlab/labapi"
 )
 
@@ -28,10 +27,7 @@ const envROFSHome = "CMLAB_TEST_ROFS_HOME"
 // really fails with EROFS, then serves it with Run ReadOnly and
 // prints the labapi.DaemonInfo as one JSON line, until SIGTERM.
 func TestHelperReadOnlyFSDaemon(t *testing.T) {
-	dir := os.Getenv(envROFSHome)
-	if dir == "" {
-		t.Skip("child process of TestServeReadOnlyOnReadOnlyFS")
-	}
+	dir := crashchild.Role(t, envROFSHome, "TestServeReadOnlyOnReadOnlyFS")
 	fail := func(code int, format string, a ...any) {
 		fmt.Fprintf(os.Stderr, format+"\n", a...)
 		os.Exit(code)
@@ -78,41 +74,40 @@ func TestServeReadOnlyOnReadOnlyFS(t *testing.T) {
 	closeFn()
 	before := treeOf(t, h.Dir)
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperReadOnlyFSDaemon$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envROFSHome+"="+h.Dir, "TMPDIR="+os.TempDir())
-	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS} // Go makes / private in it
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	lines := make(chan string, 1)
+	child := crashchild.Run(t, crashchild.Spec{Test: "TestHelperReadOnlyFSDaemon", Piped: true,
+		Env:  []string{envROFSHome + "=" + h.Dir, "TMPDIR=" + os.TempDir()},
+		Attr: &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}}) // Go makes / private in it
+	ready := make(chan string, 1)
 	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "{") {
-				lines <- sc.Text()
+		defer close(ready)
+		for {
+			l, ok := child.Line()
+			if !ok {
+				return
+			}
+			if strings.HasPrefix(l, "{") {
+				ready <- l
+				child.Drain()
+				return
 			}
 		}
-		exited <- cmd.Wait()
 	}()
 	var info labapi.DaemonInfo
 	select {
-	case l := <-lines:
+	case l, ok := <-ready:
+		if !ok {
+			t.Fatalf("read-only daemon on a read-only mount exited: %v\n%s", child.Wait(), child.Output())
+		}
 		if err := json.Unmarshal([]byte(l), &info); err != nil {
+			child.Stop()
 			t.Fatal(err)
 		}
-	case err := <-exited:
-		t.Fatalf("read-only daemon on a read-only mount exited: %v\n%s", err, stderr.String())
 	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("read-only daemon not ready\n%s", stderr.String())
+		child.Stop()
+		t.Fatalf("read-only daemon not ready\n%s", child.Output())
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
 	tok, err := os.ReadFile(info.TokenFile)
 	if err != nil {
 		t.Fatalf("token file %s: %v", info.TokenFile, err)
@@ -133,14 +128,14 @@ func TestServeReadOnlyOnReadOnlyFS(t *testing.T) {
 	if err := rc.Do(ctx, "GET", "/api/steps", "", nil, nil); err != nil {
 		t.Fatalf("operator route with the copy's token: %v", err)
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
+	child.Signal(syscall.SIGTERM)
 	select {
 	case err := <-exited:
 		if err != nil {
-			t.Fatalf("daemon exit: %v\n%s", err, stderr.String())
+			t.Fatalf("daemon exit: %v\n%s", err, child.Output())
 		}
 	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
+		child.Signal(syscall.SIGKILL)
 		t.Fatal("daemon did not stop on SIGTERM")
 	}
 	if copyHome := filepath.Dir(filepath.Dir(info.TokenFile)); !strings.HasPrefix(copyHome, os.TempDir()) || copyHome == h.Dir {

@@ -89,7 +89,7 @@ func TestRequestIndexSIGKILL(t *testing.T) {
 	}
 	cmd, info := startDaemon(t, h)
 	checkAll(info, daemonToken(t, info))
-	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("daemon exit after SIGTERM: %v", err)
 	}

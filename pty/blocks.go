@@ -97,14 +97,10 @@ func (m *Manager) FollowBlockOutput(ctx context.Context, conv, id string, offset
 		if err != nil || wait <= 0 || res.Complete || res.Size > offset {
 			return res, err
 		}
-		select {
-		case <-changed:
-		case <-timer:
+		if more, err := m.awaitChange(ctx, changed, timer); err != nil {
+			return BlockOutputResult{}, err
+		} else if !more {
 			return res, nil
-		case <-ctx.Done():
-			return BlockOutputResult{}, ctx.Err()
-		case <-m.closing:
-			return BlockOutputResult{}, ErrClosed
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -17,19 +16,21 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/crashchild"
 	"github.com/cmlab/cmlab/internal/labtest"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/pty"
 )
 
-// childEnv switches the re-executed test binary into a daemon: engine,
-// terminal manager and HTTP API over the home it names, listening on
-// 127.0.0.1; it writes its address to <home>/child.addr and serves until
-// it is killed.
+// childEnv names the home of TestHelperPtyDaemon.
 const childEnv = "CMLAB_PTY_TEST_CHILD"
 
-func runChild() {
-	h := home.Home{Dir: os.Getenv(childEnv)}
+// TestHelperPtyDaemon is the child of the SIGKILL tests: engine, terminal
+// manager and HTTP API over the home childEnv names, listening on
+// 127.0.0.1; it writes its address to <home>/child.addr and serves until
+// it is killed.
+func TestHelperPtyDaemon(t *testing.T) {
+	h := home.Home{Dir: crashchild.Role(t, childEnv, "TestDaemonSIGKILL")}
 	ctx := context.Background()
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "child:", err)
@@ -57,34 +58,30 @@ func runChild() {
 	fail(http.Serve(ln, srv.Handler()))
 }
 
+// startPtyDaemon starts TestHelperPtyDaemon over h and returns it with
+// the address it listens on.
+func startPtyDaemon(t *testing.T, h home.Home) (*crashchild.Child, string) {
+	t.Helper()
+	child := crashchild.Start(t, "TestHelperPtyDaemon", childEnv+"="+h.Dir)
+	t.Cleanup(child.Stop)
+	addrFile := filepath.Join(h.Dir, "child.addr")
+	child.AwaitFile(t, addrFile, 30*time.Second) // written by rename: whole once there
+	addr, err := os.ReadFile(addrFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return child, string(addr)
+}
+
 // TestDaemonSIGKILL kills the daemon during a running block and during an
 // interactive session. After the restart: exactly one END each (failed,
 // daemon_crashed), the spool intact up to the last acknowledged output,
 // and a new shell.
 func TestDaemonSIGKILL(t *testing.T) {
 	h := home.Home{Dir: t.TempDir()}
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), childEnv+"="+h.Dir)
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer child.Process.Kill()
-	addrFile := filepath.Join(h.Dir, "child.addr")
-	var addr []byte
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var err error
-		if addr, err = os.ReadFile(addrFile); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("child never listened")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	child, addr := startPtyDaemon(t, h)
 	remote := &bridge{t: t, home: h, conv: "convblock", srv: nil}
-	remote.base = "http://" + string(addr)
+	remote.base = "http://" + addr
 
 	execBody := map[string]any{"cmd": "echo START; sleep 300"}
 	code, r := remote.call("POST", "/api/pty/convblock/exec_block", "req-before-crash", execBody)
@@ -106,10 +103,7 @@ func TestDaemonSIGKILL(t *testing.T) {
 	spoolSess := remote.spool()
 	pid2 := int(num(remote.get("status")["shell_pid"]))
 
-	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	child.Wait()
+	child.Kill(t)
 	// The orphaned shells lose their terminal; make sure nothing lingers.
 	for _, pid := range []int{pid1, pid2} {
 		killSessionForTest(pid)
@@ -178,8 +172,6 @@ func TestDaemonSIGKILL(t *testing.T) {
 	}
 }
 
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
 func killSessionForTest(sid int) {
 	for i := 0; i < 100 && countSession(sid) > 0; i++ {
 		ents, _ := os.ReadDir("/proc")
@@ -207,26 +199,9 @@ func killSessionForTest(sid int) {
 // (acknowledged output) is there; only output never acknowledged is lost.
 func TestFloodSIGKILL(t *testing.T) {
 	h := home.Home{Dir: t.TempDir()}
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), childEnv+"="+h.Dir)
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer child.Process.Kill()
-	var addr []byte
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var err error
-		if addr, err = os.ReadFile(filepath.Join(h.Dir, "child.addr")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("child never listened")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	remote := &bridge{t: t, home: h, conv: "flood", base: "http://" + string(addr)}
+	child, addr := startPtyDaemon(t, h)
+	remote := &bridge{t: t, home: h, conv: "flood", base: "http://" + addr}
 	r := remote.post("exec_block", map[string]any{"cmd": "yes 'flood 0123456789 abcdefghijklmnopqrstuvwxyz'"})
 	blockID := r["block_id"].(string)
 	pid := int(num(remote.get("status")["shell_pid"]))
@@ -239,10 +214,7 @@ func TestFloodSIGKILL(t *testing.T) {
 			t.Fatalf("only %d bytes acknowledged", len(acked))
 		}
 	}
-	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	child.Wait()
+	child.Kill(t)
 	killSessionForTest(pid)
 
 	ctx := context.Background()

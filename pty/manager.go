@@ -222,6 +222,9 @@ func (m *Manager) lockChan(conv string) (chan struct{}, error) {
 
 // lock takes the per-PTY lock of conv (seed §6.1), honouring ctx.
 func (m *Manager) lock(ctx context.Context, conv string) (func(), error) {
+	if err := validConv(conv); err != nil {
+		return nil, err
+	}
 	l, err := m.lockChan(conv)
 	if err != nil {
 		return nil, err
@@ -233,6 +236,23 @@ func (m *Manager) lock(ctx context.Context, conv string) (func(), error) {
 		return nil, ctx.Err()
 	case <-m.closing:
 		return nil, ErrClosed
+	}
+}
+
+// awaitChange waits for a commit to a conversation (changed, its
+// convState.changed: true) or for timeout (false), and fails when ctx ends
+// or the manager closes: the one wait of the calls that are woken by each
+// commit, never by a timer loop.
+func (m *Manager) awaitChange(ctx context.Context, changed <-chan struct{}, timeout <-chan time.Time) (bool, error) {
+	select {
+	case <-changed:
+		return true, nil
+	case <-timeout:
+		return false, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-m.closing:
+		return false, ErrClosed
 	}
 }
 
@@ -462,9 +482,6 @@ type SendResult struct {
 // Send types data into the terminal (seed §5.6). The pty.input event
 // (carrying req) is durable before the bytes are written.
 func (m *Manager) Send(ctx context.Context, conv string, data []byte, req Request) (SendResult, error) {
-	if err := validConv(conv); err != nil {
-		return SendResult{}, err
-	}
 	unlock, err := m.lock(ctx, conv)
 	if err != nil {
 		return SendResult{}, err
@@ -508,9 +525,6 @@ func (m *Manager) typeInput(ctx context.Context, conv string, data []byte, sourc
 // ExpectSend waits for a match and then types send, atomically under the
 // per-PTY lock (seed §4.6, §6.2). On timeout nothing is typed.
 func (m *Manager) ExpectSend(ctx context.Context, conv string, w WaitParams, data []byte, req Request) (WaitResult, error) {
-	if err := validConv(conv); err != nil {
-		return WaitResult{}, err
-	}
 	unlock, err := m.lock(ctx, conv)
 	if err != nil {
 		return WaitResult{}, err
@@ -696,9 +710,6 @@ func (m *Manager) endShellLocked(ctx context.Context, conv, reason string) (bool
 // what 'cmlab pty exec' forwards when the user presses Ctrl+C. With
 // nothing running it does nothing and says so (interrupted false).
 func (m *Manager) Interrupt(ctx context.Context, conv string, req Request) (InterruptResult, error) {
-	if err := validConv(conv); err != nil {
-		return InterruptResult{}, err
-	}
 	unlock, err := m.lock(ctx, conv)
 	if err != nil {
 		return InterruptResult{}, err
@@ -759,13 +770,7 @@ func (m *Manager) awaitEnd(ctx context.Context, conv, id string, d time.Duration
 		if !open {
 			return true
 		}
-		select {
-		case <-ch:
-		case <-t.C:
-			return false
-		case <-ctx.Done():
-			return false
-		case <-m.closing:
+		if more, _ := m.awaitChange(ctx, ch, t.C); !more {
 			return false
 		}
 	}
@@ -783,9 +788,6 @@ type ResetResult struct {
 // pty.session.reset and starts a new shell (seed §7.2). The spool and the
 // blocks stay.
 func (m *Manager) Reset(ctx context.Context, conv, reason string) (ResetResult, error) {
-	if err := validConv(conv); err != nil {
-		return ResetResult{}, err
-	}
 	unlock, err := m.lock(ctx, conv)
 	if err != nil {
 		return ResetResult{}, err

@@ -72,14 +72,10 @@ func (m *Manager) AwaitBlock(ctx context.Context, conv, id string, timeoutMs, ma
 		}
 		done := b.Status != events.BlockRunning && b.Status != events.BlockInteractive
 		if !done {
-			select {
-			case <-changed:
+			if more, err := m.awaitChange(ctx, changed, timer.C); err != nil {
+				return RunResult{}, err
+			} else if more {
 				continue
-			case <-timer.C:
-			case <-ctx.Done():
-				return RunResult{}, ctx.Err()
-			case <-m.closing:
-				return RunResult{}, ErrClosed
 			}
 		}
 		res := RunResult{OK: true, BlockID: id, Seq: b.Seq, Done: done, Status: b.Status, ExitCode: b.ExitCode, Reason: b.Reason, ResumeCursor: size}

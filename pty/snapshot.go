@@ -3,7 +3,8 @@ package pty
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/cmlab/cmlab/events"
@@ -89,12 +90,7 @@ type spanSnap struct {
 // encode returns the snapshot body of m. Caller holds the model's lock.
 func (m *model) encode() ([]byte, error) {
 	var sn snapBody
-	ids := make([]string, 0, len(m.convs))
-	for id := range m.convs {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range sortedKeys(m.convs) {
 		c := m.convs[id]
 		cs := convSnap{ID: id, Size: c.spoolSz, Last: c.last, Active: c.active, ShellID: c.shellID, Live: c.live,
 			Cols: c.cols, Rows: c.rows, Dropped: c.dropped}
@@ -123,14 +119,7 @@ func (m *model) encode() ([]byte, error) {
 	return events.Marshal(&sn)
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // decode fills an empty model from a snapshot body.
 func (m *model) decode(body []byte) error {

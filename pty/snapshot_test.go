@@ -6,16 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/crashchild"
 	"github.com/cmlab/cmlab/pty"
 	"github.com/cmlab/cmlab/snapshot"
 )
@@ -198,12 +197,14 @@ func TestSnapshotRejected(t *testing.T) {
 	}
 }
 
-// snapChildEnv switches the re-executed test binary into a writer of
-// terminal events and snapshots, as fast as it can, until it is killed.
+// snapChildEnv names the home of TestHelperSnapshotWriter.
 const snapChildEnv = "CMLAB_PTY_SNAP_CHILD"
 
-func runSnapChild() {
-	h := home.Home{Dir: os.Getenv(snapChildEnv)}
+// TestHelperSnapshotWriter is the child of TestSnapshotSIGKILLMidWrite: a
+// writer of terminal events and snapshots over the home snapChildEnv
+// names, as fast as it can, until it is killed.
+func TestHelperSnapshotWriter(t *testing.T) {
+	h := home.Home{Dir: crashchild.Role(t, snapChildEnv, "TestSnapshotSIGKILLMidWrite")}
 	ctx := context.Background()
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "snap child:", err)
@@ -251,32 +252,21 @@ func TestSnapshotSIGKILLMidWrite(t *testing.T) {
 	for round := range 3 {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
 			h := home.Home{Dir: t.TempDir()}
-			child := exec.Command(os.Args[0], "-test.run=^$")
-			child.Env = append(os.Environ(), snapChildEnv+"="+h.Dir)
-			child.Stderr = os.Stderr
-			if err := child.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer child.Process.Kill()
-			deadline := time.Now().Add(30 * time.Second)
-			for !fileExists(filepath.Join(h.Dir, "snapchild.ready")) {
-				if time.Now().After(deadline) {
-					t.Fatal("child never got ready")
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			child := crashchild.Start(t, "TestHelperSnapshotWriter", snapChildEnv+"="+h.Dir)
+			t.Cleanup(child.Stop)
+			child.AwaitFile(t, filepath.Join(h.Dir, "snapchild.ready"), 30*time.Second)
 			pattern := pty.SnapshotFile(h) + ".tmp-*"
-			deadline = time.Now().Add(30 * time.Second)
-			for {
+			deadline := time.Now().Add(30 * time.Second)
+			for { // no pause between looks: a write in progress is brief
 				if m, _ := filepath.Glob(pattern); len(m) > 0 {
 					break
 				}
 				if time.Now().After(deadline) {
+					child.Stop()
 					t.Fatal("never saw a snapshot write in progress")
 				}
 			}
-			child.Process.Signal(syscall.SIGKILL)
-			child.Wait()
+			child.Kill(t)
 			var logs bytes.Buffer
 			eng, err := engine.Open(context.Background(), engine.Options{Home: h})
 			if err != nil {

@@ -244,14 +244,10 @@ func (m *Manager) wait(ctx context.Context, conv string, p WaitParams, needIdle 
 		}
 		rd.close()
 		var res WaitResult
-		select {
-		case <-changed:
+		if more, err := m.awaitChange(ctx, changed, timer.C); err != nil {
+			return WaitResult{}, err
+		} else if more {
 			continue
-		case <-timer.C:
-		case <-ctx.Done():
-			return WaitResult{}, ctx.Err()
-		case <-m.closing:
-			return WaitResult{}, ErrClosed
 		}
 		// Timeout: resume_cursor is the spool size (seed §4.3).
 		m.snapshot(conv, func(c *convState) {

@@ -234,14 +234,17 @@ func (s *State) mandate(id string, orphan bool) *MandateState {
 	return m
 }
 
-// step finds or creates (as an orphan) the step of a transition.
-func (s *State) step(mandateID, stepID string) (*MandateState, *StepState) {
+// transition finds or creates (as an orphan) the step a transition of ev
+// names (its mandate: mandateOf) and sets the status it moves to.
+func (s *State) transition(ev *events.Event, mandateID, stepID, status string) (*MandateState, *StepState) {
+	mandateID = mandateOf(ev, mandateID)
 	m := s.mandate(mandateID, true)
 	st := m.Step(stepID)
 	if st == nil {
 		st = &StepState{MandateID: mandateID, StepID: stepID, Index: len(m.Steps), Status: events.StatusPending, Orphan: true}
 		m.Steps = append(m.Steps, st)
 	}
+	st.Status = status
 	return m, st
 }
 
@@ -301,8 +304,7 @@ func (s *State) apply(ev *events.Event, p events.Payload) {
 			x.LastSeq, x.LastTS = ev.Seq, ev.TS
 		}
 	case *events.StepExecuting:
-		m, st = s.step(mandateOf(ev, p.MandateID), p.StepID)
-		st.Status = events.StatusExecuting
+		m, st = s.transition(ev, p.MandateID, p.StepID, events.StatusExecuting)
 		set(&st.IdemKey, p.IdemKey)
 		set(&st.ObservedPreHash, p.ObservedPreHash)
 		if p.Pid > 0 {
@@ -310,8 +312,7 @@ func (s *State) apply(ev *events.Event, p events.Payload) {
 			st.RunnerPid, st.RunnerStart = p.RunnerPid, p.RunnerStart
 		}
 	case *events.StepCompleted:
-		m, st = s.step(mandateOf(ev, p.MandateID), p.StepID)
-		st.Status = events.StatusCompleted
+		m, st = s.transition(ev, p.MandateID, p.StepID, events.StatusCompleted)
 		set(&st.PostHash, p.PostHash)
 		set(&st.ResultHash, p.ResultHash)
 		set(&st.OutputDigest, p.OutputDigest)
@@ -321,19 +322,16 @@ func (s *State) apply(ev *events.Event, p events.Payload) {
 		}
 		setCopy(&st.Evidence, p.Evidence)
 	case *events.StepFailed:
-		m, st = s.step(mandateOf(ev, p.MandateID), p.StepID)
-		st.Status = events.StatusFailed
+		m, st = s.transition(ev, p.MandateID, p.StepID, events.StatusFailed)
 		set(&st.ErrorClass, p.ErrorClass)
 		set(&st.ErrorMsg, p.ErrorMsg)
 		setCopy(&st.ExitCode, p.ExitCode)
 	case *events.StepNeedsReview:
-		m, st = s.step(mandateOf(ev, p.MandateID), p.StepID)
-		st.Status = events.StatusNeedsReview
+		m, st = s.transition(ev, p.MandateID, p.StepID, events.StatusNeedsReview)
 		set(&st.Reason, p.Reason)
 		setCopy(&st.Evidence, p.Evidence)
 	case *events.StepReset:
-		m, st = s.step(mandateOf(ev, p.MandateID), p.StepID)
-		st.Status = events.StatusPending
+		m, st = s.transition(ev, p.MandateID, p.StepID, events.StatusPending)
 		set(&st.IdemKey, p.IdemKey)
 		set(&st.Reason, p.Reason)
 	case *events.MandateCancelled:

@@ -76,12 +76,7 @@ type ArchivedSegment struct {
 	CRC uint32 `json:"crc,omitempty"`
 }
 
-func (a *ArchiveIdentity) sum() uint32 {
-	c := *a
-	c.Sum = 0
-	b, _ := json.Marshal(&c)
-	return crc32.Checksum(b, castagnoli)
-}
+func (a *ArchiveIdentity) sumField() *uint32 { return &a.Sum }
 
 // segment returns the record of the segment named name, nil if none.
 func (a *ArchiveIdentity) segment(name string) *ArchivedSegment {
@@ -109,7 +104,7 @@ func ReadArchiveIdentity(dir string) (*ArchiveIdentity, error) {
 		return nil, fmt.Errorf("wal: read %s: %w", filepath.Join(dir, archiveIdentityName), err)
 	}
 	var a ArchiveIdentity
-	if err := json.Unmarshal(b, &a); err != nil || a.Version != archiveIdentityVersion || a.Sum != a.sum() {
+	if err := json.Unmarshal(b, &a); err != nil || a.Version != archiveIdentityVersion || !soundRecord(&a) {
 		return nil, fmt.Errorf("%w: %s does not parse or fails its sum (fix: cmlab compact --repair-manifest --archive %s rewrites it from the segments there)", ErrCorrupt, filepath.Join(dir, archiveIdentityName), dir)
 	}
 	return &a, nil
@@ -128,12 +123,11 @@ func writeArchiveIdentity(dir string, a *ArchiveIdentity) error {
 		return 0
 	})
 	a.Segments = slices.CompactFunc(a.Segments, func(x, y ArchivedSegment) bool { return x.Name == y.Name })
-	a.Sum = a.sum()
-	b, err := json.Marshal(a)
+	b, err := encodeRecord(a)
 	if err != nil {
 		return err
 	}
-	return home.WriteFileAtomic(filepath.Join(dir, archiveIdentityName), append(b, '\n'))
+	return home.WriteFileAtomic(filepath.Join(dir, archiveIdentityName), b)
 }
 
 // checkArchiveOwner refuses the archive directory dir when its ARCHIVE

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/internal/crashchild"
 )
 
 // The compaction crash test re-executes this test binary as a child that
@@ -35,10 +35,7 @@ const (
 
 // TestCompactCrashChild is the child's body; it does nothing in a normal run.
 func TestCompactCrashChild(t *testing.T) {
-	home := os.Getenv(envCompactDir)
-	if home == "" {
-		t.Skip("compaction crash child only")
-	}
+	home := crashchild.Role(t, envCompactDir, "TestCompactCrashAtEveryPhase")
 	phase, kText, _ := strings.Cut(os.Getenv(envCompactKill), ":")
 	k, _ := strconv.Atoi(kText)
 	l, err := Open(Options{Dir: filepath.Join(home, "wal"), SegmentSize: 1024, Now: fixedNow})
@@ -128,13 +125,8 @@ func compactCrashRound(t *testing.T, archived bool, kill string) {
 	if archived {
 		archive = filepath.Join(home, "archive")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCompactCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envCompactDir+"="+home, envCompactKill+"="+kill, envCompactArchive+"="+archive)
-	out, _ := cmd.CombinedOutput()
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("child did not die by SIGKILL: %v\n%s", cmd.ProcessState, out)
-	}
+	// The child kills itself at the phase; Killed checks SIGKILL ended it.
+	crashchild.Start(t, "TestCompactCrashChild", envCompactDir+"="+home, envCompactKill+"="+kill, envCompactArchive+"="+archive).Killed(t)
 
 	rep, err := Verify(dir)
 	if err != nil || !rep.OK() {

@@ -2,9 +2,6 @@ package wal
 
 import (
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"sort"
 
 	"github.com/cmlab/cmlab/events"
@@ -39,88 +36,6 @@ func SegmentOf(dir string, seq uint64) (name string, first uint64, ok bool, err 
 	return segs[i].Name, segs[i].First, true, nil
 }
 
-// SegmentFrames is one segment file read into memory and framed: the
-// offset of every entry, found by their length prefixes alone, so that any
-// of them can then be checked and decoded on its own (Frame), newest first
-// if the caller likes. It reads without the log's lock, the file as it is
-// now.
-type SegmentFrames struct {
-	name  string
-	first uint64
-	data  []byte
-	offs  []int // offs[i]: the frame of seq first+i; offs[len] its end
-	// tail is why framing stopped before the end of the file ("" for the
-	// end, preallocated zeros or a frame the writer has not finished).
-	tail string
-}
-
-// LoadSegment reads and frames segment name (its first seq is first) of
-// dir into buf, grown when too small (sf.Buffer returns it for reuse:
-// decoded events copy what they keep).
-func LoadSegment(dir, name string, first uint64, buf []byte, offs []int) (*SegmentFrames, error) {
-	data, err := readWhole(filepath.Join(dir, name), buf)
-	if err != nil {
-		return nil, fmt.Errorf("wal: %w", err)
-	}
-	sf := &SegmentFrames{name: name, first: first, data: data, offs: offs[:0]}
-	p := 0
-	for p < len(data) {
-		if data[p] == 0 && allZero(data[p:]) {
-			break
-		}
-		_, n, reason := frameAt(data, p)
-		if reason == ReasonIncomplete {
-			break // a write in progress at the end of the last segment
-		}
-		if reason != "" {
-			sf.tail = reason
-			break
-		}
-		sf.offs = append(sf.offs, p)
-		p += n
-	}
-	sf.offs = append(sf.offs, p)
-	return sf, nil
-}
-
-// Buffer returns the bytes and offsets LoadSegment used, for the next call.
-func (sf *SegmentFrames) Buffer() ([]byte, []int) { return sf.data[:0], sf.offs[:0] }
-
-// Last is the seq of the segment's last framed entry (First-1 when none).
-func (sf *SegmentFrames) Last() uint64 { return sf.first + uint64(len(sf.offs)-1) - 1 }
-
-// First is the seq of the segment's first entry.
-func (sf *SegmentFrames) First() uint64 { return sf.first }
-
-// Tail is why framing stopped short of the file's end ("" when it did not).
-func (sf *SegmentFrames) Tail() string { return sf.tail }
-
-// Frame checks and decodes the entry of seq (First ≤ seq ≤ Last): its
-// version, CRC and stored seq; Bad says what is wrong, Event is nil then.
-func (sf *SegmentFrames) Frame(seq uint64) Frame {
-	i := int(seq - sf.first)
-	p, end := sf.offs[i], sf.offs[i+1]
-	f := Frame{Seq: seq, Segment: sf.name, Offset: int64(p), Size: end - p}
-	entry, _, reason := frameAt(sf.data[:end], p)
-	if reason == "" {
-		var got uint64
-		if got, reason = checkEntry(entry, seq); reason == "" && got != seq {
-			reason = fmt.Sprintf("entry stores seq %d at index %d", got, seq)
-		}
-	}
-	if reason != "" {
-		f.Bad = reason
-		return f
-	}
-	ev, err := DecodeEntry(entry, seq)
-	if err != nil {
-		f.Bad = err.Error()
-		return f
-	}
-	f.Event = ev
-	return f
-}
-
 // SegmentRef names a segment file and its first seq.
 type SegmentRef struct {
 	Name  string
@@ -140,30 +55,6 @@ func SegmentList(dir string) ([]SegmentRef, error) {
 		out[i] = SegmentRef{Name: s.Name, First: s.First}
 	}
 	return out, nil
-}
-
-// readWhole reads the file at path into buf, grown to the file's size
-// when too small.
-func readWhole(path string, buf []byte) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	size := int(fi.Size())
-	if cap(buf) < size {
-		buf = make([]byte, size)
-	}
-	buf = buf[:size]
-	n, err := io.ReadFull(f, buf)
-	if err != nil && err != io.ErrUnexpectedEOF {
-		return nil, err
-	}
-	return buf[:n], nil // a file that shrank since Stat ends there
 }
 
 // FrameOffsets frames data, a segment's bytes from its offset base on,
@@ -192,7 +83,8 @@ func FrameOffsets(data []byte, base int64, offs []int64) (out []int64, end int64
 }
 
 // CheckFrame checks b, the whole frame (length prefix and entry) at
-// offset of segment, as the entry of seq, like SegmentFrames.Check.
+// offset of segment, as the entry of seq: its length, version, CRC and
+// stored seq (Bad says what is wrong).
 func CheckFrame(b []byte, seq uint64, segment string, offset int64) (Frame, []byte) {
 	f := Frame{Seq: seq, Segment: segment, Offset: offset, Size: len(b)}
 	entry, n, reason := frameAt(b, 0)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -76,15 +75,7 @@ func (m *Manifest) firstSeq() uint64 {
 	return m.FirstSeq
 }
 
-func (m *Manifest) sum() (uint32, error) {
-	c := *m
-	c.Sum = 0
-	b, err := json.Marshal(&c)
-	if err != nil {
-		return 0, err
-	}
-	return crc32.Checksum(b, castagnoli), nil
-}
+func (m *Manifest) sumField() *uint32 { return &m.Sum }
 
 // ReadManifest returns the manifest of the log in dir, nil (and no
 // error) when the log was never compacted. A manifest that cannot be
@@ -106,7 +97,7 @@ func ReadManifest(dir string) (*Manifest, error) {
 	if m.Version != manifestVersion {
 		return nil, fmt.Errorf("%w: %w: %s has version %d, want %d", ErrCorrupt, ErrBadManifest, manifestName, m.Version, manifestVersion)
 	}
-	if want, err := m.sum(); err != nil || want != m.Sum {
+	if !soundRecord(&m) {
 		return nil, fmt.Errorf("%w: %w: %s: sum %d does not match its content", ErrCorrupt, ErrBadManifest, manifestName, m.Sum)
 	}
 	next := uint64(1)
@@ -126,16 +117,10 @@ func ReadManifest(dir string) (*Manifest, error) {
 // (writeDurable: temporary file, fsync, rename, directory fsync).
 func writeManifest(fsys home.FS, dir string, m *Manifest, noSync bool) error {
 	m.Version = manifestVersion
-	sum, err := m.sum()
+	b, err := encodeRecord(m)
 	if err != nil {
 		return err
 	}
-	m.Sum = sum
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
 	return writeDurable(fsys, filepath.Join(dir, manifestName), b, noSync, false)
 }
 

@@ -450,10 +450,7 @@ func OpenReader(dir string) (*Reader, error) {
 // yielded as an error wrapping ErrCorrupt and ends the iteration.
 func (r *Reader) Events(from uint64) iter.Seq2[*events.Event, error] {
 	return func(yield func(*events.Event, error) bool) {
-		if from == 0 {
-			from = 1
-		}
-		from, ok := readArchivedPrefix(r.dir, r.archive, from, math.MaxUint64, yield)
+		from, ok := r.readArchived(from, yield)
 		if !ok {
 			return
 		}
@@ -480,6 +477,13 @@ func (r *Reader) Events(from uint64) iter.Seq2[*events.Event, error] {
 	}
 }
 
+// readArchived yields the events from seq from (0: 1) that the archive
+// holds, as Events and Follow begin; it returns the seq to read on from
+// in the log directory, false when the iteration ended.
+func (r *Reader) readArchived(from uint64, yield func(*events.Event, error) bool) (uint64, bool) {
+	return readArchivedPrefix(r.dir, r.archive, max(from, 1), math.MaxUint64, yield)
+}
+
 // Follow is Events that does not end: at the end of the log it polls every
 // poll (default 100ms) for new entries until ctx ends.
 func (r *Reader) Follow(ctx context.Context, from uint64, poll time.Duration) iter.Seq2[*events.Event, error] {
@@ -487,10 +491,7 @@ func (r *Reader) Follow(ctx context.Context, from uint64, poll time.Duration) it
 		poll = 100 * time.Millisecond
 	}
 	return func(yield func(*events.Event, error) bool) {
-		if from == 0 {
-			from = 1
-		}
-		from, ok := readArchivedPrefix(r.dir, r.archive, from, math.MaxUint64, yield)
+		from, ok := r.readArchived(from, yield)
 		if !ok {
 			return
 		}

@@ -195,17 +195,14 @@ func truncateSync(path string, size int64, noSync bool) error {
 	if err != nil {
 		return err
 	}
-	if err := f.Truncate(size); err != nil {
-		f.Close()
-		return err
+	err = f.Truncate(size)
+	if err == nil && !noSync {
+		err = f.Sync()
 	}
-	if !noSync {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return f.Close()
+	return err
 }
 
 // unrecordedRepairsIn is unrecordedRepairs for the first size bytes of

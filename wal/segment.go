@@ -60,24 +60,14 @@ type segmentFile struct {
 
 // listSegments returns the segment files of dir in sequence order.
 func listSegments(dir string) ([]segmentFile, error) {
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
 	var out []segmentFile
-	for _, de := range des {
-		name := de.Name()
-		if de.IsDir() || len(name) != segmentNameLen {
-			continue
+	err := eachSegmentName(dir, func(name string, first uint64, rest string) {
+		if rest == "" {
+			out = append(out, segmentFile{Name: name, First: first})
 		}
-		first, err := strconv.ParseUint(name, 10, 64)
-		if err != nil || first == 0 {
-			continue
-		}
-		out = append(out, segmentFile{Name: name, First: first})
-	}
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].First < out[j].First })
-	return out, nil
+	return out, err
 }
 
 // truncationMarkers returns the names in dir that tidwall/wal's Open
@@ -87,24 +77,33 @@ func listSegments(dir string) ([]segmentFile, error) {
 // END — so Open refuses a log holding one: cmlab never truncates through
 // tidwall, a marker there is not cmlab's.
 func truncationMarkers(dir string) ([]string, error) {
+	var out []string
+	err := eachSegmentName(dir, func(name string, _ uint64, rest string) {
+		if rest == ".START" || rest == ".END" {
+			out = append(out, name)
+		}
+	})
+	return out, err
+}
+
+// eachSegmentName calls fn for each file in dir whose name starts with a
+// segment's name (the 20-digit seq of its first entry, not 0), with that
+// seq and the rest of the name.
+func eachSegmentName(dir string, fn func(name string, first uint64, rest string)) error {
 	des, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []string
 	for _, de := range des {
 		name := de.Name()
 		if de.IsDir() || len(name) < segmentNameLen {
 			continue
 		}
-		if first, err := strconv.ParseUint(name[:segmentNameLen], 10, 64); err != nil || first == 0 {
-			continue
-		}
-		if rest := name[segmentNameLen:]; rest == ".START" || rest == ".END" {
-			out = append(out, name)
+		if first, err := strconv.ParseUint(name[:segmentNameLen], 10, 64); err == nil && first != 0 {
+			fn(name, first, name[segmentNameLen:])
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // refuseMarkers is the error for a log directory holding a truncation

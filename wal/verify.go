@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -51,12 +50,7 @@ type verifiedSeg struct {
 	MtimeNs int64  `json:"mtime_ns"`
 }
 
-func (r *verifiedRecord) sum() uint32 {
-	c := *r
-	c.Sum = 0
-	b, _ := json.Marshal(&c)
-	return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))
-}
+func (r *verifiedRecord) sumField() *uint32 { return &r.Sum }
 
 // readVerified loads dir's wal/VERIFIED; nil when missing or not sound.
 func readVerified(dir string) *verifiedRecord {
@@ -65,7 +59,7 @@ func readVerified(dir string) *verifiedRecord {
 		return nil
 	}
 	var r verifiedRecord
-	if json.Unmarshal(b, &r) != nil || r.Version != verifiedVersion || r.Sum != r.sum() {
+	if json.Unmarshal(b, &r) != nil || r.Version != verifiedVersion || !soundRecord(&r) {
 		return nil
 	}
 	return &r
@@ -89,13 +83,12 @@ func (r *verifiedRecord) equal(o *verifiedRecord) bool {
 
 // writeVerified replaces dir's wal/VERIFIED with r (atomically).
 func writeVerified(dir string, r *verifiedRecord, noSync bool) error {
-	r.Sum = r.sum()
-	b, err := json.Marshal(r)
+	b, err := encodeRecord(r)
 	if err != nil {
 		return err
 	}
 	_ = noSync // home.WriteFileAtomic always fsyncs; the record is small
-	return home.WriteFileAtomic(filepath.Join(dir, verifiedName), append(b, '\n'))
+	return home.WriteFileAtomic(filepath.Join(dir, verifiedName), b)
 }
 
 // forgetVerified drops the named segments from wal/VERIFIED, so that the
@@ -175,9 +168,7 @@ func (l *Log) verifySealed() {
 		case <-t.C:
 		}
 		t1 := time.Now()
-		var data []byte
-		var err error
-		data, buf, err = readInto(filepath.Join(l.opts.Dir, seg.Name), buf)
+		data, err := readWhole(filepath.Join(l.opts.Dir, seg.Name), buf)
 		busy = time.Since(t1)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // compacted away
@@ -186,6 +177,7 @@ func (l *Log) verifySealed() {
 			bad = append(bad, BadEntry{Segment: seg.Name, Seq: seg.First, Reason: fmt.Sprintf("unreadable: %v", err)})
 			continue
 		}
+		buf = data[:0] // grown if it had to be: reused for the next segment
 		rep.Segments++
 		rep.Bytes += int64(len(data))
 		sc := scanSegment(seg.segmentFile, data, false, false)
@@ -221,24 +213,26 @@ type sealedSegment struct {
 	next uint64
 }
 
-// readInto reads the file at path into buf, grown when too small, and
-// returns the bytes read and the buffer to use next time.
-func readInto(path string, buf []byte) ([]byte, []byte, error) {
+// readWhole reads the file at path into buf, grown to the file's size
+// when too small.
+func readWhole(path string, buf []byte) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, buf, err
+		return nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, buf, err
+		return nil, err
 	}
-	if int64(cap(buf)) < fi.Size() {
-		buf = make([]byte, fi.Size())
+	size := int(fi.Size())
+	if cap(buf) < size {
+		buf = make([]byte, size)
 	}
-	n, err := io.ReadFull(f, buf[:fi.Size()])
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		err = nil // cut shorter since the stat: the scan sees what is there
+	buf = buf[:size]
+	n, err := io.ReadFull(f, buf)
+	if err != nil && err != io.ErrUnexpectedEOF {
+		return nil, err
 	}
-	return buf[:n], buf, err
+	return buf[:n], nil // a file that shrank since Stat ends there
 }

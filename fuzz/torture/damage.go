@@ -586,15 +586,18 @@ func (m *matrix) runServe(ctx context.Context, h string, nobody bool) (int, stri
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	kill := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	ended := func(err error) (int, string) { return exitOf(ctx, cmd, err), buf.String() }
+	killed := func() (int, string) { // ctx ended: the whole group goes
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+		return -2, buf.String()
+	}
 	for {
 		select {
 		case err := <-exited:
-			return exitOf(ctx, cmd, err), buf.String()
+			return ended(err)
 		case <-ctx.Done():
-			kill()
-			<-exited
-			return -2, buf.String()
+			return killed()
 		case <-time.After(25 * time.Millisecond):
 		}
 		b, err := os.ReadFile(filepath.Join(h, "state", "daemon.json"))
@@ -614,11 +617,9 @@ func (m *matrix) runServe(ctx context.Context, h string, nobody bool) (int, stri
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case err := <-exited:
-			return exitOf(ctx, cmd, err), buf.String()
+			return ended(err)
 		case <-ctx.Done():
-			kill()
-			<-exited
-			return -2, buf.String()
+			return killed()
 		}
 	}
 }

@@ -322,14 +322,7 @@ func (w *worker) importRun(ctx context.Context, dir string) {
 	r := w.c.do(ctx, "POST", "/api/runs/import", req, body)
 	w.l.mu.Lock()
 	defer w.l.mu.Unlock()
-	if r.err != nil {
-		w.l.unknown++
-		return
-	}
-	if r.status != http.StatusOK {
-		if r.status >= 500 && r.errCode() != "DEGRADED" || r.status < 500 {
-			w.l.violations = append(w.l.violations, fmt.Sprintf("round %d: import of a valid run directory → %s", w.round, r))
-		}
+	if !w.acknowledged(r, "import of a valid run directory", degraded) {
 		return
 	}
 	var resp struct {
@@ -448,17 +441,31 @@ func (w *worker) submit(ctx context.Context, e expRec) {
 	}
 }
 
+// acknowledged settles the reply r to a write (the caller holds w.l.mu):
+// no answer counts as an unknown outcome, a refusal that refusalOK does
+// not allow is a violation named by what. It reports whether the write
+// was acknowledged (200).
+func (w *worker) acknowledged(r reply, what string, refusalOK func(reply) bool) bool {
+	if r.err != nil {
+		w.l.unknown++
+		return false
+	}
+	if r.status != http.StatusOK {
+		if !refusalOK(r) {
+			w.l.violations = append(w.l.violations, fmt.Sprintf("round %d: %s → %s", w.round, what, r))
+		}
+		return false
+	}
+	return true
+}
+
+// degraded allows a 5xx DEGRADED refusal only: the daemon's log failed.
+func degraded(r reply) bool { return r.status >= 500 && r.errCode() == "DEGRADED" }
+
 func (w *worker) settleSubmit(r reply, req, exp string) {
 	w.l.mu.Lock()
 	defer w.l.mu.Unlock()
-	if r.err != nil {
-		w.l.unknown++
-		return
-	}
-	if r.status != http.StatusOK {
-		if r.errCode() != "DEGRADED" {
-			w.l.violations = append(w.l.violations, fmt.Sprintf("round %d: submit %s → %s", w.round, exp, r))
-		}
+	if !w.acknowledged(r, "submit "+exp, func(r reply) bool { return r.errCode() == "DEGRADED" }) {
 		return
 	}
 	var resp struct {

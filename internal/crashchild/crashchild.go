@@ -41,21 +41,34 @@ func (w syncBuffer) Write(p []byte) (int, error) {
 // child's output is kept for failure messages (Output).
 func Start(t testing.TB, test string, env ...string) *Child {
 	t.Helper()
-	return start(t, test, false, env)
+	return Run(t, Spec{Test: test, Env: env})
 }
 
 // StartPiped is Start with the child's stdout read line by line (Line).
 func StartPiped(t testing.TB, test string, env ...string) *Child {
 	t.Helper()
-	return start(t, test, true, env)
+	return Run(t, Spec{Test: test, Env: env, Piped: true})
 }
 
-func start(t testing.TB, test string, piped bool, env []string) *Child {
+// Spec is how Run starts a child.
+type Spec struct {
+	Test  string   // the test function the child runs
+	Env   []string // KEY=VALUE added to this process's environment
+	Piped bool     // stdout read line by line (Line) instead of kept
+	// Attr, when set, are the child's process attributes (a mount
+	// namespace of its own, say).
+	Attr *syscall.SysProcAttr
+}
+
+// Run starts the child spec describes; Start and StartPiped are its
+// common forms.
+func Run(t testing.TB, spec Spec) *Child {
 	t.Helper()
-	c := &Child{cmd: exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v=false")}
-	c.cmd.Env = append(os.Environ(), env...)
+	c := &Child{cmd: exec.Command(os.Args[0], "-test.run=^"+spec.Test+"$", "-test.count=1", "-test.v=false")}
+	c.cmd.Env = append(os.Environ(), spec.Env...)
+	c.cmd.SysProcAttr = spec.Attr
 	c.cmd.Stderr = syncBuffer{c}
-	if piped {
+	if spec.Piped {
 		out, err := c.cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -128,6 +141,17 @@ func (c *Child) Kill(t testing.TB) {
 	c.cmd.Process.Signal(syscall.SIGKILL)
 	c.Killed(t)
 }
+
+// Pid is the child's process id.
+func (c *Child) Pid() int { return c.cmd.Process.Pid }
+
+// Signal sends sig to the child (SIGTERM to see it stop cleanly; Kill for
+// SIGKILL and its check).
+func (c *Child) Signal(sig os.Signal) error { return c.cmd.Process.Signal(sig) }
+
+// Wait reaps the child and returns how it ended: nil for exit status 0,
+// an *exec.ExitError otherwise.
+func (c *Child) Wait() error { return c.cmd.Wait() }
 
 // Stop kills and reaps the child without a check (a test failing anyway).
 func (c *Child) Stop() {
