@@ -249,11 +249,7 @@ func newWalStatCmd(g *globalOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if g.json {
-				return writeJSONValue(g.stdout, st)
-			}
-			printStat(g.stdout, st)
-			return nil
+			return printResult(g, st, printStat)
 		},
 	}
 }
@@ -288,13 +284,6 @@ func printStat(w io.Writer, st wal.StatReport) {
 		fmt.Fprintf(tw, "%s\t%d\n", t, st.ByType[t])
 	}
 	tw.Flush()
-}
-
-func writeJSONValue(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // printManifest says where a compacted log starts and where its removed
