@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -107,36 +104,6 @@ func firstArg(f completeFunc) completeFunc {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		return f(c, args, p)
-	}
-}
-
-// completeSteps completes the step ids of the mandate in args[0].
-func completeSteps(g *globalOpts) completeFunc {
-	return func(c *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
-		h, err := g.Home()
-		if err != nil || len(args) == 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		f, err := os.Open(h.StepsFile())
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		defer f.Close()
-		seen := map[string]bool{}
-		var out []string
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64<<10), 16<<20)
-		for sc.Scan() {
-			var r struct {
-				Mandate string `json:"mandate_id"`
-				Step    string `json:"step_id"`
-			}
-			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Mandate == args[0] && r.Step != "" && !seen[r.Step] && strings.HasPrefix(r.Step, prefix) {
-				seen[r.Step] = true
-				out = append(out, r.Step)
-			}
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
 	}
 }
 
