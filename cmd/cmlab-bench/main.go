@@ -106,3 +106,13 @@ func writeJSONValue(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// printResult prints a benchmark's result on stdout: as JSON with --json,
+// else as the text text writes.
+func printResult[T any](g *globalOpts, v T, text func(io.Writer, T)) error {
+	if g.json {
+		return writeJSONValue(g.stdout, v)
+	}
+	text(g.stdout, v)
+	return nil
+}
