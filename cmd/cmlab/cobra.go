@@ -51,6 +51,14 @@ func finishTree(root *cobra.Command, g *globalOpts) {
 	walk(root)
 }
 
+// commandGroup returns c, a command that only groups others, with subs
+// under it; finishTree gives it its help when called bare and its
+// "unknown command" error.
+func commandGroup(c *cobra.Command, subs ...*cobra.Command) *cobra.Command {
+	c.AddCommand(subs...)
+	return c
+}
+
 // groupRunE is the RunE of a command that only groups subcommands.
 func groupRunE(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {

@@ -24,12 +24,10 @@ import (
 // newWalCmd builds 'cmlab wal verify|dump|stat'. All three read the log
 // without its lock, so they work while a daemon holds it.
 func newWalCmd(g *globalOpts) *cobra.Command {
-	c := &cobra.Command{
+	return commandGroup(&cobra.Command{
 		Use:   "wal",
 		Short: "Inspect the write-ahead log (read-only; works while the daemon runs)",
-	}
-	c.AddCommand(newWalVerifyCmd(g), newWalDumpCmd(g), newWalStatCmd(g))
-	return c
+	}, newWalVerifyCmd(g), newWalDumpCmd(g), newWalStatCmd(g))
 }
 
 func walDir(g *globalOpts) (string, error) {
