@@ -64,12 +64,7 @@ the daemon (docs/performance.md, "The API's POST path").`,
 				return err
 			}
 			if pres != nil {
-				if g.json {
-					return writeJSONValue(g.stdout, map[string]any{"cmlab": res, "peer": pres})
-				}
-				printPeer(g.stdout, pres)
-				printSideBySide(g.stdout, res, pres)
-				return nil
+				return printResult(g, apiBesidePeer{CMLab: res, Peer: pres}, printBesidePeer)
 			}
 			return printResult(g, res, printBenchAPI)
 		},
@@ -102,6 +97,19 @@ func printBenchAPI(w io.Writer, res *bench.BenchResult) {
 	if res.PollRatio > 0 {
 		fmt.Fprintf(w, "  largest/smallest median: %.2f× (target ≤ 2×)\n", res.PollRatio)
 	}
+}
+
+// apiBesidePeer is the result of 'cmlab-bench api --peer' with cmlab's
+// own daemon run too.
+type apiBesidePeer struct {
+	CMLab *bench.BenchResult `json:"cmlab"`
+	Peer  *bench.PeerResult  `json:"peer"`
+}
+
+// printBesidePeer prints the peer's result, then both side by side.
+func printBesidePeer(w io.Writer, r apiBesidePeer) {
+	printPeer(w, r.Peer)
+	printSideBySide(w, r.CMLab, r.Peer)
 }
 
 // printStages prints the breakdown of one acknowledged POST by stage.

@@ -99,20 +99,15 @@ func isUsageError(err error) bool {
 	return false
 }
 
-// writeJSONValue writes v as indented JSON without HTML escaping.
-func writeJSONValue(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+// printResult prints a benchmark's result on stdout: the text text
+// writes, or with --json v as indented JSON without HTML escaping.
+func printResult[T any](g *globalOpts, v T, text func(io.Writer, T)) error {
+	if !g.json {
+		text(g.stdout, v)
+		return nil
+	}
+	enc := json.NewEncoder(g.stdout)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// printResult prints a benchmark's result on stdout: as JSON with --json,
-// else as the text text writes.
-func printResult[T any](g *globalOpts, v T, text func(io.Writer, T)) error {
-	if g.json {
-		return writeJSONValue(g.stdout, v)
-	}
-	text(g.stdout, v)
-	return nil
 }
