@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -154,6 +155,23 @@ func PostFeedback(ctx context.Context, l FeedbackLoad) ([]time.Duration, int64, 
 // own request id, and returns the latencies (index order) and error count;
 // onAck (if set) is called after each 200.
 func (p *peerClient) post(ctx context.Context, prefix string, n, clients int, onAck func()) ([]time.Duration, int64, time.Duration) {
+	return sendLoad(ctx, n, clients, onAck, func() (feedbackSender, func()) {
+		return func(i int) (int, error) {
+			st, _, err := p.do(ctx, "POST", "/api/feedback", peerFeedbackBody, fmt.Sprintf("%s-%d", prefix, i))
+			return st, err
+		}, nil
+	})
+}
+
+// feedbackSender sends the request of index i and returns its status.
+type feedbackSender func(i int) (int, error)
+
+// sendLoad runs requests 0…n-1 from clients goroutines, each sending
+// through the sender newSender makes for it (and calling its done, if
+// any, when it stops), and returns the latencies (index order), the count
+// of requests that failed or did not answer 200, and the elapsed time;
+// onAck (if set) is called after each 200.
+func sendLoad(ctx context.Context, n, clients int, onAck func(), newSender func() (feedbackSender, func())) ([]time.Duration, int64, time.Duration) {
 	lat := make([]time.Duration, n)
 	var next, errs atomic.Int64
 	start := time.Now()
@@ -162,13 +180,17 @@ func (p *peerClient) post(ctx context.Context, prefix string, n, clients int, on
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			send, done := newSender()
+			if done != nil {
+				defer done()
+			}
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= n || ctx.Err() != nil {
 					return
 				}
 				t0 := time.Now()
-				st, _, err := p.do(ctx, "POST", "/api/feedback", peerFeedbackBody, fmt.Sprintf("%s-%d", prefix, i))
+				st, err := send(i)
 				lat[i] = time.Since(t0)
 				if err != nil || st != 200 {
 					errs.Add(1)
@@ -348,15 +370,11 @@ func (p *peerClient) pollAt(ctx context.Context, tag string, n, clients, reps in
 func (p *peerClient) scan(ctx context.Context) (lines int, lastStart string, size int64, err error) {
 	cur, prev := "0", "0"
 	for {
-		st, body, err := p.do(ctx, "GET", "/api/feedback?since="+cur+"&limit=500", "", "")
+		page, st, body, err := p.feedbackAfter(ctx, cur, 500)
 		if err != nil {
 			return 0, "", 0, err
 		}
-		var page struct {
-			Items      []json.RawMessage `json:"items"`
-			NextCursor string            `json:"nextCursor"`
-		}
-		if st != 200 || json.Unmarshal(body, &page) != nil {
+		if page == nil {
 			return 0, "", 0, fmt.Errorf("%w: GET /api/feedback?since=%s: status %d, body %.200q", ErrPeer, cur, st, body)
 		}
 		if len(page.Items) == 0 {
@@ -371,15 +389,11 @@ func (p *peerClient) scan(ctx context.Context) (lines int, lastStart string, siz
 	// prev is the start of the last non-empty page; walk it one line at a time.
 	c := prev
 	for {
-		st, body, err := p.do(ctx, "GET", "/api/feedback?since="+c+"&limit=1", "", "")
+		page, st, _, err := p.feedbackAfter(ctx, c, 1)
 		if err != nil {
 			return 0, "", 0, err
 		}
-		var page struct {
-			Items      []json.RawMessage `json:"items"`
-			NextCursor string            `json:"nextCursor"`
-		}
-		if st != 200 || json.Unmarshal(body, &page) != nil {
+		if page == nil {
 			return 0, "", 0, fmt.Errorf("%w: GET /api/feedback?since=%s&limit=1: status %d", ErrPeer, c, st)
 		}
 		if page.NextCursor == cur {
@@ -389,4 +403,25 @@ func (p *peerClient) scan(ctx context.Context) (lines int, lastStart string, siz
 		}
 		c = page.NextCursor
 	}
+}
+
+// feedbackPage is an answer of GET /api/feedback.
+type feedbackPage struct {
+	Items      []json.RawMessage `json:"items"`
+	NextCursor string            `json:"nextCursor"`
+}
+
+// feedbackAfter reads at most limit feedback lines after cursor since;
+// page is nil when the answer is not a 200 with a page (st and body say
+// what came instead).
+func (p *peerClient) feedbackAfter(ctx context.Context, since string, limit int) (page *feedbackPage, st int, body []byte, err error) {
+	st, body, err = p.do(ctx, "GET", "/api/feedback?since="+since+"&limit="+strconv.Itoa(limit), "", "")
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	page = &feedbackPage{}
+	if st != 200 || json.Unmarshal(body, page) != nil {
+		return nil, st, body, nil
+	}
+	return page, st, body, nil
 }

@@ -10,8 +10,6 @@ import (
 	"net"
 	"net/url"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -40,8 +38,6 @@ func checkClient(c string) error {
 // rawPost is post over raw keep-alive connections, one per client
 // goroutine: the same requests (headers, body, request ids) as do sends.
 func (p *peerClient) rawPost(ctx context.Context, prefix string, n, clients int, onAck func()) ([]time.Duration, int64, time.Duration) {
-	lat := make([]time.Duration, n)
-	var next, errs atomic.Int64
 	u, _ := url.Parse(p.base)
 	addr := u.Host
 	if u.Port() == "" {
@@ -52,44 +48,25 @@ func (p *peerClient) rawPost(ctx context.Context, prefix string, n, clients int,
 	if p.token != "" {
 		head += "X-CM-LAB-TOKEN: " + p.token + "\r\n"
 	}
-	start := time.Now()
-	var wg sync.WaitGroup
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var rc *rawConn
-			defer func() {
-				if rc != nil {
-					rc.c.Close()
-				}
-			}()
-			buf := make([]byte, 0, 512)
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				buf = append(buf[:0], head...)
-				buf = append(buf, "X-CM-LAB-REQUEST-ID: "...)
-				buf = append(buf, prefix...)
-				buf = append(buf, '-')
-				buf = strconv.AppendInt(buf, int64(i), 10)
-				buf = append(buf, "\r\n\r\n"...)
-				buf = append(buf, peerFeedbackBody...)
-				t0 := time.Now()
-				st, err := rc.roundTrip(addr, &rc, buf)
-				lat[i] = time.Since(t0)
-				if err != nil || st != 200 {
-					errs.Add(1)
-				} else if onAck != nil {
-					onAck()
-				}
+	return sendLoad(ctx, n, clients, onAck, func() (feedbackSender, func()) {
+		var rc *rawConn
+		buf := make([]byte, 0, 512)
+		send := func(i int) (int, error) {
+			buf = append(buf[:0], head...)
+			buf = append(buf, "X-CM-LAB-REQUEST-ID: "...)
+			buf = append(buf, prefix...)
+			buf = append(buf, '-')
+			buf = strconv.AppendInt(buf, int64(i), 10)
+			buf = append(buf, "\r\n\r\n"...)
+			buf = append(buf, peerFeedbackBody...)
+			return rc.roundTrip(addr, &rc, buf)
+		}
+		return send, func() {
+			if rc != nil {
+				rc.c.Close()
 			}
-		}()
-	}
-	wg.Wait()
-	return lat, errs.Load(), time.Since(start)
+		}
+	})
 }
 
 // rawConn is one keep-alive connection of rawPost.

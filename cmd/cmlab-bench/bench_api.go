@@ -48,11 +48,7 @@ the daemon (docs/performance.md, "The API's POST path").`,
 					return err
 				}
 				if !ownToo {
-					if g.json {
-						return writeJSONValue(g.stdout, pres)
-					}
-					printPeer(g.stdout, pres)
-					return nil
+					return printResult(g, pres, printPeer)
 				}
 			}
 			dir, err := os.MkdirTemp("", "cmlab-bench-api-")
@@ -67,30 +63,10 @@ the daemon (docs/performance.md, "The API's POST path").`,
 			if err != nil {
 				return err
 			}
-			if g.json {
-				if pres != nil {
-					return writeJSONValue(g.stdout, map[string]any{"cmlab": res, "peer": pres})
-				}
-				return writeJSONValue(g.stdout, res)
-			}
-			w := g.stdout
 			if pres != nil {
-				printPeer(w, pres)
-				printSideBySide(w, res, pres)
-				return nil
+				return printResult(g, apiBesidePeer{CMLab: res, Peer: pres}, printBesidePeer)
 			}
-			fmt.Fprintf(w, "POST /api/feedback: %d requests, %d clients (%s), %d errors in %v\n", res.Requests, res.Clients, res.Client, res.Errors, res.Elapsed.Round(1e6))
-			fmt.Fprintf(w, "  %.0f events/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms; mean group %.1f events, fsync p99 ≤ %.2f ms\n",
-				res.EventsPerS, res.P50Ms, res.P99Ms, res.MaxMs, res.MeanGroup, res.FsyncP99Ms)
-			fmt.Fprintf(w, "  CPU %.1f µs per event (daemon and clients, user+system)\n", res.CPUUsPerEvent)
-			printStages(w, res)
-			for _, p := range res.Polls {
-				fmt.Fprintf(w, "poll at end of %d lines (%d bytes): median %.1f µs, p99 %.1f µs\n", p.Lines, p.Bytes, p.MedianUs, p.P99Us)
-			}
-			if res.PollRatio > 0 {
-				fmt.Fprintf(w, "  largest/smallest median: %.2f× (target ≤ 2×)\n", res.PollRatio)
-			}
-			return nil
+			return printResult(g, res, printBenchAPI)
 		},
 	}
 	f := c.Flags()
@@ -105,6 +81,35 @@ the daemon (docs/performance.md, "The API's POST path").`,
 	f.StringVar(&o.ProfileDir, "profile", "", "write CPU, block and mutex profiles of the timed POSTs into this directory (api.cpu, api.block, api.mutex); a profiled run is slower")
 	f.BoolVar(&keep, "keep", false, "keep the scratch directory")
 	return c
+}
+
+// printBenchAPI prints the result of 'cmlab-bench api' (cmlab's daemon
+// only) as text.
+func printBenchAPI(w io.Writer, res *bench.BenchResult) {
+	fmt.Fprintf(w, "POST /api/feedback: %d requests, %d clients (%s), %d errors in %v\n", res.Requests, res.Clients, res.Client, res.Errors, res.Elapsed.Round(1e6))
+	fmt.Fprintf(w, "  %.0f events/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms; mean group %.1f events, fsync p99 ≤ %.2f ms\n",
+		res.EventsPerS, res.P50Ms, res.P99Ms, res.MaxMs, res.MeanGroup, res.FsyncP99Ms)
+	fmt.Fprintf(w, "  CPU %.1f µs per event (daemon and clients, user+system)\n", res.CPUUsPerEvent)
+	printStages(w, res)
+	for _, p := range res.Polls {
+		fmt.Fprintf(w, "poll at end of %d lines (%d bytes): median %.1f µs, p99 %.1f µs\n", p.Lines, p.Bytes, p.MedianUs, p.P99Us)
+	}
+	if res.PollRatio > 0 {
+		fmt.Fprintf(w, "  largest/smallest median: %.2f× (target ≤ 2×)\n", res.PollRatio)
+	}
+}
+
+// apiBesidePeer is the result of 'cmlab-bench api --peer' with cmlab's
+// own daemon run too.
+type apiBesidePeer struct {
+	CMLab *bench.BenchResult `json:"cmlab"`
+	Peer  *bench.PeerResult  `json:"peer"`
+}
+
+// printBesidePeer prints the peer's result, then both side by side.
+func printBesidePeer(w io.Writer, r apiBesidePeer) {
+	printPeer(w, r.Peer)
+	printSideBySide(w, r.CMLab, r.Peer)
 }
 
 // printStages prints the breakdown of one acknowledged POST by stage.

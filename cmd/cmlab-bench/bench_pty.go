@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -85,30 +86,7 @@ func newBenchPtyCmd(g *globalOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if g.json {
-				return writeJSONValue(g.stdout, res)
-			}
-			w := g.stdout
-			fmt.Fprintf(w, "block: %s\n", res.Command)
-			fmt.Fprintf(w, "  through cmlab  %.2f s   spool %.1f MB/s   %d pty.output events\n", res.BlockSeconds, res.SpoolMBps, res.OutputEvents)
-			fmt.Fprintf(w, "  bare pty       %.2f s   %.1f MB/s (creack/pty, read and discarded)\n", res.BarePtySecs, res.BarePtyMBps)
-			fmt.Fprintf(w, "  cmlab / bare pty throughput: %.0f%%", res.RatioToBare*100)
-			if len(res.Rounds) > 1 {
-				fmt.Fprintf(w, " (median of %d side-by-side pairs:", len(res.Rounds))
-				for _, r := range res.Rounds {
-					fmt.Fprintf(w, " %.2f/%.2f s", r.BlockSeconds, r.BareSeconds)
-				}
-				fmt.Fprint(w, ")")
-			}
-			fmt.Fprintln(w)
-			fmt.Fprintf(w, "  outside cmlab  %.2f s   (×%.1f) to /dev/null\n", res.OutsideSeconds, res.Slowdown)
-			if res.PlainPtySecs > 0 {
-				fmt.Fprintf(w, "  script -qc     %.2f s   (util-linux script, no log)\n", res.PlainPtySecs)
-			}
-			fmt.Fprintf(w, "latency over %d blocks:\n", res.Iterations)
-			fmt.Fprintf(w, "  shell mark → wait_for      p50 %.2f ms  p99 %.2f ms\n", res.MarkP50Ms, res.MarkP99Ms)
-			fmt.Fprintf(w, "  prompt sentinel → wait_prompt  p50 %.2f ms  p99 %.2f ms (sentinel ts has ms resolution)\n", res.PromptP50Ms, res.PromptP99Ms)
-			return nil
+			return printResult(g, res, printBenchPty)
 		},
 	}
 	c.Flags().Int64Var(&o.bytes, "bytes", 50_000_000, "bytes the block prints")
@@ -117,6 +95,29 @@ func newBenchPtyCmd(g *globalOpts) *cobra.Command {
 	c.Flags().BoolVar(&o.keep, "keep", false, "keep the temporary home")
 	c.Flags().StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the cmlab blocks to FILE (go tool pprof)")
 	return c
+}
+
+// printBenchPty prints the result of 'cmlab-bench pty' as text.
+func printBenchPty(w io.Writer, res *benchPtyResult) {
+	fmt.Fprintf(w, "block: %s\n", res.Command)
+	fmt.Fprintf(w, "  through cmlab  %.2f s   spool %.1f MB/s   %d pty.output events\n", res.BlockSeconds, res.SpoolMBps, res.OutputEvents)
+	fmt.Fprintf(w, "  bare pty       %.2f s   %.1f MB/s (creack/pty, read and discarded)\n", res.BarePtySecs, res.BarePtyMBps)
+	fmt.Fprintf(w, "  cmlab / bare pty throughput: %.0f%%", res.RatioToBare*100)
+	if len(res.Rounds) > 1 {
+		fmt.Fprintf(w, " (median of %d side-by-side pairs:", len(res.Rounds))
+		for _, r := range res.Rounds {
+			fmt.Fprintf(w, " %.2f/%.2f s", r.BlockSeconds, r.BareSeconds)
+		}
+		fmt.Fprint(w, ")")
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  outside cmlab  %.2f s   (×%.1f) to /dev/null\n", res.OutsideSeconds, res.Slowdown)
+	if res.PlainPtySecs > 0 {
+		fmt.Fprintf(w, "  script -qc     %.2f s   (util-linux script, no log)\n", res.PlainPtySecs)
+	}
+	fmt.Fprintf(w, "latency over %d blocks:\n", res.Iterations)
+	fmt.Fprintf(w, "  shell mark → wait_for      p50 %.2f ms  p99 %.2f ms\n", res.MarkP50Ms, res.MarkP99Ms)
+	fmt.Fprintf(w, "  prompt sentinel → wait_prompt  p50 %.2f ms  p99 %.2f ms (sentinel ts has ms resolution)\n", res.PromptP50Ms, res.PromptP99Ms)
 }
 
 func benchPty(ctx context.Context, o *benchPtyOpts) (*benchPtyResult, error) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -79,16 +80,7 @@ directory, 127.0.0.1), then:
 			if err != nil {
 				return err
 			}
-			if g.json {
-				return writeJSONValue(g.stdout, res)
-			}
-			w := g.stdout
-			fmt.Fprintf(w, "backlog: %d events shipped in %.2fs: %.0f events/s\n", res.Backlog, res.BacklogSeconds, res.BacklogPerS)
-			fmt.Fprintf(w, "live: %d POST /api/feedback from %d clients (%d errors): %.0f events/s posted, %.0f events/s shipped\n",
-				res.Requests, res.Clients, res.Errors, res.PostedPerS, res.ShippedPerS)
-			fmt.Fprintf(w, "  lag (log last seq − shipped, %d samples every 10 ms): p50 %d, p99 %d, max %d events; all shipped %.1f ms after the last answer\n",
-				res.LagSamples, res.LagP50, res.LagP99, res.LagMax, res.CatchUpMs)
-			return nil
+			return printResult(g, res, printBenchShip)
 		},
 	}
 	c.SetContext(context.Background())
@@ -98,6 +90,15 @@ directory, 127.0.0.1), then:
 	f.IntVar(&o.requests, "requests", 20000, "POSTs in the live phase")
 	f.BoolVar(&o.keep, "keep", false, "keep the scratch directory")
 	return c
+}
+
+// printBenchShip prints the result of 'cmlab-bench ship' as text.
+func printBenchShip(w io.Writer, res *benchShipResult) {
+	fmt.Fprintf(w, "backlog: %d events shipped in %.2fs: %.0f events/s\n", res.Backlog, res.BacklogSeconds, res.BacklogPerS)
+	fmt.Fprintf(w, "live: %d POST /api/feedback from %d clients (%d errors): %.0f events/s posted, %.0f events/s shipped\n",
+		res.Requests, res.Clients, res.Errors, res.PostedPerS, res.ShippedPerS)
+	fmt.Fprintf(w, "  lag (log last seq − shipped, %d samples every 10 ms): p50 %d, p99 %d, max %d events; all shipped %.1f ms after the last answer\n",
+		res.LagSamples, res.LagP50, res.LagP99, res.LagMax, res.CatchUpMs)
 }
 
 func benchShip(ctx context.Context, dir string, o *benchShipOpts) (*benchShipResult, error) {

@@ -172,11 +172,7 @@ directory) and removed afterwards unless --keep.`,
 			if err != nil {
 				return err
 			}
-			if g.json {
-				return writeJSONValue(g.stdout, res)
-			}
-			printBenchWal(g.stdout, res)
-			return nil
+			return printResult(g, res, printBenchWal)
 		},
 	}
 	c.Flags().IntVar(&o.n, "n", 100000, "events per run")

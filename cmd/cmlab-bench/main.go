@@ -99,9 +99,14 @@ func isUsageError(err error) bool {
 	return false
 }
 
-// writeJSONValue writes v as indented JSON without HTML escaping.
-func writeJSONValue(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+// printResult prints a benchmark's result on stdout: the text text
+// writes, or with --json v as indented JSON without HTML escaping.
+func printResult[T any](g *globalOpts, v T, text func(io.Writer, T)) error {
+	if !g.json {
+		text(g.stdout, v)
+		return nil
+	}
+	enc := json.NewEncoder(g.stdout)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)

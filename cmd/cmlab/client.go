@@ -18,11 +18,8 @@ import (
 // dialLab returns a Lab API client for the command's home: the running
 // daemon when there is one, else an in-process server over the home.
 func dialLab(ctx context.Context, g *globalOpts) (*labapi.Client, func() error, error) {
-	h, err := g.Home()
+	h, err := g.existingHome()
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := requireHome(g, h); err != nil {
 		return nil, nil, err
 	}
 	if _, err := labapi.ReadDaemonInfo(h); errors.Is(err, labapi.ErrNoDaemon) {
@@ -95,11 +92,8 @@ func labPrintJSON(g *globalOpts, v any) error {
 // when a daemon runs, or the views are not known to be current: the caller
 // then goes through labCall (the daemon, or the home opened in-process).
 func readLocal(g *globalOpts, read func(h home.Home) (any, error), out any) (bool, error) {
-	h, err := g.Home()
+	h, err := g.existingHome()
 	if err != nil {
-		return true, err
-	}
-	if err := requireHome(g, h); err != nil {
 		return true, err
 	}
 	if _, err := labapi.ReadDaemonInfo(h); !errors.Is(err, labapi.ErrNoDaemon) {

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -55,6 +52,14 @@ func finishTree(root *cobra.Command, g *globalOpts) {
 		}
 	}
 	walk(root)
+}
+
+// commandGroup returns c, a command that only groups others, with subs
+// under it; finishTree gives it its help when called bare and its
+// "unknown command" error.
+func commandGroup(c *cobra.Command, subs ...*cobra.Command) *cobra.Command {
+	c.AddCommand(subs...)
+	return c
 }
 
 // groupRunE is the RunE of a command that only groups subcommands.
@@ -110,36 +115,6 @@ func firstArg(f completeFunc) completeFunc {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		return f(c, args, p)
-	}
-}
-
-// completeSteps completes the step ids of the mandate in args[0].
-func completeSteps(g *globalOpts) completeFunc {
-	return func(c *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
-		h, err := g.Home()
-		if err != nil || len(args) == 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		f, err := os.Open(h.StepsFile())
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		defer f.Close()
-		seen := map[string]bool{}
-		var out []string
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64<<10), 16<<20)
-		for sc.Scan() {
-			var r struct {
-				Mandate string `json:"mandate_id"`
-				Step    string `json:"step_id"`
-			}
-			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Mandate == args[0] && r.Step != "" && !seen[r.Step] && strings.HasPrefix(r.Step, prefix) {
-				seen[r.Step] = true
-				out = append(out, r.Step)
-			}
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
 	}
 }
 

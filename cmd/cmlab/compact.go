@@ -106,11 +106,7 @@ N --compact-archive DIR) or stop it first.`,
 				if err != nil {
 					return err
 				}
-				if g.json {
-					return writeJSONValue(g.stdout, rep)
-				}
-				printRepair(g.stdout, rep)
-				return nil
+				return printResult(g, rep, printRepair)
 			}
 			if o.deleted || o.from.nats != "" {
 				return &usageError{msg: "--deleted and --from-nats go with --repair-manifest"}
@@ -123,11 +119,7 @@ N --compact-archive DIR) or stop it first.`,
 			if err != nil {
 				return err
 			}
-			if g.json {
-				return writeJSONValue(g.stdout, rep)
-			}
-			printCompact(g.stdout, rep)
-			return nil
+			return printResult(g, rep, printCompact)
 		},
 	}
 	c.Flags().IntVar(&o.keepDays, "keep-days", 0, "keep segments holding events of the last N days")

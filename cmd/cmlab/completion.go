@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -28,7 +29,21 @@ func viewIDs(g *globalOpts, file func(h homeFiles) string, key string) []string 
 	if err != nil {
 		return nil
 	}
-	f, err := os.Open(file(homeFiles{h.RunsFile(), h.ExperimentsFile(), h.StepsFile()}))
+	return viewValues(file(homeFiles{h.RunsFile(), h.ExperimentsFile(), h.StepsFile()}), func(line []byte) string {
+		var m map[string]any
+		if json.Unmarshal(line, &m) != nil {
+			return ""
+		}
+		v, _ := m[key].(string)
+		return v
+	})
+}
+
+// viewValues lists the distinct non-empty values that value takes from
+// the lines of the JSONL view file at path, in file order (none when the
+// file cannot be read).
+func viewValues(path string, value func(line []byte) string) []string {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil
 	}
@@ -38,16 +53,33 @@ func viewIDs(g *globalOpts, file func(h homeFiles) string, key string) []string 
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) != nil {
-			continue
-		}
-		if v, _ := m[key].(string); v != "" && !seen[v] {
+		if v := value(sc.Bytes()); v != "" && !seen[v] {
 			seen[v] = true
 			out = append(out, v)
 		}
 	}
 	return out
+}
+
+// completeSteps completes the step ids of the mandate in args[0].
+func completeSteps(g *globalOpts) completeFunc {
+	return func(c *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+		h, err := g.Home()
+		if err != nil || len(args) == 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		steps := viewValues(h.StepsFile(), func(line []byte) string {
+			var r struct {
+				Mandate string `json:"mandate_id"`
+				Step    string `json:"step_id"`
+			}
+			if json.Unmarshal(line, &r) != nil || r.Mandate != args[0] {
+				return ""
+			}
+			return r.Step
+		})
+		return completeFrom(func() []string { return steps })(c, args, prefix)
+	}
 }
 
 // homeFiles are the views completion reads.
@@ -88,24 +120,28 @@ func completeEventTypes() completeFunc {
 // completeConversations completes conversation ids: the directories under
 // pty/ of the home.
 func completeConversations(g *globalOpts) completeFunc {
-	return completeFrom(func() []string {
-		h, err := g.Home()
-		if err != nil {
-			return nil
+	return completeFrom(func() []string { return homeDirNames(g, "pty") })
+}
+
+// homeDirNames lists the names of the directories in the home's directory
+// at path (relative to the home), sorted; none when it cannot be read.
+func homeDirNames(g *globalOpts, path string) []string {
+	h, err := g.Home()
+	if err != nil {
+		return nil
+	}
+	des, err := os.ReadDir(filepath.Join(h.Dir, path))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, de := range des {
+		if de.IsDir() {
+			out = append(out, de.Name())
 		}
-		des, err := os.ReadDir(h.Dir + "/pty")
-		if err != nil {
-			return nil
-		}
-		var out []string
-		for _, de := range des {
-			if de.IsDir() {
-				out = append(out, de.Name())
-			}
-		}
-		sort.Strings(out)
-		return out
-	})
+	}
+	sort.Strings(out)
+	return out
 }
 
 // completeBlocks completes the block ids of the conversation -c names,

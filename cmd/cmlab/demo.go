@@ -45,7 +45,7 @@ post-state, so 'cmlab recover' will ask a human about it.`,
 				return err
 			}
 			if g.json {
-				return replayJSON(g.stdout, res)
+				return writeJSONValue(g.stdout, res)
 			}
 			fmt.Fprintf(g.stdout, "demo home ready: %s (%d events; terminal via %s)\n", h.Dir, res.LastSeq, res.TerminalVia)
 			fmt.Fprintf(g.stdout, "next: cmlab replay print --home %s\n", h.Dir)

@@ -160,26 +160,27 @@ func speaksHTTP(fix string) bool {
 	return false
 }
 
+// cliFixes are the fixes for API error codes as seen by the CLI commands
+// whose path (without "cmlab ") starts with prefix ("" for every command),
+// first match wins.
+var cliFixes = []struct{ code, prefix, fix string }{
+	{labapi.CodeBusy, "pty ", "see what runs with 'cmlab pty status'; interrupt it with 'cmlab pty interrupt' or end the conversation with 'cmlab pty end' (add -c ID for another conversation)"},
+	{labapi.CodeInvalidCursor, "pty ", "pass the resume_cursor printed by your last 'cmlab pty wait' or 'cmlab pty read' to --from, or omit --from to start at the end of the spool"},
+	{labapi.CodeInvalidCursor, "feedback", "pass the nextCursor printed by the last 'cmlab feedback poll --json' to --since, or --since 0 to start over"},
+	{labapi.CodeNotFound, "pty ", "list the blocks with 'cmlab pty blocks' (add -c ID for another conversation)"},
+	{labapi.CodeNotFound, "runs", "list the runs with 'cmlab runs list'"},
+	{labapi.CodeNotFound, "experiments", "list the experiments with 'cmlab experiments list'"},
+	{labapi.CodeNotFound, "step", "list the steps with 'cmlab step list MANDATE'"},
+	{labapi.CodeDegraded, "", "see the cause with 'cmlab status'; after fixing the disk restart the daemon ('cmlab stop', then 'cmlab serve')"},
+}
+
 // cliFix is the fix for an API error code as seen by one CLI command.
 func cliFix(cmdPath, code string) string {
 	cmd := strings.TrimPrefix(cmdPath, "cmlab ")
-	switch {
-	case code == labapi.CodeBusy && strings.HasPrefix(cmd, "pty "):
-		return "see what runs with 'cmlab pty status'; interrupt it with 'cmlab pty interrupt' or end the conversation with 'cmlab pty end' (add -c ID for another conversation)"
-	case code == labapi.CodeInvalidCursor && strings.HasPrefix(cmd, "pty "):
-		return "pass the resume_cursor printed by your last 'cmlab pty wait' or 'cmlab pty read' to --from, or omit --from to start at the end of the spool"
-	case code == labapi.CodeInvalidCursor && strings.HasPrefix(cmd, "feedback"):
-		return "pass the nextCursor printed by the last 'cmlab feedback poll --json' to --since, or --since 0 to start over"
-	case code == labapi.CodeNotFound && strings.HasPrefix(cmd, "pty "):
-		return "list the blocks with 'cmlab pty blocks' (add -c ID for another conversation)"
-	case code == labapi.CodeNotFound && strings.HasPrefix(cmd, "runs"):
-		return "list the runs with 'cmlab runs list'"
-	case code == labapi.CodeNotFound && strings.HasPrefix(cmd, "experiments"):
-		return "list the experiments with 'cmlab experiments list'"
-	case code == labapi.CodeNotFound && strings.HasPrefix(cmd, "step"):
-		return "list the steps with 'cmlab step list MANDATE'"
-	case code == labapi.CodeDegraded:
-		return "see the cause with 'cmlab status'; after fixing the disk restart the daemon ('cmlab stop', then 'cmlab serve')"
+	for _, f := range cliFixes {
+		if code == f.code && strings.HasPrefix(cmd, f.prefix) {
+			return f.fix
+		}
 	}
 	return ""
 }

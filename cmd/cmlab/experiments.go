@@ -14,13 +14,11 @@ import (
 
 // newExperimentsCmd builds 'cmlab experiments create|list|get|submit'.
 func newExperimentsCmd(g *globalOpts) *cobra.Command {
-	c := &cobra.Command{
+	return commandGroup(&cobra.Command{
 		Use:     "experiments",
 		Aliases: []string{"experiment", "exp"},
 		Short:   "Create A/B experiments over runs, list them, and submit a comparison",
-	}
-	c.AddCommand(newExpCreateCmd(g), newExpListCmd(g), newExpGetCmd(g), newExpSubmitCmd(g))
-	return c
+	}, newExpCreateCmd(g), newExpListCmd(g), newExpGetCmd(g), newExpSubmitCmd(g))
 }
 
 func newExpCreateCmd(g *globalOpts) *cobra.Command {

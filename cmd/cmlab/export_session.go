@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/cmlab/cmlab/labapi"
@@ -15,24 +14,7 @@ import (
 
 // sessionIDs lists the Lab sessions of the home (lab/sessions/<id>/), in
 // name order (ids are time-ordered UUIDs).
-func sessionIDs(g *globalOpts) []string {
-	h, err := g.Home()
-	if err != nil {
-		return nil
-	}
-	des, err := os.ReadDir(filepath.Join(h.Dir, "lab", "sessions"))
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, de := range des {
-		if de.IsDir() {
-			out = append(out, de.Name())
-		}
-	}
-	sort.Strings(out)
-	return out
-}
+func sessionIDs(g *globalOpts) []string { return homeDirNames(g, filepath.Join("lab", "sessions")) }
 
 // completeSessions completes Lab session ids.
 func completeSessions(g *globalOpts) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {

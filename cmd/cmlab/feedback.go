@@ -14,12 +14,10 @@ import (
 
 // newFeedbackCmd builds 'cmlab feedback add|poll'.
 func newFeedbackCmd(g *globalOpts) *cobra.Command {
-	c := &cobra.Command{
+	return commandGroup(&cobra.Command{
 		Use:   "feedback",
 		Short: "Record human feedback on runs, or poll new feedback with a byte cursor",
-	}
-	c.AddCommand(newFeedbackAddCmd(g), newFeedbackPollCmd(g))
-	return c
+	}, newFeedbackAddCmd(g), newFeedbackPollCmd(g))
 }
 
 func newFeedbackAddCmd(g *globalOpts) *cobra.Command {

@@ -48,6 +48,17 @@ func emptyDir(dir string) bool {
 	return err == nil && len(des) == 0
 }
 
+// existingHome resolves the command's home (Home) and refuses it, as
+// requireHome does, when it does not exist: the start of every command
+// that talks to a home's daemon or opens it in-process.
+func (g *globalOpts) existingHome() (home.Home, error) {
+	h, err := g.Home()
+	if err != nil {
+		return h, err
+	}
+	return h, requireHome(g, h)
+}
+
 // requireHome refuses a home that does not exist unless --init was given
 // or its directory exists and is empty (made for it).
 func requireHome(g *globalOpts, h home.Home) error {

@@ -48,11 +48,8 @@ func initHome(cmd *cobra.Command, g *globalOpts) error {
 	if !g.init && !commandIn(path, mustExist) {
 		return nil // the command checks its home itself (requireHome, or its own message)
 	}
-	h, err := g.Home()
-	if err != nil {
-		return err
-	}
-	return requireHome(g, h)
+	_, err := g.existingHome()
+	return err
 }
 
 // createHome makes h a home and says so, once per process.

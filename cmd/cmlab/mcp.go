@@ -43,13 +43,10 @@ The same tools are served over streamable HTTP at /mcp by 'cmlab serve'
   # in an MCP client's config: {"command": "cmlab", "args": ["mcp"]}`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			h, err := g.Home()
-			if err != nil {
-				return err
-			}
 			// Never create a home by accident (issue 27 item 11): the
 			// same "no home" answer as every other command.
-			if err := requireHome(g, h); err != nil {
+			h, err := g.existingHome()
+			if err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

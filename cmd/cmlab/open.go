@@ -31,11 +31,8 @@ The operator token itself never leaves this machine's files.`,
   cmlab open --revoke`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			h, err := g.Home()
+			h, err := g.existingHome()
 			if err != nil {
-				return err
-			}
-			if err := requireHome(g, h); err != nil {
 				return err
 			}
 			if _, err := labapi.ReadDaemonInfo(h); errors.Is(err, labapi.ErrNoDaemon) {

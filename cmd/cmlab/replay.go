@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -134,7 +133,7 @@ func runReplayTo(cmd *cobra.Command, g *globalOpts, h home.Home, o *replayOpts) 
 		return err
 	}
 	if g.json {
-		return replayJSON(g.stdout, map[string]any{"into": into.Dir, "first": res.First, "last": res.Last,
+		return writeJSONValue(g.stdout, map[string]any{"into": into.Dir, "first": res.First, "last": res.Last,
 			"lastTime": replayISO(res.LastTS), "events": res.Events})
 	}
 	fmt.Fprintf(g.stdout, "replayed %d events (seq %d–%d, last at %s) into %s\n", res.Events, res.First, res.Last, replayISO(res.LastTS), into.Dir)
@@ -163,7 +162,7 @@ func runReplayFromNATS(cmd *cobra.Command, g *globalOpts, into home.Home, o *rep
 		return shipExit(err)
 	}
 	if g.json {
-		return replayJSON(g.stdout, map[string]any{"into": into.Dir, "homeId": o.nats.homeID, "first": res.First, "last": res.Last,
+		return writeJSONValue(g.stdout, map[string]any{"into": into.Dir, "homeId": o.nats.homeID, "first": res.First, "last": res.Last,
 			"lastTime": replayISO(res.LastTS), "events": res.Events})
 	}
 	fmt.Fprintf(g.stdout, "replayed %d shipped events of home %s (seq %d–%d, last at %s) into %s\n", res.Events, o.nats.homeID, res.First, res.Last, replayISO(res.LastTS), into.Dir)
@@ -230,7 +229,7 @@ func runReplayCheck(cmd *cobra.Command, g *globalOpts, h home.Home, o *replayOpt
 		}
 	}
 	if g.json {
-		if err := replayJSON(g.stdout, out); err != nil {
+		if err := writeJSONValue(g.stdout, out); err != nil {
 			return err
 		}
 	}
@@ -361,11 +360,7 @@ declares none). A point is FRAGILE when either verdict needs a human
 			if err != nil {
 				return err
 			}
-			if g.json {
-				return replayJSON(g.stdout, res)
-			}
-			writeWhatIf(g.stdout, res)
-			return nil
+			return printResult(g, res, writeWhatIf)
 		},
 	}
 	c.Flags().BoolVar(&whatIf, "what-if", false, "classify the mandate after each transition")
@@ -454,11 +449,4 @@ func replayDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func replayJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

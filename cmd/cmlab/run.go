@@ -204,30 +204,22 @@ func writeRunTable(w io.Writer, res *steps.RunResult) {
 // daemon's, or an in-process server's when no daemon runs).
 type clientRecorder struct{ c *labapi.Client }
 
-func transitionOf(p events.Payload) string {
-	switch p.(type) {
-	case *events.StepPlanned:
-		return "plan"
-	case *events.StepExecuting:
-		return "executing"
-	case *events.StepCompleted:
-		return "completed"
-	case *events.StepFailed:
-		return "failed"
-	case *events.StepNeedsReview:
-		return "review"
-	case *events.StepReset:
-		return "reset"
-	case *events.MandateCancelled:
-		return "cancel"
-	}
-	return ""
+// transitionRoutes name the route of the steps API (POST
+// /api/steps/{mandate}/{route}) of each step transition's event type.
+var transitionRoutes = map[string]string{
+	events.TypeStepPlanned:      "plan",
+	events.TypeStepExecuting:    "executing",
+	events.TypeStepCompleted:    "completed",
+	events.TypeStepFailed:       "failed",
+	events.TypeStepNeedsReview:  "review",
+	events.TypeStepReset:        "reset",
+	events.TypeMandateCancelled: "cancel",
 }
 
 // Record implements recovery.Recorder: one POST with a fresh request id.
 func (r *clientRecorder) Record(ctx context.Context, p events.Payload) error {
 	mid, _ := steps.StepTarget(p)
-	tr := transitionOf(p)
+	tr := transitionRoutes[p.EventType()]
 	if tr == "" {
 		return fmt.Errorf("%T is not a step transition", p)
 	}

@@ -16,12 +16,15 @@ import (
 
 // newRunsCmd builds 'cmlab runs import|list'.
 func newRunsCmd(g *globalOpts) *cobra.Command {
-	c := &cobra.Command{
+	return commandGroup(&cobra.Command{
 		Use:   "runs",
 		Short: "Import render runs into the Lab and list them",
-	}
+	}, newRunsImportCmd(g), newRunsListCmd(g))
+}
+
+func newRunsImportCmd(g *globalOpts) *cobra.Command {
 	var topic, reqID string
-	imp := &cobra.Command{
+	c := &cobra.Command{
 		Use:   "import PATH",
 		Short: "Import a run's artifacts directory or video file (POST /api/runs/import)",
 		Long: `Import a run by the real path of its artifacts directory (a file imports its
@@ -61,9 +64,13 @@ from your working directory.`,
 			return nil
 		},
 	}
-	imp.Flags().StringVar(&topic, "topic", "", "topic of the run when its script.json names none (a fallback: the title in script.json wins)")
-	imp.Flags().StringVar(&reqID, "request-id", "", "idempotency key (default: a fresh UUID)")
-	list := &cobra.Command{
+	c.Flags().StringVar(&topic, "topic", "", "topic of the run when its script.json names none (a fallback: the title in script.json wins)")
+	c.Flags().StringVar(&reqID, "request-id", "", "idempotency key (default: a fresh UUID)")
+	return c
+}
+
+func newRunsListCmd(g *globalOpts) *cobra.Command {
+	return &cobra.Command{
 		Use:   "list",
 		Short: "List imported runs, newest first (GET /api/runs)",
 		Args:  cobra.NoArgs,
@@ -102,8 +109,6 @@ from your working directory.`,
 			return tw.Flush()
 		},
 	}
-	c.AddCommand(imp, list)
-	return c
 }
 
 // importError explains a refused import in CLI terms: a path outside the

@@ -20,7 +20,7 @@ import (
 // the durable step journal for other programs (SPEC §8), through the
 // daemon's steps API.
 func newStepCmd(g *globalOpts) *cobra.Command {
-	c := &cobra.Command{
+	return commandGroup(&cobra.Command{
 		Use:   "step",
 		Short: "Record durable step transitions (a step journal for other programs)",
 		Long: `Use cmlab as the durable step journal of another program: commit a plan,
@@ -29,10 +29,8 @@ After a crash 'cmlab recover' classifies every step from these records.
 Hashes are "sha256-" + 64 hex digits; --world PATH (repeatable, with --dir)
 computes a world hash from files instead of passing one. Each command takes
 --request-id to make a retry safe.`,
-	}
-	c.AddCommand(newStepPlanCmd(g), newStepStartCmd(g), newStepCompleteCmd(g),
+	}, newStepPlanCmd(g), newStepStartCmd(g), newStepCompleteCmd(g),
 		newStepFailCmd(g), newStepReviewCmd(g), newStepResetCmd(g), newStepListCmd(g), newStepApproveCmd(g), newStepShowCmd(g))
-	return c
 }
 
 // stepPost sends one transition and prints the answer.

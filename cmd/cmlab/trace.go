@@ -52,7 +52,7 @@ every later update of the experiment.`,
 				for _, h := range res.Hits {
 					out.Events = append(out.Events, hit{Rendered: replay.Render(h.Event), Via: h.Via})
 				}
-				return replayJSON(g.stdout, out)
+				return writeJSONValue(g.stdout, out)
 			}
 			noun := "events"
 			if len(res.Hits) == 1 {

@@ -24,12 +24,10 @@ import (
 // newWalCmd builds 'cmlab wal verify|dump|stat'. All three read the log
 // without its lock, so they work while a daemon holds it.
 func newWalCmd(g *globalOpts) *cobra.Command {
-	c := &cobra.Command{
+	return commandGroup(&cobra.Command{
 		Use:   "wal",
 		Short: "Inspect the write-ahead log (read-only; works while the daemon runs)",
-	}
-	c.AddCommand(newWalVerifyCmd(g), newWalDumpCmd(g), newWalStatCmd(g))
-	return c
+	}, newWalVerifyCmd(g), newWalDumpCmd(g), newWalStatCmd(g))
 }
 
 func walDir(g *globalOpts) (string, error) {
@@ -249,11 +247,7 @@ func newWalStatCmd(g *globalOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if g.json {
-				return writeJSONValue(g.stdout, st)
-			}
-			printStat(g.stdout, st)
-			return nil
+			return printResult(g, st, printStat)
 		},
 	}
 }
@@ -288,13 +282,6 @@ func printStat(w io.Writer, st wal.StatReport) {
 		fmt.Fprintf(tw, "%s\t%d\n", t, st.ByType[t])
 	}
 	tw.Flush()
-}
-
-func writeJSONValue(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // printManifest says where a compacted log starts and where its removed
