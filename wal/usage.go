@@ -1,9 +1,12 @@
 package wal
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"syscall"
 )
 
 // Usage is how many bytes the log's segments hold and how many they take.
@@ -31,13 +34,50 @@ func SegmentsUsage(dir string, segs []SegmentInfo) (Usage, error) {
 	}
 	last := segs[len(segs)-1]
 	u.Written = u.Allocated - last.Size
-	data, err := os.ReadFile(filepath.Join(dir, last.Name))
+	seg := segmentFile{Name: last.Name, First: last.First}
+	size, end, err := mappedScan(filepath.Join(dir, last.Name), seg)
 	if err != nil {
-		return u, fmt.Errorf("wal: %w", err)
+		data, err := os.ReadFile(filepath.Join(dir, last.Name))
+		if err != nil {
+			return u, fmt.Errorf("wal: %w", err)
+		}
+		size, end = int64(len(data)), scanSegment(seg, data, true, false).End
 	}
-	sc := scanSegment(segmentFile{Name: last.Name, First: last.First}, data, true, false)
-	u.Written += sc.End
+	u.Written += end
 	// The file may have grown since it was listed (a live writer).
-	u.Allocated += int64(len(data)) - last.Size
+	u.Allocated += size - last.Size
 	return u, nil
+}
+
+// mappedScan scans the segment file at path through a read-only mapping
+// of it, returning its size and where its last good frame ends. Mapped,
+// the page cache is read in place: reading a 4 MiB segment into a fresh
+// buffer faulted in and zeroed every page of it, a quarter of a 'cmlab
+// status' on a 10M-event home. A file cut short while mapped (a repair
+// beside) faults; that is an error here and the caller reads the file.
+func mappedScan(path string, seg segmentFile) (size, end int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, 0, err
+	}
+	if fi.Size() == 0 || fi.Size() != int64(int(fi.Size())) {
+		return 0, 0, errors.New("wal: segment not mappable")
+	}
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer syscall.Munmap(data)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("wal: fault reading %s: %v", path, r)
+		}
+	}()
+	return fi.Size(), scanSegment(seg, data, true, false).End, nil
 }

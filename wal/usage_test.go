@@ -47,4 +47,26 @@ func TestSegmentsUsage(t *testing.T) {
 	if err != nil || u.Written != size || u.Allocated != size+104 {
 		t.Fatalf("torn tail: %+v %v, want written %d allocated %d", u, err, size, size+104)
 	}
+	// The mapped scan and a scan of the file read into memory agree.
+	path := filepath.Join(dir, segs[0].Name)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg := segmentFile{Name: segs[0].Name, First: segs[0].First}
+	msize, mend, err := mappedScan(path, seg)
+	if want := scanSegment(seg, data, true, false).End; err != nil || msize != int64(len(data)) || mend != want || mend != size {
+		t.Fatalf("mapped scan: size %d end %d %v, want %d %d", msize, mend, err, len(data), want)
+	}
+	// An empty last segment cannot be mapped: the file is read instead.
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := mappedScan(path, seg); err == nil {
+		t.Fatal("mapped an empty segment")
+	}
+	segs, _ = Segments(dir)
+	if u, err = SegmentsUsage(dir, segs); err != nil || u.Written != 0 || u.Allocated != 0 {
+		t.Fatalf("empty segment: %+v %v", u, err)
+	}
 }
