@@ -81,6 +81,12 @@ func VerifyArchives(dir, override string, frames bool) (ArchiveReport, error) {
 // size and mtime are unchanged, any other is read and its frames and
 // bytes checked (cmlab status).
 func CheckArchives(dir, override string) (ArchiveReport, error) {
+	// A log never compacted has no archive to check: wal/VERIFIED (a
+	// record per sealed segment, 8% of a cmlab status on a 10M-event
+	// home) is not read for it.
+	if m, err := ReadManifest(dir); err != nil || m == nil {
+		return ArchiveReport{Problems: []ArchiveProblem{}}, err
+	}
 	return verifyArchives(dir, override, newOpenCheck(readVerified(dir)))
 }
 
