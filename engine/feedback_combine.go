@@ -27,7 +27,13 @@ package engine
 //     foreign line written after that check is adopted in place by the
 //     projection it lands under, as with one group at a time, and
 //     ingested once that group has landed (ingestAdopted); its event
-//     records its offset, so a later rebuild places it where it is.
+//     records its offset, so a later rebuild places it where it is. An
+//     unfinished line written there leaves the views behind the log
+//     (ViewsErr) from that group on, as it does for a single group: the
+//     events are durable and acknowledged, and the views catch up once
+//     the line is complete. The one difference: the group already queued
+//     behind it is acknowledged too, where one group at a time would have
+//     refused the next (ErrViewsBehind, nothing appended).
 //   - fbMu is held from the moment a group is formed until no group is in
 //     flight, so every append writing feedback.jsonl still holds it through
 //     its apply (addIDs relies on that). Whoever else needs it
