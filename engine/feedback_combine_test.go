@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"syscall"
@@ -125,4 +126,97 @@ func viewFeedbackIDs(t *testing.T, h home.Home) []string {
 		out = append(out, e.ID)
 	}
 	return out
+}
+
+// Pipelined groups meet another program appending complete lines to
+// feedback.jsonl at any moment (before a group's check, between its check
+// and its projection, during another group's): every line, ours and
+// theirs, is in the file once, every foreign line is ingested once, and a
+// rebuild from the log reproduces the file.
+func TestFeedbackPipelineWithForeignWriter(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	ctx := context.Background()
+	e, err := Open(ctx, Options{Home: h, Now: fixedClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, e, feedbackEvent("fb_first")) // feedback.jsonl exists
+	const appenders, each, foreign = 16, 40, 120
+	var wg sync.WaitGroup
+	errs := make(chan error, appenders+1)
+	for a := range appenders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if _, err := e.Append(ctx, feedbackEvent(fmt.Sprintf("fb_%d_%d", a, i))); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	appendersDone := make(chan struct{})
+	go func() { wg.Wait(); close(appendersDone) }()
+	var fw sync.WaitGroup
+	fw.Add(1)
+	go func() {
+		defer fw.Done()
+		f, err := os.OpenFile(h.FeedbackFile(), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			errs <- err
+			return
+		}
+		defer f.Close()
+		for i := range foreign {
+			// One write per complete line (never an unfinished one), one
+			// every few commits of the log, so that some groups find
+			// foreign lines at their check and some are pipelined.
+			if _, err := fmt.Fprintf(f, "{\"id\":\"cm_%d\"}\n", i); err != nil {
+				errs <- err
+				return
+			}
+			for range i % 4 {
+				select {
+				case <-e.Log().Changed():
+				case <-appendersDone:
+				}
+			}
+		}
+	}()
+	<-appendersDone
+	fw.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// The last foreign lines may still be past the log's end: one more
+	// feedback append ingests them ahead of itself.
+	mustAppend(t, e, feedbackEvent("fb_last"))
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, id := range viewFeedbackIDs(t, h) {
+		count[id]++
+	}
+	if len(count) != appenders*each+foreign+2 {
+		t.Errorf("feedback.jsonl has %d distinct ids, want %d", len(count), appenders*each+foreign+2)
+	}
+	for id, n := range count {
+		if n != 1 {
+			t.Errorf("%s is in feedback.jsonl %d times", id, n)
+		}
+	}
+	seen := map[string]bool{}
+	for _, raw := range ingested(t, h) {
+		if seen[raw] {
+			t.Errorf("%s ingested twice", raw)
+		}
+		seen[raw] = true
+	}
+	if len(seen) != foreign {
+		t.Errorf("%d foreign lines ingested, want %d", len(seen), foreign)
+	}
+	rebuildAndCompare(t, h)
 }
