@@ -35,7 +35,8 @@
 //
 // Feedback: appends that write feedback.jsonl are serialised and preceded
 // by ingestion of foreign lines (see package projections, "Legacy
-// writers"); ErrFeedbackBusy when an unfinished foreign line does not
+// writers"), combined by one goroutine into groups, the next queued to
+// the log while the one before is fsynced (feedback_combine.go); ErrFeedbackBusy when an unfinished foreign line does not
 // complete within Options.FeedbackWait. IngestFeedback sweeps on demand.
 // Only a line that is a JSON object whose id neither the log nor an
 // earlier line of the batch holds is ingested; the others are set aside:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cmlab/cmlab/events"
@@ -121,6 +122,9 @@ type Options struct {
 	// adoptBatch, when positive, is the events per append.
 	adoptHook  func(appends int)
 	adoptBatch int
+	// feedbackQueued, when set (tests), is called by the feedback combiner
+	// each time it has queued a combined append of n appends to the log.
+	feedbackQueued func(n int)
 }
 
 // VerifyReport is the outcome of the verification after open
@@ -169,7 +173,8 @@ type Engine struct {
 	viewsErr       error
 	appliedThrough uint64
 
-	fbMu     sync.Mutex // serialises appends that write feedback.jsonl
+	fbMu     sync.Mutex   // serialises appends that write feedback.jsonl (feedback_combine.go)
+	fbWant   atomic.Int32 // lockFeedback callers waiting for fbMu
 	fbCh     chan *feedbackAppend
 	setAside []projections.SetAside // foreign feedback lines moved to quarantine/ (fbMu)
 

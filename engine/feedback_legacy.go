@@ -6,7 +6,7 @@ package engine
 // content-machine's Lab did; an append that writes feedback.jsonl first
 // ingests their complete lines (feedback.ingested events, in the same
 // commit group) or waits for an unfinished one, concurrent feedback
-// appends are combined into one log append (feedbackLoop), lines that may
+// appends are combined into one log append (feedback_combine.go), lines that may
 // not be ingested are set aside in quarantine/, and the ids the log
 // already holds are known (heldIDs) so that no line is ingested twice.
 
@@ -126,7 +126,7 @@ func (e *Engine) addIDs(ev *events.Event) {
 // feedback.jsonl that were moved to quarantine/ instead of being ingested
 // (corrupt, or an id the log holds), since Open.
 func (e *Engine) FeedbackSetAside() []projections.SetAside {
-	e.fbMu.Lock()
+	e.lockFeedback()
 	defer e.fbMu.Unlock()
 	return append([]projections.SetAside(nil), e.setAside...)
 }
@@ -142,109 +142,6 @@ func touchesFeedback(evs []*events.Event) bool {
 	return false
 }
 
-// feedbackAppend is one Append that writes feedback.jsonl, waiting for
-// the feedback combiner.
-type feedbackAppend struct {
-	ctx  context.Context
-	evs  []*events.Event
-	done chan feedbackResult
-}
-
-type feedbackResult struct {
-	seqs []uint64
-	err  error
-}
-
-// maxFeedbackGroup caps the events one combined feedback append carries.
-const maxFeedbackGroup = 4096
-
-// feedbackLoop combines concurrent appends that write feedback.jsonl into
-// one log append: the foreign lines must be ingested ahead of our next
-// write there, so such appends cannot race each other into the log's
-// committer; instead of serialising them one fsync each, this goroutine
-// takes every one that is waiting, ingests once, and appends them all in
-// one group commit.
-func (e *Engine) feedbackLoop() {
-	defer e.wg.Done()
-	for {
-		var group []*feedbackAppend
-		select {
-		case r := <-e.fbCh:
-			group = append(group, r)
-		case <-e.stop:
-			return
-		}
-		n := len(group[0].evs)
-	collect:
-		for n < maxFeedbackGroup {
-			select {
-			case r := <-e.fbCh:
-				group = append(group, r)
-				n += len(r.evs)
-			default:
-				break collect
-			}
-		}
-		e.appendFeedbackGroup(group)
-	}
-}
-
-func (e *Engine) appendFeedbackGroup(group []*feedbackAppend) {
-	live := group[:0]
-	for _, r := range group {
-		if err := r.ctx.Err(); err != nil {
-			r.done <- feedbackResult{err: err} // never queued to the log
-			continue
-		}
-		live = append(live, r)
-	}
-	if len(live) == 0 {
-		return
-	}
-	fail := func(err error) {
-		for _, r := range live {
-			r.done <- feedbackResult{err: err}
-		}
-	}
-	e.fbMu.Lock()
-	defer e.fbMu.Unlock()
-	if err := e.viewsCurrent(); err != nil {
-		fail(err) // nothing appended: the client retries
-		return
-	}
-	// The wait for an unfinished foreign line is bounded by FeedbackWait
-	// and by the engine's life, not by one caller's context.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-e.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	pre, err := e.foreignEvents(ctx, true)
-	if err != nil {
-		fail(err)
-		return
-	}
-	all := pre
-	for _, r := range live {
-		all = append(all, r.evs...)
-	}
-	seqs, err := e.log.Append(ctx, all...)
-	if err != nil {
-		fail(err)
-		return
-	}
-	seqs = seqs[len(pre):]
-	for _, r := range live {
-		r.done <- feedbackResult{seqs: seqs[:len(r.evs):len(r.evs)]}
-		seqs = seqs[len(r.evs):]
-	}
-	e.ingestAdopted(ctx)
-}
-
 // IngestFeedback appends a feedback.ingested event for every complete line
 // other programs appended to feedback.jsonl past what the log accounts
 // for. An unfinished last line is left alone. The daemon may call it on a
@@ -253,7 +150,7 @@ func (e *Engine) IngestFeedback(ctx context.Context) error {
 	if e.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	e.fbMu.Lock()
+	e.lockFeedback()
 	defer e.fbMu.Unlock()
 	if err := e.viewsCurrent(); err != nil {
 		return err

@@ -116,7 +116,7 @@ func (e *Engine) regenerateLive(ctx context.Context) (*projections.RegenerateRep
 		// views stay until a writable open finds them.
 		return nil, errors.New("engine: read-only: damaged views not regenerated")
 	}
-	e.fbMu.Lock()
+	e.lockFeedback()
 	defer e.fbMu.Unlock()
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()

@@ -204,3 +204,29 @@ func TestParseLimit(t *testing.T) {
 		}
 	}
 }
+
+// parseRatings reads each rating as json.Unmarshal reads a number, and
+// refuses what is not an integer 0–100 (the cases pin the set it accepts).
+func TestParseRatingsNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		want int // -1: refused
+	}{
+		{"0", 0}, {"100", 100}, {"50.0", 50}, {"1e2", 100}, {"5E1", 50}, {"-0", 0}, {"0.5e2", 50},
+		{"50.5", -1}, {"-1", -1}, {"101", -1}, {"1e400", -1}, {"-1e400", -1}, {"true", -1}, {`"5"`, -1}, {"[5]", -1}, {"{}", -1},
+	} {
+		r, err := parseRatings(json.RawMessage(`{"overall":`+tc.raw+`}`), "ratings")
+		switch {
+		case tc.want < 0 && err == nil:
+			t.Errorf("%s: accepted, want refused", tc.raw)
+		case tc.want >= 0 && (err != nil || r == nil || r.Overall == nil || *r.Overall != tc.want):
+			t.Errorf("%s: %+v, %v; want %d", tc.raw, r, err, tc.want)
+		}
+	}
+	if r, err := parseRatings(json.RawMessage(`{"overall":null,"hook":7}`), "ratings"); err != nil || r.Overall != nil || *r.Hook != 7 {
+		t.Errorf("null and a second key: %+v, %v", r, err)
+	}
+	if _, err := parseRatings(json.RawMessage(`{"tone":7}`), "ratings"); err == nil {
+		t.Error("an unknown rating was accepted")
+	}
+}

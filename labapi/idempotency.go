@@ -189,7 +189,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, route string
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, resp)
+		writeAnswer(w, resp)
 		t.done()
 		return nil
 	}
@@ -217,9 +217,20 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, route string
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeAnswer(w, resp)
 	t.done()
 	return nil
+}
+
+// writeAnswer writes a mutation's answer with status 200: resp as JSON,
+// or as it is when it is already JSON (json.RawMessage: the bytes of the
+// snapshot appendAnswer stored, so they are encoded once).
+func writeAnswer(w http.ResponseWriter, resp any) {
+	if raw, ok := resp.(json.RawMessage); ok {
+		writeRaw(w, http.StatusOK, raw)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // decodeIdempotent reads the request body and runs act at most once per
@@ -242,16 +253,19 @@ func decodeIdempotent[B any](s *Server, w http.ResponseWriter, r *http.Request, 
 
 // appendAnswer appends p as an event of stream. With a request id the event
 // also carries req, its body hash and resp: the snapshot a retry of the
-// request gets back (see mutation).
+// request gets back (see mutation). A resp that is a json.RawMessage is
+// stored as it is (it must be what json.Marshal makes of the answer).
 func (s *Server) appendAnswer(ctx context.Context, stream string, p events.Payload, req, reqHash string, resp any) error {
 	ev, err := events.New(stream, p)
 	if err != nil {
 		return err
 	}
 	if req != "" {
-		snap, err := json.Marshal(resp)
-		if err != nil {
-			return err
+		snap, ok := resp.(json.RawMessage)
+		if !ok {
+			if snap, err = json.Marshal(resp); err != nil {
+				return err
+			}
 		}
 		ev.WithRequest(req, reqHash, snap)
 	}

@@ -53,19 +53,24 @@ func parseRatings(raw json.RawMessage, field string) (*events.Ratings, error) {
 		return nil, NewError(CodeInvalidArgument, field+" must be an object of integer ratings 0–100", "Send {\"overall\": 80, …} with keys "+strings.Join(ratingKeys, ", ")+".").With("field", field)
 	}
 	out := &events.Ratings{}
-	slots := map[string]**int{"overall": &out.Overall, "hook": &out.Hook, "pacing": &out.Pacing, "script": &out.Script,
-		"visuals": &out.Visuals, "motion": &out.Motion, "captions": &out.Captions, "sync": &out.Sync}
 	n := 0
 	for k, v := range m {
-		slot, ok := slots[k]
-		if !ok {
+		slot := ratingSlot(out, k)
+		if slot == nil {
 			return nil, NewError(CodeInvalidArgument, "Unknown rating "+strconv.Quote(k), "Rate only "+strings.Join(ratingKeys, ", ")+".").With("field", field+"."+k)
 		}
 		if string(v) == "null" {
 			continue
 		}
+		// v is a JSON number once its first byte says so (the object it
+		// came from parsed), which ParseFloat reads as json.Unmarshal
+		// would; out of range it fails there too, and is refused alike.
 		var f float64
-		if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) || json.Unmarshal(v, &f) != nil {
+		var perr error
+		if len(v) > 0 && (v[0] == '-' || ('0' <= v[0] && v[0] <= '9')) {
+			f, perr = strconv.ParseFloat(string(v), 64)
+		}
+		if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) || perr != nil {
 			return nil, NewError(CodeInvalidArgument, "Rating "+k+" must be an integer 0–100, not "+truncate(string(v), 40), "Send whole numbers from 0 to 100.").With("field", field+"."+k)
 		}
 		if f != math.Trunc(f) || f < 0 || f > 100 {
@@ -79,6 +84,29 @@ func parseRatings(raw json.RawMessage, field string) (*events.Ratings, error) {
 		return nil, nil
 	}
 	return out, nil
+}
+
+// ratingSlot is the field of r that rating k fills, nil for an unknown k.
+func ratingSlot(r *events.Ratings, k string) **int {
+	switch k {
+	case "overall":
+		return &r.Overall
+	case "hook":
+		return &r.Hook
+	case "pacing":
+		return &r.Pacing
+	case "script":
+		return &r.Script
+	case "visuals":
+		return &r.Visuals
+	case "motion":
+		return &r.Motion
+	case "captions":
+		return &r.Captions
+	case "sync":
+		return &r.Sync
+	}
+	return nil
 }
 
 func truncate(s string, n int) string {
@@ -187,7 +215,10 @@ func (s *Server) handleFeedbackAdd(w http.ResponseWriter, r *http.Request) error
 		if e.RunID == "" && e.Ratings == nil && e.Notes == "" && e.ExperimentID == "" {
 			return nil, NewError(CodeInvalidArgument, "Empty feedback: nothing to record", "Send at least runId, ratings or notes.")
 		}
-		resp := map[string]string{"feedbackId": e.ID}
+		// The answer is encoded once, for the log's snapshot and the
+		// client alike: what json.Marshal makes of {"feedbackId": id}
+		// (newID's characters need no escaping).
+		resp := json.RawMessage(`{"feedbackId":"` + e.ID + `"}`)
 		if err := s.appendAnswer(r.Context(), s.opts.SessionID, &events.FeedbackSubmitted{Entry: e}, req, rh, resp); err != nil {
 			return nil, err
 		}

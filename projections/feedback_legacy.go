@@ -376,6 +376,11 @@ func (p *Projector) ForeignFeedback() (lines []ForeignLine, partial bool, err er
 			return nil, false, err
 		}
 	}
+	// Nothing foreign is the common case, checked before every feedback
+	// group: one lstat by name (a symlink goes the long way, and is refused).
+	if fi, err := os.Lstat(p.path(FeedbackView)); err == nil && fi.Mode().IsRegular() && fi.Size() <= end {
+		return nil, false, nil
+	}
 	f, err := p.opts.OpenFile(p.path(FeedbackView), os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil

@@ -21,7 +21,9 @@
 // # Writing
 //
 // Append validates and encodes its events in the caller's goroutine and
-// hands them to one committer goroutine, which groups whatever is waiting,
+// hands them to one committer goroutine (Enqueue does only that, and
+// Pending.Wait the rest, so that one caller can queue its next append
+// while the last is fsynced), which groups whatever is waiting,
 // patches in the sequences and writes the group with one WriteBatch. A
 // syncer goroutine makes written groups durable: one fsync of the tail
 // segment (fdatasync: data and the size needed to read it back) covering

@@ -390,20 +390,46 @@ func (l *Log) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error
 	if len(evs) == 0 {
 		return nil, nil
 	}
+	p, err := l.Enqueue(ctx, evs...)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait()
+}
+
+// Pending is an append the committer has been handed (Enqueue); Wait
+// returns its outcome. The zero value is an empty append.
+type Pending struct {
+	l *Log
+	r *appendReq
+	n int
+}
+
+// Enqueue validates, encodes and queues evs to the committer, and returns
+// without waiting for them: appends enqueued one after the other by one
+// goroutine get ascending sequences, in that order. Wait then returns
+// what Append would have; it must be called exactly once for every
+// Pending without error, for the events may become durable whatever the
+// caller does. A caller that has queued one append can so prepare and
+// queue the next while the first is written and fsynced.
+func (l *Log) Enqueue(ctx context.Context, evs ...*events.Event) (Pending, error) {
+	if len(evs) == 0 {
+		return Pending{}, nil
+	}
 	var call int64
 	if l.opts.AckTrace != nil {
 		call = mono()
 	}
 	if l.hasFailed.Load() {
-		return nil, l.Err()
+		return Pending{}, l.Err()
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return Pending{}, err
 	}
 	if i := repeated(evs); i >= 0 {
 		// The committer sets Seq on the caller's events: one *Event twice
 		// would be written twice but carry (and show Apply) one sequence.
-		return nil, fmt.Errorf("%w: event %d is event %d again", ErrInvalidEvent, i, slices.Index(evs, evs[i]))
+		return Pending{}, fmt.Errorf("%w: event %d is event %d again", ErrInvalidEvent, i, slices.Index(evs, evs[i]))
 	}
 	// Encoding happens here, in the appenders' goroutines, in parallel; the
 	// committer only patches the seq and computes the CRC.
@@ -424,7 +450,7 @@ func (l *Log) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error
 	for i, ev := range evs {
 		if ev == nil || ev.Type == "" || ev.V < 1 || ev.ID == "" {
 			putReq(r)
-			return nil, fmt.Errorf("%w: event %d lacks type, version or id", ErrInvalidEvent, i)
+			return Pending{}, fmt.Errorf("%w: event %d lacks type, version or id", ErrInvalidEvent, i)
 		}
 		if ev.TS == 0 {
 			ev.TS = now
@@ -432,7 +458,7 @@ func (l *Log) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error
 		var err error
 		if r.buf, err = appendUnsequenced(r.buf, ev); err != nil {
 			putReq(r)
-			return nil, fmt.Errorf("%w: event %d (%s): %v", ErrInvalidEvent, i, ev.Type, err)
+			return Pending{}, fmt.Errorf("%w: event %d (%s): %v", ErrInvalidEvent, i, ev.Type, err)
 		}
 		ends = append(ends, r.buf[:len(r.buf):len(r.buf)])
 	}
@@ -455,7 +481,7 @@ func (l *Log) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error
 	if l.closed {
 		l.sendMu.RUnlock()
 		putReq(r)
-		return nil, ErrClosed
+		return Pending{}, ErrClosed
 	}
 	l.queued.Add(1)
 	select {
@@ -467,19 +493,28 @@ func (l *Log) Append(ctx context.Context, evs ...*events.Event) ([]uint64, error
 			l.queued.Add(-1)
 			l.sendMu.RUnlock()
 			putReq(r)
-			return nil, ctx.Err()
+			return Pending{}, ctx.Err()
 		}
 	}
 	l.sendMu.RUnlock()
-	res := <-r.resp
-	if l.opts.AckTrace != nil && res.err == nil {
-		l.opts.AckTrace(r.st.timing(mono()))
+	return Pending{l: l, r: r, n: len(evs)}, nil
+}
+
+// Wait returns the sequences of the enqueued events once they are
+// durable and Options.Apply has run, or the error that failed them.
+func (p Pending) Wait() ([]uint64, error) {
+	if p.r == nil {
+		return nil, nil
 	}
-	putReq(r)
+	res := <-p.r.resp
+	if p.l.opts.AckTrace != nil && res.err == nil {
+		p.l.opts.AckTrace(p.r.st.timing(mono()))
+	}
+	putReq(p.r)
 	if res.err != nil {
 		return nil, res.err
 	}
-	seqs := make([]uint64, len(evs))
+	seqs := make([]uint64, p.n)
 	for i := range seqs {
 		seqs[i] = res.first + uint64(i)
 	}
