@@ -1,0 +1,53 @@
+package labapi
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/projections"
+	"github.com/cmlab/cmlab/wal"
+)
+
+// BenchmarkLabStoreBuild times the build of the Lab store from a log of
+// the mixed Lab workload (CMLAB_BENCH_LABSTORE_EVENTS events, default
+// 100,000), as at a first start or a rebuild: the file removed, then
+// opened, caught up from seq 1 and closed. The log is generated once.
+func BenchmarkLabStoreBuild(b *testing.B) {
+	n := 100_000
+	if s := os.Getenv("CMLAB_BENCH_LABSTORE_EVENTS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v <= 0 {
+			b.Fatalf("CMLAB_BENCH_LABSTORE_EVENTS=%q", s)
+		}
+		n = v
+	}
+	h := home.Home{Dir: filepath.Join(b.TempDir(), "home")}
+	writeLog(b, h, projections.Workload(projections.WorkloadMixedLab, 1, n))
+	l, err := wal.Open(wal.Options{Dir: h.WALDir(), QuarantineDir: h.QuarantineDir(), NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		if err := os.Remove(LabStoreFile(h)); err != nil && !os.IsNotExist(err) {
+			b.Fatal(err)
+		}
+		st, err := openLabStore(ctx, labStoreOptions{path: LabStoreFile(h), log: l})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if c := st.Covered(); c != l.LastSeq() {
+			b.Fatalf("store covers %d, the log ends at %d", c, l.LastSeq())
+		}
+		if err := st.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
