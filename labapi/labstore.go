@@ -126,6 +126,7 @@ type labStoreOptions struct {
 const (
 	labPhaseCreated        = "created"                    // an empty file made, nothing caught up
 	labPhaseCatchUp        = "catch-up"                   // a catch-up batch committed, more to come
+	labPhaseCaughtUp       = reqindex.PhaseCaughtUp       // the catch-up's last batch committed, the file not yet synced
 	labPhaseFlushWrite     = "flush-write"                // a flush about to write its batch
 	labPhaseFlushed        = "flushed"                    // a flush's transaction committed, covered not yet moved
 	labPhaseRebuildBuilt   = reqindex.PhaseRebuildBuilt   // a rebuild's new file whole, not renamed
@@ -249,7 +250,7 @@ func checkCovered(l *wal.Log, covered uint64, coveredID string) error {
 // syncs the file once at the end (a first start is not one fsync per
 // batch).
 func (st *labStore) file() *reqindex.DerivedFile {
-	return &reqindex.DerivedFile{Name: "labstore", Log: st.log, Batch: st.batch, SyncOnce: true,
+	return &reqindex.DerivedFile{Name: "labstore", Log: st.log, Batch: st.batch, SyncOnce: true, Hook: st.hook,
 		NewBatch: func() reqindex.Batch { return &labCatchUp{} }, Create: createLabStore}
 }
 

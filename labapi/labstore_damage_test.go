@@ -190,12 +190,13 @@ func TestHelperLabStoreCrash(t *testing.T) {
 
 // TestLabStoreSIGKILL: a process killed (SIGKILL, a real child) at every
 // phase of a write of the Lab store — the empty file made, between
-// catch-up batches, before and after a flush's transaction, a rebuild's
+// catch-up batches (the log read into the next batch meanwhile), the
+// whole log written but not yet synced, before and after a flush's transaction, a rebuild's
 // file whole but not renamed, renamed but not swapped in — leaves a home
 // whose next start answers exactly as the heap model of the log, with the
 // store covering the whole log and no rebuild file left.
 func TestLabStoreSIGKILL(t *testing.T) {
-	for _, phase := range []string{labPhaseCreated, labPhaseCatchUp, labPhaseFlushWrite, labPhaseFlushed,
+	for _, phase := range []string{labPhaseCreated, labPhaseCatchUp, labPhaseCaughtUp, labPhaseFlushWrite, labPhaseFlushed,
 		labPhaseRebuildBuilt, labPhaseRebuildRenamed} {
 		t.Run(phase, func(t *testing.T) {
 			h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}

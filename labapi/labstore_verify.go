@@ -93,7 +93,7 @@ func (st *labStore) rebuildLive(reason string) error {
 		return errLabStoreClosed
 	}
 	// Flushed since upTo: in the log (covered ≤ observed ≤ its last seq).
-	db, err := r.Finish(ctx, st.covered, st.hook)
+	db, err := r.Finish(ctx, st.covered)
 	if err != nil {
 		var ds *home.DirSyncError
 		if !errors.As(err, &ds) {

@@ -43,6 +43,21 @@ type DerivedFile struct {
 	SyncOnce bool
 	// NoSync skips the directory fsync of a rebuild's rename (benchmarks).
 	NoSync bool
+	// Hook, if not nil, is called at each Phase* (crash tests stop there).
+	Hook func(phase string)
+}
+
+// The phases of a write of a derived file that Hook is called at.
+const (
+	PhaseCaughtUp       = "caught-up"       // a SyncOnce catch-up's last batch committed, the file not yet synced
+	PhaseRebuildBuilt   = "rebuild-built"   // a rebuild's new file whole, not renamed
+	PhaseRebuildRenamed = "rebuild-renamed" // renamed over the old file, not yet swapped in
+)
+
+func (d *DerivedFile) hook(phase string) {
+	if d.Hook != nil {
+		d.Hook(phase)
+	}
 }
 
 // Batch is the changes of a run of events not yet in the file.
@@ -74,6 +89,9 @@ func (d *DerivedFile) CatchUp(ctx context.Context, db *bolt.DB, from, last uint6
 		db.NoSync, db.NoGrowSync = true, true
 		defer func() {
 			db.NoSync, db.NoGrowSync = false, false
+			if err == nil {
+				d.hook(PhaseCaughtUp)
+			}
 			if serr := db.Sync(); err == nil && serr != nil {
 				err = fmt.Errorf("%s: catch-up: %w", d.Name, serr)
 			}
@@ -192,26 +210,18 @@ func (d *DerivedFile) StartRebuild(ctx context.Context, path string, upTo uint64
 
 func (r *Rebuild) record(seq uint64, _ string) { r.seq = seq }
 
-// The phases of Finish its hook is called at (crash tests stop there).
-const (
-	PhaseRebuildBuilt   = "rebuild-built"   // the new file whole, not renamed
-	PhaseRebuildRenamed = "rebuild-renamed" // renamed over the old file, not yet swapped in
-)
-
 // Finish writes the events the old file gained since StartRebuild
 // (through covered: they are in the log) and renames the new file over
-// the old one (hook, if not nil, is called at each Phase*), returning the new file open. A
+// the old one, returning the new file open. A
 // *home.DirSyncError comes with the file: it is in place, but the rename
 // may not survive a crash (the next open checks whichever file it finds).
 // On any other error the new file is removed.
-func (r *Rebuild) Finish(ctx context.Context, covered uint64, hook func(phase string)) (*bolt.DB, error) {
+func (r *Rebuild) Finish(ctx context.Context, covered uint64) (*bolt.DB, error) {
 	if err := r.d.CatchUp(ctx, r.db, r.seq+1, covered, r.record); err != nil {
 		r.Abort()
 		return nil, err
 	}
-	if hook != nil {
-		hook(PhaseRebuildBuilt)
-	}
+	r.d.hook(PhaseRebuildBuilt)
 	err := home.Install(nil, r.tmp, r.path, r.d.NoSync)
 	var ds *home.DirSyncError
 	if err != nil && !errors.As(err, &ds) {
@@ -219,9 +229,7 @@ func (r *Rebuild) Finish(ctx context.Context, covered uint64, hook func(phase st
 		return nil, fmt.Errorf("%s: %w", r.d.Name, err)
 	}
 	r.finishedOK = true
-	if hook != nil {
-		hook(PhaseRebuildRenamed)
-	}
+	r.d.hook(PhaseRebuildRenamed)
 	return r.db, err
 }
 

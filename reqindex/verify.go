@@ -87,7 +87,7 @@ func (x *Index) rebuildLive(ctx context.Context, reason string) error {
 		return ErrClosed
 	}
 	// Flushed since upTo: in the log (covered ≤ observed ≤ its last seq).
-	db, err := r.Finish(ctx, x.covered, nil)
+	db, err := r.Finish(ctx, x.covered)
 	if err != nil {
 		var ds *home.DirSyncError
 		if !errors.As(err, &ds) {
