@@ -163,7 +163,7 @@ func openLabStore(ctx context.Context, o labStoreOptions) (*labStore, error) {
 	}
 	db, covered, coveredID, err := openLabStoreFile(st.path, false)
 	if err == nil {
-		err = checkCovered(l, covered, coveredID)
+		err = reqindex.CheckCovered(l, covered, coveredID, "store")
 		if err != nil {
 			db.Close()
 		}
@@ -226,23 +226,6 @@ func (st *labStore) removeTmp() {
 	if st.tmp {
 		os.Remove(st.path)
 	}
-}
-
-// checkCovered refuses a store claiming an event the log does not hold.
-func checkCovered(l *wal.Log, covered uint64, coveredID string) error {
-	if last := l.LastSeq(); covered > last {
-		return fmt.Errorf("covers seq %d, the log ends at %d", covered, last)
-	}
-	if covered > 0 && covered >= l.FirstSeq() {
-		ev, err := l.Read(covered)
-		if err != nil {
-			return fmt.Errorf("covered seq %d: %w", covered, err)
-		}
-		if ev.ID != coveredID {
-			return fmt.Errorf("covered seq %d is event %s in the log, %s in the store", covered, ev.ID, coveredID)
-		}
-	}
-	return nil
 }
 
 // file is the store as a derived file of the log (reqindex.DerivedFile):

@@ -388,57 +388,39 @@ func newLSWriterFresh(tx *bolt.Tx) (*lsWriter, error) {
 // doubt is an error (the caller rebuilds). A panic of bbolt reading a
 // damaged file is an error.
 func openLabStoreFile(path string, readOnly bool) (db *bolt.DB, covered uint64, coveredID string, err error) {
-	if _, err := os.Stat(path); err != nil {
-		return nil, 0, "", fmt.Errorf("no store file: %w", err)
-	}
-	if err := reqindex.CheckShape(path); err != nil {
-		return nil, 0, "", err
-	}
-	defer reqindex.FaultsPanic()()
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("bbolt panicked reading the file: %v", p)
-		}
-		if err != nil && db != nil {
-			db.Close()
-			db = nil
-		}
-	}()
-	db, err = bolt.Open(path, 0o600, labBoltOptions(readOnly))
-	if err != nil {
-		return nil, 0, "", err
-	}
-	err = db.View(func(tx *bolt.Tx) error {
-		for _, b := range lsBuckets {
-			if tx.Bucket(b) == nil {
-				return fmt.Errorf("bucket %s missing", b)
+	db, err = reqindex.OpenFile(path, "store", labBoltOptions(readOnly), func(db *bolt.DB) error {
+		return db.View(func(tx *bolt.Tx) error {
+			for _, b := range lsBuckets {
+				if tx.Bucket(b) == nil {
+					return fmt.Errorf("bucket %s missing", b)
+				}
 			}
-		}
-		meta := tx.Bucket(lsMeta)
-		f, err := lsGet(meta, lsKeyFormat)
-		if err != nil {
-			return err
-		}
-		if string(f) != labStoreFormat {
-			return fmt.Errorf("format %q, want %q", f, labStoreFormat)
-		}
-		if _, err := readCounters(meta); err != nil {
-			return err
-		}
-		c, err := lsGet(meta, lsKeyCovered)
-		if err != nil {
-			return err
-		}
-		if len(c) != 8 {
-			return errors.New("covered seq missing")
-		}
-		covered = binary.BigEndian.Uint64(c)
-		id, err := lsGet(meta, lsKeyCoveredID)
-		if err != nil {
-			return err
-		}
-		coveredID = string(id)
-		return nil
+			meta := tx.Bucket(lsMeta)
+			f, err := lsGet(meta, lsKeyFormat)
+			if err != nil {
+				return err
+			}
+			if string(f) != labStoreFormat {
+				return fmt.Errorf("format %q, want %q", f, labStoreFormat)
+			}
+			if _, err := readCounters(meta); err != nil {
+				return err
+			}
+			c, err := lsGet(meta, lsKeyCovered)
+			if err != nil {
+				return err
+			}
+			if len(c) != 8 {
+				return errors.New("covered seq missing")
+			}
+			covered = binary.BigEndian.Uint64(c)
+			id, err := lsGet(meta, lsKeyCoveredID)
+			if err != nil {
+				return err
+			}
+			coveredID = string(id)
+			return nil
+		})
 	})
 	return db, covered, coveredID, err
 }

@@ -60,6 +60,25 @@ func (d *DerivedFile) hook(phase string) {
 	}
 }
 
+// CheckCovered refuses a derived file (what: "index", "store") claiming
+// an event the log does not hold: its covered seq past the log's end, or
+// naming another event (by id) than the log's at that seq.
+func CheckCovered(l *wal.Log, covered uint64, coveredID, what string) error {
+	if last := l.LastSeq(); covered > last {
+		return fmt.Errorf("covers seq %d, the log ends at %d", covered, last)
+	}
+	if covered > 0 && covered >= l.FirstSeq() {
+		ev, err := l.Read(covered)
+		if err != nil {
+			return fmt.Errorf("covered seq %d: %w", covered, err)
+		}
+		if ev.ID != coveredID {
+			return fmt.Errorf("covered seq %d is event %s in the log, %s in the %s", covered, ev.ID, coveredID, what)
+		}
+	}
+	return nil
+}
+
 // Batch is the changes of a run of events not yet in the file.
 type Batch interface {
 	// Add takes the change ev makes, if any.

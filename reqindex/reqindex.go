@@ -172,61 +172,35 @@ func (x *Index) boltOptions() *bolt.Options {
 // openTrusted opens the file and checks it is one this code wrote for this
 // log; any doubt is an error (and the caller rebuilds).
 func (x *Index) openTrusted() (db *bolt.DB, covered uint64, coveredID string, err error) {
-	if _, err := os.Stat(x.opts.Path); err != nil {
-		return nil, 0, "", fmt.Errorf("no index file: %w", err)
-	}
-	if err := checkShape(x.opts.Path); err != nil {
-		return nil, 0, "", err
-	}
-	defer faultsPanic()()
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("bbolt panicked reading the file: %v", p)
+	db, err = OpenFile(x.opts.Path, "index", x.boltOptions(), func(db *bolt.DB) error {
+		if !x.opts.VerifyAfterOpen {
+			if err := checkAll(db); err != nil {
+				return err
+			}
 		}
-		if err != nil && db != nil {
-			db.Close()
-			db = nil
-		}
-	}()
-	db, err = bolt.Open(x.opts.Path, 0o600, x.boltOptions())
-	if err != nil {
-		return nil, 0, "", err
-	}
-	if !x.opts.VerifyAfterOpen {
-		if err = checkAll(db); err != nil {
-			return db, 0, "", err
-		}
-	}
-	err = db.View(func(tx *bolt.Tx) error {
-		meta, entries := tx.Bucket(bucketMeta), tx.Bucket(bucketEntries)
-		if meta == nil || entries == nil {
-			return errors.New("buckets missing")
-		}
-		if f := meta.Get(keyFormat); string(f) != Format {
-			return fmt.Errorf("format %q, want %q", f, Format)
-		}
-		c := meta.Get(keyCovered)
-		if len(c) != 8 {
-			return errors.New("covered seq missing")
-		}
-		covered = binary.BigEndian.Uint64(c)
-		coveredID = string(meta.Get(keyCoveredID))
-		return nil
+		return db.View(func(tx *bolt.Tx) error {
+			meta, entries := tx.Bucket(bucketMeta), tx.Bucket(bucketEntries)
+			if meta == nil || entries == nil {
+				return errors.New("buckets missing")
+			}
+			if f := meta.Get(keyFormat); string(f) != Format {
+				return fmt.Errorf("format %q, want %q", f, Format)
+			}
+			c := meta.Get(keyCovered)
+			if len(c) != 8 {
+				return errors.New("covered seq missing")
+			}
+			covered = binary.BigEndian.Uint64(c)
+			coveredID = string(meta.Get(keyCoveredID))
+			return nil
+		})
 	})
 	if err != nil {
-		return db, 0, "", err
+		return nil, 0, "", err
 	}
-	if last := x.opts.Log.LastSeq(); covered > last {
-		return db, 0, "", fmt.Errorf("covers seq %d, the log ends at %d", covered, last)
-	}
-	if covered > 0 && covered >= x.opts.Log.FirstSeq() {
-		ev, rerr := x.opts.Log.Read(covered)
-		if rerr != nil {
-			return db, 0, "", fmt.Errorf("covered seq %d: %w", covered, rerr)
-		}
-		if ev.ID != coveredID {
-			return db, 0, "", fmt.Errorf("covered seq %d is event %s in the log, %s in the index", covered, ev.ID, coveredID)
-		}
+	if err := CheckCovered(x.opts.Log, covered, coveredID, "index"); err != nil {
+		db.Close()
+		return nil, 0, "", err
 	}
 	return db, covered, coveredID, nil
 }
