@@ -177,7 +177,7 @@ func openLabStore(ctx context.Context, o labStoreOptions) (*labStore, error) {
 		if _, serr := os.Stat(st.path); serr == nil {
 			st.rebuilt = err.Error()
 		}
-		if st.db, err = createLabStore(st.path); err != nil {
+		if st.db, err = createLabStore(st.path, l.LastSeq()); err != nil {
 			st.removeTmp()
 			return nil, err
 		}
@@ -234,7 +234,8 @@ func (st *labStore) removeTmp() {
 // batch).
 func (st *labStore) file() *reqindex.DerivedFile {
 	return &reqindex.DerivedFile{Name: "labstore", Log: st.log, Batch: st.batch, SyncOnce: true, Hook: st.hook,
-		NewBatch: func() reqindex.Batch { return &labCatchUp{} }, Create: createLabStore}
+		NewBatch: func() reqindex.Batch { return &labCatchUp{} },
+		Create:   func(path string) (*bolt.DB, error) { return createLabStore(path, st.log.LastSeq()) }}
 }
 
 // labCatchUp is the changes of a run of events a catch-up writes.

@@ -54,6 +54,9 @@ func BenchmarkLabStoreBuild(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	if fi, err := os.Stat(LabStoreFile(h)); err == nil {
+		b.ReportMetric(float64(fi.Size())/float64(n), "file-bytes/event")
+	}
 	// CPU time is the steadier figure on a loaded machine (wall time is
 	// an upper bound there).
 	b.ReportMetric((processCPU(b)-cpu0).Seconds()*1000/float64(b.N), "cpu-ms/op")
