@@ -328,3 +328,37 @@ func TestLabStoreHeapFlat(t *testing.T) {
 		t.Fatalf("the heap grows with the runs: 1,000 runs %d/%d bytes, 100,000 runs %d/%d", small0, small1, big0, big1)
 	}
 }
+
+// TestLabStoreBuiltWithLargeMap: a store created for a long log (its
+// whole size mapped at once, createLabStore) is built, checked and
+// reopened like any other.
+func TestLabStoreBuiltWithLargeMap(t *testing.T) {
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	writeLog(t, h, mixedLab(3, 600))
+	l, err := wal.Open(wal.Options{Dir: h.WALDir(), QuarantineDir: h.QuarantineDir(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	db, err := createLabStore(LabStoreFile(h), labMmapMax/labMmapPerEvent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &labStore{log: l, batch: 100}
+	var covered uint64
+	if err := st.file().CatchUp(context.Background(), db, 1, l.LastSeq(), func(seq uint64, _ string) { covered = seq }); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkLabStore(db); err != nil {
+		t.Fatalf("the store fails its check: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if covered != l.LastSeq() {
+		t.Fatalf("caught up to %d, the log ends at %d", covered, l.LastSeq())
+	}
+	if c, err := LabStoreCovers(h); err != nil || c != covered {
+		t.Fatalf("reopened: covers %d, %v (want %d)", c, err, covered)
+	}
+}
