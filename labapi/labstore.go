@@ -124,12 +124,13 @@ type labStoreOptions struct {
 
 // The phases of the store's writes a crash test stops at (hook).
 const (
-	labPhaseCreated        = "created"         // an empty file made, nothing caught up
-	labPhaseCatchUp        = "catch-up"        // a catch-up batch committed, more to come
-	labPhaseFlushWrite     = "flush-write"     // a flush about to write its batch
-	labPhaseFlushed        = "flushed"         // a flush's transaction committed, covered not yet moved
-	labPhaseRebuildBuilt   = "rebuild-built"   // a rebuild's new file whole, not renamed
-	labPhaseRebuildRenamed = "rebuild-renamed" // renamed over the old file, not swapped in
+	labPhaseCreated        = "created"                    // an empty file made, nothing caught up
+	labPhaseCatchUp        = "catch-up"                   // a catch-up batch committed, more to come
+	labPhaseCaughtUp       = reqindex.PhaseCaughtUp       // the catch-up's last batch committed, the file not yet synced
+	labPhaseFlushWrite     = "flush-write"                // a flush about to write its batch
+	labPhaseFlushed        = "flushed"                    // a flush's transaction committed, covered not yet moved
+	labPhaseRebuildBuilt   = reqindex.PhaseRebuildBuilt   // a rebuild's new file whole, not renamed
+	labPhaseRebuildRenamed = reqindex.PhaseRebuildRenamed // renamed over the old file, not swapped in
 )
 
 // openLabStore opens (or rebuilds) the store of l at path and brings it up
@@ -162,7 +163,7 @@ func openLabStore(ctx context.Context, o labStoreOptions) (*labStore, error) {
 	}
 	db, covered, coveredID, err := openLabStoreFile(st.path, false)
 	if err == nil {
-		err = checkCovered(l, covered, coveredID)
+		err = reqindex.CheckCovered(l, covered, coveredID, "store")
 		if err != nil {
 			db.Close()
 		}
@@ -176,7 +177,7 @@ func openLabStore(ctx context.Context, o labStoreOptions) (*labStore, error) {
 		if _, serr := os.Stat(st.path); serr == nil {
 			st.rebuilt = err.Error()
 		}
-		if st.db, err = createLabStore(st.path); err != nil {
+		if st.db, err = createLabStore(st.path, l.LastSeq()); err != nil {
 			st.removeTmp()
 			return nil, err
 		}
@@ -184,7 +185,7 @@ func openLabStore(ctx context.Context, o labStoreOptions) (*labStore, error) {
 		close(st.verified) // new: nothing to check
 		st.verifyOn = true
 	}
-	err = catchUpLabStore(ctx, st.db, l, st.covered+1, l.LastSeq(), st.batch, func(seq uint64, id string) {
+	err = st.file().CatchUp(ctx, st.db, st.covered+1, l.LastSeq(), func(seq uint64, id string) {
 		st.covered, st.observed, st.observedID = seq, seq, id
 		st.hook(labPhaseCatchUp)
 	})
@@ -227,83 +228,30 @@ func (st *labStore) removeTmp() {
 	}
 }
 
-// checkCovered refuses a store claiming an event the log does not hold.
-func checkCovered(l *wal.Log, covered uint64, coveredID string) error {
-	if last := l.LastSeq(); covered > last {
-		return fmt.Errorf("covers seq %d, the log ends at %d", covered, last)
-	}
-	if covered > 0 && covered >= l.FirstSeq() {
-		ev, err := l.Read(covered)
-		if err != nil {
-			return fmt.Errorf("covered seq %d: %w", covered, err)
-		}
-		if ev.ID != coveredID {
-			return fmt.Errorf("covered seq %d is event %s in the log, %s in the store", covered, ev.ID, coveredID)
-		}
-	}
-	return nil
+// file is the store as a derived file of the log (reqindex.DerivedFile):
+// its batches are labCatchUp, its catch-up commits without fsync and
+// syncs the file once at the end (a first start is not one fsync per
+// batch).
+func (st *labStore) file() *reqindex.DerivedFile {
+	return &reqindex.DerivedFile{Name: "labstore", Log: st.log, Batch: st.batch, SyncOnce: true, Hook: st.hook,
+		NewBatch: func() reqindex.Batch { return &labCatchUp{} },
+		Create:   func(path string) (*bolt.DB, error) { return createLabStore(path, st.log.LastSeq()) }}
 }
 
-// catchUpLabStore writes the changes of the events from..last of l to db,
-// one transaction (records + counters + covered seq) per batch of events,
-// calling done after each.
-//
-// The batches are committed without fsync and the file is synced once at
-// the end: the catch-up of a long log (a first start) is not one fsync per
-// batch. A crash before that sync loses at most what the log still holds
-// (the covered seq is read back with the records it covers, and a file
-// whose pages a power loss tore fails the check after open or a value's
-// CRC, and is rebuilt). db must not be written by anything else meanwhile.
-func catchUpLabStore(ctx context.Context, db *bolt.DB, l *wal.Log, from, last uint64, batch int, done func(seq uint64, id string)) (err error) {
-	if from > last {
-		return nil
+// labCatchUp is the changes of a run of events a catch-up writes.
+type labCatchUp struct{ ops []*labOp }
+
+func (c *labCatchUp) Add(ev *events.Event) {
+	if op := labOpOf(ev); op != nil {
+		c.ops = append(c.ops, op)
 	}
-	if !db.NoSync {
-		db.NoSync = true
-		defer func() {
-			db.NoSync = false
-			if serr := db.Sync(); err == nil && serr != nil {
-				err = fmt.Errorf("labstore: catch-up: %w", serr)
-			}
-		}()
-	}
-	var ops []*labOp
-	var seq uint64
-	var id string
-	n := 0
-	commit := func() error {
-		if seq == 0 {
-			return nil
-		}
-		if err := writeLabOps(db, ops, seq, id); err != nil {
-			return err
-		}
-		done(seq, id)
-		ops, n = ops[:0], 0
-		return nil
-	}
-	for ev, err := range l.Events(from) {
-		if err != nil {
-			return fmt.Errorf("labstore: catch-up: %w", err)
-		}
-		if ev.Seq > last {
-			break
-		}
-		if op := labOpOf(ev); op != nil {
-			ops = append(ops, op)
-		}
-		seq, id = ev.Seq, ev.ID
-		if n++; n >= batch {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if err := commit(); err != nil {
-				return err
-			}
-		}
-	}
-	return commit()
 }
+
+func (c *labCatchUp) Write(db *bolt.DB, seq uint64, id string) error {
+	return writeLabOps(db, c.ops, seq, id)
+}
+
+func (c *labCatchUp) Reset() { c.ops = c.ops[:0] }
 
 // writeLabOps applies ops and stores the covered seq in one transaction.
 // A panic of bbolt on a damaged page is an error.

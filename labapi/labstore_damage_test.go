@@ -190,12 +190,13 @@ func TestHelperLabStoreCrash(t *testing.T) {
 
 // TestLabStoreSIGKILL: a process killed (SIGKILL, a real child) at every
 // phase of a write of the Lab store — the empty file made, between
-// catch-up batches, before and after a flush's transaction, a rebuild's
+// catch-up batches (the log read into the next batch meanwhile), the
+// whole log written but not yet synced, before and after a flush's transaction, a rebuild's
 // file whole but not renamed, renamed but not swapped in — leaves a home
 // whose next start answers exactly as the heap model of the log, with the
 // store covering the whole log and no rebuild file left.
 func TestLabStoreSIGKILL(t *testing.T) {
-	for _, phase := range []string{labPhaseCreated, labPhaseCatchUp, labPhaseFlushWrite, labPhaseFlushed,
+	for _, phase := range []string{labPhaseCreated, labPhaseCatchUp, labPhaseCaughtUp, labPhaseFlushWrite, labPhaseFlushed,
 		labPhaseRebuildBuilt, labPhaseRebuildRenamed} {
 		t.Run(phase, func(t *testing.T) {
 			h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
@@ -325,5 +326,39 @@ func TestLabStoreHeapFlat(t *testing.T) {
 	const slack = 4 << 20
 	if big0 > small0+slack || big1 > small1+slack {
 		t.Fatalf("the heap grows with the runs: 1,000 runs %d/%d bytes, 100,000 runs %d/%d", small0, small1, big0, big1)
+	}
+}
+
+// TestLabStoreBuiltWithLargeMap: a store created for a long log (its
+// whole size mapped at once, createLabStore) is built, checked and
+// reopened like any other.
+func TestLabStoreBuiltWithLargeMap(t *testing.T) {
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	writeLog(t, h, mixedLab(3, 600))
+	l, err := wal.Open(wal.Options{Dir: h.WALDir(), QuarantineDir: h.QuarantineDir(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	db, err := createLabStore(LabStoreFile(h), labMmapMax/labMmapPerEvent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &labStore{log: l, batch: 100}
+	var covered uint64
+	if err := st.file().CatchUp(context.Background(), db, 1, l.LastSeq(), func(seq uint64, _ string) { covered = seq }); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkLabStore(db); err != nil {
+		t.Fatalf("the store fails its check: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if covered != l.LastSeq() {
+		t.Fatalf("caught up to %d, the log ends at %d", covered, l.LastSeq())
+	}
+	if c, err := LabStoreCovers(h); err != nil || c != covered {
+		t.Fatalf("reopened: covers %d, %v (want %d)", c, err, covered)
 	}
 }

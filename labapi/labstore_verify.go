@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -77,23 +76,12 @@ func (st *labStore) rebuildLive(reason string) error {
 		case <-ctx.Done():
 		}
 	}()
-	tmp := st.path + ".rebuild"
-	db, err := createLabStore(tmp)
-	if err != nil {
-		return err
-	}
-	fail := func(err error) error {
-		db.Close()
-		os.Remove(tmp)
-		return err
-	}
 	st.mu.Lock()
 	upTo := st.covered
 	st.mu.Unlock()
-	var seq uint64
-	record := func(s uint64, _ string) { seq = s }
-	if err := catchUpLabStore(ctx, db, st.log, 1, upTo, st.batch, record); err != nil {
-		return fail(err)
+	r, err := st.file().StartRebuild(ctx, st.path, upTo)
+	if err != nil {
+		return err
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -101,21 +89,19 @@ func (st *labStore) rebuildLive(reason string) error {
 		st.drained.Wait()
 	}
 	if st.closed {
-		return fail(errLabStoreClosed)
+		r.Abort()
+		return errLabStoreClosed
 	}
 	// Flushed since upTo: in the log (covered ≤ observed ≤ its last seq).
-	if err := catchUpLabStore(ctx, db, st.log, seq+1, st.covered, st.batch, record); err != nil {
-		return fail(err)
-	}
-	st.hook(labPhaseRebuildBuilt)
-	if err := os.Rename(tmp, st.path); err != nil {
-		return fail(fmt.Errorf("labstore: %w", err))
-	}
-	st.hook(labPhaseRebuildRenamed)
-	if err := home.SyncDir(filepath.Dir(st.path)); err != nil {
+	db, err := r.Finish(ctx, st.covered)
+	if err != nil {
+		var ds *home.DirSyncError
+		if !errors.As(err, &ds) {
+			return err
+		}
 		// The rename may not survive a crash: the next open checks
 		// whichever file it finds.
-		st.flushErr = errors.Join(st.flushErr, fmt.Errorf("labstore: fsync directory after rebuild: %w", err))
+		st.flushErr = errors.Join(st.flushErr, fmt.Errorf("labstore: fsync directory after rebuild: %w", ds.Err))
 	}
 	st.dbMu.Lock()
 	old := st.db

@@ -2,6 +2,7 @@ package reqindex
 
 import (
 	"fmt"
+	"os"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -19,6 +20,34 @@ func CheckShape(path string) error { return checkShape(path) }
 // (which the caller recovers into an error) until the returned function
 // restores the previous setting.
 func FaultsPanic() (restore func()) { return faultsPanic() }
+
+// OpenFile opens the derived file at path (what names it in errors:
+// "index", "store") if its shape lets bbolt map it, then runs check on it
+// (the file's own reading of its format and covered seq). Any doubt is an
+// error, and the file is then closed: the caller rebuilds it. A fault on
+// a mapped page or a panic of bbolt reading a damaged file is an error.
+func OpenFile(path, what string, o *bolt.Options, check func(db *bolt.DB) error) (db *bolt.DB, err error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("no %s file: %w", what, err)
+	}
+	if err := checkShape(path); err != nil {
+		return nil, err
+	}
+	defer faultsPanic()()
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("bbolt panicked reading the file: %v", p)
+		}
+		if err != nil && db != nil {
+			db.Close()
+			db = nil
+		}
+	}()
+	if db, err = bolt.Open(path, 0o600, o); err != nil {
+		return nil, err
+	}
+	return db, check(db)
+}
 
 // CheckFile runs bbolt's page check over db, then values (the file's own
 // checks of what its pages hold), in one read transaction. A fault on a

@@ -32,4 +32,10 @@
 // committer). Lookup sees pending, flushing and stored entries alike, so an
 // acknowledged request is deduplicated at once; after a crash the entries
 // not yet flushed are read back from the log at the next Open.
+//
+// The package also holds what the home's other derived bbolt file, the
+// Lab store (package labapi), shares with the index: DerivedFile (the
+// catch-up from the log and the rebuild beside a serving file, each file
+// giving its own batch of changes), CheckFile, CheckShape, FaultsPanic
+// and TrimMapped.
 package reqindex

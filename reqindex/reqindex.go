@@ -172,61 +172,35 @@ func (x *Index) boltOptions() *bolt.Options {
 // openTrusted opens the file and checks it is one this code wrote for this
 // log; any doubt is an error (and the caller rebuilds).
 func (x *Index) openTrusted() (db *bolt.DB, covered uint64, coveredID string, err error) {
-	if _, err := os.Stat(x.opts.Path); err != nil {
-		return nil, 0, "", fmt.Errorf("no index file: %w", err)
-	}
-	if err := checkShape(x.opts.Path); err != nil {
-		return nil, 0, "", err
-	}
-	defer faultsPanic()()
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("bbolt panicked reading the file: %v", p)
+	db, err = OpenFile(x.opts.Path, "index", x.boltOptions(), func(db *bolt.DB) error {
+		if !x.opts.VerifyAfterOpen {
+			if err := checkAll(db); err != nil {
+				return err
+			}
 		}
-		if err != nil && db != nil {
-			db.Close()
-			db = nil
-		}
-	}()
-	db, err = bolt.Open(x.opts.Path, 0o600, x.boltOptions())
-	if err != nil {
-		return nil, 0, "", err
-	}
-	if !x.opts.VerifyAfterOpen {
-		if err = checkAll(db); err != nil {
-			return db, 0, "", err
-		}
-	}
-	err = db.View(func(tx *bolt.Tx) error {
-		meta, entries := tx.Bucket(bucketMeta), tx.Bucket(bucketEntries)
-		if meta == nil || entries == nil {
-			return errors.New("buckets missing")
-		}
-		if f := meta.Get(keyFormat); string(f) != Format {
-			return fmt.Errorf("format %q, want %q", f, Format)
-		}
-		c := meta.Get(keyCovered)
-		if len(c) != 8 {
-			return errors.New("covered seq missing")
-		}
-		covered = binary.BigEndian.Uint64(c)
-		coveredID = string(meta.Get(keyCoveredID))
-		return nil
+		return db.View(func(tx *bolt.Tx) error {
+			meta, entries := tx.Bucket(bucketMeta), tx.Bucket(bucketEntries)
+			if meta == nil || entries == nil {
+				return errors.New("buckets missing")
+			}
+			if f := meta.Get(keyFormat); string(f) != Format {
+				return fmt.Errorf("format %q, want %q", f, Format)
+			}
+			c := meta.Get(keyCovered)
+			if len(c) != 8 {
+				return errors.New("covered seq missing")
+			}
+			covered = binary.BigEndian.Uint64(c)
+			coveredID = string(meta.Get(keyCoveredID))
+			return nil
+		})
 	})
 	if err != nil {
-		return db, 0, "", err
+		return nil, 0, "", err
 	}
-	if last := x.opts.Log.LastSeq(); covered > last {
-		return db, 0, "", fmt.Errorf("covers seq %d, the log ends at %d", covered, last)
-	}
-	if covered > 0 && covered >= x.opts.Log.FirstSeq() {
-		ev, rerr := x.opts.Log.Read(covered)
-		if rerr != nil {
-			return db, 0, "", fmt.Errorf("covered seq %d: %w", covered, rerr)
-		}
-		if ev.ID != coveredID {
-			return db, 0, "", fmt.Errorf("covered seq %d is event %s in the log, %s in the index", covered, ev.ID, coveredID)
-		}
+	if err := CheckCovered(x.opts.Log, covered, coveredID, "index"); err != nil {
+		db.Close()
+		return nil, 0, "", err
 	}
 	return db, covered, coveredID, nil
 }
@@ -302,57 +276,33 @@ func (x *Index) catchUp(ctx context.Context) error {
 	// From covered+1 even before the log's first retained seq: the log
 	// reads archived segments back, and fails (wal.ErrCompacted, naming
 	// the fix) rather than leave ids out.
-	return catchUpInto(ctx, x.db, x.opts.Log, x.covered+1, x.opts.Log.LastSeq(), func(seq uint64, id string) {
+	return x.file().CatchUp(ctx, x.db, x.covered+1, x.opts.Log.LastSeq(), func(seq uint64, id string) {
 		x.covered, x.observed, x.observedID = seq, seq, id
 	})
 }
 
-// catchUpInto writes the events from..last of l to db, one transaction
-// (entries + covered seq) per batch, calling done after each.
-func catchUpInto(ctx context.Context, db *bolt.DB, l *wal.Log, from, last uint64, done func(seq uint64, id string)) error {
-	if from > last {
-		return nil
-	}
-	batch := map[string]Record{}
-	var seq uint64
-	var id string
-	n := 0
-	commit := func() error {
-		if seq == 0 {
-			return nil
-		}
-		if err := writeTo(db, batch, seq, id); err != nil {
-			return err
-		}
-		done(seq, id)
-		clear(batch)
-		n = 0
-		return nil
-	}
-	for ev, err := range l.Events(from) {
-		if err != nil {
-			return fmt.Errorf("reqindex: catch-up: %w", err)
-		}
-		if ev.Seq > last {
-			break
-		}
-		if ev.Req != "" {
-			if _, ok := batch[ev.Req]; !ok {
-				batch[ev.Req] = Record{Hash: ev.ReqHash, Resp: ev.Resp}
-			}
-		}
-		seq, id = ev.Seq, ev.ID
-		if n++; n >= catchUpBatch {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if err := commit(); err != nil {
-				return err
-			}
-		}
-	}
-	return commit()
+// file is the index as a derived file of the log (derived.go).
+func (x *Index) file() *DerivedFile {
+	return &DerivedFile{Name: "reqindex", Log: x.opts.Log, Batch: catchUpBatch, NoSync: x.opts.NoSync,
+		NewBatch: func() Batch { return entryBatch{} },
+		Create:   func(path string) (*bolt.DB, error) { return createAt(path, x.boltOptions()) }}
 }
+
+// entryBatch is the ids of a run of events not yet written (the first
+// event of an id wins).
+type entryBatch map[string]Record
+
+func (b entryBatch) Add(ev *events.Event) {
+	if ev.Req != "" {
+		if _, ok := b[ev.Req]; !ok {
+			b[ev.Req] = Record{Hash: ev.ReqHash, Resp: ev.Resp}
+		}
+	}
+}
+
+func (b entryBatch) Write(db *bolt.DB, seq uint64, id string) error { return writeTo(db, b, seq, id) }
+
+func (b entryBatch) Reset() { clear(b) }
 
 // write stores entries (first writer of an id wins) and the covered seq in
 // one transaction.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/cmlab/cmlab/home"
@@ -71,23 +70,12 @@ func (x *Index) rebuildLive(ctx context.Context, reason string) error {
 	if l.FirstSeq() > 1 {
 		return fmt.Errorf("reqindex: %s fails its check (%s) and the log is compacted: not rebuilt (fix: stop the daemon, `cmlab rebuild --archive DIR`)", x.opts.Path, reason)
 	}
-	tmp := x.opts.Path + ".rebuild"
-	db, err := createAt(tmp, x.boltOptions())
-	if err != nil {
-		return err
-	}
-	fail := func(err error) error {
-		db.Close()
-		os.Remove(tmp)
-		return err
-	}
 	x.mu.Lock()
 	upTo := x.covered
 	x.mu.Unlock()
-	var seq uint64
-	record := func(s uint64, _ string) { seq = s }
-	if err := catchUpInto(ctx, db, l, 1, upTo, record); err != nil {
-		return fail(err)
+	r, err := x.file().StartRebuild(ctx, x.opts.Path, upTo)
+	if err != nil {
+		return err
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -95,16 +83,15 @@ func (x *Index) rebuildLive(ctx context.Context, reason string) error {
 		x.drained.Wait()
 	}
 	if x.closed {
-		return fail(ErrClosed)
+		r.Abort()
+		return ErrClosed
 	}
 	// Flushed since upTo: in the log (covered ≤ observed ≤ its last seq).
-	if err := catchUpInto(ctx, db, l, seq+1, x.covered, record); err != nil {
-		return fail(err)
-	}
-	if err := home.Install(nil, tmp, x.opts.Path, x.opts.NoSync); err != nil {
+	db, err := r.Finish(ctx, x.covered)
+	if err != nil {
 		var ds *home.DirSyncError
 		if !errors.As(err, &ds) {
-			return fail(fmt.Errorf("reqindex: %w", err))
+			return err
 		}
 		// The rename may not survive a crash: the next open checks
 		// whichever file it finds.

@@ -13,7 +13,9 @@ import (
 // store) and closes it, so that the read models' snapshots and the Lab
 // store are written from the log now: the next daemon start after a
 // `cmlab rebuild` or `cmlab restore` loads them instead of reading the
-// whole log again (issue 26 item 3).
+// whole log again (issue 26 item 3); after a `cmlab replay --into`
+// likewise for the replayed home. A one-shot open appends no event (no
+// start-up recovery, terminal manager or session event).
 func leaveReadModels(ctx context.Context, h home.Home) error {
 	dh, err := daemon.Open(ctx, daemon.Options{Home: h, OneShot: true})
 	if err != nil {

@@ -132,6 +132,12 @@ func runReplayTo(cmd *cobra.Command, g *globalOpts, h home.Home, o *replayOpts) 
 	if err := markReplayed(into, h, res.Last); err != nil { // replayed_home.go
 		return err
 	}
+	// The read models too, as rebuild and restore leave them, so that
+	// serving the replayed home does not read its whole log again. The
+	// one-shot open that builds them appends nothing.
+	if err := leaveReadModels(cmd.Context(), into); err != nil {
+		return err
+	}
 	if g.json {
 		return writeJSONValue(g.stdout, map[string]any{"into": into.Dir, "first": res.First, "last": res.Last,
 			"lastTime": replayISO(res.LastTS), "events": res.Events})
@@ -160,6 +166,9 @@ func runReplayFromNATS(cmd *cobra.Command, g *globalOpts, into home.Home, o *rep
 		Key: key, Unauthenticated: o.nats.keys.unauthenticated})
 	if err != nil {
 		return shipExit(err)
+	}
+	if err := leaveReadModels(cmd.Context(), into); err != nil { // as restore does
+		return err
 	}
 	if g.json {
 		return writeJSONValue(g.stdout, map[string]any{"into": into.Dir, "homeId": o.nats.homeID, "first": res.First, "last": res.Last,
