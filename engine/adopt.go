@@ -556,7 +556,10 @@ func (e *Engine) adoptContentMachine(ctx context.Context) (map[string]map[int64]
 // crash's unfinished output); every other line is adopted as at the first
 // open, or set aside, and the catch-up then writes it after the log's own
 // lines. A crash before the checkpoint finds the adopted lines among the
-// log's own output at the next open: nothing is adopted twice.
+// log's own output at the next open: nothing is adopted twice. A view
+// whose bytes the checkpoint does not vouch for (Checkpoint.Vouches) is
+// left alone: the catch-up rebuilds it, and a lying size says nothing
+// about where the log's lines end.
 func (e *Engine) adoptLate(ctx context.Context) error {
 	h := e.opts.Home
 	if projections.ViewsStale(h) {
@@ -581,6 +584,11 @@ func (e *Engine) adoptLate(ctx context.Context) error {
 		}
 		b, err := os.ReadFile(path)
 		if err != nil || int64(len(b)) <= cp.Views[src.file] {
+			continue
+		}
+		if !cp.Vouches(src.file, b) {
+			// A damaged or tampered size: the catch-up rebuilds the view
+			// from the log, and the bytes past that size are its own.
 			continue
 		}
 		base := cp.Views[src.file]

@@ -3,7 +3,9 @@ package engine
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -438,6 +440,90 @@ func TestAdoptLateLines(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(filepath.Join(h.Dir, "lab/runs.jsonl")); !bytes.Equal(after, before) {
 		t.Errorf("runs.jsonl after the second open:\n%s", after)
+	}
+}
+
+// TestAdoptLateTrustsOnlyAVouchedSize: a checkpoint whose size for
+// lab/runs.jsonl its own tail checksum, whole-view CRC or line boundary
+// does not vouch for (damage, tampering) makes the projector rebuild the
+// view from the log, so the bytes past that size are the log's own, not
+// another program's late lines. Before, adoptLate took them as late
+// lines: a size one byte short of a line's end made the '\n' a blank
+// line, adopted into the log as a run.adopted (runs.jsonl then had one
+// '\n' more than a rebuild: TestFindingLyingCheckpoint failed when the
+// temp dir and timestamps gave the first run line that length); any other
+// cut set the log's own lines aside to quarantine/ and wrote a late
+// adoption report; a read-only open was refused.
+func TestAdoptLateTrustsOnlyAVouchedSize(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		cut  func(firstLine int64) int64 // the lying size of runs.jsonl
+	}{
+		{"one byte before the end of a line", func(n int64) int64 { return n - 1 }},
+		{"mid-line", func(n int64) int64 { return n / 2 }},
+		{"on a line boundary, the checksums of another size", func(n int64) int64 { return n }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := home.Home{Dir: t.TempDir()}
+			e, err := Open(ctx, Options{Home: h, NoSync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range []string{"run_a", "run_b"} {
+				run := events.LabRun{SchemaVersion: 1, RunID: id, SessionID: "lab_s", CreatedAt: "2026-03-01T00:00:00.000Z", ArtifactsDir: "/a", ArtifactsDirRealpath: "/a"}
+				if _, err := e.Append(ctx, events.MustNew("lab_s", &events.RunImported{Run: run})); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			runs := filepath.Join(h.Dir, filepath.FromSlash(projections.RunsView))
+			want, err := os.ReadFile(runs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cp, err := projections.ReadCheckpoint(h)
+			if err != nil || cp == nil {
+				t.Fatalf("checkpoint: %+v %v", cp, err)
+			}
+			// The lie, re-sealed: only the per-view checks can catch it.
+			cp.Views[projections.RunsView] = tc.cut(int64(bytes.IndexByte(want, '\n') + 1))
+			cp.Sum = 0
+			unsealed, _ := json.Marshal(cp)
+			cp.Sum = crc32.Checksum(unsealed, crc32.MakeTable(crc32.Castagnoli))
+			lie, _ := json.Marshal(cp)
+			if err := os.WriteFile(h.CheckpointFile(), lie, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			types := logTypes(t, h)
+
+			if ro, err := Open(ctx, Options{Home: h, NoSync: true, ReadOnly: true}); err != nil {
+				t.Errorf("read-only open: %v", err)
+			} else {
+				ro.Close()
+			}
+			e, err = Open(ctx, Options{Home: h, NoSync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep := e.Adopted(); rep != nil {
+				t.Errorf("adopted: %+v", rep)
+			}
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := logTypes(t, h); fmt.Sprint(got) != fmt.Sprint(types) {
+				t.Errorf("log %v, was %v", got, types)
+			}
+			if q := quarantined(t, h); len(q) != 0 {
+				t.Errorf("quarantine/ holds %v", q)
+			}
+			if got, _ := os.ReadFile(runs); !bytes.Equal(got, want) {
+				t.Errorf("runs.jsonl:\n%q\nwant:\n%q", got, want)
+			}
+		})
 	}
 }
 

@@ -251,18 +251,26 @@ func tailMatches(path, view string, size int64, cp *Checkpoint) (bool, error) {
 	if size == 0 {
 		return true, nil
 	}
-	crc, haveCRC := cp.Tails[view]
-	if cp.Version >= checkpointVersion && !haveCRC {
-		return false, nil
-	}
 	f, err := os.Open(path)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
+	return tailMatchesAt(f, view, size, cp)
+}
+
+// tailMatchesAt is tailMatches of the view's bytes r.
+func tailMatchesAt(r io.ReaderAt, view string, size int64, cp *Checkpoint) (bool, error) {
+	if size == 0 {
+		return true, nil
+	}
+	crc, haveCRC := cp.Tails[view]
+	if cp.Version >= checkpointVersion && !haveCRC {
+		return false, nil
+	}
 	if strings.HasSuffix(view, ".jsonl") {
 		var last [1]byte
-		if _, err := f.ReadAt(last[:], size-1); err != nil {
+		if _, err := r.ReadAt(last[:], size-1); err != nil {
 			return false, err
 		}
 		if !bytes.Equal(last[:], []byte("\n")) {
@@ -272,7 +280,7 @@ func tailMatches(path, view string, size int64, cp *Checkpoint) (bool, error) {
 	if !haveCRC {
 		return true, nil
 	}
-	got, err := readTail(f, size)
+	got, err := readTail(r, size)
 	if err != nil {
 		return false, err
 	}
@@ -320,4 +328,25 @@ func wholeMatches(path, view string, size int64, cp *Checkpoint) (uint32, bool, 
 		return 0, false, err
 	}
 	return got, got == want, nil
+}
+
+// Vouches reports whether data, the bytes of view's file, holds before
+// the size cp records for view (0 when cp does not list it) what cp
+// recorded there: the checks Open makes before it trusts that size (a
+// JSONL view's size ends a line, the tail checksum, the whole-view CRC
+// when cp has crcs). Open rebuilds a view that fails them from the log,
+// so its bytes past that size tell nothing about another program's lines.
+func (cp *Checkpoint) Vouches(view string, data []byte) bool {
+	size := cp.Views[view]
+	if size > int64(len(data)) {
+		return false
+	}
+	if ok, err := tailMatchesAt(bytes.NewReader(data), view, size, cp); err != nil || !ok {
+		return false
+	}
+	if size == 0 || cp.CRCs == nil {
+		return true
+	}
+	want, ok := cp.CRCs[view]
+	return ok && crc32.Checksum(data[:size], castagnoli) == want
 }

@@ -323,3 +323,61 @@ func TestSealCheckpointEqualsTwoEncodings(t *testing.T) {
 		}
 	}
 }
+
+// Checkpoint.Vouches makes the checks Open makes before it trusts a view's
+// size: the line boundary of a JSONL view, the tail checksum, the
+// whole-view CRC when the checkpoint has crcs.
+func TestCheckpointVouches(t *testing.T) {
+	const v = RunsView
+	data := []byte("{\"runId\":\"run_a\"}\n{\"runId\":\"run_b\"}\n")
+	first := int64(bytes.IndexByte(data, '\n') + 1)
+	sum := func(n int64) uint32 { return crc32.Checksum(data[:n], castagnoli) }
+	at := func(n int64) *Checkpoint {
+		return &Checkpoint{Version: checkpointVersion, Views: map[string]int64{v: n}, Tails: map[string]uint32{v: sum(n)}, CRCs: map[string]uint32{v: sum(n)}}
+	}
+	for _, tc := range []struct {
+		name string
+		cp   func() *Checkpoint
+		want bool
+	}{
+		{"true size", func() *Checkpoint { return at(first) }, true},
+		{"the whole file", func() *Checkpoint { return at(int64(len(data))) }, true},
+		{"not listed", func() *Checkpoint { return &Checkpoint{Version: checkpointVersion, Views: map[string]int64{}} }, true},
+		{"mid-line, its own checksums", func() *Checkpoint { return at(first - 1) }, false},
+		{"past the file", func() *Checkpoint {
+			c := at(int64(len(data)))
+			c.Views[v]++
+			return c
+		}, false},
+		{"checksums of another size", func() *Checkpoint {
+			c := at(first)
+			c.Views[v] = int64(len(data))
+			return c
+		}, false},
+		{"whole-view CRC differs", func() *Checkpoint {
+			c := at(first)
+			c.CRCs[v]++
+			return c
+		}, false},
+		{"no crc for the view", func() *Checkpoint {
+			c := at(first)
+			c.CRCs = map[string]uint32{}
+			return c
+		}, false},
+		{"written before crcs", func() *Checkpoint {
+			c := at(first)
+			c.CRCs = nil
+			return c
+		}, true},
+		{"version 1, on a line boundary", func() *Checkpoint {
+			return &Checkpoint{Version: checkpointVersionV1, Views: map[string]int64{v: first}}
+		}, true},
+		{"version 1, mid-line", func() *Checkpoint {
+			return &Checkpoint{Version: checkpointVersionV1, Views: map[string]int64{v: first - 1}}
+		}, false},
+	} {
+		if got := tc.cp().Vouches(v, data); got != tc.want {
+			t.Errorf("%s: Vouches = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
