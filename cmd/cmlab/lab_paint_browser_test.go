@@ -291,9 +291,9 @@ const tracedVisits = 3
 
 // tracePaint traces more warm first visits with Chrome's tracing and says
 // where the page's main thread spent its CPU time from navigation start
-// to the cmlab-first-rows mark (the median of each phase): CPU time,
-// unlike the wall clock, hardly depends on how loaded the machine is.
-// Enabled by CMLAB_PAINT_TRACE=1.
+// to the cmlab-first-rows mark (the median of each phase, and of how many
+// times it ran): CPU time, unlike the wall clock, depends less on how
+// loaded the machine is. Enabled by CMLAB_PAINT_TRACE=1.
 func tracePaint(t *testing.T, b *browser, base, other string) string {
 	t.Helper()
 	phases := []string{"ThreadControllerImpl::RunTask", "ParseHTML", "ParseAuthorStyleSheet", "v8.compileModule", "v8.evaluateModule", "RunMicrotasks", "FunctionCall", "UpdateLayoutTree", "Layout", "PrePaint", "Paint", "Layerize"}
@@ -307,6 +307,7 @@ func tracePaint(t *testing.T, b *browser, base, other string) string {
 		walls = append(walls, wall)
 		for _, p := range phases {
 			per[p] = append(per[p], sum[p])
+			per[p+" count"] = append(per[p+" count"], sum[p+" count"])
 		}
 	}
 	var parts []string
@@ -315,7 +316,7 @@ func tracePaint(t *testing.T, b *browser, base, other string) string {
 		if p == "ThreadControllerImpl::RunTask" {
 			name = "all tasks"
 		}
-		parts = append(parts, fmt.Sprintf("%s %.1f", name, median(per[p])))
+		parts = append(parts, fmt.Sprintf("%s %.1f (%.0f×)", name, median(per[p]), median(per[p+" count"])))
 	}
 	return fmt.Sprintf("median of %d traced warm first visits: %.0f ms from navigation start to the mark [%s]; main-thread CPU ms: %s (all tasks of each: %s)",
 		tracedVisits, median(walls), fmtMs(walls), strings.Join(parts, ", "), fmtMs(per["ThreadControllerImpl::RunTask"]))
@@ -323,7 +324,8 @@ func tracePaint(t *testing.T, b *browser, base, other string) string {
 
 // traceVisit traces one warm first visit: the wall time from navigation
 // start to the mark (ms) and the main thread's CPU ms by trace event name
-// in between; a non-empty string says why there is none.
+// in between (and under "NAME count" how many there were); a non-empty
+// string says why there is none.
 func traceVisit(t *testing.T, b *browser, base, other string) (float64, map[string]float64, string) {
 	t.Helper()
 	ctx, cancel := newVisitTab(t, b)
@@ -384,6 +386,7 @@ func traceVisit(t *testing.T, b *browser, base, other string) (float64, map[stri
 	for _, e := range evs {
 		if e.Ph == "X" && main[[2]int{e.Pid, e.Tid}] && e.Ts >= nav && e.Ts <= mark {
 			sum[e.Name] += e.Tdur / 1000
+			sum[e.Name+" count"]++
 		}
 	}
 	return (mark - nav) / 1000, sum, ""
