@@ -11,6 +11,11 @@ import { runsPath } from './prefetch.js';
 
 let picked = []; // run ids picked for compare, kept across pages
 let firstRowsMarked = false;
+let firstRowsDone;
+// firstRows resolves once the first rows of the page's first runs view
+// are painted (or their answer failed): app.js loads the other views
+// after it, so they never compete with the first screenful.
+export const firstRows = new Promise((resolve) => { firstRowsDone = resolve; });
 
 // screenRows is how many rows a page of runs builds before its first
 // paint: as many as the window's height can show (a row is 45 px high,
@@ -185,25 +190,27 @@ export function render(ctx) {
     try {
       page = await mine;
     } catch (err) {
-      if (loading === mine) { shown = ''; replace(status, errorBox(err)); }
+      if (loading === mine) { shown = ''; replace(status, errorBox(err)); firstRowsDone(); }
       return;
     }
-    if (loading !== mine || !ctx.root.isConnected) return;
+    if (loading !== mine) return;
+    if (!ctx.root.isConnected) { firstRowsDone(); return; }
     // A reload that brings the same answer (the live stream's resync once
     // it opens, an event about a run on another page) leaves the rows and
     // the pager alone: the link under the user's pointer stays the same
     // element, and the keyboard focus stays put.
     const same = JSON.stringify([page.total, page.nextCursor || '', page.items]);
-    // Asked for before the rows are built, so the mark is the first
-    // thing done after the frame that paints them.
-    // Its detail says how many rows were painted and whether they reached
-    // the bottom of the window (a fresh layout: read before the rest is added).
+    // The mark is asked for before the rows are built, so it is the first
+    // thing done after the frame that paints them; its detail says how
+    // many rows were painted and whether they reached the bottom of the
+    // window (read on a fresh layout, before the rest is added).
     if (!firstRowsMarked) {
       firstRowsMarked = true;
       afterPaint(() => {
         const last = tbody.lastElementChild;
         performance.mark('cmlab-first-rows', { detail: { rows: tbody.childElementCount,
           filled: Boolean(last) && last.getBoundingClientRect().bottom >= window.innerHeight } });
+        firstRowsDone();
       });
     }
     if (same !== shown) {
