@@ -758,7 +758,8 @@ func labPageTenThousand(t *testing.T, b *browser) {
 // answer (the live stream's resync once it opens, an event about a run on
 // another page) leaves the rows and the pager as they are, so the next-page
 // link the user is about to click is still the element under the pointer
-// (the page used to rebuild them, and a click then found no node).
+// (the page used to rebuild them, and a click then found no node); a
+// changed answer redraws every row at once.
 func labPageQuietReload(t *testing.T, b *browser) {
 	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	ids := seedRuns(t, h, 60, 0)
@@ -776,6 +777,18 @@ func labPageQuietReload(t *testing.T, b *browser) {
 	b.run(t, "the reload the rating causes",
 		waitJS(fmt.Sprintf(`performance.getEntriesByName('cmlab-runs-applied').length > %d`, applied), 15*time.Second))
 	jsTrue(b, t, "rows and pager kept", `document.getElementById('nextPage') === window.cmlabKept[0] && document.querySelector('#runRows tr') === window.cmlabKept[1] && window.cmlabKept[1].dataset.run === '`+ids[59]+`' && document.querySelectorAll('#runRows tr').length === 50`)
+	// A rating of a run on this page changes the answer: the rows are
+	// redrawn all at once (only a view's first rows come in two steps), so
+	// the table never shrinks under a reader scrolled down.
+	b.run(t, "watch the rows", chromedp.Evaluate(`window.cmlabMinRows = 50; new MutationObserver(() => { window.cmlabMinRows = Math.min(window.cmlabMinRows, document.querySelectorAll('#runRows tr').length); }).observe(document.getElementById('runRows'), { childList: true })`, nil))
+	srv.postJSON(t, "/api/feedback", map[string]any{"runId": ids[59], "ratings": map[string]int{"overall": 60}}, &fb)
+	b.run(t, "the redraw the rating causes",
+		waitJS(`document.querySelector('#runRows tr td:nth-child(6)').textContent === 'rated 1×' && document.querySelectorAll('#runRows tr').length === 50`, 15*time.Second))
+	var minRows int
+	b.run(t, "rows during the redraw", chromedp.Evaluate(`window.cmlabMinRows`, &minRows))
+	if minRows != 50 {
+		t.Errorf("the redraw of a page of 50 rows went down to %d rows", minRows)
+	}
 	b.run(t, "next page",
 		chromedp.Click("#nextPage", chromedp.ByID),
 		waitJS(`document.querySelector('#runRows tr') && document.querySelector('#runRows tr').dataset.run === '`+ids[9]+`' && document.querySelectorAll('#runRows tr').length === 10 && document.querySelector('#runRows tr:last-child').dataset.run === '`+ids[0]+`' && document.querySelector('#runRows tr:last-child td:nth-child(6)').textContent === 'rated 1×'`, 15*time.Second))

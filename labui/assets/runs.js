@@ -229,8 +229,11 @@ export function render(ctx) {
     const hadFocus = tbody.contains(document.activeElement);
     items = page.items;
     const mine = ++drawn;
-    // Keyboard focus on a row keeps its place at once: then every row is built now.
-    const now = hadFocus ? items.length : Math.min(items.length, screenRows);
+    // Only a view's first rows come in two steps: a redraw of rows on the
+    // screen (a live update, a resync) builds them all at once, so the
+    // table never shrinks for a frame under a reader scrolled down or a
+    // row with keyboard focus.
+    const now = hadFocus || tbody.firstChild ? items.length : Math.min(items.length, screenRows);
     replace(tbody, items.slice(0, now).map(row));
     const all = items;
     // The status line and the pager, below the rows, come with the last row.
