@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	goruntime "runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,20 +23,36 @@ import (
 )
 
 // The first useful paint of the Lab page: how long, from navigation
-// start, until the first page of run rows is on the screen. The page
+// start, until the first screenful of run rows is on the screen. The page
 // marks it itself (performance.mark 'cmlab-first-rows', set in the task
-// after the frame that painted the rows); the test reads the mark.
+// after the frame that painted those rows); the test reads the mark.
+//
+// Three kinds of visit are measured, because they answer different
+// questions:
+//   - cold browser: the first navigation of a Chromium just started (its
+//     own process start, its network service, a renderer for the site);
+//   - new context: a first visit in a new browser context of a running
+//     browser, nothing warmed (the figure of earlier sessions: it still
+//     pays for the context's network stack and renderer process);
+//   - warm browser: a new browser context that first opened a page of
+//     another origin, as a person's running browser has, so the browser's
+//     own start-up is not counted; our page's cache, connections and
+//     storage are still empty. This is the first visit the budget holds,
+//     with the reload that follows it (assets cached).
 
 // paintVisits is how many first visits (and as many reloads) the paint
-// figures are the median of.
+// figures are the median of (CMLAB_PAINT_VISITS sets another count).
 const paintVisits = 5
 
 // paintReport is what the 10,000-run test logs about the first paint.
 type paintReport struct {
-	First, Reload []float64 // cmlab-first-rows of each visit, ms from navigation start
+	Cold          float64   // the browser's first navigation (one visit), set by the caller
+	NewContext    []float64 // cmlab-first-rows of first visits in a new context, nothing warmed
+	First, Reload []float64 // cmlab-first-rows of warm-browser first visits and their reloads, ms from navigation start
+	FirstByte     []float64 // the warm first visits' document responseStart, ms from navigation start
 	Load          string    // /proc/loadavg while measuring
 	Requests      string    // the last first visit's requests: [path, initiator, start, end]
-	Trace         string    // with CMLAB_PAINT_TRACE=1: where a traced first visit's main-thread CPU went
+	Trace         string    // with CMLAB_PAINT_TRACE=1: where traced first visits' main-thread CPU went
 	Before        []string  // the last first visit's requests made before the mark
 	LastMark      float64   // the last first visit's mark (ms)
 }
@@ -58,53 +78,115 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// paintJS reads the mark and the requests the page made before it.
+// paintJS reads the mark, when the document's first byte came and the
+// requests the page made before the mark.
 const paintJS = `JSON.stringify((() => {
   const mark = performance.getEntriesByName('cmlab-first-rows')[0].startTime;
+  const nav = performance.getEntriesByType('navigation')[0];
   const res = performance.getEntriesByType('resource').map((e) => [e.name.replace(location.origin, ''), e.initiatorType, Math.round(e.startTime), Math.round(e.responseEnd)]);
-  return { mark, res, before: res.filter((r) => r[2] < mark).map((r) => r[0]) };
+  return { mark, firstByte: nav ? nav.responseStart : 0, res, before: res.filter((r) => r[2] < mark).map((r) => r[0]) };
 })())`
 
 type paintSample struct {
-	Mark   float64         `json:"mark"`
-	Res    [][]interface{} `json:"res"`
-	Before []string        `json:"before"`
+	Mark      float64         `json:"mark"`
+	FirstByte float64         `json:"firstByte"`
+	Res       [][]interface{} `json:"res"`
+	Before    []string        `json:"before"`
 }
 
-// measurePaint opens base/ paintVisits times as a person's first visit
-// (each in a new browser context: nothing cached, no connection open, no
-// storage) and reloads it once each (the assets cached), and collects the
+// firstRowsReady waits for the page's first-rows mark.
+func firstRowsReady() chromedp.Action {
+	return waitJS(`performance.getEntriesByName('cmlab-first-rows').length === 1`, 30*time.Second)
+}
+
+// readPaint evaluates paintJS in the tab of ctx.
+func readPaint(ctx context.Context) (paintSample, error) {
+	var js string
+	var s paintSample
+	if err := chromedp.Run(ctx, chromedp.Evaluate(paintJS, &js)); err != nil {
+		return s, err
+	}
+	err := json.Unmarshal([]byte(js), &s)
+	return s, err
+}
+
+// warmUpOrigin serves a blank page on another origin than the daemon's
+// (its own port on 127.0.0.1): the page a warm browser had open before
+// the visit, so the visit finds the browser's network stack and a
+// renderer running, and nothing of ours in its cache.
+func warmUpOrigin(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, "<!doctype html><title>another origin</title><p>warm-up")
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func visitCount(t *testing.T) int {
+	t.Helper()
+	s := os.Getenv("CMLAB_PAINT_VISITS")
+	if s == "" {
+		return paintVisits
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("CMLAB_PAINT_VISITS=%q: want a count of visits", s)
+	}
+	return n
+}
+
+// measurePaint opens base/ as a person's first visit, each time in a new
+// browser context (nothing cached, no connection open, no storage): once
+// with nothing warmed, and once after a page of another origin (a warm
+// browser), which it then reloads (the assets cached). It collects the
 // page's cmlab-first-rows mark of every load.
 func measurePaint(t *testing.T, b *browser, base string) paintReport {
 	t.Helper()
 	var rep paintReport
 	rep.Load = loadAvg()
-	ready := waitJS(`performance.getEntriesByName('cmlab-first-rows').length === 1`, 30*time.Second)
-	for i := range paintVisits {
+	other := warmUpOrigin(t)
+	visits := visitCount(t)
+	for i := range visits {
 		ctx, cancel := newVisitTab(t, b)
-		var first, reload string
-		err := chromedp.Run(ctx, chromedp.EmulateViewport(1280, 800),
-			chromedp.Navigate(base+"/"), ready, chromedp.Evaluate(paintJS, &first),
-			chromedp.Reload(), ready, chromedp.Evaluate(paintJS, &reload))
+		err := chromedp.Run(ctx, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(base+"/"), firstRowsReady())
+		var c paintSample
+		if err == nil {
+			c, err = readPaint(ctx)
+		}
 		cancel()
 		if err != nil {
-			t.Fatalf("paint visit %d: %v", i+1, err)
+			t.Fatalf("paint visit %d in a new context: %v", i+1, err)
 		}
+		rep.NewContext = append(rep.NewContext, c.Mark)
+
+		ctx, cancel = newVisitTab(t, b)
 		var f, r paintSample
-		if err := json.Unmarshal([]byte(first), &f); err != nil {
-			t.Fatal(err)
+		err = chromedp.Run(ctx, chromedp.EmulateViewport(1280, 800),
+			chromedp.Navigate(other+"/"), chromedp.Navigate(base+"/"), firstRowsReady())
+		if err == nil {
+			f, err = readPaint(ctx)
 		}
-		if err := json.Unmarshal([]byte(reload), &r); err != nil {
-			t.Fatal(err)
+		if err == nil {
+			err = chromedp.Run(ctx, chromedp.Reload(), firstRowsReady())
+		}
+		if err == nil {
+			r, err = readPaint(ctx)
+		}
+		cancel()
+		if err != nil {
+			t.Fatalf("paint visit %d in a warm browser: %v", i+1, err)
 		}
 		rep.First = append(rep.First, f.Mark)
+		rep.FirstByte = append(rep.FirstByte, f.FirstByte)
 		rep.Reload = append(rep.Reload, r.Mark)
 		rb, _ := json.Marshal(f.Res)
 		rep.Requests, rep.Before, rep.LastMark = string(rb), f.Before, f.Mark
 	}
 	rep.Load += " → " + loadAvg()
 	if os.Getenv("CMLAB_PAINT_TRACE") == "1" {
-		rep.Trace = tracePaint(t, b, base)
+		rep.Trace = tracePaint(t, b, base, other)
 	}
 	return rep
 }
@@ -143,24 +225,45 @@ func newVisitTab(t *testing.T, b *browser) (context.Context, context.CancelFunc)
 	}
 }
 
-// checkPaintBudget fails when CMLAB_PAINT_BUDGET_MS is set and the
-// median first visit is over it (a loaded machine makes any fixed
-// budget flaky, so the plain test only logs the figures).
+// paintBudgetMs is the first-paint budget the test holds: 200 ms, the
+// target, with CMLAB_PAINT_BUDGET_MS=200 (or any other figure); by
+// default a generous 1,000 ms scaled by the load per core (never below
+// 1): a loaded machine, CI's included, stretches every wall-clock figure
+// and a fixed 200 ms would fail on the load, not on the page. The
+// default still catches a page that got several times slower.
+func paintBudgetMs(t *testing.T, load string) (float64, string) {
+	t.Helper()
+	if s := os.Getenv("CMLAB_PAINT_BUDGET_MS"); s != "" {
+		budget, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			t.Fatalf("CMLAB_PAINT_BUDGET_MS=%q: %v", s, err)
+		}
+		return budget, "CMLAB_PAINT_BUDGET_MS"
+	}
+	perCore := 1.0
+	// load is "1 5 15 → 1 5 15" (before and after): the higher 1-minute figure.
+	f := strings.Fields(load)
+	for _, i := range []int{0, 4} {
+		if i >= len(f) {
+			continue
+		}
+		if l, err := strconv.ParseFloat(f[i], 64); err == nil && l/float64(goruntime.NumCPU()) > perCore {
+			perCore = l / float64(goruntime.NumCPU())
+		}
+	}
+	return 1000 * perCore, fmt.Sprintf("the default 1,000 ms × %.1f load per core", perCore)
+}
+
+// checkPaintBudget fails when the median warm first visit or the median
+// reload is over the budget.
 func checkPaintBudget(t *testing.T, rep paintReport) {
 	t.Helper()
-	s := os.Getenv("CMLAB_PAINT_BUDGET_MS")
-	if s == "" {
-		return
-	}
-	budget, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		t.Fatalf("CMLAB_PAINT_BUDGET_MS=%q: %v", s, err)
-	}
+	budget, why := paintBudgetMs(t, rep.Load)
 	if m := median(rep.First); m > budget {
-		t.Errorf("first useful paint: median %.0f ms of %d first visits, over CMLAB_PAINT_BUDGET_MS=%.0f (load average %s)", m, len(rep.First), budget, rep.Load)
+		t.Errorf("first useful paint: median %.0f ms of %d first visits (warm browser), over %.0f ms (%s; load average %s)", m, len(rep.First), budget, why, rep.Load)
 	}
 	if m := median(rep.Reload); m > budget {
-		t.Errorf("first useful paint: median %.0f ms of %d reloads, over CMLAB_PAINT_BUDGET_MS=%.0f (load average %s)", m, len(rep.Reload), budget, rep.Load)
+		t.Errorf("first useful paint: median %.0f ms of %d reloads, over %.0f ms (%s; load average %s)", m, len(rep.Reload), budget, why, rep.Load)
 	}
 }
 
@@ -183,11 +286,47 @@ type traceEvent struct {
 	Args json.RawMessage `json:"args"`
 }
 
-// tracePaint traces one more first visit with Chrome's tracing and says
+// tracedVisits is how many warm first visits CMLAB_PAINT_TRACE=1 traces.
+const tracedVisits = 3
+
+// tracePaint traces more warm first visits with Chrome's tracing and says
 // where the page's main thread spent its CPU time from navigation start
-// to the cmlab-first-rows mark: CPU time, unlike the wall clock, hardly
-// depends on how loaded the machine is. Enabled by CMLAB_PAINT_TRACE=1.
-func tracePaint(t *testing.T, b *browser, base string) string {
+// to the cmlab-first-rows mark (the median of each phase, and of how many
+// times it ran): CPU time, unlike the wall clock, depends less on how
+// loaded the machine is. Enabled by CMLAB_PAINT_TRACE=1.
+func tracePaint(t *testing.T, b *browser, base, other string) string {
+	t.Helper()
+	phases := []string{"ThreadControllerImpl::RunTask", "ParseHTML", "ParseAuthorStyleSheet", "v8.compileModule", "v8.evaluateModule", "RunMicrotasks", "FunctionCall", "UpdateLayoutTree", "Layout", "PrePaint", "Paint", "Layerize"}
+	per := map[string][]float64{}
+	var walls []float64
+	for range tracedVisits {
+		wall, sum, err := traceVisit(t, b, base, other)
+		if err != "" {
+			return err
+		}
+		walls = append(walls, wall)
+		for _, p := range phases {
+			per[p] = append(per[p], sum[p])
+			per[p+" count"] = append(per[p+" count"], sum[p+" count"])
+		}
+	}
+	var parts []string
+	for _, p := range phases {
+		name := p
+		if p == "ThreadControllerImpl::RunTask" {
+			name = "all tasks"
+		}
+		parts = append(parts, fmt.Sprintf("%s %.1f (%.0f×)", name, median(per[p]), median(per[p+" count"])))
+	}
+	return fmt.Sprintf("median of %d traced warm first visits: %.0f ms from navigation start to the mark [%s]; main-thread CPU ms: %s (all tasks of each: %s)",
+		tracedVisits, median(walls), fmtMs(walls), strings.Join(parts, ", "), fmtMs(per["ThreadControllerImpl::RunTask"]))
+}
+
+// traceVisit traces one warm first visit: the wall time from navigation
+// start to the mark (ms) and the main thread's CPU ms by trace event name
+// in between (and under "NAME count" how many there were); a non-empty
+// string says why there is none.
+func traceVisit(t *testing.T, b *browser, base, other string) (float64, map[string]float64, string) {
 	t.Helper()
 	ctx, cancel := newVisitTab(t, b)
 	defer cancel()
@@ -210,9 +349,9 @@ func tracePaint(t *testing.T, b *browser, base string) string {
 		}
 	})
 	cats := []string{"devtools.timeline", "blink.user_timing", "loading", "toplevel", "v8.execute"}
-	err := chromedp.Run(ctx, chromedp.EmulateViewport(1280, 800),
+	err := chromedp.Run(ctx, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(other+"/"),
 		tracing.Start().WithTraceConfig(&tracing.TraceConfig{IncludedCategories: cats}).WithTransferMode(tracing.TransferModeReportEvents),
-		chromedp.Navigate(base+"/"), waitJS(`performance.getEntriesByName('cmlab-first-rows').length === 1`, 30*time.Second),
+		chromedp.Navigate(base+"/"), firstRowsReady(),
 		tracing.End())
 	if err != nil {
 		t.Fatalf("trace a first visit: %v", err)
@@ -240,23 +379,15 @@ func tracePaint(t *testing.T, b *browser, base string) string {
 		}
 	}
 	if mark == 0 || nav == 0 {
-		return "no navigationStart or mark in the trace"
+		return 0, nil, "no navigationStart or mark in the trace"
 	}
 	// Top-level tasks give the total; the named phases, what it went to.
-	phases := []string{"ThreadControllerImpl::RunTask", "ParseHTML", "ParseAuthorStyleSheet", "v8.compileModule", "v8.evaluateModule", "RunMicrotasks", "FunctionCall", "UpdateLayoutTree", "Layout", "PrePaint", "Paint", "Layerize"}
 	sum := map[string]float64{}
 	for _, e := range evs {
 		if e.Ph == "X" && main[[2]int{e.Pid, e.Tid}] && e.Ts >= nav && e.Ts <= mark {
 			sum[e.Name] += e.Tdur / 1000
+			sum[e.Name+" count"]++
 		}
 	}
-	var parts []string
-	for _, p := range phases {
-		name := p
-		if p == "ThreadControllerImpl::RunTask" {
-			name = "all tasks"
-		}
-		parts = append(parts, fmt.Sprintf("%s %.1f", name, sum[p]))
-	}
-	return fmt.Sprintf("%.0f ms from navigation start to the mark (traced); main-thread CPU ms: %s", (mark-nav)/1000, strings.Join(parts, ", "))
+	return (mark - nav) / 1000, sum, ""
 }

@@ -137,7 +137,8 @@ async function boot() {
     location.replace(task.type === 'compare' ? `#/compare/${encodeURIComponent(task.experimentId)}` : `#/review/${encodeURIComponent(task.runId)}`);
   }
   window.addEventListener('hashchange', render);
-  render().then(loadRest);
+  // The runs view as the first: the others wait for its first rows.
+  render().then(() => loaded.runs && loaded.runs.firstRows).then(loadRest);
   flushOutbox();
   // The stream starts after the seq the health answer names; the views
   // read their data again once it is open (live.js 'resync'), so nothing

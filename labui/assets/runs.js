@@ -11,6 +11,19 @@ import { runsPath } from './prefetch.js';
 
 let picked = []; // run ids picked for compare, kept across pages
 let firstRowsMarked = false;
+let firstRowsDone;
+// firstRows resolves once the first rows of the page's first runs view
+// are painted (or their answer failed): app.js loads the other views
+// after it, so they never compete with the first screenful.
+export const firstRows = new Promise((resolve) => { firstRowsDone = resolve; });
+
+// screenRows is how many rows a page of runs builds before its first
+// paint: as many as the window's height can show (a row is 45 px high,
+// lab.css), so the first screenful is laid out and painted without the
+// rows below it, which are added in the task after that paint. Read once,
+// here, before the view writes to the page: reading a size later could
+// make the browser lay out a half-built page.
+const screenRows = Math.max(10, Math.ceil(window.innerHeight / 40));
 
 // afterPaint runs fn in the task after the next frame, that is once what
 // the DOM holds now has been painted: the page's first useful paint
@@ -177,43 +190,79 @@ export function render(ctx) {
     try {
       page = await mine;
     } catch (err) {
-      if (loading === mine) { shown = ''; replace(status, errorBox(err)); }
+      if (loading === mine) { shown = ''; replace(status, errorBox(err)); firstRowsDone(); }
       return;
     }
-    if (loading !== mine || !ctx.root.isConnected) return;
+    if (loading !== mine) return;
+    if (!ctx.root.isConnected) { firstRowsDone(); return; }
     // A reload that brings the same answer (the live stream's resync once
     // it opens, an event about a run on another page) leaves the rows and
     // the pager alone: the link under the user's pointer stays the same
     // element, and the keyboard focus stays put.
     const same = JSON.stringify([page.total, page.nextCursor || '', page.items]);
+    // The mark is asked for before the rows are built, so it is the first
+    // thing done after the frame that paints them; its detail says how
+    // many rows were painted and whether they reached the bottom of the
+    // window (read on a fresh layout, before the rest is added).
+    if (!firstRowsMarked) {
+      firstRowsMarked = true;
+      afterPaint(() => {
+        const last = tbody.lastElementChild;
+        performance.mark('cmlab-first-rows', { detail: { rows: tbody.childElementCount,
+          filled: Boolean(last) && last.getBoundingClientRect().bottom >= window.innerHeight } });
+        firstRowsDone();
+      });
+    }
     if (same !== shown) {
       shown = same;
       show(page);
     }
-    // Each answer applied, changed or not (the tests await it).
-    performance.mark('cmlab-runs-applied');
-    if (!firstRowsMarked) {
-      firstRowsMarked = true;
-      afterPaint(() => performance.mark('cmlab-first-rows'));
-    }
+    // Each answer applied, changed or not, once all its rows are in (the
+    // tests await it).
+    if (rest) rest.then(() => performance.mark('cmlab-runs-applied'));
+    else performance.mark('cmlab-runs-applied');
   }
 
+  let drawn = 0; // pages of rows drawn: rows still to add to an older one are dropped
+  let rest = null; // resolves once the rows after the first screenful are in
   function show(page) {
     const hadFocus = tbody.contains(document.activeElement);
     items = page.items;
-    replace(tbody, items.map(row));
-    const first = after ? 'more ' : '';
-    status.textContent = page.total === 0
-      ? (search || unrated ? 'No run matches.' : 'No runs yet: import one above, or let an agent import them.')
-      : `Showing ${items.length} ${first}of ${page.total} run${page.total === 1 ? '' : 's'}.`;
-    const kids = [];
-    if (after) kids.push(h('a', { class: 'btn', href: `#/runs?${new URLSearchParams([...q].filter(([k]) => k !== 'after'))}` }, '⇤ First page'));
-    if (page.nextCursor) {
-      const np = new URLSearchParams(q);
-      np.set('after', page.nextCursor);
-      kids.push(h('a', { class: 'btn', id: 'nextPage', href: `#/runs?${np}` }, 'Next page →'));
+    const mine = ++drawn;
+    // Only a view's first rows come in two steps: a redraw of rows on the
+    // screen (a live update, a resync) builds them all at once, so the
+    // table never shrinks for a frame under a reader scrolled down or a
+    // row with keyboard focus.
+    const now = hadFocus || tbody.firstChild ? items.length : Math.min(items.length, screenRows);
+    replace(tbody, items.slice(0, now).map(row));
+    const all = items;
+    // The status line and the pager, below the rows, come with the last row.
+    const done = () => {
+      const first = after ? 'more ' : '';
+      status.textContent = page.total === 0
+        ? (search || unrated ? 'No run matches.' : 'No runs yet: import one above, or let an agent import them.')
+        : `Showing ${all.length} ${first}of ${page.total} run${page.total === 1 ? '' : 's'}.`;
+      const kids = [];
+      if (after) kids.push(h('a', { class: 'btn', href: `#/runs?${new URLSearchParams([...q].filter(([k]) => k !== 'after'))}` }, '⇤ First page'));
+      if (page.nextCursor) {
+        const np = new URLSearchParams(q);
+        np.set('after', page.nextCursor);
+        kids.push(h('a', { class: 'btn', id: 'nextPage', href: `#/runs?${np}` }, 'Next page →'));
+      }
+      replace(pager, kids);
+    };
+    rest = null;
+    if (now < all.length) {
+      rest = new Promise((resolve) => afterPaint(() => {
+        if (mine === drawn && ctx.root.isConnected) {
+          tbody.append(...all.slice(now).map((r, j) => row(r, now + j)));
+          done();
+        }
+        resolve();
+      }));
+    } else {
+      done();
     }
-    replace(pager, kids);
     if (hadFocus) focusRow(cursor);
   }
   load();
