@@ -41,7 +41,7 @@ type feedbackAddIn struct {
 	RequestID    string         `json:"request_id,omitempty" jsonschema:"required idempotency key (a UUID): a retry with the same request_id returns the first feedbackId and records nothing more"`
 }
 
-func registerAgentTools(s *sdk.Server, d *Daemon, log *slog.Logger, conv func(string) error) {
+func registerAgentTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 	add(s, d, log, spec{name: "pty_exec_wait", title: "Run a command and wait for it", kind: mutating, runs: true,
 		desc: "Run one shell command in the conversation's terminal and answer when it has finished: done=true, status " +
 			"(completed, failed, cancelled), exit_code, output (its clean output, at most max_bytes; output_truncated and " +
@@ -56,9 +56,6 @@ func registerAgentTools(s *sdk.Server, d *Daemon, log *slog.Logger, conv func(st
 			{"output_truncated", "true when output is not all of it"}, {"output_next_offset", "offset for blocks_read to continue the output"},
 			{"resume_cursor", "the spool position after the command (done) or now (not done): the from_cursor for the next wait"}}},
 		func(in execWaitIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
 			if strings.TrimSpace(in.Cmd) == "" {
 				return request{}, invalid("cmd is empty", "Pass the command line to run in cmd.")
 			}
@@ -72,9 +69,6 @@ func registerAgentTools(s *sdk.Server, d *Daemon, log *slog.Logger, conv func(st
 			"pty_wait_prompt from it returns when the command has ended (status cancelled).",
 		out: []field{okOut, {"block_id", "the block interrupted"}, {"interrupted", "whether something was running"}, cursorOut}},
 		func(in interruptIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
 			return request{method: "POST", path: ptyPath(in.ConversationID, "interrupt"), reqID: in.RequestID, body: body{}}, nil
 		})
 
