@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -266,31 +267,30 @@ func (d *Difference) String() string {
 	return fmt.Sprintf("%s differs at line %d, offset %d (%s)", d.File, d.Line, d.Offset, d.Detail)
 }
 
+// viewsOfEither lists the view files either home holds, sorted, each once.
+func viewsOfEither(a, b home.Home) ([]string, error) {
+	va, err := ViewFiles(a)
+	if err != nil {
+		return nil, err
+	}
+	vb, err := ViewFiles(b)
+	if err != nil {
+		return nil, err
+	}
+	all := append(va, vb...)
+	slices.Sort(all)
+	return slices.Compact(all), nil
+}
+
 // Compare compares the views of live and rebuilt byte for byte and returns
 // the first difference in file-name order, or nil when they are identical.
 // An unfinished last line of live's feedback.jsonl (no '\n') is not yet
 // part of the store and is ignored.
 func Compare(live, rebuilt home.Home) (*Difference, error) {
-	a, err := ViewFiles(live)
+	all, err := viewsOfEither(live, rebuilt)
 	if err != nil {
 		return nil, err
 	}
-	b, err := ViewFiles(rebuilt)
-	if err != nil {
-		return nil, err
-	}
-	names := map[string]bool{}
-	for _, n := range a {
-		names[n] = true
-	}
-	for _, n := range b {
-		names[n] = true
-	}
-	all := make([]string, 0, len(names))
-	for n := range names {
-		all = append(all, n)
-	}
-	sort.Strings(all)
 	for _, n := range all {
 		d, err := compareFile(live, rebuilt, n)
 		if err != nil {
