@@ -12,13 +12,11 @@ import (
 // the Lab's runs, experiments and feedback.
 
 type execWaitIn struct {
-	ConversationID string `json:"conversation_id" jsonschema:"the conversation whose terminal to use; any id of [A-Za-z0-9_.-]{1,128}; a new id starts a new shell"`
-	Cmd            string `json:"cmd" jsonschema:"the shell command line to run"`
-	Cwd            string `json:"cwd,omitempty" jsonschema:"optional directory to run this command in; the conversation's directory is unchanged for later commands (default: the conversation's)"`
-	TimeoutMs      *int64 `json:"timeout_ms,omitempty" jsonschema:"how long to wait for the command to finish, in milliseconds (default 30000, at most 600000); past it the answer says done=false and the command keeps running"`
-	MaxBytes       *int64 `json:"max_bytes,omitempty" jsonschema:"most bytes of output to return (default 65536); the rest is read with blocks_read from output_next_offset"`
-	Raw            bool   `json:"raw,omitempty" jsonschema:"true: the output's bytes as they are (default false: an echoed command line is hidden)"`
-	RequestID      string `json:"request_id,omitempty" jsonschema:"optional idempotency key: a retry with the same request_id does not run the command again, it waits for the same block"`
+	commandIn
+	TimeoutMs *int64 `json:"timeout_ms,omitempty" jsonschema:"how long to wait for the command to finish, in milliseconds (default 30000, at most 600000); past it the answer says done=false and the command keeps running"`
+	MaxBytes  *int64 `json:"max_bytes,omitempty" jsonschema:"most bytes of output to return (default 65536); the rest is read with blocks_read from output_next_offset"`
+	Raw       bool   `json:"raw,omitempty" jsonschema:"true: the output's bytes as they are (default false: an echoed command line is hidden)"`
+	RequestID string `json:"request_id,omitempty" jsonschema:"optional idempotency key: a retry with the same request_id does not run the command again, it waits for the same block"`
 }
 
 type interruptIn struct {
