@@ -267,19 +267,12 @@ func (d *Difference) String() string {
 	return fmt.Sprintf("%s differs at line %d, offset %d (%s)", d.File, d.Line, d.Offset, d.Detail)
 }
 
-// viewsOfEither lists the view files either home holds, sorted, each once.
-func viewsOfEither(a, b home.Home) ([]string, error) {
-	va, err := ViewFiles(a)
-	if err != nil {
-		return nil, err
+// viewFilesOf lists the view files of a and of b (ViewFiles).
+func viewFilesOf(a, b home.Home) (va, vb []string, err error) {
+	if va, err = ViewFiles(a); err == nil {
+		vb, err = ViewFiles(b)
 	}
-	vb, err := ViewFiles(b)
-	if err != nil {
-		return nil, err
-	}
-	all := append(va, vb...)
-	slices.Sort(all)
-	return slices.Compact(all), nil
+	return va, vb, err
 }
 
 // Compare compares the views of live and rebuilt byte for byte and returns
@@ -287,11 +280,13 @@ func viewsOfEither(a, b home.Home) ([]string, error) {
 // An unfinished last line of live's feedback.jsonl (no '\n') is not yet
 // part of the store and is ignored.
 func Compare(live, rebuilt home.Home) (*Difference, error) {
-	all, err := viewsOfEither(live, rebuilt)
+	a, b, err := viewFilesOf(live, rebuilt)
 	if err != nil {
 		return nil, err
 	}
-	for _, n := range all {
+	all := append(a, b...)
+	slices.Sort(all)
+	for _, n := range slices.Compact(all) {
 		d, err := compareFile(live, rebuilt, n)
 		if err != nil {
 			return nil, err
