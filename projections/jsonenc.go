@@ -465,8 +465,13 @@ func (o *obj) fields(rec unsafe.Pointer, fs []jsonField) {
 				o.null(f.key)
 			}
 		case jsonValue:
-			if v := reflect.NewAt(f.typ, p).Elem(); !v.IsNil() || f.omit != omitEmpty {
-				o.value(f.key, v.Interface())
+			// The pointer is read out of the record first: reflect then
+			// sees only what it points to, and the record can stay on
+			// its caller's stack.
+			if x := *(*unsafe.Pointer)(p); x != nil {
+				o.value(f.key, reflect.NewAt(f.typ.Elem(), x).Interface())
+			} else if f.omit != omitEmpty {
+				o.null(f.key)
 			}
 		}
 	}
