@@ -66,16 +66,6 @@ func IsSessionFile(name string) bool {
 	return false
 }
 
-func (RunAdopted) EventType() string        { return TypeRunAdopted }
-func (ExperimentAdopted) EventType() string { return TypeExperimentAdopted }
-func (SessionAdopted) EventType() string    { return TypeSessionAdopted }
-
-func init() {
-	register(func() Payload { return &RunAdopted{} }, 1, nil)
-	register(func() Payload { return &ExperimentAdopted{} }, 1, nil)
-	register(func() Payload { return &SessionAdopted{} }, 1, nil)
-}
-
 // ErrNotARecord is wrapped by the errors of ParseRun and ParseExperiment:
 // the line is not a record cmlab can read.
 var ErrNotARecord = errors.New("events: not a Lab record")

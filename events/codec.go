@@ -117,16 +117,7 @@ func appendEnvelopeFast(b []byte, ev *Event) []byte {
 	}
 	if len(ev.Resp) > 0 {
 		b = append(b, 0xa4, 'r', 'e', 's', 'p')
-		switch l := len(ev.Resp); {
-		case l < 256:
-			b = append(b, 0xc4, byte(l))
-		case l <= math.MaxUint16:
-			b = append(b, 0xc5)
-			b = binary.BigEndian.AppendUint16(b, uint16(l))
-		default:
-			b = append(b, 0xc6)
-			b = binary.BigEndian.AppendUint32(b, uint32(l))
-		}
+		b = appendMsgpackLen(b, 0xc4, len(ev.Resp))
 		b = append(b, ev.Resp...)
 	}
 	b = append(b, 0xa4, 'd', 'a', 't', 'a')
@@ -137,19 +128,25 @@ func appendEnvelopeFast(b []byte, ev *Event) []byte {
 }
 
 func appendMsgpackStr(b []byte, s string) []byte {
-	switch l := len(s); {
-	case l < 32:
+	if l := len(s); l < 32 {
 		b = append(b, 0xa0|byte(l))
-	case l < 256:
-		b = append(b, 0xd9, byte(l))
-	case l <= math.MaxUint16:
-		b = append(b, 0xda)
-		b = binary.BigEndian.AppendUint16(b, uint16(l))
-	default:
-		b = append(b, 0xdb)
-		b = binary.BigEndian.AppendUint32(b, uint32(l))
+	} else {
+		b = appendMsgpackLen(b, 0xd9, l)
 	}
 	return append(b, s...)
+}
+
+// appendMsgpackLen appends the header of a str (str8 = 0xd9) or bin
+// (bin8 = 0xc4) of l bytes: the 8-, 16- and 32-bit forms of each have
+// consecutive codes, so str8 or bin8 names all three.
+func appendMsgpackLen(b []byte, code8 byte, l int) []byte {
+	switch {
+	case l < 256:
+		return append(b, code8, byte(l))
+	case l <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, code8+1), uint16(l))
+	}
+	return binary.BigEndian.AppendUint32(append(b, code8+2), uint32(l))
 }
 
 // appendMsgpackInt is msgpack's compact int: the smallest of fixint,
@@ -195,6 +192,33 @@ func CheckData(data []byte) error {
 	return nil
 }
 
+// msgpackBytes reads the str (code8 str8 = 0xd9, fixstr too) or bin
+// (bin8 = 0xc4) at b[p] that appendMsgpackLen's header starts: its bytes,
+// not copied, and the position after it. ok is false for another code or
+// a value running past the end of b.
+func msgpackBytes(b []byte, p int, code8 byte) (v []byte, next int, ok bool) {
+	if p >= len(b) {
+		return nil, p, false
+	}
+	var l, h int
+	switch c := b[p]; {
+	case code8 == 0xd9 && c&0xe0 == 0xa0:
+		l, h = int(c&0x1f), 1
+	case c == code8 && p+2 <= len(b):
+		l, h = int(b[p+1]), 2
+	case c == code8+1 && p+3 <= len(b):
+		l, h = int(binary.BigEndian.Uint16(b[p+1:])), 3
+	case c == code8+2 && p+5 <= len(b):
+		l, h = int(binary.BigEndian.Uint32(b[p+1:])), 5
+	default:
+		return nil, p, false
+	}
+	if l < 0 || p+h+l > len(b) {
+		return nil, p, false
+	}
+	return b[p+h : p+h+l], p + h + l, true
+}
+
 // decodeEnvelopeFast decodes the canonical envelope layout appendEnvelope
 // writes (keys in declaration order, seq and ts fixed-width, strings as
 // str, resp as bin) without reflection; ok is false for any other layout,
@@ -226,28 +250,9 @@ func decodeEnvelopeFast(b []byte) (ev *Event, ok bool) {
 		return v, true
 	}
 	str := func() (string, bool) {
-		if p >= len(b) {
-			return "", false
-		}
-		c, l, h := b[p], 0, 0
-		switch {
-		case c&0xe0 == 0xa0:
-			l, h = int(c&0x1f), 1
-		case c == 0xd9 && p+2 <= len(b):
-			l, h = int(b[p+1]), 2
-		case c == 0xda && p+3 <= len(b):
-			l, h = int(binary.BigEndian.Uint16(b[p+1:])), 3
-		case c == 0xdb && p+5 <= len(b):
-			l, h = int(binary.BigEndian.Uint32(b[p+1:])), 5
-		default:
-			return "", false
-		}
-		if l < 0 || p+h+l > len(b) {
-			return "", false
-		}
-		s := string(b[p+h : p+h+l])
-		p += h + l
-		return s, true
+		v, next, ok := msgpackBytes(b, p, 0xd9)
+		p = next
+		return string(v), ok
 	}
 	var e Event
 	var good bool
@@ -305,25 +310,9 @@ func decodeEnvelopeFast(b []byte) (ev *Event, ok bool) {
 	}
 	var resp []byte
 	if key("resp") {
-		if p >= len(b) {
+		if resp, p, good = msgpackBytes(b, p, 0xc4); !good {
 			return nil, false
 		}
-		c, l, h := b[p], 0, 0
-		switch {
-		case c == 0xc4 && p+2 <= len(b):
-			l, h = int(b[p+1]), 2
-		case c == 0xc5 && p+3 <= len(b):
-			l, h = int(binary.BigEndian.Uint16(b[p+1:])), 3
-		case c == 0xc6 && p+5 <= len(b):
-			l, h = int(binary.BigEndian.Uint32(b[p+1:])), 5
-		default:
-			return nil, false
-		}
-		if l < 0 || p+h+l > len(b) {
-			return nil, false
-		}
-		resp = b[p+h : p+h+l]
-		p += h + l
 		fields++
 	}
 	if fields != n || !key("data") || p >= len(b) {

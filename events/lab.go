@@ -420,23 +420,3 @@ type IdempotencyRecorded struct {
 	Kind     string `json:"kind"` // feedback | submit | import | pty.exec | …
 	EntityID string `json:"entityId"`
 }
-
-func (LabSessionStarted) EventType() string   { return TypeLabSessionStarted }
-func (FeedbackSubmitted) EventType() string   { return TypeFeedbackSubmitted }
-func (FeedbackIngested) EventType() string    { return TypeFeedbackIngested }
-func (RunImported) EventType() string         { return TypeRunImported }
-func (ExperimentCreated) EventType() string   { return TypeExperimentCreated }
-func (ExperimentSubmitted) EventType() string { return TypeExperimentSubmitted }
-func (ExperimentUpdated) EventType() string   { return TypeExperimentUpdated }
-func (IdempotencyRecorded) EventType() string { return TypeIdempotencyRecorded }
-
-func init() {
-	register(func() Payload { return &LabSessionStarted{} }, 1, nil)
-	register(func() Payload { return &FeedbackSubmitted{} }, 1, nil)
-	register(func() Payload { return &FeedbackIngested{} }, 1, nil)
-	register(func() Payload { return &RunImported{} }, 1, nil)
-	register(func() Payload { return &ExperimentCreated{} }, 1, nil)
-	register(func() Payload { return &ExperimentSubmitted{} }, 1, nil)
-	register(func() Payload { return &ExperimentUpdated{} }, 1, nil)
-	register(func() Payload { return &IdempotencyRecorded{} }, 1, nil)
-}

@@ -134,25 +134,3 @@ const (
 	TruncatedConversation = "conversation"
 	TruncatedTotal        = "total"
 )
-
-func (PtySessionStarted) EventType() string { return TypePtySessionStarted }
-func (PtyBlockBegin) EventType() string     { return TypePtyBlockBegin }
-func (PtyOutput) EventType() string         { return TypePtyOutput }
-func (PtyBlockEnd) EventType() string       { return TypePtyBlockEnd }
-func (PtyPrompt) EventType() string         { return TypePtyPrompt }
-func (PtyInput) EventType() string          { return TypePtyInput }
-func (PtySessionReset) EventType() string   { return TypePtySessionReset }
-func (PtySessionEnded) EventType() string   { return TypePtySessionEnded }
-func (PtyTruncated) EventType() string      { return TypePtyTruncated }
-
-func init() {
-	register(func() Payload { return &PtySessionStarted{} }, 1, nil)
-	register(func() Payload { return &PtyBlockBegin{} }, 1, nil)
-	register(func() Payload { return &PtyOutput{} }, 1, nil)
-	register(func() Payload { return &PtyBlockEnd{} }, 1, nil)
-	register(func() Payload { return &PtyPrompt{} }, 1, nil)
-	register(func() Payload { return &PtyInput{} }, 1, nil)
-	register(func() Payload { return &PtySessionReset{} }, 1, nil)
-	register(func() Payload { return &PtySessionEnded{} }, 1, nil)
-	register(func() Payload { return &PtyTruncated{} }, 1, nil)
-}

@@ -130,22 +130,3 @@ type MandateCancelled struct {
 	MandateID string `json:"mandate_id"`
 	Reason    string `json:"reason,omitempty"`
 }
-
-func (MandateCancelled) EventType() string { return TypeMandateCancelled }
-
-func (StepPlanned) EventType() string     { return TypeStepPlanned }
-func (StepExecuting) EventType() string   { return TypeStepExecuting }
-func (StepCompleted) EventType() string   { return TypeStepCompleted }
-func (StepFailed) EventType() string      { return TypeStepFailed }
-func (StepNeedsReview) EventType() string { return TypeStepNeedsReview }
-func (StepReset) EventType() string       { return TypeStepReset }
-
-func init() {
-	register(func() Payload { return &StepPlanned{} }, 1, nil)
-	register(func() Payload { return &StepExecuting{} }, 1, nil)
-	register(func() Payload { return &StepCompleted{} }, 1, nil)
-	register(func() Payload { return &StepFailed{} }, 1, nil)
-	register(func() Payload { return &StepNeedsReview{} }, 1, nil)
-	register(func() Payload { return &StepReset{} }, 1, nil)
-	register(func() Payload { return &MandateCancelled{} }, 1, nil)
-}

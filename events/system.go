@@ -49,13 +49,3 @@ type RecoveryApplied struct {
 	Decisions []RecoveryDecision `json:"decisions"`
 	Auto      bool               `json:"auto,omitempty"` // applied by daemon start, not the operator
 }
-
-func (WalRepaired) EventType() string     { return TypeWalRepaired }
-func (WalSalvaged) EventType() string     { return TypeWalSalvaged }
-func (RecoveryApplied) EventType() string { return TypeRecoveryApplied }
-
-func init() {
-	register(func() Payload { return &WalRepaired{} }, 1, nil)
-	register(func() Payload { return &WalSalvaged{} }, 1, nil)
-	register(func() Payload { return &RecoveryApplied{} }, 1, nil)
-}

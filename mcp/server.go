@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"reflect"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -94,6 +95,9 @@ func add[In any](s *sdk.Server, d *Daemon, log *slog.Logger, sp spec, build func
 	if err != nil {
 		panic(fmt.Sprintf("mcp: input schema of %s: %v", sp.name, err))
 	}
+	// A tool of the terminal names its conversation in ConversationID
+	// (conversation_id): its id is checked here, before build, for all.
+	convField, hasConv := reflect.TypeFor[In]().FieldByName("ConversationID")
 	for name, vals := range sp.enums {
 		in.Properties[name].Enum = vals
 	}
@@ -116,6 +120,11 @@ func add[In any](s *sdk.Server, d *Daemon, log *slog.Logger, sp spec, build func
 					Context: map[string]any{"fix": "This is a bug in cmlab; the server keeps running. Retry, or use the HTTP API."}}), nil, nil
 			}
 		}()
+		if hasConv {
+			if err := validID("conversation_id", reflect.ValueOf(in).FieldByIndex(convField.Index).String()); err != nil {
+				return toolError(err), nil, nil
+			}
+		}
 		r, err := build(in)
 		if err != nil {
 			return toolError(err), nil, nil
@@ -257,13 +266,9 @@ var (
 )
 
 func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
-	conv := func(id string) error { return validID("conversation_id", id) }
 	// exec builds pty_exec and pty_exec_interactive: route op, fix for an empty cmd.
 	exec := func(op, fix string) func(execIn) (request, error) {
 		return func(in execIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
 			if strings.TrimSpace(in.Cmd) == "" {
 				return request{}, invalid("cmd is empty", fix)
 			}
@@ -296,9 +301,6 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 			"with pty_wait_for from it.",
 		out: []field{okOut, cursorOut}},
 		func(in sendIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
 			return request{method: "POST", path: ptyPath(in.ConversationID, "send"), reqID: in.RequestID, body: body{"data": in.Data}}, nil
 		})
 
@@ -312,9 +314,6 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 		out: []field{okOut, {"matched", "whether match was found"}, {"match_text", "the matched text"}, {"match_cursor", "where the match starts"},
 			{"match_span", "{start, end} byte offsets of the match"}, cursorOut, {"error", "\"timeout\" when nothing matched in time"}, {"extra", "prompt details for match_type prompt"}}},
 		func(in waitForIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
 			mt := in.MatchType
 			if mt == "" {
 				mt = "substring"
@@ -337,9 +336,6 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 			"error \"timeout\" (pty_status shows what still runs; pty_end_session interrupts it).",
 		out: []field{okOut, {"matched", "whether the prompt came back"}, cursorOut, {"error", "\"timeout\" when it did not"}, {"exit_code", "exit status of the finished command, when known"}}},
 		func(in waitPromptIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
 			return request{method: "POST", path: ptyPath(in.ConversationID, "wait_prompt"),
 				body: body{}.opt("from_cursor", in.FromCursor).opt("timeout_ms", in.TimeoutMs).optBool("raw", in.Raw)}, nil
 		})
@@ -351,9 +347,6 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 		out: []field{okOut, {"matched", "whether expect was found (and send typed)"}, {"match_text", "the matched text"},
 			{"match_span", "{start, end} byte offsets of the match"}, cursorOut, {"error", "\"timeout\" when nothing matched in time"}}},
 		func(in expectSendIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
 			if in.Expect == "" {
 				return request{}, invalid("expect is empty", "Pass the text to wait for in expect.")
 			}
@@ -367,9 +360,6 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 			"pty_send shown where it was typed; raw=true returns the spool's bytes as they are (cursors are spool offsets either way).",
 		out: []field{okOut, {"data", "the output (newlines normalised to \\n)"}, {"cursor", "byte offset of data"}, cursorOut}},
 		func(in readSpoolIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
 			return request{method: "POST", path: ptyPath(in.ConversationID, "read_spool"),
 				body: body{"from_cursor": in.FromCursor}.opt("max_bytes", in.MaxBytes).optBool("raw", in.Raw)}, nil
 		})
@@ -387,9 +377,6 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 			{"dropped_bytes", "output dropped past the caps in this conversation"},
 			{"active_block_bytes", "output stored for the running block"}, {"active_block_dropped_bytes", "output the running block dropped past a cap"}}},
 		func(in convIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
 			return request{method: "GET", path: ptyPath(in.ConversationID, "status")}, nil
 		})
 
@@ -399,9 +386,6 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 		out: []field{okOut, {"mode", "the terminal's mode afterwards (idle)"}, {"block_id", "the block that was ended"},
 			{"ended", "whether something was running and ended"}, {"forced", "whether Ctrl+C was not enough"}, {"reset", "whether the shell had to be restarted"}}},
 		func(in endSessionIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
 			return request{method: "POST", path: ptyPath(in.ConversationID, "end_session"), reqID: in.RequestID, body: body{}.opt("grace_ms", in.GraceMs)}, nil
 		})
 
@@ -410,9 +394,6 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 			"cursors keep counting: continue from the returned resume_cursor.",
 		out: []field{okOut, {"shell_id", "the new shell"}, {"old_shell_id", "the shell that was killed"}, cursorOut}},
 		func(in resetIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
 			return request{method: "POST", path: ptyPath(in.ConversationID, "reset"), reqID: in.RequestID, body: body{}.optString("reason", in.Reason)}, nil
 		})
 
@@ -421,9 +402,6 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 			"completed, failed, cancelled, interactive), exit_code, output_path. Page with since = the largest seq you got.",
 		out: []field{okOut, {"blocks", "the block records, oldest first"}}},
 		func(in blocksSinceIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
 			q := url.Values{}
 			setInt(q, "since", in.Since)
 			setInt(q, "limit", in.Limit)
@@ -434,9 +412,6 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 		desc: "One block's record: cmd, cwd, ts_begin, ts_end, status (running, completed, failed, cancelled, interactive), exit_code.",
 		out:  []field{okOut, {"block", "the block record"}}},
 		func(in blockIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
 			if err := validID("block_id", in.BlockID); err != nil {
 				return request{}, err
 			}
@@ -449,9 +424,6 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 		out: []field{okOut, {"block_id", "the block"}, {"data", "the output bytes"}, {"cursor", "byte offset of data in the block's output"},
 			{"resume_cursor", "the offset to read from next"}, {"size", "the block output's size now"}, {"complete", "true when the block ended and data reaches its end"}}},
 		func(in blocksReadIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
 			if err := validID("block_id", in.BlockID); err != nil {
 				return request{}, err
 			}
@@ -468,9 +440,6 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 		desc: "Search the conversation's output for q (optionally within one block_id). Each hit names its block and spool offset.",
 		out:  []field{okOut, {"matches", "the hits: block_id, match_cursor (spool offset), line, line_cursor"}, {"truncated", "true when there were more hits than returned"}}},
 		func(in blocksSearchIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
 			if in.Q == "" {
 				return request{}, invalid("q is empty", "Pass the text to search for in q.")
 			}
@@ -523,5 +492,5 @@ func registerTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 			return request{method: "GET", path: "/api/session"}, nil
 		})
 
-	registerAgentTools(s, d, log, conv) // tools_agent.go
+	registerAgentTools(s, d, log) // tools_agent.go
 }

@@ -12,11 +12,17 @@ import (
 // path, request_id into X-CM-LAB-REQUEST-ID, everything else into the body
 // or query exactly as the HTTP route takes it.
 
-type execIn struct {
+// commandIn is the command line of pty_exec, pty_exec_interactive and
+// pty_exec_wait: embedded, its fields are theirs, first, in their schemas.
+type commandIn struct {
 	ConversationID string `json:"conversation_id" jsonschema:"the conversation whose terminal to use; any id of [A-Za-z0-9_.-]{1,128}; a new id starts a new shell"`
 	Cmd            string `json:"cmd" jsonschema:"the shell command line to run"`
 	Cwd            string `json:"cwd,omitempty" jsonschema:"optional directory to run this command in; the conversation's directory is unchanged for later commands (default: the conversation's)"`
-	RequestID      string `json:"request_id,omitempty" jsonschema:"optional idempotency key: a retry with the same request_id returns the first response and does not act again; reuse it only for the very same call"`
+}
+
+type execIn struct {
+	commandIn
+	RequestID string `json:"request_id,omitempty" jsonschema:"optional idempotency key: a retry with the same request_id returns the first response and does not act again; reuse it only for the very same call"`
 }
 
 type sendIn struct {

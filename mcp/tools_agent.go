@@ -12,13 +12,11 @@ import (
 // the Lab's runs, experiments and feedback.
 
 type execWaitIn struct {
-	ConversationID string `json:"conversation_id" jsonschema:"the conversation whose terminal to use; any id of [A-Za-z0-9_.-]{1,128}; a new id starts a new shell"`
-	Cmd            string `json:"cmd" jsonschema:"the shell command line to run"`
-	Cwd            string `json:"cwd,omitempty" jsonschema:"optional directory to run this command in; the conversation's directory is unchanged for later commands (default: the conversation's)"`
-	TimeoutMs      *int64 `json:"timeout_ms,omitempty" jsonschema:"how long to wait for the command to finish, in milliseconds (default 30000, at most 600000); past it the answer says done=false and the command keeps running"`
-	MaxBytes       *int64 `json:"max_bytes,omitempty" jsonschema:"most bytes of output to return (default 65536); the rest is read with blocks_read from output_next_offset"`
-	Raw            bool   `json:"raw,omitempty" jsonschema:"true: the output's bytes as they are (default false: an echoed command line is hidden)"`
-	RequestID      string `json:"request_id,omitempty" jsonschema:"optional idempotency key: a retry with the same request_id does not run the command again, it waits for the same block"`
+	commandIn
+	TimeoutMs *int64 `json:"timeout_ms,omitempty" jsonschema:"how long to wait for the command to finish, in milliseconds (default 30000, at most 600000); past it the answer says done=false and the command keeps running"`
+	MaxBytes  *int64 `json:"max_bytes,omitempty" jsonschema:"most bytes of output to return (default 65536); the rest is read with blocks_read from output_next_offset"`
+	Raw       bool   `json:"raw,omitempty" jsonschema:"true: the output's bytes as they are (default false: an echoed command line is hidden)"`
+	RequestID string `json:"request_id,omitempty" jsonschema:"optional idempotency key: a retry with the same request_id does not run the command again, it waits for the same block"`
 }
 
 type interruptIn struct {
@@ -41,7 +39,7 @@ type feedbackAddIn struct {
 	RequestID    string         `json:"request_id,omitempty" jsonschema:"required idempotency key (a UUID): a retry with the same request_id returns the first feedbackId and records nothing more"`
 }
 
-func registerAgentTools(s *sdk.Server, d *Daemon, log *slog.Logger, conv func(string) error) {
+func registerAgentTools(s *sdk.Server, d *Daemon, log *slog.Logger) {
 	add(s, d, log, spec{name: "pty_exec_wait", title: "Run a command and wait for it", kind: mutating, runs: true,
 		desc: "Run one shell command in the conversation's terminal and answer when it has finished: done=true, status " +
 			"(completed, failed, cancelled), exit_code, output (its clean output, at most max_bytes; output_truncated and " +
@@ -56,9 +54,6 @@ func registerAgentTools(s *sdk.Server, d *Daemon, log *slog.Logger, conv func(st
 			{"output_truncated", "true when output is not all of it"}, {"output_next_offset", "offset for blocks_read to continue the output"},
 			{"resume_cursor", "the spool position after the command (done) or now (not done): the from_cursor for the next wait"}}},
 		func(in execWaitIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
 			if strings.TrimSpace(in.Cmd) == "" {
 				return request{}, invalid("cmd is empty", "Pass the command line to run in cmd.")
 			}
@@ -72,9 +67,6 @@ func registerAgentTools(s *sdk.Server, d *Daemon, log *slog.Logger, conv func(st
 			"pty_wait_prompt from it returns when the command has ended (status cancelled).",
 		out: []field{okOut, {"block_id", "the block interrupted"}, {"interrupted", "whether something was running"}, cursorOut}},
 		func(in interruptIn) (request, error) {
-			if err := conv(in.ConversationID); err != nil {
-				return request{}, err
-			}
 			return request{method: "POST", path: ptyPath(in.ConversationID, "interrupt"), reqID: in.RequestID, body: body{}}, nil
 		})
 

@@ -2,14 +2,19 @@ package projections
 
 import (
 	"bytes"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
 	"unsafe"
 
 	"github.com/cmlab/cmlab/events"
 )
 
-// A fast path for the most common payload of a Lab log, feedback.submitted:
-// decoding it field by field instead of through reflection roughly halves
-// its cost in a rebuild. Anything it does not expect (an older version, a
+// A fast path for the most common payloads of a Lab log (feedback.submitted
+// above all): decoding them field by field, through a table of each
+// record's keys derived once from its type, instead of through reflection
+// roughly halves their cost in a rebuild. Anything it does not expect (an older version, a
 // rarely set nested field, an unknown key, a surprising type) makes it
 // give up, and the event goes through events.Event.Decode as every other;
 // TestFastDecodeMatchesReflective holds the two to the same result.
@@ -51,53 +56,32 @@ func (m *mp) uint(n int) uint64 {
 
 func (m *mp) peekNil() bool { return m.i < len(m.b) && m.b[m.i] == 0xc0 }
 
-// mapLen reads a map header.
-func (m *mp) mapLen() int {
+// header reads the length in a map, array, str or bin header: its fix
+// form (the code's bits outside mask are fix; mask 0: there is none), else
+// one of the consecutive codes from wide on, with a length of 1, 2 or 4
+// bytes (has8), or of 2 or 4 (maps and arrays, which have no 8-bit form).
+func (m *mp) header(fix, mask, wide byte, has8 bool) int {
 	c := m.byte1()
-	switch {
-	case c >= 0x80 && c <= 0x8f:
-		return int(c & 0x0f)
-	case c == 0xde:
-		return int(m.uint(2))
-	case c == 0xdf:
-		return int(m.uint(4))
+	if mask != 0 && c&^mask == fix {
+		return int(c & mask)
 	}
-	m.bad = true
-	return 0
-}
-
-// arrayLen reads an array header.
-func (m *mp) arrayLen() int {
-	c := m.byte1()
-	switch {
-	case c >= 0x90 && c <= 0x9f:
-		return int(c & 0x0f)
-	case c == 0xdc:
-		return int(m.uint(2))
-	case c == 0xdd:
-		return int(m.uint(4))
+	last, size := wide+2, 1
+	if !has8 {
+		last, size = wide+1, 2
 	}
-	m.bad = true
-	return 0
-}
-
-// strBytes reads a str value and returns its bytes (not copied).
-func (m *mp) strBytes() []byte {
-	c := m.byte1()
-	var n int
-	switch {
-	case c >= 0xa0 && c <= 0xbf:
-		n = int(c & 0x1f)
-	case c == 0xd9:
-		n = int(m.uint(1))
-	case c == 0xda:
-		n = int(m.uint(2))
-	case c == 0xdb:
-		n = int(m.uint(4))
-	default:
+	if c < wide || c > last {
 		m.bad = true
-		return nil
+		return 0
 	}
+	return int(m.uint(size << (c - wide)))
+}
+
+func (m *mp) mapLen() int { return m.header(0x80, 0x0f, 0xde, false) }
+
+func (m *mp) arrayLen() int { return m.header(0x90, 0x0f, 0xdc, false) }
+
+// span reads the next n bytes (not copied).
+func (m *mp) span(n int) []byte {
 	if m.bad || n < 0 || m.i+n > len(m.b) {
 		m.bad = true
 		return nil
@@ -106,6 +90,9 @@ func (m *mp) strBytes() []byte {
 	m.i += n
 	return b
 }
+
+// strBytes reads a str value and returns its bytes (not copied).
+func (m *mp) strBytes() []byte { return m.span(m.header(0xa0, 0x1f, 0xd9, true)) }
 
 // str reads a str value as a string that shares the payload's bytes (no
 // copy, no allocation). This is sound because of how decodePayload is
@@ -122,28 +109,7 @@ func (m *mp) str() string {
 }
 
 // binBytes reads a bin value (copied).
-func (m *mp) binBytes() []byte {
-	c := m.byte1()
-	var n int
-	switch c {
-	case 0xc4:
-		n = int(m.uint(1))
-	case 0xc5:
-		n = int(m.uint(2))
-	case 0xc6:
-		n = int(m.uint(4))
-	default:
-		m.bad = true
-		return nil
-	}
-	if m.bad || n < 0 || m.i+n > len(m.b) {
-		m.bad = true
-		return nil
-	}
-	b := bytes.Clone(m.b[m.i : m.i+n])
-	m.i += n
-	return b
-}
+func (m *mp) binBytes() []byte { return bytes.Clone(m.span(m.header(0, 0, 0xc4, true))) }
 
 // int64 reads an integer of any msgpack integer encoding.
 func (m *mp) int64() int64 {
@@ -220,55 +186,256 @@ func decodePayload(ev *events.Event) (events.Payload, error) {
 	return ev.Decode()
 }
 
-// key1 reads a map key and reports whether it is want.
-func (m *mp) key1(want string) bool { return string(m.strBytes()) == want && !m.bad }
-
 func fastFeedbackSubmitted(m *mp) *events.FeedbackSubmitted {
-	if m.mapLen() != 1 || !m.key1("entry") {
-		return nil
-	}
-	p := &events.FeedbackSubmitted{}
-	if !fastFeedbackEntry(m, &p.Entry) {
-		return nil
-	}
-	return p
+	return fastRecord[events.FeedbackSubmitted](m, feedbackSubmittedFields)
 }
 
-func fastFeedbackEntry(m *mp, e *events.FeedbackEntry) bool {
-	n := m.mapLen()
-	for i := 0; i < n && !m.bad; i++ {
-		switch string(m.strBytes()) {
-		case "schemaVersion":
-			e.SchemaVersion = m.int()
-		case "id":
-			e.ID = m.str()
-		case "createdAt":
-			e.CreatedAt = m.str()
-		case "sessionId":
-			e.SessionID = m.str()
-		case "runId":
-			e.RunID = m.str()
-		case "experimentId":
-			e.ExperimentID = m.str()
-		case "variantId":
-			e.VariantID = m.str()
-		case "topic":
-			e.Topic = m.str()
-		case "videoPath":
-			e.VideoPath = m.str()
-		case "artifactsDir":
-			e.ArtifactsDir = m.str()
-		case "notes":
-			e.Notes = m.str()
-		case "ratings":
-			e.Ratings = fastRatings(m)
-		case "tags":
-			e.Tags = fastStrings(m)
-		default:
-			return false // autoMetricsSnapshot, answers, reports, extra, unknown
+func fastExperimentSubmitted(m *mp) *events.ExperimentSubmitted {
+	return fastRecord[events.ExperimentSubmitted](m, experimentSubmittedFields)
+}
+
+func fastRunImported(m *mp) *events.RunImported {
+	return fastRecord[events.RunImported](m, runImportedFields)
+}
+
+// fastExperimentPayload reads {"experiment": LabExperiment}, the payload
+// of experiment.created and experiment.updated alike.
+func fastExperimentPayload(m *mp) *events.LabExperiment {
+	if x := fastRecord[events.ExperimentCreated](m, experimentCreatedFields); x != nil {
+		return &x.Experiment
+	}
+	return nil
+}
+
+// The records the fast path reads, each a table of its keys derived from
+// its Go type (fieldsOf): the fields of a kind mp reads exactly as the
+// reflective decoder would, plus the nested values named with their
+// reading. A key of any other field (a float metric, reports, answers of a
+// feedback entry, extra) is in no table, so the record falls back.
+var (
+	feedbackSubmittedFields   = fieldsOf[events.FeedbackSubmitted](nested{"entry": record(&feedbackEntryFields)})
+	experimentCreatedFields   = fieldsOf[events.ExperimentCreated](nested{"experiment": record(&experimentFields)})
+	experimentSubmittedFields = fieldsOf[events.ExperimentSubmitted](nested{
+		"experiment": record(&experimentFields),
+		"feedback":   records[events.FeedbackEntry](&feedbackEntryFields, false),
+	})
+	runImportedFields   = fieldsOf[events.RunImported](nested{"run": record(&runFields)})
+	feedbackEntryFields = fieldsOf[events.FeedbackEntry](nested{
+		"ratings": {kind: kindRatings},
+		"tags":    {kind: kindStrings},
+	})
+	experimentFields = fieldsOf[events.LabExperiment](nested{
+		"variants":  records[events.Variant](&variantFields, true),
+		"questions": records[events.Question](&questionFields, true),
+		"winner":    recordPtr[events.Winner](&winnerFields),
+		"answers":   {kind: kindAnswers},
+	})
+	ratingFields   = fieldsOf[events.Ratings](nil) // fastRatings: every field an *int
+	variantFields  = fieldsOf[events.Variant](nil)
+	questionFields = fieldsOf[events.Question](nil)
+	winnerFields   = fieldsOf[events.Winner](nil)
+	// A run's nested values are read when they are the common ones
+	// (fingerprint, integer metrics); a float metric falls back.
+	runFields = fieldsOf[events.LabRun](nested{
+		"fingerprint":        recordPtr[events.RunFingerprint](&fingerprintFields),
+		"autoMetricsSummary": recordPtr[events.AutoMetricsSummary](&metricsSummaryFields),
+	})
+	fingerprintFields = fieldsOf[events.RunFingerprint](nested{
+		"video":  recordPtr[events.FileStat](&fileStatFields),
+		"script": recordPtr[events.FileStat](&fileStatFields),
+	})
+	fileStatFields       = fieldsOf[events.FileStat](nil)
+	metricsSummaryFields = fieldsOf[events.AutoMetricsSummary](nil)
+)
+
+// fieldKind is how mp reads a field.
+type fieldKind uint8
+
+const (
+	kindSkip fieldKind = iota // not read: its key makes the record fall back
+	kindString
+	kindInt
+	kindInt64
+	kindBool
+	kindIntOrNil // *int; a nil (which the fields read with it carry for "unknown") too
+	kindRatings  // *events.Ratings (fastRatings)
+	kindStrings  // []string
+	kindAnswers  // json.RawMessage from a bin, left nil when empty
+	kindRecord   // a nested record (sub)
+	kindRecordPtr
+	kindRecords // a slice of records (sub); nil too when nilOK
+)
+
+var plainKinds = map[reflect.Type]fieldKind{
+	reflect.TypeFor[string](): kindString,
+	reflect.TypeFor[int]():    kindInt,
+	reflect.TypeFor[int64]():  kindInt64,
+	reflect.TypeFor[bool]():   kindBool,
+	reflect.TypeFor[*int]():   kindIntOrNil,
+}
+
+// fastField is one key of a record: where its value goes and how it is
+// read. (Nested records are read through tables and allocators, never a
+// function that takes the reader: the reader then stays on the stack.)
+type fastField struct {
+	key  string
+	off  uintptr
+	kind fieldKind
+	sub  *[]fastField
+	// alloc makes n records of the nested type at the field at p (a
+	// pointer for kindRecordPtr, a slice for kindRecords) and returns the
+	// first; size is one record's.
+	alloc func(p unsafe.Pointer, n int) unsafe.Pointer
+	size  uintptr
+	nilOK bool
+}
+
+// nested are the fields of a record read other than by their plain kind,
+// by key (key and off are filled by fieldsOf).
+type nested map[string]fastField
+
+// fieldsOf is the table of T's keys the fast path reads, in T's order (the
+// order the encoder writes them in): its fields of a plain kind and those
+// nested. A name in nested that T lacks is a mistake of this file.
+func fieldsOf[T any](nest nested) []fastField {
+	var fs []fastField
+	for _, sf := range reflect.VisibleFields(reflect.TypeFor[T]()) {
+		key, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if key == "" {
+			key = sf.Name
+		}
+		if !sf.IsExported() || sf.Anonymous || key == "-" {
+			continue
+		}
+		f, ok := nest[key]
+		if !ok {
+			f.kind = plainKinds[sf.Type]
+		}
+		if f.kind == kindSkip {
+			continue
+		}
+		f.key, f.off = key, sf.Offset
+		fs = append(fs, f)
+	}
+	for key := range nest {
+		if !slices.ContainsFunc(fs, func(f fastField) bool { return f.key == key }) {
+			panic("projections: " + reflect.TypeFor[T]().String() + " has no field " + key)
 		}
 	}
-	return !m.bad
+	return fs
+}
+
+// record reads a nested record in place. (Tables are referred to by
+// pointer: they refer to each other.)
+func record(fs *[]fastField) fastField { return fastField{kind: kindRecord, sub: fs} }
+
+// recordPtr reads a nested record into a new T; nil is refused.
+func recordPtr[T any](fs *[]fastField) fastField {
+	return fastField{kind: kindRecordPtr, sub: fs, alloc: func(p unsafe.Pointer, _ int) unsafe.Pointer {
+		x := new(T)
+		*(**T)(p) = x
+		return unsafe.Pointer(x)
+	}}
+}
+
+// records reads an array of records; a nil array leaves the field nil
+// when nilOK and is refused otherwise.
+func records[T any](fs *[]fastField, nilOK bool) fastField {
+	return fastField{kind: kindRecords, sub: fs, nilOK: nilOK, size: unsafe.Sizeof(*new(T)),
+		alloc: func(p unsafe.Pointer, n int) unsafe.Pointer {
+			out := make([]T, n)
+			*(*[]T)(p) = out
+			return unsafe.Pointer(unsafe.SliceData(out))
+		}}
+}
+
+// field reads a key and returns its field in fs (nil and bad for a key
+// not in fs). Keys come in the table's order unless the encoder was
+// another, so the search starts at *next, after the last key found.
+func (m *mp) field(fs []fastField, next *int) *fastField {
+	k := m.strBytes()
+	if m.bad {
+		return nil
+	}
+	at := *next
+	for range fs {
+		if at >= len(fs) {
+			at = 0
+		}
+		if fs[at].key == string(k) {
+			*next = at + 1
+			return &fs[at]
+		}
+		at++
+	}
+	m.bad = true
+	return nil
+}
+
+// record reads a map of fs's keys into the record at rec.
+func (m *mp) record(rec unsafe.Pointer, fs []fastField) {
+	n := m.mapLen()
+	next := 0
+	for i := 0; i < n && !m.bad; i++ {
+		f := m.field(fs, &next)
+		if f == nil {
+			return
+		}
+		p := unsafe.Add(rec, f.off)
+		switch f.kind {
+		case kindString:
+			*(*string)(p) = m.str()
+		case kindInt:
+			*(*int)(p) = m.int()
+		case kindInt64:
+			*(*int64)(p) = m.int64()
+		case kindBool:
+			*(*bool)(p) = m.bool()
+		case kindIntOrNil:
+			*(**int)(p) = m.intPtr(true)
+		case kindRatings:
+			*(**events.Ratings)(p) = fastRatings(m)
+		case kindStrings:
+			*(*[]string)(p) = fastStrings(m)
+		case kindAnswers:
+			if b := m.binBytes(); len(b) > 0 {
+				*(*json.RawMessage)(p) = b
+			}
+		case kindRecord:
+			m.record(p, *f.sub)
+		case kindRecordPtr:
+			m.record(f.alloc(p, 1), *f.sub)
+		case kindRecords:
+			m.records(p, f)
+		}
+	}
+}
+
+// records reads the array of records of field f into the slice at p.
+func (m *mp) records(p unsafe.Pointer, f *fastField) {
+	if f.nilOK && m.peekNil() {
+		m.i++
+		return
+	}
+	n := m.arrayLen()
+	if m.bad || n > len(m.b) {
+		m.bad = true
+		return
+	}
+	first := f.alloc(p, n)
+	for i := range n {
+		m.record(unsafe.Add(first, uintptr(i)*f.size), *f.sub)
+	}
+}
+
+// fastRecord reads a T whose keys fs lists; nil when anything surprised.
+func fastRecord[T any](m *mp, fs []fastField) *T {
+	x := new(T)
+	m.record(unsafe.Pointer(x), fs)
+	if m.bad {
+		return nil
+	}
+	return x
 }
 
 // intPtr reads an integer into a new *int; nil is refused (the fields read
@@ -285,42 +452,25 @@ func (m *mp) intPtr(nilOK bool) *int {
 	return &v
 }
 
+// fastRatings reads the ratings and their values in one allocation
+// instead of nine; a nil value is refused (the encoder omits nil ones).
 func fastRatings(m *mp) *events.Ratings {
 	n := m.mapLen()
-	// The ratings and their values in one allocation instead of nine.
 	x := &struct {
 		r events.Ratings
-		v [8]int
+		v [unsafe.Sizeof(events.Ratings{}) / unsafe.Sizeof((*int)(nil))]int // one per field
 	}{}
-	r := &x.r
+	next := 0
 	for i := 0; i < n && !m.bad; i++ {
-		var dst **int
-		var slot int
-		switch string(m.strBytes()) {
-		case "overall":
-			dst, slot = &r.Overall, 0
-		case "hook":
-			dst, slot = &r.Hook, 1
-		case "pacing":
-			dst, slot = &r.Pacing, 2
-		case "script":
-			dst, slot = &r.Script, 3
-		case "visuals":
-			dst, slot = &r.Visuals, 4
-		case "motion":
-			dst, slot = &r.Motion, 5
-		case "captions":
-			dst, slot = &r.Captions, 6
-		case "sync":
-			dst, slot = &r.Sync, 7
-		default:
-			m.bad = true
-			return r
+		f := m.field(ratingFields, &next)
+		if f == nil {
+			break
 		}
-		x.v[slot] = m.int()
-		*dst = &x.v[slot]
+		v := &x.v[f.off/unsafe.Sizeof((*int)(nil))]
+		*v = m.int()
+		*(**int)(unsafe.Add(unsafe.Pointer(&x.r), f.off)) = v
 	}
-	return r
+	return &x.r
 }
 
 func fastStrings(m *mp) []string {
@@ -336,69 +486,6 @@ func fastStrings(m *mp) []string {
 	return out
 }
 
-func fastExperimentPayload(m *mp) *events.LabExperiment {
-	if m.mapLen() != 1 || !m.key1("experiment") {
-		return nil
-	}
-	x := &events.LabExperiment{}
-	if !fastExperiment(m, x) {
-		return nil
-	}
-	return x
-}
-
-func fastExperiment(m *mp, x *events.LabExperiment) bool {
-	n := m.mapLen()
-	for i := 0; i < n && !m.bad; i++ {
-		switch string(m.strBytes()) {
-		case "schemaVersion":
-			x.SchemaVersion = m.int()
-		case "experimentId":
-			x.ExperimentID = m.str()
-		case "sessionId":
-			x.SessionID = m.str()
-		case "createdAt":
-			x.CreatedAt = m.str()
-		case "name":
-			x.Name = m.str()
-		case "hypothesis":
-			x.Hypothesis = m.str()
-		case "topic":
-			x.Topic = m.str()
-		case "baselineRunId":
-			x.BaselineRunID = m.str()
-		case "status":
-			x.Status = m.str()
-		case "updatedAt":
-			x.UpdatedAt = m.str()
-		case "variants":
-			if v, isNil := fastTriples(m, "variantId", "label", "runId", func(f [3]string) events.Variant {
-				return events.Variant{VariantID: f[0], Label: f[1], RunID: f[2]}
-			}); !isNil {
-				x.Variants = v
-			}
-		case "questions":
-			if q, isNil := fastTriples(m, "id", "prompt", "type", func(f [3]string) events.Question {
-				return events.Question{ID: f[0], Prompt: f[1], Type: f[2]}
-			}); !isNil {
-				x.Questions = q
-			}
-		case "winner":
-			w := fastFields(m, "variantId", "reason", "")
-			x.Winner = &events.Winner{VariantID: w[0], Reason: w[1]}
-		case "answers":
-			if b := m.binBytes(); len(b) > 0 {
-				x.Answers = b
-			}
-		case "sparse":
-			x.Sparse = m.bool()
-		default:
-			return false
-		}
-	}
-	return !m.bad
-}
-
 // bool reads true or false.
 func (m *mp) bool() bool {
 	switch m.byte1() {
@@ -409,172 +496,4 @@ func (m *mp) bool() bool {
 	}
 	m.bad = true
 	return false
-}
-
-// fastFields reads one map of up to three string fields named k0, k1, k2.
-func fastFields(m *mp, k0, k1, k2 string) (out [3]string) {
-	n := m.mapLen()
-	for j := 0; j < n && !m.bad; j++ {
-		switch k := string(m.strBytes()); {
-		case k == k0:
-			out[0] = m.str()
-		case k == k1:
-			out[1] = m.str()
-		case k == k2 && k2 != "":
-			out[2] = m.str()
-		default:
-			m.bad = true
-		}
-	}
-	return out
-}
-
-// fastTriples reads an array of fastFields maps, each made a T by mk; a
-// nil array reports isNil.
-func fastTriples[T any](m *mp, k0, k1, k2 string, mk func([3]string) T) (out []T, isNil bool) {
-	if m.peekNil() {
-		m.i++
-		return nil, true
-	}
-	n := m.arrayLen()
-	if m.bad || n > len(m.b) {
-		m.bad = true
-		return nil, false
-	}
-	out = make([]T, n)
-	for i := range out {
-		out[i] = mk(fastFields(m, k0, k1, k2))
-	}
-	return out, false
-}
-
-func fastExperimentSubmitted(m *mp) *events.ExperimentSubmitted {
-	n := m.mapLen()
-	p := &events.ExperimentSubmitted{}
-	for i := 0; i < n && !m.bad; i++ {
-		switch string(m.strBytes()) {
-		case "experiment":
-			if !fastExperiment(m, &p.Experiment) {
-				return nil
-			}
-		case "feedback":
-			k := m.arrayLen()
-			if m.bad || k > len(m.b) {
-				return nil
-			}
-			p.Feedback = make([]events.FeedbackEntry, k)
-			for j := range p.Feedback {
-				if !fastFeedbackEntry(m, &p.Feedback[j]) {
-					return nil
-				}
-			}
-		default:
-			return nil
-		}
-	}
-	if m.bad {
-		return nil
-	}
-	return p
-}
-
-// fastRunImported reads {"run": LabRun} when its nested values are the
-// common ones (fingerprint, integer metrics); anything else falls back.
-func fastRunImported(m *mp) *events.RunImported {
-	if m.mapLen() != 1 || !m.key1("run") {
-		return nil
-	}
-	p := &events.RunImported{}
-	r := &p.Run
-	n := m.mapLen()
-	for i := 0; i < n && !m.bad; i++ {
-		switch string(m.strBytes()) {
-		case "schemaVersion":
-			r.SchemaVersion = m.int()
-		case "runId":
-			r.RunID = m.str()
-		case "sessionId":
-			r.SessionID = m.str()
-		case "createdAt":
-			r.CreatedAt = m.str()
-		case "topic":
-			r.Topic = m.str()
-		case "artifactsDir":
-			r.ArtifactsDir = m.str()
-		case "artifactsDirRealpath":
-			r.ArtifactsDirRealpath = m.str()
-		case "supersedesRunId":
-			r.SupersedesRunID = m.str()
-		case "videoPath":
-			r.VideoPath = m.str()
-		case "fingerprint":
-			r.Fingerprint = fastFingerprint(m)
-		case "autoMetricsSummary":
-			r.AutoMetricsSummary = fastMetricsSummary(m)
-		default:
-			return nil // reports, unknown
-		}
-	}
-	if m.bad {
-		return nil
-	}
-	return p
-}
-
-func fastFingerprint(m *mp) *events.RunFingerprint {
-	n := m.mapLen()
-	fp := &events.RunFingerprint{}
-	for i := 0; i < n && !m.bad; i++ {
-		switch string(m.strBytes()) {
-		case "video":
-			fp.Video = fastFileStat(m)
-		case "script":
-			fp.Script = fastFileStat(m)
-		default:
-			m.bad = true
-		}
-	}
-	return fp
-}
-
-func fastFileStat(m *mp) *events.FileStat {
-	n := m.mapLen()
-	f := &events.FileStat{}
-	for i := 0; i < n && !m.bad; i++ {
-		switch string(m.strBytes()) {
-		case "path":
-			f.Path = m.str()
-		case "sizeBytes":
-			f.SizeBytes = m.int64()
-		case "mtimeMs":
-			f.MtimeMs = m.int64()
-		case "mtimeNs":
-			f.MtimeNs = m.int64()
-		default:
-			m.bad = true
-		}
-	}
-	return f
-}
-
-// fastMetricsSummary reads the integer metrics and the label; a float
-// metric falls back.
-func fastMetricsSummary(m *mp) *events.AutoMetricsSummary {
-	n := m.mapLen()
-	s := &events.AutoMetricsSummary{}
-	for i := 0; i < n && !m.bad; i++ {
-		switch string(m.strBytes()) {
-		case "syncRating":
-			s.SyncRating = m.intPtr(true)
-		case "captionOverall":
-			s.CaptionOverall = m.intPtr(true)
-		case "proxyScoreOverall":
-			s.ProxyScoreOverall = m.intPtr(true)
-		case "syncLabel":
-			s.SyncLabel = m.str()
-		default:
-			m.bad = true
-		}
-	}
-	return s
 }

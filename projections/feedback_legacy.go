@@ -169,14 +169,10 @@ func (p *Projector) FeedbackEnd() int64 {
 // programs may append to (doc.go, "Legacy writers"). ingestAt is the
 // recorded offset of a feedback.ingested line, else -1.
 func (p *Projector) writeFeedback(line []byte, ingestAt int64) error {
-	vf, err := p.file(FeedbackView)
+	vf, end, err := p.flushedFeedback()
 	if err != nil {
 		return err
 	}
-	if err := vf.w.Flush(); err != nil {
-		return err
-	}
-	end := p.sizes[FeedbackView]
 	fi, err := vf.f.Stat()
 	if err != nil {
 		return err
@@ -297,20 +293,29 @@ func (p *Projector) StrictForeign(held func(id string) bool) {
 	p.held = held
 }
 
+// flushedFeedback is feedback.jsonl with its buffered lines written, and
+// the size of it the log accounts for.
+func (p *Projector) flushedFeedback() (*viewFile, int64, error) {
+	vf, err := p.file(FeedbackView)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := vf.w.Flush(); err != nil {
+		return nil, 0, err
+	}
+	return vf, p.sizes[FeedbackView], nil
+}
+
 // insertFeedback places an ingested line at offset, before lines projected
 // earlier: a rebuild meeting a line that the live projector adopted in
 // place (doc.go, "Legacy writers") reproduces the live layout. It only
 // runs where those bytes are being written anew (a rebuild, a replay, a
 // catch-up of a cut file), never over bytes a reader has already seen.
 func (p *Projector) insertFeedback(line []byte, offset int64) error {
-	vf, err := p.file(FeedbackView)
+	vf, end, err := p.flushedFeedback()
 	if err != nil {
 		return err
 	}
-	if err := vf.w.Flush(); err != nil {
-		return err
-	}
-	end := p.sizes[FeedbackView]
 	tail := make([]byte, end-offset)
 	if _, err := vf.f.ReadAt(tail, offset); err != nil {
 		return err

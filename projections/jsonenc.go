@@ -3,15 +3,21 @@ package projections
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/cmlab/cmlab/events"
 )
 
-// Hand-written encoders for the records of the hot Lab views. They produce
-// exactly the bytes of encoding/json with HTML escaping off (the test
+// Encoders for the records of the hot Lab views, without reflection at
+// encoding time: each record is written through a table of its fields
+// derived once from its Go type (jsonFieldsOf). They produce exactly the
+// bytes of encoding/json with HTML escaping off (the test
 // TestEncodersMatchEncodingJSON holds them to it) at a fraction of the
 // cost, which is what lets a rebuild reach its throughput target. Rarely
 // set nested values fall back to encoding/json.
@@ -201,48 +207,299 @@ func (o *obj) end(nl bool) ([]byte, error) {
 	return o.b, o.err
 }
 
-func appendRatings(dst []byte, r *events.Ratings) []byte {
-	o := newObj(dst)
-	o.intPtrOmit("overall", r.Overall)
-	o.intPtrOmit("hook", r.Hook)
-	o.intPtrOmit("pacing", r.Pacing)
-	o.intPtrOmit("script", r.Script)
-	o.intPtrOmit("visuals", r.Visuals)
-	o.intPtrOmit("motion", r.Motion)
-	o.intPtrOmit("captions", r.Captions)
-	o.intPtrOmit("sync", r.Sync)
-	b, _ := o.end(false)
+// appendFeedbackEntry encodes e as one line (with '\n').
+func appendFeedbackEntry(dst []byte, e *events.FeedbackEntry) ([]byte, error) {
+	return appendRecord(dst, unsafe.Pointer(e), feedbackEntryJSON)
+}
+
+// appendLabRun encodes r as one line (with '\n').
+func appendLabRun(dst []byte, r *events.LabRun) ([]byte, error) {
+	return appendRecord(dst, unsafe.Pointer(r), labRunJSON)
+}
+
+// appendLabExperiment encodes x as one line (with '\n'), in its shape
+// (events.LabExperiment.Sparse).
+func appendLabExperiment(dst []byte, x *events.LabExperiment) ([]byte, error) {
+	if x.Sparse {
+		return appendRecord(dst, unsafe.Pointer(x), sparseExperimentJSON)
+	}
+	return appendRecord(dst, unsafe.Pointer(x), experimentJSON)
+}
+
+// appendIdempotencyLine encodes l as one line (with '\n').
+func appendIdempotencyLine(dst []byte, l *IdempotencyLine) ([]byte, error) {
+	return appendRecord(dst, unsafe.Pointer(l), idempotencyLineJSON)
+}
+
+// appendSessionEventLine encodes l as one line (with '\n'); l.Data must be
+// compact JSON already (it is embedded as is).
+func appendSessionEventLine(dst []byte, l *SessionEventLine) []byte {
+	b, _ := appendRecord(dst, unsafe.Pointer(l), sessionEventLineJSON)
 	return b
 }
 
-// appendFeedbackEntry encodes e as one line (with '\n').
-func appendFeedbackEntry(dst []byte, e *events.FeedbackEntry) ([]byte, error) {
-	o := newObj(dst)
-	o.int("schemaVersion", int64(e.SchemaVersion))
-	o.str("id", e.ID)
-	o.str("createdAt", e.CreatedAt)
-	o.strOmit("sessionId", e.SessionID)
-	o.strOmit("runId", e.RunID)
-	o.strOmit("experimentId", e.ExperimentID)
-	o.strOmit("variantId", e.VariantID)
-	o.strOmit("topic", e.Topic)
-	o.strOmit("videoPath", e.VideoPath)
-	o.strOmit("artifactsDir", e.ArtifactsDir)
-	if e.Ratings != nil {
-		o.key("ratings")
-		o.b = appendRatings(o.b, e.Ratings)
+// The records the encoders write, each a table of its JSON fields derived
+// from its Go type (jsonFieldsOf): encoding/json's keys, order and
+// omitempty, nested records by their own tables, and the fields whose
+// JSON follows a rule of its own named with it.
+var (
+	feedbackEntryJSON = jsonFieldsOf(reflect.TypeFor[events.FeedbackEntry](), nil)
+	labRunJSON        = jsonFieldsOf(reflect.TypeFor[events.LabRun](), jsonRules{
+		"fingerprint": {sub: jsonFieldsOf(reflect.TypeFor[events.RunFingerprint](), jsonRules{
+			"video":  {kind: jsonFileStat},
+			"script": {kind: jsonFileStat},
+		})},
+		"autoMetricsSummary": {kind: jsonMetricsSummary},
+	})
+	// LabExperiment's own MarshalJSON: Sparse is never written; a sparse
+	// record omits an empty hypothesis, topic and winner reason and
+	// questions nobody sent.
+	experimentJSON       = jsonFieldsOf(reflect.TypeFor[events.LabExperiment](), jsonRules{"sparse": {kind: jsonSkip}})
+	sparseExperimentJSON = jsonFieldsOf(reflect.TypeFor[events.LabExperiment](), jsonRules{
+		"sparse":     {kind: jsonSkip},
+		"hypothesis": {omit: omitEmpty},
+		"topic":      {omit: omitEmpty},
+		"winner":     {sub: jsonFieldsOf(reflect.TypeFor[events.Winner](), jsonRules{"reason": {omit: omitEmpty}})},
+		"questions":  {omit: omitNil},
+	})
+	idempotencyLineJSON  = jsonFieldsOf(reflect.TypeFor[IdempotencyLine](), nil)
+	sessionEventLineJSON = jsonFieldsOf(reflect.TypeFor[SessionEventLine](), jsonRules{"data": {kind: jsonVerbatim}})
+)
+
+// jsonKind is how a field is written.
+type jsonKind uint8
+
+const (
+	jsonByType jsonKind = iota // (a rule's: the kind of the field's type)
+	jsonSkip                   // never written
+	jsonString
+	jsonInt
+	jsonInt64
+	jsonUint64
+	jsonBool
+	jsonIntPtr
+	jsonStrings
+	jsonRaw      // json.RawMessage, compacted
+	jsonVerbatim // json.RawMessage written as it is
+	jsonRecordPtr
+	jsonRecords
+	jsonFileStat       // *events.FileStat (appendFileStat)
+	jsonMetricsSummary // *events.AutoMetricsSummary (appendMetricsSummary)
+	jsonValue          // a pointer written by encoding/json (its MarshalJSON)
+)
+
+// omitRule is when a field is left out.
+type omitRule uint8
+
+const (
+	omitByTag omitRule = iota // (a rule's: as the field's tag says)
+	omitNever
+	omitEmpty // encoding/json's omitempty
+	omitNil   // a nil slice only
+)
+
+var jsonKinds = map[reflect.Type]jsonKind{
+	reflect.TypeFor[string]():          jsonString,
+	reflect.TypeFor[int]():             jsonInt,
+	reflect.TypeFor[int64]():           jsonInt64,
+	reflect.TypeFor[uint64]():          jsonUint64,
+	reflect.TypeFor[bool]():            jsonBool,
+	reflect.TypeFor[*int]():            jsonIntPtr,
+	reflect.TypeFor[[]string]():        jsonStrings,
+	reflect.TypeFor[json.RawMessage](): jsonRaw,
+}
+
+// jsonField is one field of a record's JSON.
+type jsonField struct {
+	key  string
+	off  uintptr
+	kind jsonKind
+	omit omitRule
+	sub  []jsonField  // jsonRecordPtr, jsonRecords: the nested record's fields
+	size uintptr      // jsonRecords: one record's size
+	typ  reflect.Type // jsonValue
+}
+
+// jsonRules are the fields of a record written other than their type and
+// tag say, by key: a kind, an omit rule or the nested record's table.
+type jsonRules map[string]jsonField
+
+var marshaler = reflect.TypeFor[json.Marshaler]()
+
+// jsonFieldsOf is the table of t's JSON fields. A pointer to or a slice
+// of a struct without a MarshalJSON is a nested record with its own
+// table; any other pointer goes to encoding/json. A type it cannot write
+// otherwise, or a rule for a key t lacks, is a mistake of this file.
+func jsonFieldsOf(t reflect.Type, rules jsonRules) []jsonField {
+	var fs []jsonField
+	for _, sf := range reflect.VisibleFields(t) {
+		key, opts, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if key == "" {
+			key = sf.Name
+		}
+		if !sf.IsExported() || sf.Anonymous || key == "-" {
+			continue
+		}
+		f := rules[key]
+		f.key, f.off = key, sf.Offset
+		if f.omit == omitByTag {
+			f.omit = omitNever
+			if opts == "omitempty" {
+				f.omit = omitEmpty
+			}
+		}
+		if f.kind == jsonByType {
+			f.kind = jsonKinds[sf.Type]
+		}
+		if f.kind == jsonByType {
+			switch ft := sf.Type; {
+			case ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct && !ft.Implements(marshaler):
+				f.kind = jsonRecordPtr
+				if f.sub == nil {
+					f.sub = jsonFieldsOf(ft.Elem(), nil)
+				}
+			case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct && !ft.Elem().Implements(marshaler):
+				f.kind, f.size = jsonRecords, ft.Elem().Size()
+				if f.sub == nil {
+					f.sub = jsonFieldsOf(ft.Elem(), nil)
+				}
+			case ft.Kind() == reflect.Pointer:
+				f.kind, f.typ = jsonValue, ft
+			default:
+				panic("projections: no JSON encoding for " + t.String() + "." + sf.Name)
+			}
+		}
+		fs = append(fs, f)
 	}
-	o.strOmit("notes", e.Notes)
-	o.strings("tags", e.Tags, true)
-	if e.AutoMetricsSnapshot != nil {
-		o.value("autoMetricsSnapshot", e.AutoMetricsSnapshot)
+	for key := range rules {
+		if !slices.ContainsFunc(fs, func(f jsonField) bool { return f.key == key }) {
+			panic("projections: " + t.String() + " has no field " + key)
+		}
 	}
-	o.raw("answers", e.Answers, true)
-	if e.Reports != nil {
-		o.value("reports", e.Reports)
-	}
-	o.raw("extra", e.Extra, true)
+	return fs
+}
+
+// appendRecord encodes the record at rec, whose fields are fs, as one line
+// (with '\n').
+func appendRecord(dst []byte, rec unsafe.Pointer, fs []jsonField) ([]byte, error) {
+	o := obj{b: append(dst, '{'), first: true}
+	o.fields(rec, fs)
 	return o.end(true)
+}
+
+// object writes the record at rec as a nested object.
+func (o *obj) object(rec unsafe.Pointer, fs []jsonField) {
+	o.b = append(o.b, '{')
+	o.first = true
+	o.fields(rec, fs)
+	o.b = append(o.b, '}')
+	o.first = false
+}
+
+// sliceOf is the layout of a Go slice, read here for a slice of any
+// nested record.
+type sliceOf struct {
+	data   unsafe.Pointer
+	n, cap int
+}
+
+// fields writes the fields fs of the record at rec.
+func (o *obj) fields(rec unsafe.Pointer, fs []jsonField) {
+	for i := range fs {
+		f := &fs[i]
+		p := unsafe.Add(rec, f.off)
+		switch f.kind {
+		case jsonString:
+			if v := *(*string)(p); v != "" || f.omit != omitEmpty {
+				o.str(f.key, v)
+			}
+		case jsonInt:
+			if v := *(*int)(p); v != 0 || f.omit != omitEmpty {
+				o.int(f.key, int64(v))
+			}
+		case jsonInt64:
+			if v := *(*int64)(p); v != 0 || f.omit != omitEmpty {
+				o.int(f.key, v)
+			}
+		case jsonUint64:
+			if v := *(*uint64)(p); v != 0 || f.omit != omitEmpty {
+				o.key(f.key)
+				o.b = strconv.AppendUint(o.b, v, 10)
+			}
+		case jsonBool:
+			if v := *(*bool)(p); v || f.omit != omitEmpty {
+				o.key(f.key)
+				o.b = strconv.AppendBool(o.b, v)
+			}
+		case jsonIntPtr:
+			if v := *(**int)(p); v != nil || f.omit != omitEmpty {
+				o.intPtr(f.key, v)
+			}
+		case jsonStrings:
+			o.strings(f.key, *(*[]string)(p), f.omit == omitEmpty)
+		case jsonRaw:
+			o.raw(f.key, *(*json.RawMessage)(p), f.omit == omitEmpty)
+		case jsonVerbatim:
+			o.key(f.key)
+			o.b = append(o.b, *(*json.RawMessage)(p)...)
+		case jsonRecordPtr:
+			if x := *(*unsafe.Pointer)(p); x != nil {
+				o.key(f.key)
+				o.object(x, f.sub)
+			} else if f.omit != omitEmpty {
+				o.null(f.key)
+			}
+		case jsonRecords:
+			o.records(f, (*sliceOf)(p))
+		case jsonFileStat:
+			if v := *(**events.FileStat)(p); v != nil {
+				o.key(f.key)
+				o.b = appendFileStat(o.b, v)
+			} else if f.omit != omitEmpty {
+				o.null(f.key)
+			}
+		case jsonMetricsSummary:
+			if v := *(**events.AutoMetricsSummary)(p); v != nil {
+				o.metricsSummary(f.key, v)
+			} else if f.omit != omitEmpty {
+				o.null(f.key)
+			}
+		case jsonValue:
+			// The pointer is read out of the record first: reflect then
+			// sees only what it points to, and the record can stay on
+			// its caller's stack.
+			if x := *(*unsafe.Pointer)(p); x != nil {
+				o.value(f.key, reflect.NewAt(f.typ.Elem(), x).Interface())
+			} else if f.omit != omitEmpty {
+				o.null(f.key)
+			}
+		}
+	}
+}
+
+// records writes the slice s of field f's nested records.
+func (o *obj) records(f *jsonField, s *sliceOf) {
+	switch {
+	case f.omit == omitEmpty && s.n == 0, f.omit == omitNil && s.data == nil:
+		return
+	case s.data == nil:
+		o.null(f.key)
+		return
+	}
+	o.key(f.key)
+	o.b = append(o.b, '[')
+	for i := range s.n {
+		if i > 0 {
+			o.b = append(o.b, ',')
+		}
+		o.object(unsafe.Add(s.data, uintptr(i)*f.size), f.sub)
+	}
+	o.b = append(o.b, ']')
+}
+
+func (o *obj) null(name string) {
+	o.key(name)
+	o.b = append(o.b, "null"...)
 }
 
 func appendFileStat(dst []byte, f *events.FileStat) []byte {
@@ -261,142 +518,22 @@ func appendFileStat(dst []byte, f *events.FileStat) []byte {
 	return b
 }
 
-// appendLabRun encodes r as one line (with '\n').
-func appendLabRun(dst []byte, r *events.LabRun) ([]byte, error) {
-	o := newObj(dst)
-	o.int("schemaVersion", int64(r.SchemaVersion))
-	o.str("runId", r.RunID)
-	o.str("sessionId", r.SessionID)
-	o.str("createdAt", r.CreatedAt)
-	o.strOmit("topic", r.Topic)
-	o.str("artifactsDir", r.ArtifactsDir)
-	o.str("artifactsDirRealpath", r.ArtifactsDirRealpath)
-	if fp := r.Fingerprint; fp != nil {
-		o.key("fingerprint")
-		f := newObj(o.b)
-		if fp.Video != nil {
-			f.key("video")
-			f.b = appendFileStat(f.b, fp.Video)
-		}
-		if fp.Script != nil {
-			f.key("script")
-			f.b = appendFileStat(f.b, fp.Script)
-		}
-		o.b, _ = f.end(false)
+// metricsSummary writes m as its MarshalJSON does, by hand in the common
+// case (no report read, integer metrics only).
+func (o *obj) metricsSummary(name string, m *events.AutoMetricsSummary) {
+	if m.Read != nil || m.MeanDriftMs != nil || m.MaxDriftMs != nil || m.CaptionCoverageRatio != nil || m.OcrConfidenceMean != nil {
+		o.value(name, m)
+		return
 	}
-	o.strOmit("supersedesRunId", r.SupersedesRunID)
-	o.strOmit("videoPath", r.VideoPath)
-	if r.Reports != nil {
-		o.value("reports", r.Reports)
-	}
-	if m := r.AutoMetricsSummary; m != nil {
-		if m.Read == nil && m.MeanDriftMs == nil && m.MaxDriftMs == nil && m.CaptionCoverageRatio == nil && m.OcrConfidenceMean == nil {
-			o.key("autoMetricsSummary")
-			s := newObj(o.b)
-			s.intPtr("syncRating", m.SyncRating)
-			s.strOmit("syncLabel", m.SyncLabel)
-			s.intPtr("captionOverall", m.CaptionOverall)
-			s.intPtr("proxyScoreOverall", m.ProxyScoreOverall)
-			o.b, _ = s.end(false)
-		} else {
-			o.value("autoMetricsSummary", m)
-		}
-	}
-	return o.end(true)
-}
-
-// appendLabExperiment encodes x as one line (with '\n').
-func appendLabExperiment(dst []byte, x *events.LabExperiment) ([]byte, error) {
-	o := newObj(dst)
-	o.int("schemaVersion", int64(x.SchemaVersion))
-	o.str("experimentId", x.ExperimentID)
-	o.str("sessionId", x.SessionID)
-	o.str("createdAt", x.CreatedAt)
-	o.str("name", x.Name)
-	if x.Sparse {
-		o.strOmit("hypothesis", x.Hypothesis)
-		o.strOmit("topic", x.Topic)
-	} else {
-		o.str("hypothesis", x.Hypothesis)
-		o.str("topic", x.Topic)
-	}
-	o.str("baselineRunId", x.BaselineRunID)
-	o.key("variants")
-	if x.Variants == nil {
-		o.b = append(o.b, "null"...)
-	} else {
-		o.b = append(o.b, '[')
-		for i := range x.Variants {
-			if i > 0 {
-				o.b = append(o.b, ',')
-			}
-			v := newObj(o.b)
-			v.str("variantId", x.Variants[i].VariantID)
-			v.str("label", x.Variants[i].Label)
-			v.str("runId", x.Variants[i].RunID)
-			o.b, _ = v.end(false)
-		}
-		o.b = append(o.b, ']')
-	}
-	o.str("status", x.Status)
-	if x.Winner != nil {
-		o.key("winner")
-		w := newObj(o.b)
-		w.str("variantId", x.Winner.VariantID)
-		if x.Sparse {
-			w.strOmit("reason", x.Winner.Reason)
-		} else {
-			w.str("reason", x.Winner.Reason)
-		}
-		o.b, _ = w.end(false)
-	}
-	if x.Questions == nil && x.Sparse {
-		// omitted, as content-machine omits questions nobody sent
-	} else if o.key("questions"); x.Questions == nil {
-		o.b = append(o.b, "null"...)
-	} else {
-		o.b = append(o.b, '[')
-		for i := range x.Questions {
-			if i > 0 {
-				o.b = append(o.b, ',')
-			}
-			q := newObj(o.b)
-			q.str("id", x.Questions[i].ID)
-			q.str("prompt", x.Questions[i].Prompt)
-			q.str("type", x.Questions[i].Type)
-			o.b, _ = q.end(false)
-		}
-		o.b = append(o.b, ']')
-	}
-	o.raw("answers", x.Answers, true)
-	o.strOmit("updatedAt", x.UpdatedAt)
-	return o.end(true)
-}
-
-// appendIdempotencyLine encodes l as one line (with '\n').
-func appendIdempotencyLine(dst []byte, l *IdempotencyLine) ([]byte, error) {
-	o := newObj(dst)
-	o.str("requestId", l.RequestID)
-	o.str("type", l.Type)
-	o.str("entityId", l.EntityID)
-	o.str("createdAt", l.CreatedAt)
-	o.raw("response", l.Response, true)
-	return o.end(true)
-}
-
-// appendSessionEventLine encodes l as one line (with '\n'); l.Data must be
-// compact JSON already (it is embedded as is).
-func appendSessionEventLine(dst []byte, l *SessionEventLine) []byte {
-	o := newObj(dst)
-	o.int("seq", int64(l.Seq))
-	o.str("id", l.ID)
-	o.str("type", l.Type)
-	o.str("createdAt", l.CreatedAt)
-	o.strOmit("requestId", l.RequestID)
-	o.key("data")
-	o.b = append(o.b, l.Data...)
-	b, _ := o.end(true)
-	return b
+	o.key(name)
+	o.b = append(o.b, '{')
+	o.first = true
+	o.intPtr("syncRating", m.SyncRating)
+	o.strOmit("syncLabel", m.SyncLabel)
+	o.intPtr("captionOverall", m.CaptionOverall)
+	o.intPtr("proxyScoreOverall", m.ProxyScoreOverall)
+	o.b = append(o.b, '}')
+	o.first = false
 }
 
 // isoTime is events.FormatISO without time.Format's layout parsing (it
@@ -437,26 +574,16 @@ func isoTime(ms int64) string {
 		hour, minute, sec = t.Clock()
 		milli = t.Nanosecond() / 1e6
 	}
-	var b [24]byte
-	put := func(i, v, n int) {
-		for j := i + n - 1; j >= i; j-- {
-			b[j] = byte('0' + v%10)
-			v /= 10
+	// 2006-01-02T15:04:05.000Z: the separators fixed, each number's
+	// digits at their offset.
+	b := [24]byte{4: '-', 7: '-', 10: 'T', 13: ':', 16: ':', 19: '.', 23: 'Z'}
+	for _, d := range [...]struct{ at, v, n int }{
+		{0, year, 4}, {5, month, 2}, {8, day, 2}, {11, hour, 2}, {14, minute, 2}, {17, sec, 2}, {20, milli, 3},
+	} {
+		for j := d.at + d.n - 1; j >= d.at; j-- {
+			b[j] = byte('0' + d.v%10)
+			d.v /= 10
 		}
 	}
-	put(0, year, 4)
-	b[4] = '-'
-	put(5, month, 2)
-	b[7] = '-'
-	put(8, day, 2)
-	b[10] = 'T'
-	put(11, hour, 2)
-	b[13] = ':'
-	put(14, minute, 2)
-	b[16] = ':'
-	put(17, sec, 2)
-	b[19] = '.'
-	put(20, milli, 3)
-	b[23] = 'Z'
 	return string(b[:])
 }

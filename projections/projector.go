@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -178,12 +179,7 @@ func Open(opts Options) (*Projector, error) {
 		return p, nil
 	}
 	allIntact := true
-	views := make([]string, 0, len(cp.Views))
-	for v := range cp.Views {
-		views = append(views, v)
-	}
-	sort.Strings(views)
-	for _, v := range views {
+	for _, v := range slices.Sorted(maps.Keys(cp.Views)) {
 		want := cp.Views[v]
 		if !validViewPath(v) {
 			continue

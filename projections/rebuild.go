@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -266,32 +267,26 @@ func (d *Difference) String() string {
 	return fmt.Sprintf("%s differs at line %d, offset %d (%s)", d.File, d.Line, d.Offset, d.Detail)
 }
 
+// viewFilesOf lists the view files of a and of b (ViewFiles).
+func viewFilesOf(a, b home.Home) (va, vb []string, err error) {
+	if va, err = ViewFiles(a); err == nil {
+		vb, err = ViewFiles(b)
+	}
+	return va, vb, err
+}
+
 // Compare compares the views of live and rebuilt byte for byte and returns
 // the first difference in file-name order, or nil when they are identical.
 // An unfinished last line of live's feedback.jsonl (no '\n') is not yet
 // part of the store and is ignored.
 func Compare(live, rebuilt home.Home) (*Difference, error) {
-	a, err := ViewFiles(live)
+	a, b, err := viewFilesOf(live, rebuilt)
 	if err != nil {
 		return nil, err
 	}
-	b, err := ViewFiles(rebuilt)
-	if err != nil {
-		return nil, err
-	}
-	names := map[string]bool{}
-	for _, n := range a {
-		names[n] = true
-	}
-	for _, n := range b {
-		names[n] = true
-	}
-	all := make([]string, 0, len(names))
-	for n := range names {
-		all = append(all, n)
-	}
-	sort.Strings(all)
-	for _, n := range all {
+	all := append(a, b...)
+	slices.Sort(all)
+	for _, n := range slices.Compact(all) {
 		d, err := compareFile(live, rebuilt, n)
 		if err != nil {
 			return nil, err

@@ -221,11 +221,7 @@ func Regenerate(ctx context.Context, src iter.Seq2[*events.Event, error], h home
 	// What changes, view by view (and the removed lines of views other
 	// than feedback.jsonl, kept in quarantine/: after a salvage they may
 	// be all that is left of a lost entry).
-	oldViews, err := ViewFiles(h)
-	if err != nil {
-		return nil, err
-	}
-	newViews, err := ViewFiles(tmp)
+	oldViews, newViews, err := viewFilesOf(h, tmp)
 	if err != nil {
 		return nil, err
 	}

@@ -480,41 +480,37 @@ func renderStep(ev *events.Event, r *rendered) error {
 	at := isoTime(ev.TS)
 	base := StepRecord{Seq: ev.Seq, At: at, Event: ev.Type}
 	var recs []StepRecord
+	// record adds the record of one step's transition, to be filled
+	// before the next is added.
+	record := func(mandate, step, status string) *StepRecord {
+		recs = append(recs, base)
+		rec := &recs[len(recs)-1]
+		rec.MandateID, rec.StepID, rec.Status = mandate, step, status
+		return rec
+	}
 	switch p := p.(type) {
 	case *events.StepPlanned:
 		for _, s := range p.Steps {
-			rec := base
-			rec.MandateID, rec.StepID, rec.Status = p.MandateID, s.StepID, events.StatusPending
+			rec := record(p.MandateID, s.StepID, events.StatusPending)
 			rec.Tool, rec.ParamsHash, rec.PreHash, rec.ExpectedPostHash = s.Tool, s.ParamsHash, s.PreHash, s.ExpectedPostHash
 			rec.IdemKey, rec.World = s.IdemKey, s.World
-			recs = append(recs, rec)
 		}
 	case *events.StepExecuting:
-		rec := base
-		rec.MandateID, rec.StepID, rec.Status = p.MandateID, p.StepID, events.StatusExecuting
+		rec := record(p.MandateID, p.StepID, events.StatusExecuting)
 		rec.IdemKey, rec.ObservedPreHash = p.IdemKey, p.ObservedPreHash
-		recs = append(recs, rec)
 	case *events.StepCompleted:
-		rec := base
-		rec.MandateID, rec.StepID, rec.Status = p.MandateID, p.StepID, events.StatusCompleted
+		rec := record(p.MandateID, p.StepID, events.StatusCompleted)
 		rec.PostHash, rec.ResultHash, rec.ExitCode, rec.OutputDigest = p.PostHash, p.ResultHash, p.ExitCode, p.OutputDigest
 		rec.Recovered, rec.Evidence = p.Recovered, p.Evidence
-		recs = append(recs, rec)
 	case *events.StepFailed:
-		rec := base
-		rec.MandateID, rec.StepID, rec.Status = p.MandateID, p.StepID, events.StatusFailed
+		rec := record(p.MandateID, p.StepID, events.StatusFailed)
 		rec.ErrorClass, rec.ErrorMsg, rec.ExitCode = p.ErrorClass, p.ErrorMsg, p.ExitCode
-		recs = append(recs, rec)
 	case *events.StepNeedsReview:
-		rec := base
-		rec.MandateID, rec.StepID, rec.Status = p.MandateID, p.StepID, events.StatusNeedsReview
+		rec := record(p.MandateID, p.StepID, events.StatusNeedsReview)
 		rec.Reason, rec.Evidence = p.Reason, p.Evidence
-		recs = append(recs, rec)
 	case *events.StepReset:
-		rec := base
-		rec.MandateID, rec.StepID, rec.Status = p.MandateID, p.StepID, events.StatusPending
+		rec := record(p.MandateID, p.StepID, events.StatusPending)
 		rec.IdemKey, rec.Reason, rec.Evidence = p.IdemKey, p.Reason, p.Evidence
-		recs = append(recs, rec)
 	}
 	for i := range recs {
 		line, err := jsonLine(&recs[i])

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/pty"
+	"github.com/cmlab/cmlab/snapshot"
 	"github.com/cmlab/cmlab/steps"
 )
 
@@ -29,7 +30,7 @@ type Model struct {
 	mu      sync.RWMutex
 	seq     uint64 // last event observed (or covered by the loaded snapshot)
 	eventID string
-	snapSeq uint64 // seq of the last snapshot written or loaded
+	written snapshot.Written // the snapshot written or loaded
 	st      state
 }
 

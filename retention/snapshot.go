@@ -44,20 +44,10 @@ func (m *Model) Encode() ([]byte, uint64, string, error) {
 func (m *Model) Decode(h snapshot.Header, body []byte) error { return m.loadBody(h, body) }
 
 // WriteSnapshot stores the model at path unless fewer than every events
-// passed since the last snapshot (every 0: whenever anything did). It
-// reports whether it wrote. A failed write leaves the old file and is
-// retried at the next call.
+// passed since the last snapshot (every 0: whenever anything did), as
+// snapshot.Written.Write.
 func (m *Model) WriteSnapshot(path string, every uint64) (bool, error) {
-	m.mu.RLock()
-	snapSeq := m.snapSeq
-	m.mu.RUnlock()
-	ok, err := snapshot.NewWriter(Kind, path, m, snapSeq).Write(every)
-	if ok {
-		m.mu.Lock()
-		m.snapSeq = max(m.snapSeq, m.seq)
-		m.mu.Unlock()
-	}
-	return ok, err
+	return m.written.Write(Kind, path, m, every)
 }
 
 // LoadSnapshot fills an empty model from the snapshot at path if it can be
@@ -94,9 +84,10 @@ func (m *Model) loadBody(h snapshot.Header, body []byte) error {
 		}
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.st = st
-	m.seq, m.eventID, m.snapSeq = h.Seq, h.EventID, h.Seq
+	m.seq, m.eventID = h.Seq, h.EventID
+	m.mu.Unlock()
+	m.written.Loaded(h.Seq) // after the unlock: a write holds written, then m.mu
 	return nil
 }
 

@@ -20,7 +20,8 @@
 // snapshot waits for). The kit gives the rest once: the file
 // (Kind.File), the one code-version rule (Kind.Version: the schema and
 // CodeVersion, the build), the load and check at start (Kind.Load), the
-// gated write (Writer) and the attachment to a live engine (Attach: remove
+// gated write (Writer; Written for a model a one-shot command writes
+// itself) and the attachment to a live engine (Attach: remove
 // stale temporary files, load or start empty, subscribe, write at
 // checkpoints). The step state, the retention model and the terminal's
 // model (package pty) use it (the Lab state lives in a store of its own,

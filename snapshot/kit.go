@@ -138,6 +138,35 @@ func (w *Writer) Seq() uint64 {
 	return w.snapSeq
 }
 
+// Written is the seq a model's snapshot file covers, for a model that
+// also writes its snapshot itself outside Attach (a one-shot command's
+// WriteSnapshot of the model it caught up): set by the snapshot loaded at
+// start, advanced by each write. Its zero value is a model with no file.
+type Written struct {
+	mu  sync.Mutex // one write at a time
+	seq uint64
+}
+
+// Loaded records the seq of the snapshot a model was filled from.
+func (w *Written) Loaded(seq uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seq = seq
+}
+
+// Write stores m's snapshot of kind k at path as a Writer does: unless
+// fewer than every events passed since the seq the file covers (every 0:
+// whenever anything did). It reports whether it wrote; a failed write
+// leaves the old file and the next call retries.
+func (w *Written) Write(k Kind, path string, m Model, every uint64) (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	sw := NewWriter(k, path, m, w.seq)
+	wrote, err := sw.Write(every)
+	w.seq = sw.Seq()
+	return wrote, err
+}
+
 // Checkpoint writes at an engine checkpoint: once Kind.Every events
 // passed, or whenever anything did at the final one (close).
 func (w *Writer) Checkpoint(final bool) (bool, error) {

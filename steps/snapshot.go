@@ -70,19 +70,10 @@ func (s *State) Encode() ([]byte, uint64, string, error) {
 func (s *State) Decode(h snapshot.Header, body []byte) error { return s.loadBody(h, body) }
 
 // WriteSnapshot stores the state at path unless fewer than every events
-// passed since the last snapshot (every 0: whenever anything did). A
-// failed write leaves the old file; the next call retries.
+// passed since the last snapshot (every 0: whenever anything did), as
+// snapshot.Written.Write.
 func (s *State) WriteSnapshot(path string, every uint64) (bool, error) {
-	s.mu.RLock()
-	snapSeq := s.snapSeq
-	s.mu.RUnlock()
-	ok, err := snapshot.NewWriter(SnapshotKind, path, s, snapSeq).Write(every)
-	if ok {
-		s.mu.Lock()
-		s.snapSeq = max(s.snapSeq, s.covered)
-		s.mu.Unlock()
-	}
-	return ok, err
+	return s.written.Write(SnapshotKind, path, s, every)
 }
 
 // LoadSnapshot fills an empty state from the snapshot at path if it can
@@ -116,9 +107,10 @@ func (s *State) loadBody(h snapshot.Header, body []byte) error {
 		order = append(order, m.MandateID)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.mandates, s.order, s.lastSeq, s.errs = mandates, order, sn.LastSeq, sn.Errs
-	s.covered, s.coveredID, s.loaded, s.snapSeq = h.Seq, h.EventID, h.Seq, h.Seq
+	s.covered, s.coveredID, s.loaded = h.Seq, h.EventID, h.Seq
+	s.mu.Unlock()
+	s.written.Loaded(h.Seq) // after the unlock: a write holds written, then s.mu
 	return nil
 }
 

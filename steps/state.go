@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/snapshot"
 )
 
 // StepState is one step rebuilt from its transitions. Fields are set by the
@@ -144,11 +145,11 @@ type State struct {
 	errs int
 	// covered and coveredID are the last event observed, of any type (or
 	// the one a loaded snapshot covers); loaded is that snapshot's seq,
-	// snapSeq the last snapshot's written or loaded (snapshot.go).
+	// written the last snapshot written or loaded (snapshot.go).
 	covered   uint64
 	coveredID string
 	loaded    uint64
-	snapSeq   uint64
+	written   snapshot.Written
 }
 
 // NewState returns an empty state.
