@@ -303,9 +303,7 @@ func (s *Server) consoleOverview(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) consoleRates() console.RateSummary {
 	s.console.ratesOnce.Do(func() {
 		s.console.rates = console.NewRates(10*time.Second, 30, s.rateSample)
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() { <-s.done; cancel() }()
-		go s.console.rates.Run(ctx)
+		go s.console.rates.Run(s.closing)
 	})
 	return s.console.rates.Summary(s.rateSample())
 }

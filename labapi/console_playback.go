@@ -284,7 +284,7 @@ func (s *Server) consolePlayback(w http.ResponseWriter, r *http.Request) error {
 			case <-time.After(wait):
 			case <-r.Context().Done():
 				return nil
-			case <-s.done:
+			case <-s.closing.Done():
 				return nil
 			}
 		}

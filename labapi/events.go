@@ -161,7 +161,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 			}
 		case <-r.Context().Done():
 			return nil
-		case <-s.done:
+		case <-s.closing.Done():
 			return nil
 		}
 	}

@@ -140,8 +140,11 @@ type Server struct {
 	// this server (console.go): its sessions live and die with it.
 	console consoleState
 
+	// closing is done once Close is called: it ends the event streams,
+	// the long polls, the MCP streams and the console's sampler.
+	closing   context.Context
+	closeAll  context.CancelFunc
 	closeOnce sync.Once
-	done      chan struct{}  // closed by Close: ends SSE streams
 	fbSignal  feedbackSignal // feedback_wait.go
 
 	stageRec atomic.Pointer[StageRecorder] // stages.go; nil: nothing timed
@@ -150,7 +153,7 @@ type Server struct {
 // Close ends long-lived requests (event streams). It does not close the engine.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
-		close(s.done)
+		s.closeAll()
 		s.closeTravel() // the console's time-travel homes
 	})
 }
@@ -235,8 +238,8 @@ func New(opts Options) (*Server, error) {
 		opts.Logger.Warn("request-id index rebuilt from the log", "file", opts.Engine.Home().Rel(opts.Engine.Home().RequestIndexFile()), "reason", why)
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, idem: newIdempotency(idx),
-		metrics: newMetrics(), startedAt: time.Now(), done: make(chan struct{}),
-		fbIndex: newFeedbackIndex(opts.Engine.Home().FeedbackFile())}
+		metrics: newMetrics(), startedAt: time.Now(), fbIndex: newFeedbackIndex(opts.Engine.Home().FeedbackFile())}
+	s.closing, s.closeAll = context.WithCancel(context.Background())
 	s.errFn = opts.Engine.Err
 	if why := s.opts.Journal.SnapshotRefused(); why != "" {
 		s.log.Warn("step state snapshot ignored, rebuilt from the log", "file", opts.Engine.Home().Rel(steps.SnapshotFile(opts.Engine.Home())), "reason", why)
