@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cmlab/cmlab/confine"
+	"github.com/cmlab/cmlab/pagesec"
 	"github.com/google/uuid"
 )
 
@@ -63,7 +64,7 @@ func (s *Server) handleUI(w http.ResponseWriter, r *http.Request) error {
 	}
 	for _, seg := range strings.Split(rel, "/") {
 		if seg == "" || strings.HasPrefix(seg, ".") {
-			notFoundText(w)
+			pagesec.NotFound(w)
 			return nil
 		}
 	}
@@ -74,7 +75,7 @@ func (s *Server) handleUI(w http.ResponseWriter, r *http.Request) error {
 		dir, err = filepath.Abs(dir)
 	}
 	if err != nil {
-		notFoundText(w)
+		pagesec.NotFound(w)
 		return nil
 	}
 	f, err := confine.Open(dir, rel)
@@ -82,13 +83,13 @@ func (s *Server) handleUI(w http.ResponseWriter, r *http.Request) error {
 		if ae := transientFileError(err); ae != nil {
 			return ae
 		}
-		notFoundText(w)
+		pagesec.NotFound(w)
 		return nil
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
-		notFoundText(w)
+		pagesec.NotFound(w)
 		return nil
 	}
 	w.Header().Set("Content-Type", uiContentType(rel))
@@ -118,15 +119,6 @@ func uiContentType(name string) string {
 		return "image/x-icon"
 	}
 	return "application/octet-stream"
-}
-
-// notFoundText is content-machine's answer for a path outside /api/ that
-// serves nothing: 404, body "Not found", no Content-Type.
-func notFoundText(w http.ResponseWriter) {
-	w.Header()["Content-Type"] = nil // no sniffed type either
-	w.Header().Set("Content-Length", "9")
-	w.WriteHeader(http.StatusNotFound)
-	io.WriteString(w, "Not found")
 }
 
 func newID(prefix string) string {

@@ -23,6 +23,7 @@ import (
 	"github.com/cmlab/cmlab/console"
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/pagesec"
 	"github.com/cmlab/cmlab/pty"
 	"github.com/cmlab/cmlab/retention"
 	"github.com/cmlab/cmlab/steps"
@@ -324,7 +325,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !strings.HasPrefix(r.URL.Path, "/api/") {
-			notFoundText(rw) // as content-machine answers every non-API miss
+			pagesec.NotFound(rw) // as content-machine answers every non-API miss
 			return
 		}
 		writeError(rw, NewError(CodeNotFound, "no route "+r.Method+" "+r.URL.Path, "See SPEC §6 for the routes of cmlab serve."))

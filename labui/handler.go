@@ -149,7 +149,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ver, name, ok2 := strings.Cut(rest, "/")
 	b, found := h.files[name]
 	if !ok || !ok2 || !found || strings.Contains(name, "/") {
-		notFound(w)
+		pagesec.NotFound(w)
 		return
 	}
 	cache := "no-store"
@@ -183,13 +183,4 @@ func contentType(name string) string {
 		return "image/png"
 	}
 	return "application/octet-stream"
-}
-
-// notFound is the answer of a path that serves nothing, as the daemon
-// answers every non-API miss.
-func notFound(w http.ResponseWriter) {
-	w.Header()["Content-Type"] = nil
-	w.Header().Set("Content-Length", "9")
-	w.WriteHeader(http.StatusNotFound)
-	io.WriteString(w, "Not found")
 }

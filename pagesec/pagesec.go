@@ -1,6 +1,9 @@
 package pagesec
 
-import "net/http"
+import (
+	"io"
+	"net/http"
+)
 
 // CSP is the Content-Security-Policy of every embedded page.
 const CSP = "default-src 'self'; media-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -20,4 +23,15 @@ func Wrap(next http.Handler) http.Handler {
 		Set(w.Header())
 		next.ServeHTTP(w, r)
 	})
+}
+
+// NotFound is the answer of a path outside /api/ that serves nothing, the
+// same for every page and for content-machine's client (whose server
+// answers so): 404, body "Not found", no Content-Type, not even a sniffed
+// one.
+func NotFound(w http.ResponseWriter) {
+	w.Header()["Content-Type"] = nil
+	w.Header().Set("Content-Length", "9")
+	w.WriteHeader(http.StatusNotFound)
+	io.WriteString(w, "Not found")
 }
