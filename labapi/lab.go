@@ -102,23 +102,14 @@ func (s *Server) handleUI(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// uiContentType is content-machine's table (contentTypeForPath).
+// uiContentType is content-machine's table (contentTypeForPath): the
+// pages' own (pagesec.ContentType) but for JavaScript, which
+// content-machine serves as application/javascript.
 func uiContentType(name string) string {
-	switch strings.ToLower(filepath.Ext(name)) {
-	case ".html":
-		return "text/html; charset=utf-8"
-	case ".js":
+	if strings.EqualFold(filepath.Ext(name), ".js") {
 		return "application/javascript; charset=utf-8"
-	case ".css":
-		return "text/css; charset=utf-8"
-	case ".svg":
-		return "image/svg+xml"
-	case ".png":
-		return "image/png"
-	case ".ico":
-		return "image/x-icon"
 	}
-	return "application/octet-stream"
+	return pagesec.ContentType(name)
 }
 
 func newID(prefix string) string {

@@ -156,7 +156,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ver == h.version {
 		cache = "public, max-age=31536000, immutable"
 	}
-	h.write(w, r, contentType(name), cache, b)
+	h.write(w, r, pagesec.ContentType(name), cache, b)
 }
 
 func (h *Handler) write(w http.ResponseWriter, r *http.Request, ctype, cache string, b []byte) {
@@ -169,18 +169,4 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, ctype, cache str
 	if r.Method != http.MethodHead {
 		w.Write(b)
 	}
-}
-
-func contentType(name string) string {
-	switch path.Ext(name) {
-	case ".js":
-		return "text/javascript; charset=utf-8"
-	case ".css":
-		return "text/css; charset=utf-8"
-	case ".svg":
-		return "image/svg+xml"
-	case ".png":
-		return "image/png"
-	}
-	return "application/octet-stream"
 }

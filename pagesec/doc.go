@@ -13,7 +13,8 @@
 //     ids) and Cross-Origin-Opener-Policy: same-origin (no other site's
 //     window keeps a handle on the page).
 //
-// NotFound is the one answer of a path outside /api/ that serves nothing,
+// ContentType is the one table of the pages' file types, and NotFound the
+// one answer of a path outside /api/ that serves nothing,
 // so the Lab page, content-machine's client and the daemon's other
 // non-API paths answer a miss byte for byte alike.
 //

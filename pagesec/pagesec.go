@@ -3,6 +3,8 @@ package pagesec
 import (
 	"io"
 	"net/http"
+	"path"
+	"strings"
 )
 
 // CSP is the Content-Security-Policy of every embedded page.
@@ -34,4 +36,25 @@ func NotFound(w http.ResponseWriter) {
 	w.Header().Set("Content-Length", "9")
 	w.WriteHeader(http.StatusNotFound)
 	io.WriteString(w, "Not found")
+}
+
+// ContentType is the Content-Type a page's file is served with, by its
+// extension (case-folded); any other is application/octet-stream. With
+// nosniff set, a browser runs or applies a file by this type only.
+func ContentType(name string) string {
+	switch strings.ToLower(path.Ext(name)) {
+	case ".html":
+		return "text/html; charset=utf-8"
+	case ".js":
+		return "text/javascript; charset=utf-8"
+	case ".css":
+		return "text/css; charset=utf-8"
+	case ".svg":
+		return "image/svg+xml"
+	case ".png":
+		return "image/png"
+	case ".ico":
+		return "image/x-icon"
+	}
+	return "application/octet-stream"
 }

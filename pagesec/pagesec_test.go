@@ -40,3 +40,21 @@ func TestNotFound(t *testing.T) {
 		t.Fatalf("Content-Type %q, want none", ct)
 	}
 }
+
+func TestContentType(t *testing.T) {
+	for name, want := range map[string]string{
+		"index.html": "text/html; charset=utf-8",
+		"app.js":     "text/javascript; charset=utf-8",
+		"APP.JS":     "text/javascript; charset=utf-8",
+		"lab.css":    "text/css; charset=utf-8",
+		"logo.svg":   "image/svg+xml",
+		"a/b.png":    "image/png",
+		"x.ico":      "image/x-icon",
+		"data.json":  "application/octet-stream",
+		"noext":      "application/octet-stream",
+	} {
+		if got := ContentType(name); got != want {
+			t.Errorf("ContentType(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
