@@ -68,8 +68,6 @@ func (s *Server) handleUI(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 	}
-	// Opened once through package confine: no symlink followed, never a
-	// FIFO or device (which would block the request's thread).
 	dir, err := filepath.EvalSymlinks(s.opts.UIDir)
 	if err == nil {
 		dir, err = filepath.Abs(dir)
@@ -78,28 +76,42 @@ func (s *Server) handleUI(w http.ResponseWriter, r *http.Request) error {
 		pagesec.NotFound(w)
 		return nil
 	}
-	f, err := confine.Open(dir, rel)
+	found, err := serveFile(w, r, dir, rel, func(h http.Header) {
+		h.Set("Content-Type", uiContentType(rel))
+		h.Set("Cache-Control", "no-store")
+	})
+	if !found && err == nil {
+		pagesec.NotFound(w)
+	}
+	return err
+}
+
+// serveFile answers r with the regular file name beneath dir, opened once
+// through package confine (no "..", no symlink, never a FIFO or device,
+// which would block the request's thread): 200 with the headers header
+// sets and the file's Content-Length, the bytes unless r is a HEAD.
+// found is false when there is no such file, for the caller to answer; a
+// failure that is not the file's (out of descriptors) is err.
+func serveFile(w http.ResponseWriter, r *http.Request, dir, name string, header func(http.Header)) (found bool, err error) {
+	f, err := confine.Open(dir, name)
 	if err != nil {
 		if ae := transientFileError(err); ae != nil {
-			return ae
+			return false, ae
 		}
-		pagesec.NotFound(w)
-		return nil
+		return false, nil
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
-		pagesec.NotFound(w)
-		return nil
+		return false, nil
 	}
-	w.Header().Set("Content-Type", uiContentType(rel))
-	w.Header().Set("Cache-Control", "no-store")
+	header(w.Header())
 	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		io.Copy(w, f)
 	}
-	return nil
+	return true, nil
 }
 
 // uiContentType is content-machine's table (contentTypeForPath): the
