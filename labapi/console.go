@@ -16,6 +16,7 @@ import (
 
 	"github.com/cmlab/cmlab/console"
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/pagesec"
 	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/pty"
 	"github.com/cmlab/cmlab/recovery"
@@ -181,7 +182,7 @@ func (s *Server) consoleLogin(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) consoleAsset(w http.ResponseWriter, r *http.Request) error {
 	if !console.ServeAsset(w, r, r.PathValue("file")) {
-		notFoundText(w)
+		pagesec.NotFound(w)
 	}
 	return nil
 }
@@ -303,9 +304,7 @@ func (s *Server) consoleOverview(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) consoleRates() console.RateSummary {
 	s.console.ratesOnce.Do(func() {
 		s.console.rates = console.NewRates(10*time.Second, 30, s.rateSample)
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() { <-s.done; cancel() }()
-		go s.console.rates.Run(ctx)
+		go s.console.rates.Run(s.closing)
 	})
 	return s.console.rates.Summary(s.rateSample())
 }

@@ -1,7 +1,6 @@
 package labapi
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
@@ -228,29 +227,14 @@ func (s *Server) consolePlayback(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return mapError(onTerminal, err)
 	}
-	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Time{})
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, 64<<10)
-	send := func(event string, v any) error {
-		rc.SetWriteDeadline(time.Now().Add(s.opts.SSEWriteTimeout))
-		fmt.Fprintf(bw, "event: %s\ndata: %s\n\n", event, mustJSON(v))
-		if err := bw.Flush(); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
+	es := startEventStream(w, 64<<10, s.opts.SSEWriteTimeout)
 	outline := struct {
 		recordingOutline
 		Frames int   `json:"frames"`
 		From   int64 `json:"from"`
 	}{rec, len(rec.Frames), from}
 	outline.Recording = &console.Recording{Start: rec.Start, Duration: rec.Duration, Cols: rec.Cols, Rows: rec.Rows, Partial: rec.Partial}
-	if err := send("meta", outline); err != nil {
+	if err := es.send("meta", outline); err != nil {
 		return nil
 	}
 	type frame struct {
@@ -259,7 +243,7 @@ func (s *Server) consolePlayback(w http.ResponseWriter, r *http.Request) error {
 		HTML string `json:"html"`
 	}
 	i := rec.At(from)
-	if err := send("frame", frame{i, from, rec.Render(i, console.FrameWindow)}); err != nil {
+	if err := es.send("frame", frame{i, from, rec.Render(i, console.FrameWindow)}); err != nil {
 		return nil
 	}
 	// Play: the recording's clock (its gaps capped at playbackIdleMax)
@@ -284,14 +268,14 @@ func (s *Server) consolePlayback(w http.ResponseWriter, r *http.Request) error {
 			case <-time.After(wait):
 			case <-r.Context().Done():
 				return nil
-			case <-s.done:
+			case <-s.closing.Done():
 				return nil
 			}
 		}
-		if err := send("frame", frame{j, rec.Frames[j].T, rec.Render(j, console.FrameWindow)}); err != nil {
+		if err := es.send("frame", frame{j, rec.Frames[j].T, rec.Render(j, console.FrameWindow)}); err != nil {
 			return nil
 		}
 	}
-	send("end", map[string]int64{"t": rec.Duration})
+	es.send("end", map[string]int64{"t": rec.Duration})
 	return nil
 }

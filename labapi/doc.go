@@ -17,16 +17,15 @@
 // lab_lists.go (the list routes, streamed), feedback_poll.go (the byte
 // cursor of seed 000), runs.go (import canonicalization, fingerprint,
 // artifact allow-list; every run file is read through package confine),
-// events.go (SSE), metrics.go (/metrics through
+// events.go (the event stream), eventstream.go (the text/event-stream
+// framing it and the console's playback share), metrics.go (/metrics through
 // prometheus/client_golang; names in docs/metrics.md), paging.go (the
 // paging extension of the list routes), feedback_index.go (a run's
 // feedback count and latest entries, a cache over feedback.jsonl),
 // export_download.go (GET /api/exports/{name}); GET / and /ui/ serve
 // Options.Page (package labui, handed in by package daemon) unless
-// Options.UIDir names another client; daemon.go (`cmlab serve`), listener.go
-// (the connection cap and the open-file limit),
-// daemonlog.go (state/daemon.log with rotation), client.go (the daemon
-// client), bench.go (`cmlab bench api`), pty.go (terminal bridge: also
+// Options.UIDir names another client; client.go (the daemon
+// client), pty.go (terminal bridge: also
 // interrupt, GET /api/pty listing the shell slots, and wait_ms on a block's
 // output to stream it), steps.go (step routes, recording through the
 // daemon's one step journal, Options.Journal, which package daemon builds

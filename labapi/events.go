@@ -1,8 +1,6 @@
 package labapi
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -80,29 +78,13 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 		defer release()
 	}
-	rc := http.NewResponseController(w)
-	// A stream outlives the server's ReadTimeout: lift the read deadline,
-	// or the connection's background read would cancel the request.
-	rc.SetReadDeadline(time.Time{})
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, 32<<10)
+	es := startEventStream(w, 32<<10, s.opts.SSEWriteTimeout)
 	m := s.metrics
 	m.sseClients.Add(1)
 	defer m.sseClients.Add(-1)
 
-	flush := func() error {
-		rc.SetWriteDeadline(time.Now().Add(s.opts.SSEWriteTimeout))
-		if err := bw.Flush(); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
-	fmt.Fprintf(bw, "retry: 1000\n: cmlab event stream after seq %d\n\n", after)
-	if err := flush(); err != nil {
+	fmt.Fprintf(es, "retry: 1000\n: cmlab event stream after seq %d\n\n", after)
+	if err := es.flush(); err != nil {
 		return nil
 	}
 	heartbeat := time.NewTicker(s.opts.SSEHeartbeat)
@@ -121,8 +103,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 			s.streamReads.Add(1)
 			ev, err := lg.Read(next)
 			if err != nil {
-				fmt.Fprintf(bw, "event: error\ndata: %s\n\n", mustJSON(map[string]string{"error": err.Error()}))
-				flush()
+				es.send("error", map[string]string{"error": err.Error()})
 				return nil
 			}
 			next++
@@ -130,23 +111,23 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 				continue
 			}
 			if sent%sseBatch == 0 {
-				rc.SetWriteDeadline(time.Now().Add(s.opts.SSEWriteTimeout))
+				es.deadline()
 			}
-			if err := writeSSE(bw, ev); err != nil {
+			if err := es.event(ev); err != nil {
 				m.sseDropped.Add(1)
 				return nil
 			}
 			sent++
 			m.sseSent.Add(1)
 			if sent%sseBatch == 0 {
-				if err := flush(); err != nil {
+				if err := es.flush(); err != nil {
 					m.sseDropped.Add(1)
 					return nil
 				}
 			}
 		}
 		if sent > 0 {
-			if err := flush(); err != nil {
+			if err := es.flush(); err != nil {
 				m.sseDropped.Add(1)
 				return nil
 			}
@@ -154,32 +135,15 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		select {
 		case <-changed:
 		case <-heartbeat.C:
-			bw.WriteString(": heartbeat\n\n")
-			if err := flush(); err != nil {
+			es.WriteString(": heartbeat\n\n")
+			if err := es.flush(); err != nil {
 				m.sseDropped.Add(1)
 				return nil
 			}
 		case <-r.Context().Done():
 			return nil
-		case <-s.done:
+		case <-s.closing.Done():
 			return nil
 		}
 	}
-}
-
-func writeSSE(bw *bufio.Writer, ev *events.Event) error {
-	b, err := json.Marshal(events.Stream(ev))
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(bw, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Type, b)
-	return err
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return []byte("{}")
-	}
-	return b
 }

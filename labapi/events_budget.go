@@ -47,7 +47,7 @@ func (s *Server) streamGone(r *http.Request) bool {
 		return true
 	}
 	select {
-	case <-s.done:
+	case <-s.closing.Done():
 		return true
 	default:
 		return false

@@ -1,13 +1,9 @@
 package labapi
 
 import (
-	"io"
 	"net/http"
 	"regexp"
-	"strconv"
 	"sync"
-
-	"github.com/cmlab/cmlab/confine"
 )
 
 // exportName is a file POST /api/export writes by default (export-<session>-<ms>.json)
@@ -25,27 +21,14 @@ func (s *Server) handleExportDownload(w http.ResponseWriter, r *http.Request) er
 	if !exportName().MatchString(name) {
 		return notFound
 	}
-	f, err := confine.Open(s.opts.Engine.Home().ExportsDir(), name)
-	if err != nil {
-		if ae := transientFileError(err); ae != nil {
-			return ae
-		}
+	found, err := serveFile(w, r, s.opts.Engine.Home().ExportsDir(), name, func(h http.Header) {
+		h.Set("Content-Type", "application/json; charset=utf-8")
+		h.Set("Cache-Control", "no-store")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	})
+	if !found && err == nil {
 		return notFound
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return notFound
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Disposition", `attachment; filename="`+name+`"`)
-	h.Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
-	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		io.Copy(w, f)
-	}
-	return nil
+	return err
 }

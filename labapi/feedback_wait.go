@@ -137,7 +137,7 @@ func (s *Server) feedbackLongPoll(w http.ResponseWriter, r *http.Request, wait s
 		case <-changed:
 			continue
 		case <-timer.C:
-		case <-s.done:
+		case <-s.closing.Done():
 		case <-r.Context().Done():
 			return r.Context().Err()
 		}

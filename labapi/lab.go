@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cmlab/cmlab/confine"
+	"github.com/cmlab/cmlab/pagesec"
 	"github.com/google/uuid"
 )
 
@@ -63,70 +64,64 @@ func (s *Server) handleUI(w http.ResponseWriter, r *http.Request) error {
 	}
 	for _, seg := range strings.Split(rel, "/") {
 		if seg == "" || strings.HasPrefix(seg, ".") {
-			notFoundText(w)
+			pagesec.NotFound(w)
 			return nil
 		}
 	}
-	// Opened once through package confine: no symlink followed, never a
-	// FIFO or device (which would block the request's thread).
 	dir, err := filepath.EvalSymlinks(s.opts.UIDir)
 	if err == nil {
 		dir, err = filepath.Abs(dir)
 	}
 	if err != nil {
-		notFoundText(w)
+		pagesec.NotFound(w)
 		return nil
 	}
-	f, err := confine.Open(dir, rel)
+	found, err := serveFile(w, r, dir, rel, func(h http.Header) {
+		h.Set("Content-Type", uiContentType(rel))
+		h.Set("Cache-Control", "no-store")
+	})
+	if !found && err == nil {
+		pagesec.NotFound(w)
+	}
+	return err
+}
+
+// serveFile answers r with the regular file name beneath dir, opened once
+// through package confine (no "..", no symlink, never a FIFO or device,
+// which would block the request's thread): 200 with the headers header
+// sets and the file's Content-Length, the bytes unless r is a HEAD.
+// found is false when there is no such file, for the caller to answer; a
+// failure that is not the file's (out of descriptors) is err.
+func serveFile(w http.ResponseWriter, r *http.Request, dir, name string, header func(http.Header)) (found bool, err error) {
+	f, err := confine.Open(dir, name)
 	if err != nil {
 		if ae := transientFileError(err); ae != nil {
-			return ae
+			return false, ae
 		}
-		notFoundText(w)
-		return nil
+		return false, nil
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
-		notFoundText(w)
-		return nil
+		return false, nil
 	}
-	w.Header().Set("Content-Type", uiContentType(rel))
-	w.Header().Set("Cache-Control", "no-store")
+	header(w.Header())
 	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		io.Copy(w, f)
 	}
-	return nil
+	return true, nil
 }
 
-// uiContentType is content-machine's table (contentTypeForPath).
+// uiContentType is content-machine's table (contentTypeForPath): the
+// pages' own (pagesec.ContentType) but for JavaScript, which
+// content-machine serves as application/javascript.
 func uiContentType(name string) string {
-	switch strings.ToLower(filepath.Ext(name)) {
-	case ".html":
-		return "text/html; charset=utf-8"
-	case ".js":
+	if strings.EqualFold(filepath.Ext(name), ".js") {
 		return "application/javascript; charset=utf-8"
-	case ".css":
-		return "text/css; charset=utf-8"
-	case ".svg":
-		return "image/svg+xml"
-	case ".png":
-		return "image/png"
-	case ".ico":
-		return "image/x-icon"
 	}
-	return "application/octet-stream"
-}
-
-// notFoundText is content-machine's answer for a path outside /api/ that
-// serves nothing: 404, body "Not found", no Content-Type.
-func notFoundText(w http.ResponseWriter) {
-	w.Header()["Content-Type"] = nil // no sniffed type either
-	w.Header().Set("Content-Length", "9")
-	w.WriteHeader(http.StatusNotFound)
-	io.WriteString(w, "Not found")
+	return pagesec.ContentType(name)
 }
 
 func newID(prefix string) string {

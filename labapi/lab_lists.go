@@ -199,30 +199,50 @@ func cursorError(after string) error {
 	return NewError(CodeInvalidCursor, "Cursor "+strconv.Quote(truncate(after, 140))+" names no item of this list", "Use the nextCursor of the previous page, or drop after= to start over.").With("after", truncate(after, 140))
 }
 
-// runsPageFilter is the filter of a runs page (q, unrated).
-func runsPageFilter(lq listQuery, counts map[string]int) func(r *events.LabRun) bool {
-	return func(r *events.LabRun) bool {
-		if lq.q != "" && !strings.Contains(strings.ToLower(r.Topic), lq.q) && !strings.Contains(strings.ToLower(r.RunID), lq.q) &&
-			!strings.Contains(strings.ToLower(r.ArtifactsDir), lq.q) {
-			return false
-		}
-		return !lq.unrated || counts[r.RunID] == 0
+// matchesQuery reports whether q (lower case) is empty or a substring of
+// one of fields, case-folded: the q= filter of every paged list.
+func matchesQuery(q string, fields ...string) bool {
+	if q == "" {
+		return true
 	}
+	for _, f := range fields {
+		if strings.Contains(strings.ToLower(f), q) {
+			return true
+		}
+	}
+	return false
 }
 
-// runsPageOrder is the order of a runs page's sort.
-func runsPageOrder(sort string) func(a, b *pageEntry[events.LabRun]) bool {
+// pageOrder is the order of a sort every paged list has: oldest, newest
+// (the default), and the sort named byText, by the text of one field
+// case-folded, newest first among equals.
+func pageOrder[T any](sort, byText string, text func(*T) string) func(a, b *pageEntry[T]) bool {
 	switch sort {
 	case "oldest":
-		return func(a, b *pageEntry[events.LabRun]) bool { return string(a.key) < string(b.key) }
-	case "topic":
-		return func(a, b *pageEntry[events.LabRun]) bool {
-			ta, tb := strings.ToLower(a.rec.Topic), strings.ToLower(b.rec.Topic)
+		return func(a, b *pageEntry[T]) bool { return string(a.key) < string(b.key) }
+	case byText:
+		return func(a, b *pageEntry[T]) bool {
+			ta, tb := strings.ToLower(text(&a.rec)), strings.ToLower(text(&b.rec))
 			if ta != tb {
 				return ta < tb
 			}
 			return newestFirst(a, b)
 		}
+	}
+	return newestFirst[T]
+}
+
+// runsPageFilter is the filter of a runs page (q, unrated).
+func runsPageFilter(lq listQuery, counts map[string]int) func(r *events.LabRun) bool {
+	return func(r *events.LabRun) bool {
+		return matchesQuery(lq.q, r.Topic, r.RunID, r.ArtifactsDir) && (!lq.unrated || counts[r.RunID] == 0)
+	}
+}
+
+// runsPageOrder is the order of a runs page's sort: by topic or by a
+// metric (runs without it last), else as every list.
+func runsPageOrder(sort string) func(a, b *pageEntry[events.LabRun]) bool {
+	switch sort {
 	case "sync", "caption", "score":
 		return func(a, b *pageEntry[events.LabRun]) bool {
 			x, okA := metricOf(a.rec, sort)
@@ -236,31 +256,18 @@ func runsPageOrder(sort string) func(a, b *pageEntry[events.LabRun]) bool {
 			return newestFirst(a, b)
 		}
 	}
-	return newestFirst[events.LabRun]
+	return pageOrder(sort, "topic", func(r *events.LabRun) string { return r.Topic })
 }
 
-// experimentsPageFilter and experimentsPageOrder: as runs'.
+// experimentsPageFilter and experimentsPageOrder: as runs', by name.
 func experimentsPageFilter(lq listQuery) func(e *events.LabExperiment) bool {
 	return func(e *events.LabExperiment) bool {
-		return lq.q == "" || strings.Contains(strings.ToLower(e.Name), lq.q) || strings.Contains(strings.ToLower(e.ExperimentID), lq.q) ||
-			strings.Contains(strings.ToLower(e.Topic), lq.q)
+		return matchesQuery(lq.q, e.Name, e.ExperimentID, e.Topic)
 	}
 }
 
 func experimentsPageOrder(sort string) func(a, b *pageEntry[events.LabExperiment]) bool {
-	switch sort {
-	case "oldest":
-		return func(a, b *pageEntry[events.LabExperiment]) bool { return string(a.key) < string(b.key) }
-	case "name":
-		return func(a, b *pageEntry[events.LabExperiment]) bool {
-			na, nb := strings.ToLower(a.rec.Name), strings.ToLower(b.rec.Name)
-			if na != nb {
-				return na < nb
-			}
-			return newestFirst(a, b)
-		}
-	}
-	return newestFirst[events.LabExperiment]
+	return pageOrder(sort, "name", func(e *events.LabExperiment) string { return e.Name })
 }
 
 // findPage is a page of idx for lq: the entries (up to limit+1: one more

@@ -22,13 +22,8 @@ func (s *Server) registerMCPRoutes() {
 	serve := func(w http.ResponseWriter, r *http.Request) error {
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		go func() {
-			select {
-			case <-s.done:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		stop := context.AfterFunc(s.closing, cancel)
+		defer stop()
 		h.ServeHTTP(w, r.WithContext(ctx))
 		return nil
 	}

@@ -121,27 +121,21 @@ func (s *Server) handleRunsPage(w http.ResponseWriter, lq listQuery) error {
 	if err != nil {
 		return labStoreError(err)
 	}
-	next := ""
-	if len(page) > lq.limit {
-		page = page[:lq.limit]
-		next = page[len(page)-1].rec.RunID
-	}
-	ids := make([]string, len(page))
-	for i, e := range page {
-		ids[i] = e.rec.RunID
-	}
+	page, next := cutPage(page, lq.limit, func(r *events.LabRun) string { return r.RunID })
 	if counts == nil {
+		ids := make([]string, len(page))
+		for i, e := range page {
+			ids[i] = e.rec.RunID
+		}
 		if counts, err = s.fbIndex.countsOf(ids); err != nil {
 			return err
 		}
 	}
-	items := make([]map[string]any, 0, len(page))
-	for _, e := range page {
-		item := runListItem(&e.rec)
-		item["feedbackCount"] = counts[e.rec.RunID]
-		items = append(items, item)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": nullable(next), "total": total})
+	writePage(w, page, next, total, func(r *events.LabRun) map[string]any {
+		item := runListItem(r)
+		item["feedbackCount"] = counts[r.RunID]
+		return item
+	})
 	return nil
 }
 
@@ -159,17 +153,31 @@ func (s *Server) handleExperimentsPage(w http.ResponseWriter, lq listQuery) erro
 	if err != nil {
 		return labStoreError(err)
 	}
-	next := ""
-	if len(page) > lq.limit {
-		page = page[:lq.limit]
-		next = page[len(page)-1].rec.ExperimentID
+	page, next := cutPage(page, lq.limit, func(e *events.LabExperiment) string { return e.ExperimentID })
+	writePage(w, page, next, total, func(e *events.LabExperiment) map[string]any {
+		item := experimentListItem(e)
+		item["runCount"] = 1 + len(e.Variants)
+		return item
+	})
+	return nil
+}
+
+// cutPage cuts a page found with one entry more than limit, which means
+// there is a next page: next is then its cursor, the id of the last
+// entry kept, else "".
+func cutPage[T any](page []*pageEntry[T], limit int, id func(*T) string) ([]*pageEntry[T], string) {
+	if len(page) <= limit {
+		return page, ""
 	}
+	page = page[:limit]
+	return page, id(&page[len(page)-1].rec)
+}
+
+// writePage answers a page: {items, nextCursor: id|null, total}.
+func writePage[T any](w http.ResponseWriter, page []*pageEntry[T], next string, total int, item func(*T) map[string]any) {
 	items := make([]map[string]any, 0, len(page))
 	for _, e := range page {
-		item := experimentListItem(&e.rec)
-		item["runCount"] = 1 + len(e.rec.Variants)
-		items = append(items, item)
+		items = append(items, item(&e.rec))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": nullable(next), "total": total})
-	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -31,13 +32,13 @@ func (s *Server) registerPtyRoutes() {
 	s.route("POST "+p+"interrupt", authAlways, ptyActRoute(s, "pty.interrupt", s.ptyInterrupt))
 	s.route("POST "+p+"end_session", authAlways, ptyActRoute(s, "pty.end_session", s.ptyEndSession))
 	s.route("POST "+p+"reset", authAlways, ptyActRoute(s, "pty.reset", s.ptyReset))
+	s.route("POST "+p+"exec_wait", authAlways, s.handlePtyExecWait) // pty_run.go
 	s.route("GET "+p+"status", authAlways, ptyRoute(s, ptyStatus))
 	s.route("GET "+p+"blocks", authAlways, ptyRoute(s, ptyBlocks))
 	s.route("GET "+p+"blocks/{blockId}", authAlways, ptyRoute(s, ptyBlock))
 	s.route("GET "+p+"blocks/{blockId}/output", authAlways, ptyRoute(s, ptyBlockOutput))
 	s.route("GET "+p+"search", authAlways, ptyRoute(s, ptySearch))
 	s.route("GET /api/pty", authAlways, ptyRoute(s, ptySlots))
-	s.registerPtyRunRoutes() // pty_run.go
 }
 
 // ptyBusy is the seed's refusal body ({ok:false, error:"busy"}), sent with
@@ -292,27 +293,47 @@ func ptyStatus(r *http.Request, m *pty.Manager, conv string) (any, error) {
 	return m.Status(r.Context(), conv)
 }
 
-// queryInt parses an optional integer query parameter.
-func queryInt(r *http.Request, name string) (int64, error) {
-	v := r.URL.Query().Get(name)
-	if v == "" {
-		return 0, nil
+// ptyQuery reads a terminal route's optional query parameters: err is
+// the first one that does not parse, and every read after it is zero.
+type ptyQuery struct {
+	v   url.Values
+	err error
+}
+
+func newPtyQuery(r *http.Request) *ptyQuery { return &ptyQuery{v: r.URL.Query()} }
+
+// int is a non-negative integer parameter, 0 when absent.
+func (q *ptyQuery) int(name string) int64 {
+	v := q.v.Get(name)
+	if v == "" || q.err != nil {
+		return 0
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		return 0, NewError(CodeInvalidArgument, name+" must be a non-negative integer", "")
+		q.err = NewError(CodeInvalidArgument, name+" must be a non-negative integer", "")
+		return 0
 	}
-	return n, nil
+	return n
+}
+
+// bool is a boolean parameter, false when absent.
+func (q *ptyQuery) bool(name string) bool {
+	v := q.v.Get(name)
+	if v == "" || q.err != nil {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		q.err = NewError(CodeInvalidArgument, name+" must be true or false", "")
+	}
+	return b
 }
 
 func ptyBlocks(r *http.Request, m *pty.Manager, conv string) (any, error) {
-	since, err := queryInt(r, "since")
-	if err != nil {
-		return nil, err
-	}
-	limit, err := queryInt(r, "limit")
-	if err != nil {
-		return nil, err
+	q := newPtyQuery(r)
+	since, limit := q.int("since"), q.int("limit")
+	if q.err != nil {
+		return nil, q.err
 	}
 	return m.BlocksSince(r.Context(), conv, int(since), int(limit))
 }
@@ -322,23 +343,12 @@ func ptyBlock(r *http.Request, m *pty.Manager, conv string) (any, error) {
 }
 
 func ptyBlockOutput(r *http.Request, m *pty.Manager, conv string) (any, error) {
-	off, err := queryInt(r, "offset")
-	if err != nil {
-		return nil, err
-	}
-	max, err := queryInt(r, "max_bytes")
-	if err != nil {
-		return nil, err
-	}
+	q := newPtyQuery(r)
 	// wait_ms: an open block with nothing past offset yet is waited on
 	// (for more output or its END), so a client streams without polling.
-	wait, err := queryInt(r, "wait_ms")
-	if err != nil {
-		return nil, err
-	}
-	raw, err := queryBool(r, "raw")
-	if err != nil {
-		return nil, err
+	off, max, wait, raw := q.int("offset"), q.int("max_bytes"), q.int("wait_ms"), q.bool("raw")
+	if q.err != nil {
+		return nil, q.err
 	}
 	return m.FollowBlockOutputView(r.Context(), conv, r.PathValue("blockId"), off, max, time.Duration(wait)*time.Millisecond, raw)
 }

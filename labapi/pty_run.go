@@ -8,14 +8,6 @@ import (
 	"github.com/cmlab/cmlab/pty"
 )
 
-// registerPtyRunRoutes registers exec_wait (issue 25): run a command as a
-// block and answer when it ended — its status, exit code, clean output
-// (bounded, with the offset to read more) and the cursor after it — so a
-// client never has to infer "done" from a wait of its own.
-func (s *Server) registerPtyRunRoutes() {
-	s.route("POST /api/pty/{conversationId}/exec_wait", authAlways, s.handlePtyExecWait)
-}
-
 type ptyExecWaitReq struct {
 	Cmd       *string `json:"cmd"`
 	Cwd       string  `json:"cwd"`
@@ -24,9 +16,14 @@ type ptyExecWaitReq struct {
 	Raw       bool    `json:"raw"`
 }
 
-// handlePtyExecWait starts the block at most once per request id (the
-// block's BEGIN records the exec_block answer), then waits for it: a
-// retry with the same id waits for the same block and runs nothing.
+// handlePtyExecWait serves exec_wait (issue 25): run a command as a block
+// and answer when it ended — its status, exit code, clean output (bounded,
+// with the offset to read more) and the cursor after it — so a client
+// never has to infer "done" from a wait of its own.
+//
+// It starts the block at most once per request id (the block's BEGIN
+// records the exec_block answer), then waits for it: a retry with the same
+// id waits for the same block and runs nothing.
 func (s *Server) handlePtyExecWait(w http.ResponseWriter, r *http.Request) error {
 	m, err := s.ptyManager()
 	if err != nil {
@@ -98,17 +95,4 @@ func (c *captureWriter) Write(b []byte) (int, error) {
 	}
 	c.body = append(c.body, b...)
 	return len(b), nil
-}
-
-// queryBool parses an optional boolean query parameter.
-func queryBool(r *http.Request, name string) (bool, error) {
-	v := r.URL.Query().Get(name)
-	if v == "" {
-		return false, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, NewError(CodeInvalidArgument, name+" must be true or false", "")
-	}
-	return b, nil
 }

@@ -254,12 +254,10 @@ func insideAnyRoot(real string, roots []string) bool {
 func autoMetrics(d discovered) *events.AutoMetricsSummary {
 	s := &events.AutoMetricsSummary{Read: &events.MetricsRead{}}
 	if m, ok := readJSONMap(d, d.syncReport); ok {
-		rating, ok1 := numberAt(m, "rating")
-		label, ok2 := optString(m, "ratingLabel")
-		metrics, ok3 := optObject(m, "metrics")
-		mean, ok4 := optNumber(metrics, "meanDriftMs")
-		max, ok5 := optNumber(metrics, "maxDriftMs")
-		if ok1 && ok2 && ok3 && ok4 && ok5 {
+		var c reportShape
+		rating, label, metrics := c.number(m, "rating"), c.optString(m, "ratingLabel"), c.optObject(m, "metrics")
+		mean, max := c.optNumber(metrics, "meanDriftMs"), c.optNumber(metrics, "maxDriftMs")
+		if !c.bad {
 			s.Read.Sync = true
 			s.SyncRating = round0to100(rating)
 			s.SyncLabel = label
@@ -267,14 +265,11 @@ func autoMetrics(d discovered) *events.AutoMetricsSummary {
 		}
 	}
 	if m, ok := readJSONMap(d, d.captionReport); ok {
-		cq, ok1 := optObject(m, "captionQuality")
-		overall, ok2 := optObject(cq, "overall")
-		coverage, ok3 := optObject(cq, "coverage")
-		ocr, ok4 := optObject(cq, "ocrConfidence")
-		score, ok5 := reqNumberIn(overall, "score")
-		ratio, ok6 := reqNumberIn(coverage, "coverageRatio")
-		mean, ok7 := reqNumberIn(ocr, "mean")
-		if ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7 {
+		var c reportShape
+		cq := c.optObject(m, "captionQuality")
+		overall, coverage, ocr := c.optObject(cq, "overall"), c.optObject(cq, "coverage"), c.optObject(cq, "ocrConfidence")
+		score, ratio, mean := c.numberIn(overall, "score"), c.numberIn(coverage, "coverageRatio"), c.numberIn(ocr, "mean")
+		if !c.bad {
 			s.Read.Caption = true
 			if score != nil {
 				s.CaptionOverall = round0to100(*score * 100)
@@ -308,58 +303,62 @@ func readJSONMap(d discovered, p string) (map[string]any, bool) {
 	return m, true
 }
 
-// numberAt is m[key] when it is a number.
-func numberAt(m map[string]any, key string) (float64, bool) {
+// reportShape reads a report's fields as content-machine's schema does
+// (zod): each read returns the field, and marks the report bad when the
+// field is not of its shape; a bad report yields none of its metrics.
+type reportShape struct{ bad bool }
+
+// number is m[key], which must be a number.
+func (c *reportShape) number(m map[string]any, key string) float64 {
 	f, ok := m[key].(float64)
-	return f, ok
+	c.bad = c.bad || !ok
+	return f
 }
 
-// optString: absent is ("", true), a string is (it, true), anything else fails.
-func optString(m map[string]any, key string) (string, bool) {
+// optString: absent is "", a string is itself, anything else is bad.
+func (c *reportShape) optString(m map[string]any, key string) string {
 	v, present := m[key]
 	if !present {
-		return "", true
+		return ""
 	}
 	s, ok := v.(string)
-	return s, ok
+	c.bad = c.bad || !ok
+	return s
 }
 
-// optObject: absent (or m nil) is (nil, true), an object is (it, true),
-// anything else (null included) fails, as an optional zod object does.
-func optObject(m map[string]any, key string) (map[string]any, bool) {
+// optObject: absent (or m nil) is nil, an object is itself, anything else
+// (null included) is bad, as an optional zod object.
+func (c *reportShape) optObject(m map[string]any, key string) map[string]any {
 	v, present := m[key]
 	if !present {
-		return nil, true
+		return nil
 	}
 	o, ok := v.(map[string]any)
-	return o, ok
+	c.bad = c.bad || !ok
+	return o
 }
 
-// optNumber: absent (or m nil) is (nil, true), a number is (&it, true),
-// anything else fails.
-func optNumber(m map[string]any, key string) (*float64, bool) {
-	v, present := m[key]
-	if !present {
-		return nil, true
+// optNumber: absent (or m nil) is nil, a number is &it, anything else is
+// bad.
+func (c *reportShape) optNumber(m map[string]any, key string) *float64 {
+	if _, present := m[key]; !present {
+		return nil
 	}
-	f, ok := v.(float64)
-	if !ok {
-		return nil, false
-	}
-	return &f, true
+	return c.numberIn(m, key)
 }
 
-// reqNumberIn: with m nil (its object absent) (nil, true); else m[key]
-// must be a number.
-func reqNumberIn(m map[string]any, key string) (*float64, bool) {
+// numberIn: with m nil (its object absent) nil; else m[key] must be a
+// number.
+func (c *reportShape) numberIn(m map[string]any, key string) *float64 {
 	if m == nil {
-		return nil, true
+		return nil
 	}
 	f, ok := m[key].(float64)
 	if !ok {
-		return nil, false
+		c.bad = true
+		return nil
 	}
-	return &f, true
+	return &f
 }
 
 // scoreOverall checks m against the score stage's output shape

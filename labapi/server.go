@@ -23,6 +23,7 @@ import (
 	"github.com/cmlab/cmlab/console"
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/pagesec"
 	"github.com/cmlab/cmlab/pty"
 	"github.com/cmlab/cmlab/retention"
 	"github.com/cmlab/cmlab/steps"
@@ -140,8 +141,11 @@ type Server struct {
 	// this server (console.go): its sessions live and die with it.
 	console consoleState
 
+	// closing is done once Close is called: it ends the event streams,
+	// the long polls, the MCP streams and the console's sampler.
+	closing   context.Context
+	closeAll  context.CancelFunc
 	closeOnce sync.Once
-	done      chan struct{}  // closed by Close: ends SSE streams
 	fbSignal  feedbackSignal // feedback_wait.go
 
 	stageRec atomic.Pointer[StageRecorder] // stages.go; nil: nothing timed
@@ -150,7 +154,7 @@ type Server struct {
 // Close ends long-lived requests (event streams). It does not close the engine.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
-		close(s.done)
+		s.closeAll()
 		s.closeTravel() // the console's time-travel homes
 	})
 }
@@ -235,8 +239,8 @@ func New(opts Options) (*Server, error) {
 		opts.Logger.Warn("request-id index rebuilt from the log", "file", opts.Engine.Home().Rel(opts.Engine.Home().RequestIndexFile()), "reason", why)
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, idem: newIdempotency(idx),
-		metrics: newMetrics(), startedAt: time.Now(), done: make(chan struct{}),
-		fbIndex: newFeedbackIndex(opts.Engine.Home().FeedbackFile())}
+		metrics: newMetrics(), startedAt: time.Now(), fbIndex: newFeedbackIndex(opts.Engine.Home().FeedbackFile())}
+	s.closing, s.closeAll = context.WithCancel(context.Background())
 	s.errFn = opts.Engine.Err
 	if why := s.opts.Journal.SnapshotRefused(); why != "" {
 		s.log.Warn("step state snapshot ignored, rebuilt from the log", "file", opts.Engine.Home().Rel(steps.SnapshotFile(opts.Engine.Home())), "reason", why)
@@ -321,7 +325,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !strings.HasPrefix(r.URL.Path, "/api/") {
-			notFoundText(rw) // as content-machine answers every non-API miss
+			pagesec.NotFound(rw) // as content-machine answers every non-API miss
 			return
 		}
 		writeError(rw, NewError(CodeNotFound, "no route "+r.Method+" "+r.URL.Path, "See SPEC §6 for the routes of cmlab serve."))

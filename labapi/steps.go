@@ -35,8 +35,8 @@ import (
 func (s *Server) registerStepRoutes() {
 	st := &stepRoutes{s: s, j: s.opts.Journal}
 	s.route("GET /api/steps", authAlways, st.list)
-	for _, tr := range []string{"plan", "executing", "completed", "failed", "review", "reset", "cancel"} {
-		s.route("POST /api/steps/{mandateId}/"+tr, authAlways, st.transition(tr))
+	for _, tr := range stepTransitions {
+		s.route("POST /api/steps/{mandateId}/"+tr.name, authAlways, st.transition(tr.name, tr.payload))
 	}
 	s.registerStepApprove()
 	s.route("GET /api/recovery/plan", authAlways, st.plan)
@@ -48,35 +48,23 @@ type stepRoutes struct {
 	j *steps.Journal
 }
 
-// newPayload is an empty payload of transition tr and its mandate id field.
-func newPayload(tr string) (events.Payload, *string) {
-	switch tr {
-	case "plan":
-		p := &events.StepPlanned{}
-		return p, &p.MandateID
-	case "executing":
-		p := &events.StepExecuting{}
-		return p, &p.MandateID
-	case "completed":
-		p := &events.StepCompleted{}
-		return p, &p.MandateID
-	case "failed":
-		p := &events.StepFailed{}
-		return p, &p.MandateID
-	case "review":
-		p := &events.StepNeedsReview{}
-		return p, &p.MandateID
-	case "reset":
-		p := &events.StepReset{}
-		return p, &p.MandateID
-	case "cancel":
-		p := &events.MandateCancelled{}
-		return p, &p.MandateID
-	}
-	return nil, nil
+// stepTransitions are the transition routes, in the order they are
+// registered, each with a new empty payload of its event and that
+// payload's mandate id field.
+var stepTransitions = []struct {
+	name    string
+	payload func() (events.Payload, *string)
+}{
+	{"plan", func() (events.Payload, *string) { p := &events.StepPlanned{}; return p, &p.MandateID }},
+	{"executing", func() (events.Payload, *string) { p := &events.StepExecuting{}; return p, &p.MandateID }},
+	{"completed", func() (events.Payload, *string) { p := &events.StepCompleted{}; return p, &p.MandateID }},
+	{"failed", func() (events.Payload, *string) { p := &events.StepFailed{}; return p, &p.MandateID }},
+	{"review", func() (events.Payload, *string) { p := &events.StepNeedsReview{}; return p, &p.MandateID }},
+	{"reset", func() (events.Payload, *string) { p := &events.StepReset{}; return p, &p.MandateID }},
+	{"cancel", func() (events.Payload, *string) { p := &events.MandateCancelled{}; return p, &p.MandateID }},
 }
 
-func (st *stepRoutes) transition(tr string) handlerFunc {
+func (st *stepRoutes) transition(tr string, newPayload func() (events.Payload, *string)) handlerFunc {
 	route := "POST /api/steps/{mandateId}/" + tr
 	return func(w http.ResponseWriter, r *http.Request) error {
 		mid := r.PathValue("mandateId")
@@ -88,7 +76,7 @@ func (st *stepRoutes) transition(tr string) handlerFunc {
 			if err := home.ValidateID(mid); err != nil {
 				return nil, NewError(CodeInvalidArgument, "mandateId: "+err.Error(), "Use 1–128 characters of [A-Za-z0-9_.-].")
 			}
-			p, mandate := newPayload(tr)
+			p, mandate := newPayload()
 			if err := decodeJSON(body, p); err != nil {
 				return nil, err
 			}

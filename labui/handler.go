@@ -152,14 +152,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ver, name, ok2 := strings.Cut(rest, "/")
 	b, found := h.files[name]
 	if !ok || !ok2 || !found || strings.Contains(name, "/") {
-		notFound(w)
+		pagesec.NotFound(w)
 		return
 	}
 	cache := "no-store"
 	if ver == h.version {
 		cache = "public, max-age=31536000, immutable"
 	}
-	h.write(w, r, contentType(name), cache, b)
+	h.write(w, r, pagesec.ContentType(name), cache, b)
 }
 
 func (h *Handler) write(w http.ResponseWriter, r *http.Request, ctype, cache string, b []byte) {
@@ -172,27 +172,4 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, ctype, cache str
 	if r.Method != http.MethodHead {
 		w.Write(b)
 	}
-}
-
-func contentType(name string) string {
-	switch path.Ext(name) {
-	case ".js":
-		return "text/javascript; charset=utf-8"
-	case ".css":
-		return "text/css; charset=utf-8"
-	case ".svg":
-		return "image/svg+xml"
-	case ".png":
-		return "image/png"
-	}
-	return "application/octet-stream"
-}
-
-// notFound is the answer of a path that serves nothing, as the daemon
-// answers every non-API miss.
-func notFound(w http.ResponseWriter) {
-	w.Header()["Content-Type"] = nil
-	w.Header().Set("Content-Length", "9")
-	w.WriteHeader(http.StatusNotFound)
-	io.WriteString(w, "Not found")
 }

@@ -13,5 +13,10 @@
 //     ids) and Cross-Origin-Opener-Policy: same-origin (no other site's
 //     window keeps a handle on the page).
 //
+// ContentType is the one table of the pages' file types, and NotFound the
+// one answer of a path outside /api/ that serves nothing,
+// so the Lab page, content-machine's client and the daemon's other
+// non-API paths answer a miss byte for byte alike.
+//
 // It depends on nothing of ours.
 package pagesec

@@ -26,3 +26,35 @@ func TestWrapSetsEveryHeader(t *testing.T) {
 		t.Fatalf("status %d", rec.Code)
 	}
 }
+
+// TestNotFound pins the one answer of a non-API miss: 404, "Not found",
+// nine bytes, and no Content-Type (none set, none sniffed).
+func TestNotFound(t *testing.T) {
+	rec := httptest.NewRecorder()
+	rec.Header().Set("Content-Type", "text/html")
+	NotFound(rec)
+	if rec.Code != http.StatusNotFound || rec.Body.String() != "Not found" || rec.Header().Get("Content-Length") != "9" {
+		t.Fatalf("%d %q Content-Length %q", rec.Code, rec.Body.String(), rec.Header().Get("Content-Length"))
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "" {
+		t.Fatalf("Content-Type %q, want none", ct)
+	}
+}
+
+func TestContentType(t *testing.T) {
+	for name, want := range map[string]string{
+		"index.html": "text/html; charset=utf-8",
+		"app.js":     "text/javascript; charset=utf-8",
+		"APP.JS":     "text/javascript; charset=utf-8",
+		"lab.css":    "text/css; charset=utf-8",
+		"logo.svg":   "image/svg+xml",
+		"a/b.png":    "image/png",
+		"x.ico":      "image/x-icon",
+		"data.json":  "application/octet-stream",
+		"noext":      "application/octet-stream",
+	} {
+		if got := ContentType(name); got != want {
+			t.Errorf("ContentType(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
