@@ -59,6 +59,11 @@ type Options struct {
 	// caller has just listed them (status: one stat of each instead of
 	// two); nil: Plan lists them.
 	Segments []wal.SegmentInfo
+	// Checkpoint is the views' checkpoint seq when the caller has just
+	// read it (status: a terminal home's checkpoint lists a view per
+	// block, megabytes read and summed once instead of again here);
+	// nil: the checkpoint holder reads it.
+	Checkpoint *KnownCheckpoint
 }
 
 func (o *Options) check() error {
@@ -198,6 +203,9 @@ func Plan(ctx context.Context, src Source, o Options) (Report, error) {
 		return rep, fmt.Errorf("compact: scan the log: %w", err)
 	}
 	holders := append(DefaultHolders(o.Home, sc, o.ReadModels, o.IndexCovered), o.Holders...)
+	if k := o.Checkpoint; k != nil { // holders[0]: DefaultHolders' checkpoint holder
+		holders[0].OldestNeededSeq = func(context.Context) (uint64, error) { return checkpointNeed(k.Seq, k.Present, k.Err) }
+	}
 	rep.Needed = rep.LastSeq + 1
 	for _, h := range holders {
 		if o.SkipWaived && h.ReadsArchive && o.Archive != "" {

@@ -176,14 +176,7 @@ func DefaultHolders(h home.Home, sc *Scan, readModels []ReadModel, indexCovered 
 	}
 	return []RetentionHolder{
 		{Name: "checkpoint", OldestNeededSeq: func(context.Context) (uint64, error) {
-			seq, ok, err := projections.ReadCheckpointSeq(h)
-			if err != nil {
-				return 0, err
-			}
-			if !ok {
-				return 1, nil // the views are rebuilt from the start
-			}
-			return seq + 1, nil
+			return checkpointNeed(projections.ReadCheckpointSeq(h))
 		}},
 		{Name: "open steps", OldestNeededSeq: fixed(sc.OpenSteps)},
 		{Name: "open terminal blocks", OldestNeededSeq: fixed(sc.OpenBlocks)},
@@ -191,6 +184,26 @@ func DefaultHolders(h home.Home, sc *Scan, readModels []ReadModel, indexCovered 
 		{Name: "ship cursor", OldestNeededSeq: func(context.Context) (uint64, error) { return unshipped(h) }},
 		{Name: "read models", OldestNeededSeq: func(ctx context.Context) (uint64, error) { return readModelsNeed(ctx, h, readModels, indexCovered) }, ReadsArchive: true},
 	}
+}
+
+// checkpointNeed is the oldest seq the views' checkpoint needs, from
+// what projections.ReadCheckpointSeq returned.
+func checkpointNeed(seq uint64, present bool, err error) (uint64, error) {
+	if err != nil {
+		return 0, err
+	}
+	if !present {
+		return 1, nil // the views are rebuilt from the start
+	}
+	return seq + 1, nil
+}
+
+// KnownCheckpoint is what projections.ReadCheckpointSeq returned to a
+// caller that has just read it (Options.Checkpoint).
+type KnownCheckpoint struct {
+	Seq     uint64
+	Present bool
+	Err     error
 }
 
 // SnapshotModel names a read model's snapshot file: its model name and

@@ -227,7 +227,7 @@ type compactionStatus struct {
 // segs are its segments (wal.Segments); the reclaimable bytes are planned
 // from m, the retention model covering the log up to loaded.Last, so
 // nothing is read from the log's start.
-func readCompactionStatus(ctx context.Context, h home.Home, segs []wal.SegmentInfo, m *retention.Model, loaded retention.Loaded) *compactionStatus {
+func readCompactionStatus(ctx context.Context, h home.Home, segs []wal.SegmentInfo, m *retention.Model, loaded retention.Loaded, cp *compact.KnownCheckpoint) *compactionStatus {
 	st := &compactionStatus{ReclaimableBytes: -1, FirstRetainedSeq: 1}
 	man, err := wal.ReadManifest(h.WALDir())
 	if err != nil {
@@ -247,7 +247,7 @@ func readCompactionStatus(ctx context.Context, h home.Home, segs []wal.SegmentIn
 		src := compact.ReaderSourceAt(r, h.WALDir(), loaded.First, loaded.Last)
 		var rep compact.Report
 		// Any archive makes the plan the one --archive would carry out.
-		if rep, err = compact.Plan(ctx, src, compact.Options{Home: h, ReadModels: daemon.ReadModels(), Archive: "(status)", DryRun: true, Model: m, SkipWaived: true, Segments: segs}); err == nil {
+		if rep, err = compact.Plan(ctx, src, compact.Options{Home: h, ReadModels: daemon.ReadModels(), Archive: "(status)", DryRun: true, Model: m, SkipWaived: true, Segments: segs, Checkpoint: cp}); err == nil {
 			st.ReclaimableBytes = rep.Bytes
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/cmlab/cmlab/compact"
 	"github.com/cmlab/cmlab/daemon"
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
@@ -242,9 +243,11 @@ func gatherStatus(cmd *cobra.Command, h home.Home, withCheckpoint bool) (statusR
 		if b, err := os.ReadFile(h.CheckpointFile()); err == nil && json.Valid(b) {
 			rep.Checkpoint = json.RawMessage(strings.TrimSpace(string(b)))
 		}
-	} else {
-		rep.cpSeq, rep.cpOK, rep.cpErr = projections.ReadCheckpointSeq(h)
 	}
+	// Read once for the text, the compaction plan and the acknowledged
+	// tail (statusTail): a terminal home's checkpoint lists a view per
+	// block, 7.6 MB at 10M events, read and summed three times before.
+	rep.cpSeq, rep.cpOK, rep.cpErr = projections.ReadCheckpointSeq(h)
 	if merr != nil {
 		rep.AwaitReview = []string{"unknown: " + merr.Error()}
 		rep.Compaction = &compactionStatus{ReclaimableBytes: -1, FirstRetainedSeq: 1, Error: merr.Error()}
@@ -260,7 +263,7 @@ func gatherStatus(cmd *cobra.Command, h home.Home, withCheckpoint bool) (statusR
 		if segErr != nil {
 			rep.Compaction = &compactionStatus{ReclaimableBytes: -1, FirstRetainedSeq: 1, Error: segErr.Error()}
 		} else {
-			rep.Compaction = readCompactionStatus(ctx, h, segs, m, loaded)
+			rep.Compaction = readCompactionStatus(ctx, h, segs, m, loaded, &compact.KnownCheckpoint{Seq: rep.cpSeq, Present: rep.cpOK, Err: rep.cpErr})
 		}
 		if rep.Daemon == nil {
 			rep.LeftOpen = m.OpenBlocks()

@@ -3,8 +3,8 @@ package main
 import (
 	"fmt"
 
-	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/wal"
 )
 
@@ -21,10 +21,11 @@ func statusTail(h home.Home, g *globalOpts, rep *statusReport) error {
 	if rep.Daemon != nil || rep.Health == nil || rep.Health.Status != "ok" {
 		return nil
 	}
-	acked, accepted := engine.AckedSeq(h)
-	if accepted || acked == 0 {
+	// engine.AckedSeq, from the checkpoint gatherStatus read.
+	if projections.ViewsStale(h) || rep.cpErr != nil || !rep.cpOK || rep.cpSeq == 0 {
 		return nil
 	}
+	acked := rep.cpSeq
 	// Health is ok here only when the log read to its end (gatherStatus:
 	// retention.Load), so its last seq is already known: no second read
 	// of the last segment.
