@@ -381,3 +381,37 @@ func TestCheckpointVouches(t *testing.T) {
 		}
 	}
 }
+
+// A checkpoint over mapCheckpointOver (a terminal home's, a view per
+// block) is read through a mapping: ReadCheckpointSeq gives its seq, and
+// refuses it exactly when ReadCheckpoint does, at flips sampled across it.
+func TestCheckpointSeqOfALargeCheckpoint(t *testing.T) {
+	h := crashedHome(t, workloadEvents(WorkloadEveryType, 7, 50), 40)
+	cp := &Checkpoint{Version: checkpointVersion, Seq: 123456, Views: map[string]int64{}, Tails: map[string]uint32{}, CRCs: map[string]uint32{}}
+	for i := range 6000 {
+		name := fmt.Sprintf("pty/conv_%d/blocks/blk_%08d.json", i%4, i)
+		cp.Views[name], cp.Tails[name], cp.CRCs[name] = int64(i*7), uint32(i*13), uint32(i*17)
+	}
+	if err := writeCheckpoint(h, cp, true); err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile(h.CheckpointFile())
+	if err != nil || len(good) <= mapCheckpointOver {
+		t.Fatalf("checkpoint of %d bytes (%v), want over %d", len(good), err, mapCheckpointOver)
+	}
+	if seq, ok, err := ReadCheckpointSeq(h); err != nil || !ok || seq != 123456 {
+		t.Fatalf("ReadCheckpointSeq: %d %v %v", seq, ok, err)
+	}
+	for _, i := range []int{0, 10, len(good) / 3, len(good) / 2, len(good) - 20, len(good) - 2} {
+		b := bytes.Clone(good)
+		b[i] ^= 0x01
+		if err := os.WriteFile(h.CheckpointFile(), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, ferr := ReadCheckpoint(h)
+		seq, ok, serr := ReadCheckpointSeq(h)
+		if (ferr == nil) != (serr == nil && ok) || (ferr == nil && c.Seq != seq) {
+			t.Fatalf("byte %d flipped: ReadCheckpoint %v %v, ReadCheckpointSeq %d %v %v", i, c != nil, ferr, seq, ok, serr)
+		}
+	}
+}
