@@ -588,6 +588,21 @@ func (e *Engine) checkpointLoop() {
 	}
 }
 
+// lifeContext is a context that ends when the engine stops (Close), for
+// work bounded by the engine's life rather than by one caller's; cancel
+// releases it earlier.
+func (e *Engine) lifeContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-e.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 func (e *Engine) sweepLoop() {
 	defer e.wg.Done()
 	t := time.NewTicker(e.opts.FeedbackSweep)

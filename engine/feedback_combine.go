@@ -85,15 +85,8 @@ func (e *Engine) feedbackLoop() {
 	// The wait for an unfinished foreign line, the queueing and the
 	// ingestion of adopted lines are bounded by the engine's life, not by
 	// one caller's context.
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := e.lifeContext()
 	defer cancel()
-	go func() {
-		select {
-		case <-e.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	var flights []*feedbackFlight // oldest first; fbMu is held while any
 	land := func() {
 		<-flights[0].done

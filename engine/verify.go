@@ -52,15 +52,8 @@ func (e *Engine) verify(checks []projections.ViewCheck) {
 	defer e.wg.Done()
 	defer close(e.verified)
 	t0 := time.Now()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := e.lifeContext()
 	defer cancel()
-	go func() {
-		select {
-		case <-e.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	rep := VerifyReport{Views: len(checks)}
 	for _, c := range checks {
 		rep.Bytes += c.Size
