@@ -39,4 +39,10 @@
 // fault seam (pebble's errorfs idea), passed by value by whoever writes
 // (engine.Options.FS, wal.Options.FS, snapshot.Writer.FS); tests fail or
 // block a stage of a write with internal/faultfs.
+//
+// # Large reads (mapped.go)
+//
+// ReadMapped reads a file in place through a read-only mapping (the last
+// log segment for its usage, a terminal home's checkpoint), turning a
+// fault of a file cut short beside into an error.
 package home

@@ -9,10 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/cmlab/cmlab/home"
 )
@@ -107,22 +105,23 @@ func decodeCheckpoint(b []byte) (*Checkpoint, error) {
 // lists a view per block, 0.7 MB at 1M events, which `cmlab status`
 // decoded whole for the seq alone. Any other file is decoded whole.
 func ReadCheckpointSeq(h home.Home) (seq uint64, present bool, err error) {
-	b, unmap, err := readCheckpointFile(h.CheckpointFile())
-	if errors.Is(err, fs.ErrNotExist) {
+	// A large checkpoint is read mapped (mapCheckpointOver): the file is
+	// replaced by rename, never in place, so a mapping keeps the file it
+	// mapped whole; a fault all the same is an untrusted checkpoint.
+	rerr := home.ReadMapped(h.CheckpointFile(), mapCheckpointOver, func(b []byte) {
+		seq, present, err = checkpointSeqOf(b)
+	})
+	switch {
+	case errors.Is(rerr, fs.ErrNotExist):
 		return 0, false, nil
+	case rerr != nil:
+		return 0, false, fmt.Errorf("%w: %v", ErrCheckpoint, rerr)
 	}
-	if err != nil {
-		return 0, false, fmt.Errorf("%w: %v", ErrCheckpoint, err)
-	}
-	defer unmap()
-	// A mapped file cut short beside (it never is by cmlab) faults:
-	// an untrusted checkpoint, not a crash.
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			seq, present, err = 0, false, fmt.Errorf("%w: fault reading it: %v", ErrCheckpoint, r)
-		}
-	}()
+	return seq, present, err
+}
+
+// checkpointSeqOf is ReadCheckpointSeq of the checkpoint bytes b.
+func checkpointSeqOf(b []byte) (seq uint64, present bool, err error) {
 	if _, ok := rawSum(b); ok {
 		if v, seq, ok := checkpointHead(b); ok && v == checkpointVersion {
 			return seq, true, nil
@@ -135,34 +134,10 @@ func ReadCheckpointSeq(h home.Home) (seq uint64, present bool, err error) {
 	return cp.Seq, true, nil
 }
 
-// mapCheckpointOver is the size from which readCheckpointFile maps the
-// file instead of reading it: a terminal home's checkpoint of 7.6 MB read
-// into a fresh buffer faulted in every page of it, a third of a cmlab
-// status there.
+// mapCheckpointOver is the size from which ReadCheckpointSeq maps the
+// checkpoint instead of reading it: a terminal home's checkpoint of
+// 7.6 MB read into a fresh buffer was a third of a cmlab status there.
 const mapCheckpointOver = 256 << 10
-
-// readCheckpointFile returns the bytes of the checkpoint file at path and
-// the function that releases them; nothing may keep them after it. A large
-// file is mapped read-only: writeCheckpoint replaces the file by rename,
-// never in place, so a mapping keeps the file it mapped whole.
-func readCheckpointFile(path string) (b []byte, release func(), err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
-	if n := fi.Size(); fi.Mode().IsRegular() && n > mapCheckpointOver && n == int64(int(n)) {
-		if m, err := syscall.Mmap(int(f.Fd()), 0, int(n), syscall.PROT_READ, syscall.MAP_SHARED); err == nil {
-			return m, func() { syscall.Munmap(m) }, nil
-		}
-	}
-	b, err = io.ReadAll(f)
-	return b, func() {}, err
-}
 
 // checkpointHead decodes the first two members of checkpoint bytes b,
 // version and seq, as writeCheckpoint writes them first; ok false if b

@@ -1,12 +1,11 @@
 package wal
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
-	"syscall"
+
+	"github.com/cmlab/cmlab/home"
 )
 
 // Usage is how many bytes the log's segments hold and how many they take.
@@ -50,34 +49,13 @@ func SegmentsUsage(dir string, segs []SegmentInfo) (Usage, error) {
 }
 
 // mappedScan scans the segment file at path through a read-only mapping
-// of it, returning its size and where its last good frame ends. Mapped,
-// the page cache is read in place: reading a 4 MiB segment into a fresh
-// buffer faulted in and zeroed every page of it, a quarter of a 'cmlab
-// status' on a 10M-event home. A file cut short while mapped (a repair
-// beside) faults; that is an error here and the caller reads the file.
+// of it (home.ReadMapped), returning its size and where its last good
+// frame ends: reading a 4 MiB segment into a fresh buffer was a quarter
+// of a 'cmlab status' on a 10M-event home. A file cut short while mapped
+// (a repair beside) is an error here and the caller reads the file.
 func mappedScan(path string, seg segmentFile) (size, end int64, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, 0, err
-	}
-	if fi.Size() == 0 || fi.Size() != int64(int(fi.Size())) {
-		return 0, 0, errors.New("wal: segment not mappable")
-	}
-	data, err := syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer syscall.Munmap(data)
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("wal: fault reading %s: %v", path, r)
-		}
-	}()
-	return fi.Size(), scanSegment(seg, data, true, false).End, nil
+	err = home.ReadMapped(path, 0, func(b []byte) {
+		size, end = int64(len(b)), scanSegment(seg, b, true, false).End
+	})
+	return size, end, err
 }
