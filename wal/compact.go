@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/cmlab/cmlab/home"
+	"golang.org/x/sys/unix"
 )
 
 // Compaction removes whole segments from the front of the log: every
@@ -383,14 +385,38 @@ func Segments(dir string) ([]SegmentInfo, error) {
 	}
 	_, segs = retainedSegments(segs, m.firstSeq())
 	out := make([]SegmentInfo, 0, len(segs))
+	if len(segs) == 0 {
+		return out, nil
+	}
+	// One stat per segment, relative to the directory opened once: on a
+	// log of 1,000 segments a stat by full path walks the path's
+	// components each time (about twice the time of the whole listing).
+	d, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", &fs.PathError{Op: "open", Path: dir, Err: err})
+	}
+	defer unix.Close(d)
 	for _, s := range segs {
-		fi, err := os.Stat(filepath.Join(dir, s.Name))
+		size, err := sizeAt(d, s.Name)
 		if err != nil {
-			return nil, fmt.Errorf("wal: %w", err)
+			return nil, fmt.Errorf("wal: %w", &fs.PathError{Op: "stat", Path: filepath.Join(dir, s.Name), Err: err})
 		}
-		out = append(out, SegmentInfo{Name: s.Name, First: s.First, Size: fi.Size()})
+		out = append(out, SegmentInfo{Name: s.Name, First: s.First, Size: size})
 	}
 	return out, nil
+}
+
+// sizeAt is the size of the file name in the directory open as dirfd,
+// following a symlink as os.Stat does.
+func sizeAt(dirfd int, name string) (int64, error) {
+	var st unix.Stat_t
+	for {
+		err := unix.Fstatat(dirfd, name, &st, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return st.Size, err
+	}
 }
 
 // Removable returns how many of segs (as Segments lists them) a

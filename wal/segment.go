@@ -2,13 +2,14 @@ package wal
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 )
 
@@ -66,7 +67,7 @@ func listSegments(dir string) ([]segmentFile, error) {
 			out = append(out, segmentFile{Name: name, First: first})
 		}
 	})
-	sort.Slice(out, func(i, j int) bool { return out[i].First < out[j].First })
+	slices.SortFunc(out, func(a, b segmentFile) int { return cmp.Compare(a.First, b.First) })
 	return out, err
 }
 
@@ -83,14 +84,21 @@ func truncationMarkers(dir string) ([]string, error) {
 			out = append(out, name)
 		}
 	})
+	slices.Sort(out)
 	return out, err
 }
 
 // eachSegmentName calls fn for each file in dir whose name starts with a
 // segment's name (the 20-digit seq of its first entry, not 0), with that
-// seq and the rest of the name.
+// seq and the rest of the name, in the directory's order (os.ReadDir's
+// sort by name is left out: every caller orders what it keeps).
 func eachSegmentName(dir string, fn func(name string, first uint64, rest string)) error {
-	des, err := os.ReadDir(dir)
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	des, err := d.ReadDir(-1)
+	d.Close()
 	if err != nil {
 		return err
 	}
