@@ -535,21 +535,13 @@ func renderPty(ev *events.Event, r *rendered) error {
 	case *events.PtySessionStarted:
 		line.ShellID, line.Pid, line.Cwd = p.ShellID, p.Pid, p.Cwd
 	case *events.PtyBlockBegin:
-		b := p.Block
-		line.BlockID, line.Block = b.BlockID, &b
-		rec, err := jsonLine(&b)
-		if err != nil {
+		if err := r.addBlock(conv, &line, p.Block); err != nil {
 			return err
 		}
-		r.add(PtyBlocksView(conv), rec)
 	case *events.PtyBlockEnd:
-		b := p.Block
-		line.BlockID, line.Block = b.BlockID, &b
-		rec, err := jsonLine(&b)
-		if err != nil {
+		if err := r.addBlock(conv, &line, p.Block); err != nil {
 			return err
 		}
-		r.add(PtyBlocksView(conv), rec)
 	case *events.PtyOutput:
 		off, n := p.SpoolOffset, len(p.Data)
 		line.BlockID, line.SpoolOffset, line.Len = p.BlockID, &off, &n
@@ -591,5 +583,17 @@ func renderPty(ev *events.Event, r *rendered) error {
 		return err
 	}
 	r.add(PtyEventsView(conv), b)
+	return nil
+}
+
+// addBlock writes b, as its begin or end left it, to the conversation's
+// blocks view and names it in line.
+func (r *rendered) addBlock(conv string, line *PtyEventLine, b events.Block) error {
+	line.BlockID, line.Block = b.BlockID, &b
+	rec, err := jsonLine(&b)
+	if err != nil {
+		return err
+	}
+	r.add(PtyBlocksView(conv), rec)
 	return nil
 }
