@@ -253,11 +253,7 @@ func DecodeError(status int, body []byte) error {
 	}
 	env, ok := wire.DecodeEnvelope(body)
 	if !ok {
-		msg := strings.TrimSpace(string(body))
-		if len(msg) > 200 {
-			msg = msg[:200]
-		}
-		return &APIError{Code: CodeInternal, Message: fmt.Sprintf("HTTP %d: %s", status, msg), Context: map[string]any{}}
+		return &APIError{Code: CodeInternal, Message: wire.Unexpected(status, body), Context: map[string]any{}}
 	}
 	return &APIError{Code: env.Code, Message: env.Message, Context: env.Context}
 }

@@ -222,16 +222,12 @@ func decodeError(status int, body []byte) *CallError {
 		if ce := decodeRefusal(status, body); ce != nil {
 			return ce
 		}
-		msg := strings.TrimSpace(string(body))
-		if len(msg) > 200 {
-			msg = msg[:200]
-		}
 		code := "INTERNAL"
 		fix := "Check the daemon log."
 		if status == http.StatusNotFound {
 			code, fix = "NOT_FOUND", "This daemon does not serve the route; upgrade cmlab or check the conversation and block ids."
 		}
-		return &CallError{Status: status, Code: code, Message: fmt.Sprintf("HTTP %d: %s", status, msg), Context: map[string]any{"fix": fix}}
+		return &CallError{Status: status, Code: code, Message: wire.Unexpected(status, body), Context: map[string]any{"fix": fix}}
 	}
 	return &CallError{Status: status, Code: env.Code, Message: env.Message, Context: env.Context}
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 )
 
 // The API's request headers: the bearer token and the request id that
@@ -79,6 +81,16 @@ func DecodeEnvelope(body []byte) (env Envelope, ok bool) {
 		env.Context = map[string]any{}
 	}
 	return env, true
+}
+
+// Unexpected names an answer whose body is neither error body: its status
+// and the first 200 bytes of the body.
+func Unexpected(status int, body []byte) string {
+	msg := strings.TrimSpace(string(body))
+	if len(msg) > 200 {
+		msg = msg[:200]
+	}
+	return fmt.Sprintf("HTTP %d: %s", status, msg)
 }
 
 // Refusal is the terminal's refusal of a request (seed 001 §5.1, HTTP

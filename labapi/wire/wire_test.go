@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -89,6 +90,23 @@ func TestDecodeRefusal(t *testing.T) {
 		got, ok := DecodeRefusal([]byte(c.body))
 		if ok != c.ok || got != c.want {
 			t.Errorf("DecodeRefusal(%s) = %+v, %v; want %+v, %v", c.body, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestUnexpected(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	for _, c := range []struct {
+		status int
+		body   string
+		want   string
+	}{
+		{502, " <html>bad gateway</html>\n", "HTTP 502: <html>bad gateway</html>"},
+		{500, long, "HTTP 500: " + long[:200]},
+		{404, "", "HTTP 404: "},
+	} {
+		if got := Unexpected(c.status, []byte(c.body)); got != c.want {
+			t.Errorf("Unexpected(%d, %.20q) = %q, want %q", c.status, c.body, got, c.want)
 		}
 	}
 }
