@@ -3,7 +3,6 @@ package console
 import (
 	"embed"
 	"io/fs"
-	"mime"
 	"net/http"
 	"path"
 	"strings"
@@ -46,14 +45,7 @@ func ServeAsset(w http.ResponseWriter, r *http.Request, name string) bool {
 	}
 	h := w.Header()
 	SecurityHeaders(h)
-	ct := mime.TypeByExtension(path.Ext(name))
-	if path.Ext(name) == ".js" {
-		ct = "text/javascript; charset=utf-8"
-	}
-	if ct == "" {
-		ct = "application/octet-stream"
-	}
-	h.Set("Content-Type", ct)
+	h.Set("Content-Type", pagesec.ContentType(name))
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi/wire"
 )
 
 // DaemonInfo is state/daemon.json: how CLI commands find the running
@@ -185,33 +185,26 @@ func ReadOperatorToken(h home.Home, info *DaemonInfo) (string, error) {
 // X-CM-LAB-REQUEST-ID. A non-2xx answer is returned as *APIError with the
 // envelope's code, message and context (fix included).
 func (c *Client) Do(ctx context.Context, method, path, reqID string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		switch v := in.(type) {
-		case []byte:
-			body = bytes.NewReader(v)
-		case json.RawMessage:
-			body = bytes.NewReader(v)
-		default:
-			b, err := json.Marshal(in)
-			if err != nil {
-				return err
-			}
-			body = bytes.NewReader(b)
+	var body []byte
+	switch v := in.(type) {
+	case nil:
+	case []byte:
+		body = v
+	case json.RawMessage:
+		body = v
+	default:
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
 		}
+		body = b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if in != nil && body == nil {
+		body = []byte{} // sent as an empty JSON body, as given
+	}
+	req, err := wire.NewRequest(ctx, method, c.base+path, c.token, reqID, body)
 	if err != nil {
 		return err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("X-CM-LAB-TOKEN", c.token)
-	}
-	if reqID != "" {
-		req.Header.Set("X-CM-LAB-REQUEST-ID", reqID)
 	}
 	status, respBody, err := c.roundTrip(req)
 	if err != nil {
@@ -235,11 +228,8 @@ func (c *Client) Do(ctx context.Context, method, path, reqID string, in, out any
 
 func (c *Client) roundTrip(req *http.Request) (int, []byte, error) {
 	if c.local != nil {
-		rec := httptest.NewRecorder()
-		req.RemoteAddr = "127.0.0.1:0"
-		req.RequestURI = req.URL.RequestURI()
-		c.local.ServeHTTP(rec, req)
-		return rec.Code, rec.Body.Bytes(), nil
+		status, body := wire.ServeLocal(c.local, req)
+		return status, body, nil
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -256,34 +246,16 @@ func (c *Client) roundTrip(req *http.Request) (int, []byte, error) {
 // DecodeError turns an error response into *APIError; a body that is not
 // the envelope becomes an INTERNAL error naming the status.
 func DecodeError(status int, body []byte) error {
-	var env struct {
-		Error *struct {
-			Code    string         `json:"code"`
-			Message string         `json:"message"`
-			Context map[string]any `json:"context"`
-		} `json:"error"`
-	}
-	// The terminal's refusal body (seed 001): {ok:false, error:"busy"|…, message}.
-	var refusal struct {
-		OK      *bool  `json:"ok"`
-		Error   string `json:"error"`
-		Message string `json:"message"`
-	}
-	if status == http.StatusConflict && json.Unmarshal(body, &refusal) == nil && refusal.OK != nil && !*refusal.OK && refusal.Error != "" {
-		return &APIError{Code: CodeBusy, Message: strings.TrimPrefix(refusal.Message, refusal.Error+": "), Context: map[string]any{}}
-	}
-	if json.Unmarshal(body, &env) != nil || env.Error == nil || env.Error.Code == "" {
-		msg := strings.TrimSpace(string(body))
-		if len(msg) > 200 {
-			msg = msg[:200]
+	if status == http.StatusConflict {
+		if ref, ok := wire.DecodeRefusal(body); ok {
+			return &APIError{Code: CodeBusy, Message: strings.TrimPrefix(ref.Message, ref.Reason+": "), Context: map[string]any{}}
 		}
-		return &APIError{Code: CodeInternal, Message: fmt.Sprintf("HTTP %d: %s", status, msg), Context: map[string]any{}}
 	}
-	ctx := env.Error.Context
-	if ctx == nil {
-		ctx = map[string]any{}
+	env, ok := wire.DecodeEnvelope(body)
+	if !ok {
+		return &APIError{Code: CodeInternal, Message: wire.Unexpected(status, body), Context: map[string]any{}}
 	}
-	return &APIError{Code: env.Error.Code, Message: env.Error.Message, Context: ctx}
+	return &APIError{Code: env.Code, Message: env.Message, Context: env.Context}
 }
 
 // Fix is the context.fix of an API error, or "".

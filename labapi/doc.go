@@ -92,5 +92,7 @@
 // an operator token of its own that never leaves the process) and calls
 // its Handler in-process, so validation and errors are the same code
 // path. closeFn closes that engine. A non-2xx answer comes back as
-// *APIError with the envelope's code, message and context (Fix()).
+// *APIError with the envelope's code, message and context (Fix()). The
+// requests, the in-process exchange and the reading of error bodies are
+// package wire's, which mcp's backend shares.
 package labapi

@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/cmlab/cmlab/labapi/wire"
 )
 
 // ErrUnreachable is wrapped by calls that never got an HTTP answer from
@@ -157,26 +158,17 @@ func (d *Daemon) callOnce(ctx context.Context, r request) (json.RawMessage, erro
 	if len(r.query) > 0 {
 		u += "?" + r.query.Encode()
 	}
-	var body io.Reader
+	var body []byte
 	if r.body != nil {
 		b, err := json.Marshal(r.body)
 		if err != nil {
 			return nil, fmt.Errorf("encoding request body: %w", err)
 		}
-		body = bytes.NewReader(b)
+		body = b
 	}
-	req, err := http.NewRequestWithContext(ctx, r.method, u, body)
+	req, err := wire.NewRequest(ctx, r.method, u, token, r.reqID, body)
 	if err != nil {
 		return nil, err
-	}
-	if r.body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("X-CM-LAB-TOKEN", token)
-	}
-	if r.reqID != "" {
-		req.Header.Set("X-CM-LAB-REQUEST-ID", r.reqID)
 	}
 	status, respBody, err := d.roundTrip(req)
 	if err != nil {
@@ -198,14 +190,8 @@ func (d *Daemon) callOnce(ctx context.Context, r request) (json.RawMessage, erro
 
 func (d *Daemon) roundTrip(req *http.Request) (int, []byte, error) {
 	if d.handler != nil {
-		rec := httptest.NewRecorder()
-		if req.Body == nil {
-			req.Body = http.NoBody // as net/http's server hands it to handlers
-		}
-		req.RemoteAddr = "127.0.0.1:0"
-		req.RequestURI = req.URL.RequestURI()
-		d.handler.ServeHTTP(rec, req)
-		return rec.Code, rec.Body.Bytes(), nil
+		status, body := wire.ServeLocal(d.handler, req)
+		return status, body, nil
 	}
 	resp, err := d.hc.Do(req)
 	if err != nil {
@@ -231,58 +217,40 @@ func (d *Daemon) roundTrip(req *http.Request) (int, []byte, error) {
 // decodeError reads the error envelope; a body that is not one becomes
 // INTERNAL naming the status.
 func decodeError(status int, body []byte) *CallError {
-	var env struct {
-		Error *struct {
-			Code    string         `json:"code"`
-			Message string         `json:"message"`
-			Context map[string]any `json:"context"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(body, &env) != nil || env.Error == nil || env.Error.Code == "" {
+	env, ok := wire.DecodeEnvelope(body)
+	if !ok {
 		if ce := decodeRefusal(status, body); ce != nil {
 			return ce
-		}
-		msg := strings.TrimSpace(string(body))
-		if len(msg) > 200 {
-			msg = msg[:200]
 		}
 		code := "INTERNAL"
 		fix := "Check the daemon log."
 		if status == http.StatusNotFound {
 			code, fix = "NOT_FOUND", "This daemon does not serve the route; upgrade cmlab or check the conversation and block ids."
 		}
-		return &CallError{Status: status, Code: code, Message: fmt.Sprintf("HTTP %d: %s", status, msg), Context: map[string]any{"fix": fix}}
+		return &CallError{Status: status, Code: code, Message: wire.Unexpected(status, body), Context: map[string]any{"fix": fix}}
 	}
-	c := env.Error.Context
-	if c == nil {
-		c = map[string]any{}
-	}
-	return &CallError{Status: status, Code: env.Error.Code, Message: env.Error.Message, Context: c}
+	return &CallError{Status: status, Code: env.Code, Message: env.Message, Context: env.Context}
 }
 
 // decodeRefusal reads the terminal's refusal body of seed 001 §5.1,
 // {"ok":false,"error":"busy"|"interactive mode","message":…} (HTTP 409),
 // as a BUSY error whose message says which and whose fix says what to do.
 func decodeRefusal(status int, body []byte) *CallError {
-	var ref struct {
-		OK      *bool  `json:"ok"`
-		Error   string `json:"error"`
-		Message string `json:"message"`
-	}
-	if json.Unmarshal(body, &ref) != nil || ref.OK == nil || *ref.OK || ref.Error == "" {
+	ref, ok := wire.DecodeRefusal(body)
+	if !ok {
 		return nil
 	}
 	// The message usually starts with the reason ("busy: block … is
 	// running"): say it once (was "busy: busy: block …").
-	msg := ref.Error
+	msg := ref.Reason
 	switch {
-	case strings.HasPrefix(ref.Message, ref.Error):
+	case strings.HasPrefix(ref.Message, ref.Reason):
 		msg = ref.Message
 	case ref.Message != "":
 		msg += ": " + ref.Message
 	}
 	fix := "Wait for the running command (pty_wait_prompt, or pty_wait_for with match_type prompt), then retry."
-	if strings.Contains(ref.Error, "interactive") {
+	if strings.Contains(ref.Reason, "interactive") {
 		fix = "An interactive session is open: drive it to its end and call pty_wait_prompt, or stop it with pty_end_session; then retry."
 	}
 	code := "BUSY"
@@ -290,5 +258,5 @@ func decodeRefusal(status int, body []byte) *CallError {
 		code = "INVALID_ARGUMENT"
 		fix = "Check the request; the terminal refused it."
 	}
-	return &CallError{Status: status, Code: code, Message: msg, Context: map[string]any{"fix": fix, "reason": ref.Error}}
+	return &CallError{Status: status, Code: code, Message: msg, Context: map[string]any{"fix": fix, "reason": ref.Reason}}
 }

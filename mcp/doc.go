@@ -10,7 +10,9 @@
 // finds a restarted daemon again after a refused connection) — so the
 // daemon stays the single writer and a tool validates, dedupes and fails
 // exactly like the route it calls. This package must not import labapi
-// (labapi imports it to serve /mcp).
+// (labapi imports it to serve /mcp); the request headers, the in-process
+// exchange and the error bodies it shares with labapi's client come from
+// labapi/wire.
 //
 // Files: daemon.go (the backend and the error envelope), tools.go (tool
 // inputs), server.go (tool definitions, results and errors), transport.go

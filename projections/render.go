@@ -315,36 +315,29 @@ func renderLab(ev *events.Event, r *rendered) error {
 	ts := r.iso(ev.TS)
 	entity, kind := "", ""
 	// data is the payload as the session's events.jsonl shows it: the
-	// records as projected (createdAt/updatedAt filled in).
-	var data []byte
+	// records as projected (createdAt/updatedAt filled in). A payload of
+	// one record leaves it in line, encoded into r.buf(), for view under
+	// key.
+	var data, line []byte
+	view, key := "", ""
 	switch p := p.(type) {
 	case *events.FeedbackSubmitted:
 		e := p.Entry
 		fillTimes(ts, &e.CreatedAt)
-		line, err := appendFeedbackEntry(r.buf(), &e)
-		if err != nil {
-			return err
-		}
-		entity, data = e.ID, r.addRecord(FeedbackView, "entry", line)
+		entity, view, key = e.ID, FeedbackView, "entry"
+		line, err = appendFeedbackEntry(r.buf(), &e)
 	case *events.FeedbackIngested:
-		line := append(append(r.buf(), p.Raw...), '\n')
-		r.add(FeedbackView, r.keep(line))
+		r.add(FeedbackView, r.keep(append(append(r.buf(), p.Raw...), '\n')))
 	case *events.RunImported:
 		run := p.Run
 		fillTimes(ts, &run.CreatedAt)
-		line, err := appendLabRun(r.buf(), &run)
-		if err != nil {
-			return err
-		}
-		entity, data = run.RunID, r.addRecord(RunsView, "run", line)
+		entity, view, key = run.RunID, RunsView, "run"
+		line, err = appendLabRun(r.buf(), &run)
 	case *events.ExperimentCreated:
 		x := p.Experiment
 		fillTimes(ts, &x.CreatedAt)
-		line, err := appendLabExperiment(r.buf(), &x)
-		if err != nil {
-			return err
-		}
-		entity, data = x.ExperimentID, r.addRecord(ExperimentsView, "experiment", line)
+		entity, view, key = x.ExperimentID, ExperimentsView, "experiment"
+		line, err = appendLabExperiment(r.buf(), &x)
 	case *events.ExperimentSubmitted:
 		first := len(r.writes)
 		for i := range p.Feedback {
@@ -358,8 +351,7 @@ func renderLab(ev *events.Event, r *rendered) error {
 		}
 		x := p.Experiment
 		fillTimes(ts, &x.CreatedAt, &x.UpdatedAt)
-		line, err := appendLabExperiment(r.buf(), &x)
-		if err != nil {
+		if line, err = appendLabExperiment(r.buf(), &x); err != nil {
 			return err
 		}
 		line = r.keep(line)
@@ -377,13 +369,16 @@ func renderLab(ev *events.Event, r *rendered) error {
 	case *events.ExperimentUpdated:
 		x := p.Experiment
 		fillTimes(ts, &x.CreatedAt, &x.UpdatedAt)
-		line, err := appendLabExperiment(r.buf(), &x)
-		if err != nil {
-			return err
-		}
-		entity, data = x.ExperimentID, r.addRecord(ExperimentsView, "experiment", line)
+		entity, view, key = x.ExperimentID, ExperimentsView, "experiment"
+		line, err = appendLabExperiment(r.buf(), &x)
 	case *events.IdempotencyRecorded:
 		entity, kind = p.EntityID, p.Kind
+	}
+	if err != nil {
+		return err
+	}
+	if view != "" {
+		data = r.addRecord(view, key, line)
 	}
 	if isLabSession(ev.Stream) {
 		if data == nil {
@@ -540,21 +535,13 @@ func renderPty(ev *events.Event, r *rendered) error {
 	case *events.PtySessionStarted:
 		line.ShellID, line.Pid, line.Cwd = p.ShellID, p.Pid, p.Cwd
 	case *events.PtyBlockBegin:
-		b := p.Block
-		line.BlockID, line.Block = b.BlockID, &b
-		rec, err := jsonLine(&b)
-		if err != nil {
+		if err := r.addBlock(conv, &line, p.Block); err != nil {
 			return err
 		}
-		r.add(PtyBlocksView(conv), rec)
 	case *events.PtyBlockEnd:
-		b := p.Block
-		line.BlockID, line.Block = b.BlockID, &b
-		rec, err := jsonLine(&b)
-		if err != nil {
+		if err := r.addBlock(conv, &line, p.Block); err != nil {
 			return err
 		}
-		r.add(PtyBlocksView(conv), rec)
 	case *events.PtyOutput:
 		off, n := p.SpoolOffset, len(p.Data)
 		line.BlockID, line.SpoolOffset, line.Len = p.BlockID, &off, &n
@@ -596,5 +583,17 @@ func renderPty(ev *events.Event, r *rendered) error {
 		return err
 	}
 	r.add(PtyEventsView(conv), b)
+	return nil
+}
+
+// addBlock writes b, as its begin or end left it, to the conversation's
+// blocks view and names it in line.
+func (r *rendered) addBlock(conv string, line *PtyEventLine, b events.Block) error {
+	line.BlockID, line.Block = b.BlockID, &b
+	rec, err := jsonLine(&b)
+	if err != nil {
+		return err
+	}
+	r.add(PtyBlocksView(conv), rec)
 	return nil
 }

@@ -11,13 +11,12 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
+	"github.com/cmlab/cmlab/cmd/internal/cmdline"
 	"github.com/spf13/cobra"
 )
 
@@ -87,16 +86,8 @@ func run(g *globalOpts, args []string) int {
 
 // isUsageError: a usageError, or cobra's own flag and argument errors.
 func isUsageError(err error) bool {
-	if _, ok := errors.AsType[*usageError](err); ok {
-		return true
-	}
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "flag needs an argument", "invalid argument", "accepts ", "requires at least", "required flag"} {
-		if strings.Contains(msg, p) {
-			return true
-		}
-	}
-	return false
+	_, ok := errors.AsType[*usageError](err)
+	return ok || cmdline.IsCobraUsage(err)
 }
 
 // printResult prints a benchmark's result on stdout: the text text
@@ -106,8 +97,5 @@ func printResult[T any](g *globalOpts, v T, text func(io.Writer, T)) error {
 		text(g.stdout, v)
 		return nil
 	}
-	enc := json.NewEncoder(g.stdout)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	return cmdline.WriteJSON(g.stdout, v)
 }

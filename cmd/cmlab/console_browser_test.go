@@ -240,6 +240,14 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("typed input in the log: %+v %q", page.Events, input.Data)
 	}
 	b.check(t, "terminal")
+	// The playback reads the log once, when it opens: the shell's answer
+	// to the typed line must be in it by then.
+	var typed struct {
+		Matched bool `json:"matched"`
+	}
+	if st := opCall(t, srv.base, tok, "POST", "/api/pty/liveconv/wait_for", map[string]any{"match": "typed-42", "from_cursor": 0, "timeout_ms": 20000}, &typed); st != 200 || !typed.Matched {
+		t.Fatalf("the shell's answer to the typed line: status %d, %+v", st, typed)
+	}
 
 	// The whole conversation plays back: the block and what was typed after it.
 	b.run(t, "conversation", chromedp.Navigate(srv.base+"/console/#/terminal?conv=liveconv"),

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/cmlab/cmlab/cmd/internal/cmdline"
 	"github.com/cmlab/cmlab/home"
 	"github.com/spf13/cobra"
 )
@@ -127,17 +128,8 @@ type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
+// isUsageError: a usageError, or cobra's own flag and argument errors.
 func isUsageError(err error) bool {
-	var ue *usageError
-	if errors.As(err, &ue) {
-		return true
-	}
-	// cobra's own flag and argument errors.
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "flag needs an argument", "invalid argument", "accepts ", "requires at least", "required flag"} {
-		if strings.Contains(msg, p) {
-			return true
-		}
-	}
-	return false
+	_, ok := errors.AsType[*usageError](err)
+	return ok || cmdline.IsCobraUsage(err)
 }
