@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -340,8 +341,12 @@ func labPageRate(t *testing.T, b *browser, mp4 []byte) {
 		waitJS(`document.getElementById('earlierList') && document.getElementById('earlierList').textContent.includes('from another client')`, 15*time.Second))
 	b.run(t, "runs page", chromedp.Evaluate(`location.hash = '#/runs'`, nil),
 		waitJS(`document.querySelectorAll('#runRows tr').length === 3`, 15*time.Second))
-	// The XSS topic in the list: text, no image.
+	// The XSS topic in the list: text, no image; in the rows the server
+	// writes into the page at / too, read with the page's script off.
 	jsTrue(b, t, "XSS topic inert in the list", `document.querySelectorAll('img').length === 0 && [...document.querySelectorAll('.run-link')].some((a) => a.textContent === `+jsString(xssTopic)+`)`)
+	if v := serverRows(t, b, srv.base); v.Images != 0 || !slices.Contains(v.Topics, xssTopic) {
+		t.Fatalf("XSS topic in the server's rows: %d <img>, topics %q", v.Images, v.Topics)
+	}
 	late := runDir(t, root, "run-late", "imported by an agent", mp4)
 	var lateRun struct {
 		RunID string `json:"runId"`

@@ -60,6 +60,26 @@ const frameRecorder = `window.cmlabFrames = [];
   requestAnimationFrame(tick);
 })();`
 
+// serverRows is the runs view of base/ as the server wrote it, read in a
+// tab of its own that runs no script of the page.
+func serverRows(t *testing.T, b *browser, base string) serverView {
+	t.Helper()
+	ctx, cancel := newVisitTab(t, b)
+	var js string
+	err := chromedp.Run(ctx, emulation.SetScriptExecutionDisabled(true), chromedp.EmulateViewport(1280, 800),
+		chromedp.Navigate(base+"/"), chromedp.Evaluate(serverViewJS, &js))
+	cancel()
+	if err != nil {
+		t.Fatalf("the page without its script: %v", err)
+	}
+	b.drain(t, "the page without its script", "request failed: Script ")
+	var v serverView
+	if err := json.Unmarshal([]byte(js), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // labPageServerRows: a page at / holds the first screenful of rows in
 // its HTML (labui), the very rows runs.js draws for the same answer; the
 // page's script takes them over without a frame of fewer rows; an
@@ -94,19 +114,7 @@ func labPageServerRows(t *testing.T, b *browser, mp4 []byte) {
 
 	// The rows as the server wrote them, in a tab that runs no script of
 	// the page: 24 rows (the first screenful), the topic shown literally.
-	ctx, cancel := newVisitTab(t, b)
-	var js string
-	err = chromedp.Run(ctx, emulation.SetScriptExecutionDisabled(true), chromedp.EmulateViewport(1280, 800),
-		chromedp.Navigate(srv.base+"/"), chromedp.Evaluate(serverViewJS, &js))
-	cancel()
-	if err != nil {
-		t.Fatalf("the page without its script: %v", err)
-	}
-	b.drain(t, "the page without its script", "request failed: Script ")
-	var server serverView
-	if err := json.Unmarshal([]byte(js), &server); err != nil {
-		t.Fatal(err)
-	}
+	server := serverRows(t, b, srv.base)
 	if len(server.Rows) != 24 || server.Timed != 24 || server.Images != 0 || len(server.Topics) < 2 || server.Topics[0] != "(no topic)" || server.Topics[1] != xssTopic {
 		t.Fatalf("the server's rows: %d rows (want 24), %d tagged for their paint, %d <img> (want none), topics %q", len(server.Rows), server.Timed, server.Images, server.Topics)
 	}
@@ -115,6 +123,7 @@ func labPageServerRows(t *testing.T, b *browser, mp4 []byte) {
 	// shown, no frame has fewer than the server's; the view it draws is
 	// the server's, with the rest of the page's rows.
 	var frames [][3]any
+	var js string
 	b.run(t, "open / with its script",
 		chromedp.ActionFunc(func(ctx context.Context) error {
 			_, err := page.AddScriptToEvaluateOnNewDocument(frameRecorder).Do(ctx)
