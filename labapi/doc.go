@@ -24,7 +24,8 @@
 // feedback count and latest entries, a cache over feedback.jsonl),
 // export_download.go (GET /api/exports/{name}); GET / and /ui/ serve
 // Options.Page (package labui, handed in by package daemon) unless
-// Options.UIDir names another client; client.go (the daemon
+// Options.UIDir names another client, and lab_firstpage.go hands that page
+// the first page of runs for its HTML (RunsPage); client.go (the daemon
 // client), pty.go (terminal bridge: also
 // interrupt, GET /api/pty listing the shell slots, and wait_ms on a block's
 // output to stream it), steps.go (step routes, recording through the

@@ -47,7 +47,7 @@ func (s *Server) registerLabRoutes() {
 	} else if s.opts.Page != nil {
 		// cmlab's own Lab (package labui): the page at /, its assets under /ui/.
 		page := func(w http.ResponseWriter, r *http.Request) error { s.opts.Page.ServeHTTP(w, r); return nil }
-		s.route("GET /{$}", authNone, page)
+		s.route("GET /{$}", authNone, s.handlePage) // lab_firstpage.go: the first runs in the HTML
 		s.route("GET /ui/{path...}", authNone, page)
 	}
 }

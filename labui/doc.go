@@ -10,6 +10,15 @@
 // third-party code. The shell and the assets are answered with the page
 // security headers of package pagesec (a CSP without inline script).
 //
+// The page at / holds the runs view with its first screenful of rows
+// (firstrows.go, firstrows.html: the markup runs.js builds, every string
+// escaped by html/template) when package labapi hands it the first page
+// of runs (labapi.RunsPage), so its first useful paint needs the document
+// and lab.css only; runs.js takes the view over once the browser has
+// recorded that paint (prefetch.js, Element Timing). route.js, a classic
+// script before the body, hides those rows when the address names another
+// view.
+//
 // Assets are served under /ui/<version>/, where version is a digest of
 // their bytes: the shell names the current version, so an asset can be
 // cached for good and a new binary is never mixed with old modules.

@@ -15,12 +15,19 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cmlab/cmlab/pagesec"
 )
 
 //go:embed assets
 var assets embed.FS
+
+// firstRowsTemplate is the runs view of a page served with its first rows
+// (firstrows.go); not an asset.
+//
+//go:embed firstrows.html
+var firstRowsTemplate string
 
 // Options configure the page.
 type Options struct {
@@ -30,9 +37,18 @@ type Options struct {
 
 // Handler serves the page: the shell at / and the assets under /ui/.
 type Handler struct {
-	shell   []byte
+	shell   []byte // the page without rows
+	page    *template.Template
+	data    shellData
 	version string // digest of the assets: the /ui/<version>/ prefix
 	files   map[string][]byte
+}
+
+// shellData is what index.html shows.
+type shellData struct {
+	Assets, Version string
+	Modules         []string
+	Runs            *runsView // nil: no rows, the page asks for them
 }
 
 // New reads the embedded assets once and renders the shell.
@@ -63,6 +79,9 @@ func New(o Options) (*Handler, error) {
 		return nil, err
 	}
 	t, err := template.New("shell").Parse(string(shell))
+	if err == nil {
+		_, err = t.Parse(firstRowsTemplate)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -78,8 +97,9 @@ func New(o Options) (*Handler, error) {
 	}
 	modules = append(modules, firstView)
 	sort.Strings(modules)
+	h.page, h.data = t, shellData{Assets: "/ui/" + h.version, Version: o.Version, Modules: modules}
 	var buf bytes.Buffer
-	if err := t.Execute(&buf, map[string]any{"Assets": "/ui/" + h.version, "Version": o.Version, "Modules": modules}); err != nil {
+	if err := t.Execute(&buf, h.data); err != nil {
 		return nil, err
 	}
 	h.shell = buf.Bytes()
@@ -160,6 +180,39 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cache = "public, max-age=31536000, immutable"
 	}
 	h.write(w, r, pagesec.ContentType(name), cache, b)
+}
+
+// ServeWithRuns answers GET / as ServeHTTP does, with the first rows of
+// runs in the page (labapi.RunsPage): runs is the body of GET
+// /api/runs?limit=50&sort=newest, roots the import roots of /api/config.
+// Without runs, or with runs it cannot read, the page is the one without
+// rows, which asks for them itself.
+func (h *Handler) ServeWithRuns(w http.ResponseWriter, r *http.Request, runs []byte, roots []string) {
+	if runs == nil || r.URL.Path != "/" {
+		h.ServeHTTP(w, r)
+		return
+	}
+	page, err := h.withRuns(runs, roots, time.Now())
+	if err != nil {
+		h.ServeHTTP(w, r)
+		return
+	}
+	h.write(w, r, "text/html; charset=utf-8", "no-store", page)
+}
+
+// withRuns renders the page holding the first rows of runs.
+func (h *Handler) withRuns(runs []byte, roots []string, now time.Time) ([]byte, error) {
+	v, err := newRunsView(runs, roots, now)
+	if err != nil {
+		return nil, err
+	}
+	d := h.data
+	d.Runs = v
+	var buf bytes.Buffer
+	if err := h.page.Execute(&buf, d); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 func (h *Handler) write(w http.ResponseWriter, r *http.Request, ctype, cache string, b []byte) {

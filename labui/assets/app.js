@@ -6,6 +6,7 @@ import { h, replace, errorBox } from './dom.js';
 import { state, get, loadConfig, on, outbox, flushOutbox } from './api.js';
 import { installKeys, bindGlobal, setViewKeys } from './keys.js';
 import { startLive } from './live.js';
+import { runsPath, serve, elementTiming, firstRowsPainted } from './prefetch.js';
 
 const root = document.getElementById('app');
 const banner = document.getElementById('banner');
@@ -69,8 +70,61 @@ async function render() {
     }
     if (mine !== shown) return;
   }
+  // The server's rows stay until the browser has recorded their paint
+  // (prefetch.js firstRowsPainted), at most a second: rows replaced before
+  // the frame that shows them is presented would cost that frame and the
+  // record of the first paint. A hidden page paints nothing, and waits not.
+  if (root.dataset.runs !== undefined && name === 'runs' && elementTiming && document.visibilityState === 'visible') {
+    await Promise.race([firstRowsPainted, new Promise((resolve) => setTimeout(resolve, 1000))]);
+    if (mine !== shown) return;
+  }
   document.title = `cmlab Lab · ${name}`;
+  const restore = takeOver(name, r);
   cleanup = view.render({ root, route: r, navigate }) || null;
+  if (restore) restore();
+}
+
+// takeOver clears the runs view the server put into the page (labui:
+// main's data-runs, the first rows of a bare /) for the first view drawn,
+// which fills main again in the same task, so no frame shows neither: the
+// runs view with no query takes the server's answer (prefetch.js serve)
+// and draws the same rows. What the person did to the server's view
+// before is done again to the new one (restore, called once the view is
+// drawn; route.js kept the keys and submits): the text typed into a field,
+// the runs picked, the focus, a form sent, the shortcut keys pressed.
+function takeOver(name, r) {
+  const text = root.dataset.runs;
+  if (text === undefined) return null;
+  delete root.dataset.runs;
+  document.documentElement.classList.remove('elsewhere');
+  if (name === 'runs' && runsPath(r.query) === runsPath(new URLSearchParams())) serve(text);
+  const focused = root.contains(document.activeElement) ? document.activeElement.id : '';
+  const typed = [...root.querySelectorAll('input[type=text], input[type=search]')].filter((i) => i.id && i.value).map((i) => [i.id, i.value]);
+  const picked = [...root.querySelectorAll('.pick:checked')].map((c) => c.dataset.run);
+  const early = window.cmlabEarly || { keys: [], submits: [] };
+  root.replaceChildren();
+  // Once the view is drawn (the runs view draws the server's answer
+  // before its render returns), in the same task: no key comes between.
+  return () => {
+    for (const [id, value] of typed) {
+      const el = document.getElementById(id);
+      if (el && !el.value) {
+        el.value = value;
+        el.dispatchEvent(new Event('input'));
+      }
+    }
+    for (const run of picked) {
+      const box = [...root.querySelectorAll('.pick')].find((c) => c.dataset.run === run);
+      if (box && !box.checked) box.click();
+    }
+    const el = focused && document.getElementById(focused);
+    if (el) el.focus();
+    for (const id of early.submits.splice(0)) {
+      const form = document.getElementById(id);
+      if (form && form.requestSubmit) form.requestSubmit();
+    }
+    for (const k of early.keys.splice(0)) document.dispatchEvent(new KeyboardEvent('keydown', { ...k, bubbles: true, cancelable: true }));
+  };
 }
 
 // loadRest imports the views not shown yet, after the first one is on the

@@ -7,7 +7,7 @@ import { state, get, submit, newRequestId } from './api.js';
 import { setViewKeys } from './keys.js';
 import { onLive } from './live.js';
 import { exportButton } from './about.js';
-import { runsPath } from './prefetch.js';
+import { runsPath, takeServed, elementTiming, firstRowsPainted } from './prefetch.js';
 
 let picked = []; // run ids picked for compare, kept across pages
 let firstRowsMarked = false;
@@ -26,14 +26,34 @@ export const firstRows = new Promise((resolve) => { firstRowsDone = resolve; });
 const screenRows = Math.max(10, Math.ceil(window.innerHeight / 40));
 
 // afterPaint runs fn in the task after the next frame, that is once what
-// the DOM holds now has been painted: the page's first useful paint
-// (performance mark cmlab-first-rows) is the first page of rows on the
-// screen, not merely in the DOM.
+// the DOM holds now has been painted.
 function afterPaint(fn) {
   requestAnimationFrame(() => {
     const ch = new MessageChannel();
     ch.port1.onmessage = fn;
     ch.port2.postMessage(0);
+  });
+}
+
+// markFirstRows sets the page's first useful paint, the performance mark
+// cmlab-first-rows, at the time the browser itself recorded for the paint
+// of the first rows (prefetch.js firstRowsPainted: Element Timing). Without
+// Element Timing, or for a first answer of no rows drawn by this view
+// (timed false: its status line may have been painted before), the mark
+// is taken in the task after the next frame.
+function markFirstRows(tbody, timed) {
+  if (elementTiming && timed) {
+    firstRowsPainted.then((p) => {
+      performance.mark('cmlab-first-rows', { startTime: p.startTime, detail: { rows: p.rows, filled: p.filled, by: 'element-timing', source: p.source } });
+      firstRowsDone();
+    });
+    return;
+  }
+  afterPaint(() => {
+    const last = tbody.lastElementChild;
+    performance.mark('cmlab-first-rows', { detail: { rows: tbody.childElementCount,
+      filled: Boolean(last) && last.getBoundingClientRect().bottom >= window.innerHeight } });
+    firstRowsDone();
   });
 }
 
@@ -155,7 +175,7 @@ export function render(ctx) {
     }
   }) : null;
 
-  const row = (r, i) => {
+  const row = (r, i, timed) => {
     const pick = h('input', { type: 'checkbox', class: 'pick', 'data-run': r.runId, checked: picked.includes(r.runId),
       'aria-label': `Pick ${r.topic || r.runId} for compare` });
     pick.addEventListener('change', () => {
@@ -167,7 +187,7 @@ export function render(ctx) {
     const link = h('a', { href: `#/review/${encodeURIComponent(r.runId)}`, class: 'run-link' }, r.topic || '(no topic)');
     const tr = h('tr', { 'data-run': r.runId, 'data-index': i },
       h('td', null, pick), thumb,
-      h('td', { class: 'topic' }, link),
+      h('td', { class: 'topic', elementtiming: timed ? 'cmlab-first-rows-page' : null }, link),
       h('td', null, relTime(r.createdAt)),
       h('td', null, metricBadges(r.autoMetricsSummary)),
       h('td', null, r.feedbackCount ? `rated ${r.feedbackCount}×` : h('span', { class: 'unrated' }, 'unrated')),
@@ -184,38 +204,39 @@ export function render(ctx) {
 
   let loading = null;
   let shown = ''; // the answer the rows and the pager show now
-  async function load() {
-    const mine = (loading = get(runsPath(q)));
-    let page;
-    try {
-      page = await mine;
-    } catch (err) {
-      if (loading === mine) { shown = ''; replace(status, errorBox(err)); firstRowsDone(); }
+  function load() {
+    // The answer the server put into the page (labui), taken once by the
+    // page's first runs view: no request, and every row is drawn at once,
+    // over the server's (app.js takeOver), before render returns.
+    const text = takeServed(runsPath(q));
+    if (text !== null) {
+      loading = null;
+      apply(JSON.parse(text), true);
       return;
     }
-    if (loading !== mine) return;
+    const mine = (loading = get(runsPath(q)));
+    mine.then((page) => { if (loading === mine) apply(page, false); },
+      (err) => { if (loading === mine) { shown = ''; replace(status, errorBox(err)); firstRowsDone(); } });
+  }
+
+  function apply(page, served) {
     if (!ctx.root.isConnected) { firstRowsDone(); return; }
     // A reload that brings the same answer (the live stream's resync once
     // it opens, an event about a run on another page) leaves the rows and
     // the pager alone: the link under the user's pointer stays the same
     // element, and the keyboard focus stays put.
     const same = JSON.stringify([page.total, page.nextCursor || '', page.items]);
-    // The mark is asked for before the rows are built, so it is the first
-    // thing done after the frame that paints them; its detail says how
-    // many rows were painted and whether they reached the bottom of the
-    // window (read on a fresh layout, before the rest is added).
+    // The page's first rows are watched for their paint before they are
+    // built (markFirstRows).
+    let timed = false;
     if (!firstRowsMarked) {
       firstRowsMarked = true;
-      afterPaint(() => {
-        const last = tbody.lastElementChild;
-        performance.mark('cmlab-first-rows', { detail: { rows: tbody.childElementCount,
-          filled: Boolean(last) && last.getBoundingClientRect().bottom >= window.innerHeight } });
-        firstRowsDone();
-      });
+      timed = true;
+      markFirstRows(tbody, served || page.items.length > 0);
     }
     if (same !== shown) {
       shown = same;
-      show(page);
+      show(page, served, timed);
     }
     // Each answer applied, changed or not, once all its rows are in (the
     // tests await it).
@@ -225,16 +246,21 @@ export function render(ctx) {
 
   let drawn = 0; // pages of rows drawn: rows still to add to an older one are dropped
   let rest = null; // resolves once the rows after the first screenful are in
-  function show(page) {
+  // show draws a page of runs; served: the server's answer, drawn at once
+  // over the server's rows; timed: the page's first rows, watched for
+  // their paint (markFirstRows).
+  function show(page, served, timed) {
     const hadFocus = tbody.contains(document.activeElement);
     items = page.items;
     const mine = ++drawn;
     // Only a view's first rows come in two steps: a redraw of rows on the
     // screen (a live update, a resync) builds them all at once, so the
     // table never shrinks for a frame under a reader scrolled down or a
-    // row with keyboard focus.
-    const now = hadFocus || tbody.firstChild ? items.length : Math.min(items.length, screenRows);
-    replace(tbody, items.slice(0, now).map(row));
+    // row with keyboard focus; nor do the rows replacing the server's.
+    const now = served || hadFocus || tbody.firstChild ? items.length : Math.min(items.length, screenRows);
+    const tagged = timed ? Math.min(now, screenRows) : 0;
+    replace(tbody, items.slice(0, now).map((r, i) => row(r, i, i < tagged)));
+    if (timed && served && !items.length) status.setAttribute('elementtiming', 'cmlab-first-rows-page');
     const all = items;
     // The status line and the pager, below the rows, come with the last row.
     const done = () => {
