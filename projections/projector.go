@@ -269,8 +269,11 @@ func Open(opts Options) (*Projector, error) {
 			}
 			p.intact[v] = true
 			p.sizes[v] = want
-			if sealable(v) {
-				p.lastWrite[v] = cp.Seq // at the latest
+			if sealable(v) && cp.Version >= checkpointVersion {
+				// Written at cp.Seq at the latest. A version 2 checkpoint
+				// (a build without sealed views) lists every block ever:
+				// 0 lets the first checkpoint seal them.
+				p.lastWrite[v] = cp.Seq
 			}
 			if crc, ok := cp.Tails[v]; ok {
 				p.tails[v] = viewTail{size: want, crc: crc}

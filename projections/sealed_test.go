@@ -290,6 +290,13 @@ func TestCheckpointVersion2Upgrade(t *testing.T) {
 	if from := p.ReplayFrom(); from != cut+1 {
 		t.Fatalf("ReplayFrom %d, want %d", from, cut+1)
 	}
+	// The first checkpoint seals the quiet block views, no event applied.
+	if err := p.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if cp, err := ReadCheckpoint(h); err != nil || cp.Sealed == nil || len(cp.Views) >= len(old.Views) {
+		t.Fatalf("the first checkpoint after the upgrade: sealed %+v, %d views (%d before): %v", cp.Sealed, len(cp.Views), len(old.Views), err)
+	}
 	applyBatches(t, p, evs[cut:], 50)
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
