@@ -35,6 +35,17 @@ func sealedHome(t *testing.T, evs []*events.Event, cut int, sealAfter uint64) ho
 	return h
 }
 
+// The workload of the sealed-view tests: every event type (blocks begun,
+// written, ended, and written again after their end), the crash point,
+// and a rebuild of all of it to compare views with.
+const sealedTotal, sealedCut = 3000, 2500
+
+func sealedWorkload(t *testing.T) ([]*events.Event, home.Home) {
+	t.Helper()
+	evs := workloadEvents(WorkloadEveryType, 7, sealedTotal)
+	return evs, rebuildInto(t, workloadSrc(WorkloadEveryType, 7, sealedTotal), RebuildOptions{NoSync: true})
+}
+
 // sealedViewsOf lists the records of h's state/sealed-views.jsonl.
 func sealedViewsOf(t *testing.T, h home.Home, sv *SealedViews) []sealedRecord {
 	t.Helper()
@@ -56,10 +67,8 @@ func sealedViewsOf(t *testing.T, h home.Home, sv *SealedViews) []sealedRecord {
 // rebuild, with the whole check at open and deferred, after a crash past
 // the checkpoint.
 func TestSealedViews(t *testing.T) {
-	const total, cut = 3000, 2500
-	evs := workloadEvents(WorkloadEveryType, 7, total)
-	want := rebuildInto(t, workloadSrc(WorkloadEveryType, 7, total), RebuildOptions{NoSync: true})
-	crashed := sealedHome(t, evs, cut, 100)
+	evs, want := sealedWorkload(t)
+	crashed := sealedHome(t, evs, sealedCut, 100)
 	cp, err := ReadCheckpoint(crashed)
 	if err != nil || cp == nil {
 		t.Fatalf("checkpoint: %v", err)
@@ -86,13 +95,13 @@ func TestSealedViews(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if from := p.ReplayFrom(); from != cut+1 {
-			t.Fatalf("deferred %v: ReplayFrom %d, want %d", deferred, from, cut+1)
+		if from := p.ReplayFrom(); from != sealedCut+1 {
+			t.Fatalf("deferred %v: ReplayFrom %d, want %d", deferred, from, sealedCut+1)
 		}
 		if c, ok := p.UnverifiedSealed(); ok != deferred || (ok && c.Size != cp.Sealed.Size) {
 			t.Fatalf("deferred %v: UnverifiedSealed %+v %v", deferred, c, ok)
 		}
-		applyBatches(t, p, evs[cut:], 50)
+		applyBatches(t, p, evs[sealedCut:], 50)
 		if err := p.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -114,10 +123,8 @@ func TestSealedViews(t *testing.T) {
 // the whole check is deferred, by VerifySealed after open (the engine then
 // regenerates), or by Open's tail check of the file.
 func TestSealedViewDamage(t *testing.T) {
-	const total, cut = 3000, 2500
-	evs := workloadEvents(WorkloadEveryType, 7, total)
-	want := rebuildInto(t, workloadSrc(WorkloadEveryType, 7, total), RebuildOptions{NoSync: true})
-	crashed := sealedHome(t, evs, cut, 100)
+	evs, want := sealedWorkload(t)
+	crashed := sealedHome(t, evs, sealedCut, 100)
 	cp, _ := ReadCheckpoint(crashed)
 	recs := sealedViewsOf(t, crashed, cp.Sealed)
 	// The sealed view with the most bytes, not listed in the checkpoint.
@@ -160,26 +167,26 @@ func TestSealedViewDamage(t *testing.T) {
 		// found: VerifySealed names this (the view, or the file itself).
 		found string
 	}{
-		{"flipped byte in a sealed view", func(h home.Home) { flip(vpath(h), victim.Size/2) }, 1, cut + 1, victim.View},
-		{"flipped last byte of a sealed view", func(h home.Home) { flip(vpath(h), victim.Size-1) }, 1, cut + 1, victim.View},
-		{"truncated sealed view", func(h home.Home) { os.Truncate(vpath(h), victim.Size/2) }, 1, cut + 1, victim.View},
-		{"deleted sealed view", func(h home.Home) { os.Remove(vpath(h)) }, 1, cut + 1, victim.View},
+		{"flipped byte in a sealed view", func(h home.Home) { flip(vpath(h), victim.Size/2) }, 1, sealedCut + 1, victim.View},
+		{"flipped last byte of a sealed view", func(h home.Home) { flip(vpath(h), victim.Size-1) }, 1, sealedCut + 1, victim.View},
+		{"truncated sealed view", func(h home.Home) { os.Truncate(vpath(h), victim.Size/2) }, 1, sealedCut + 1, victim.View},
+		{"deleted sealed view", func(h home.Home) { os.Remove(vpath(h)) }, 1, sealedCut + 1, victim.View},
 		{"sealed view a symlink to a copy", func(h home.Home) {
 			b, _ := os.ReadFile(vpath(h))
 			elsewhere := filepath.Join(t.TempDir(), "copy.out")
 			os.WriteFile(elsewhere, b, 0o600)
 			os.Remove(vpath(h))
 			os.Symlink(elsewhere, vpath(h))
-		}, 1, cut + 1, victim.View},
+		}, 1, sealedCut + 1, victim.View},
 		{"bytes appended to a sealed view", func(h home.Home) {
 			f, _ := os.OpenFile(vpath(h), os.O_WRONLY|os.O_APPEND, 0)
 			f.WriteString("garbage")
 			f.Close()
-		}, cut + 1, cut + 1, victim.View},
+		}, sealedCut + 1, sealedCut + 1, victim.View},
 		{"truncated listed block view", func(h home.Home) {
 			os.Truncate(filepath.Join(h.Dir, filepath.FromSlash(hot)), cp.Views[hot]/2)
 		}, 1, 1, ""},
-		{"flipped byte inside the sealed-views file", func(h home.Home) { flip(mpath(h), 5) }, 1, cut + 1, SealedViewsFile},
+		{"flipped byte inside the sealed-views file", func(h home.Home) { flip(mpath(h), 5) }, 1, sealedCut + 1, SealedViewsFile},
 		{"flipped byte in the sealed-views file's tail", func(h home.Home) { flip(mpath(h), cp.Sealed.Size-2) }, 1, 1, ""},
 		{"truncated sealed-views file", func(h home.Home) { os.Truncate(mpath(h), cp.Sealed.Size/2) }, 1, 1, ""},
 		{"deleted sealed-views file", func(h home.Home) { os.Remove(mpath(h)) }, 1, 1, ""},
@@ -196,7 +203,7 @@ func TestSealedViewDamage(t *testing.T) {
 			sv.CRC ^= 1
 			c.Sealed = &sv
 			seal(t, h, c)
-		}, 1, cut + 1, SealedViewsFile},
+		}, 1, sealedCut + 1, SealedViewsFile},
 		{"lying record: a record's CRC changed, the checkpoint re-sealed to match", func(h home.Home) {
 			b, _ := os.ReadFile(mpath(h))
 			i := strings.Index(string(b), `"view":"`+victim.View+`"`)
@@ -213,7 +220,7 @@ func TestSealedViewDamage(t *testing.T) {
 			sv.Tail = crc(b[sv.Size-min(sv.Size, TailBytes) : sv.Size])
 			c.Sealed = &sv
 			seal(t, h, c)
-		}, 1, cut + 1, victim.View},
+		}, 1, sealedCut + 1, victim.View},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, deferred := range []bool{false, true} {
@@ -275,10 +282,8 @@ func crc(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 // before; the next checkpoint seals the quiet block views (version 3), and
 // that checkpoint is trusted in turn, the views identical to a rebuild.
 func TestCheckpointVersion2Upgrade(t *testing.T) {
-	const total, cut = 3000, 2500
-	evs := workloadEvents(WorkloadEveryType, 7, total)
-	want := rebuildInto(t, workloadSrc(WorkloadEveryType, 7, total), RebuildOptions{NoSync: true})
-	h := sealedHome(t, evs, cut, 0)
+	evs, want := sealedWorkload(t)
+	h := sealedHome(t, evs, sealedCut, 0)
 	old, err := ReadCheckpoint(h)
 	if err != nil || old == nil || old.Version != checkpointVersionV2 || old.Sealed != nil {
 		t.Fatalf("a home without sealing: checkpoint %+v, %v", old, err)
@@ -287,8 +292,8 @@ func TestCheckpointVersion2Upgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if from := p.ReplayFrom(); from != cut+1 {
-		t.Fatalf("ReplayFrom %d, want %d", from, cut+1)
+	if from := p.ReplayFrom(); from != sealedCut+1 {
+		t.Fatalf("ReplayFrom %d, want %d", from, sealedCut+1)
 	}
 	// The first checkpoint seals the quiet block views, no event applied.
 	if err := p.Checkpoint(); err != nil {
@@ -297,7 +302,7 @@ func TestCheckpointVersion2Upgrade(t *testing.T) {
 	if cp, err := ReadCheckpoint(h); err != nil || cp.Sealed == nil || len(cp.Views) >= len(old.Views) {
 		t.Fatalf("the first checkpoint after the upgrade: sealed %+v, %d views (%d before): %v", cp.Sealed, len(cp.Views), len(old.Views), err)
 	}
-	applyBatches(t, p, evs[cut:], 50)
+	applyBatches(t, p, evs[sealedCut:], 50)
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -312,8 +317,8 @@ func TestCheckpointVersion2Upgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if from := p.ReplayFrom(); from != total+1 {
-		t.Fatalf("after the upgrade ReplayFrom %d, want %d", from, total+1)
+	if from := p.ReplayFrom(); from != sealedTotal+1 {
+		t.Fatalf("after the upgrade ReplayFrom %d, want %d", from, sealedTotal+1)
 	}
 	p.Close()
 }
