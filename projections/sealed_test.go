@@ -322,3 +322,21 @@ func TestCheckpointVersion2Upgrade(t *testing.T) {
 	}
 	p.Close()
 }
+
+// TestClearViewsRemovesSealedViews: clearing a home's views (an in-place
+// rebuild) removes the sealed views' records with the checkpoint that
+// vouches for them.
+func TestClearViewsRemovesSealedViews(t *testing.T) {
+	evs, _ := sealedWorkload(t)
+	h := sealedHome(t, evs, sealedCut, 100)
+	mp := filepath.Join(h.Dir, filepath.FromSlash(SealedViewsFile))
+	if fi, err := os.Stat(mp); err != nil || fi.Size() == 0 {
+		t.Fatalf("no sealed views to clear: %v", err)
+	}
+	if err := ClearViews(h); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(mp); !os.IsNotExist(err) {
+		t.Fatalf("%s after ClearViews: %v", SealedViewsFile, err)
+	}
+}
