@@ -122,13 +122,12 @@ type Projector struct {
 	unverified []ViewCheck         // Options.DeferWholeCheck: whole-view CRCs trusted at Open
 
 	// Sealed views (sealed.go): what state/sealed-views.jsonl holds and
-	// the checkpoint vouches for; its check Open deferred; the records,
-	// loaded when a sealed view is written again; views the file lists
-	// that Open found damaged and the catch-up rebuilds; and per closed
-	// view of p.sizes the seq of the event that last wrote it.
+	// the checkpoint vouches for; its check Open deferred; views the
+	// checkpoint or the file lists that Open found damaged and the
+	// catch-up rebuilds; and per closed view of p.sizes the seq of the
+	// event that last wrote it.
 	sealed           SealedViews
 	unverifiedSealed SealedCheck
-	sealedIndex      map[string]sealedRecord
 	rebuilding       map[string]bool
 	lastWrite        map[string]uint64
 	ended            map[string]bool // output views of blocks a pty.block.end closed

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,7 +47,7 @@ import (
 // the checkpoint and the file (written again after it was sealed) is the
 // checkpoint's; views are append-only, so a record's size and CRC stay
 // true of the file's first bytes. A record is looked up only when a sealed
-// view is written again (sealedRecord), which loads the file once.
+// view is written again (sealedRecord), which reads the file through.
 
 // SealedViewsFile is the home-relative path of the sealed views' records.
 const SealedViewsFile = "state/sealed-views.jsonl"
@@ -250,28 +251,48 @@ func (p *Projector) sealedSkip(view string) bool {
 	return !known
 }
 
-// sealedRecord returns the record of sealed view v, loading the records
-// the first time one is asked for: a sealed view is written again only
-// when a block that went quiet for SealAfter events writes again.
+// sealedRecord returns the last record of sealed view v. It reads
+// state/sealed-views.jsonl through, decoding only the lines that name v,
+// each time it is asked (memory does not grow with the number of sealed
+// views): a sealed view is written again only when a block's output
+// resumes after the block went quiet for SealAfter events, or, once,
+// after an upgrade sealed a block still open. Lenient: with the whole
+// check deferred, a damaged record is VerifySealed's to find (the views
+// are then regenerated); a view it does not name is written as new
+// meanwhile.
 func (p *Projector) sealedRecord(v string) (sealedRecord, bool, error) {
 	if p.sealed.Count == 0 || p.rebuilding[v] || !sealable(v) {
 		return sealedRecord{}, false, nil
 	}
-	if p.sealedIndex == nil {
-		// Lenient: with the whole check deferred, a damaged record is
-		// VerifySealed's to find (the views are then regenerated); the
-		// sealed views it does not name are written as new meanwhile.
-		idx := map[string]sealedRecord{}
-		if _, err := eachSealed(context.Background(), p.opts.Home, p.sealed.Size, true, func(r sealedRecord) error {
-			idx[r.View] = r
-			return nil
-		}); err != nil {
-			return sealedRecord{}, false, fmt.Errorf("projections: %w", err)
-		}
-		p.sealedIndex = idx
+	name, err := json.Marshal(v)
+	if err != nil {
+		return sealedRecord{}, false, err
 	}
-	r, ok := p.sealedIndex[v]
-	return r, ok, nil
+	needle := append([]byte(`"view":`), name...)
+	f, err := os.Open(p.sealedPath())
+	if err != nil {
+		return sealedRecord{}, false, fmt.Errorf("projections: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(io.LimitReader(f, p.sealed.Size), 64<<10)
+	var found sealedRecord
+	ok := false
+	for {
+		line, err := r.ReadSlice('\n')
+		if bytes.Contains(line, needle) {
+			var rec sealedRecord
+			if json.Unmarshal(line, &rec) == nil && rec.View == v && rec.Size > 0 {
+				found, ok = rec, true
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue // a damaged record: VerifySealed names it
+		}
+		if err != nil {
+			break
+		}
+	}
+	return found, ok, nil
 }
 
 // seal moves the block output views not written for Options.SealAfter
@@ -312,6 +333,11 @@ func (p *Projector) seal() error {
 	}
 	mp := p.sealedPath()
 	created := p.sealed.Size == 0
+	if created {
+		if err := os.MkdirAll(filepath.Dir(mp), home.DirPerm); err != nil {
+			return err
+		}
+	}
 	if _, err := dropNonRegular(mp); err != nil {
 		return err
 	}
@@ -359,9 +385,6 @@ func (p *Projector) seal() error {
 		delete(p.lastWrite, r.View)
 		delete(p.ended, r.View)
 		delete(p.intact, r.View)
-		if p.sealedIndex != nil {
-			p.sealedIndex[r.View] = r
-		}
 	}
 	return nil
 }

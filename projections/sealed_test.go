@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -338,5 +339,76 @@ func TestClearViewsRemovesSealedViews(t *testing.T) {
 	}
 	if _, err := os.Stat(mp); !os.IsNotExist(err) {
 		t.Fatalf("%s after ClearViews: %v", SealedViewsFile, err)
+	}
+}
+
+// TestSealedViewWrittenAgain: output of a block after its end (which the
+// terminal never emits, but a log may hold) goes to its sealed view: the
+// view's record gives its size, the view is listed in the checkpoint
+// again, and after a crash past that write a catch-up (with the whole
+// check and deferred) writes it once; the views equal a rebuild.
+func TestSealedViewWrittenAgain(t *testing.T) {
+	block := events.Block{BlockID: "b1", Seq: 1, Mode: "block", Cmd: "ls", Status: events.BlockRunning}
+	ended := block
+	ended.Status = events.BlockCompleted
+	payloads := []events.Payload{
+		&events.PtyBlockBegin{Block: block},
+		&events.PtyOutput{BlockID: "b1", SpoolOffset: 0, Data: []byte("one\n")},
+		&events.PtyBlockEnd{Block: ended},
+		&events.PtyOutput{BlockID: "b1", SpoolOffset: 4, Data: []byte("two\n")},
+		&events.PtyOutput{BlockID: "b1", SpoolOffset: 8, Data: []byte("three\n")},
+	}
+	var evs []*events.Event
+	for i, pl := range payloads {
+		ev := events.MustNew("c1", pl)
+		ev.Seq, ev.TS, ev.ID = uint64(i+1), 1770379200000+int64(i), fmt.Sprintf("0194d5e0-0000-7000-8000-%012x", i+1)
+		evs = append(evs, ev)
+	}
+	want := rebuildInto(t, func(yield func(*events.Event, error) bool) {
+		for _, ev := range evs {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}, RebuildOptions{NoSync: true})
+	view := PtyBlockOutputView("c1", "b1")
+	for _, deferred := range []bool{false, true} {
+		h := home.Home{Dir: t.TempDir()}
+		p, err := Open(Options{Home: h, NoSync: true, SealAfter: 100, DeferWholeCheck: deferred})
+		if err != nil {
+			t.Fatal(err)
+		}
+		applyBatches(t, p, evs[:3], 1)
+		if err := p.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		if cp, _ := ReadCheckpoint(h); cp.Sealed == nil || cp.Sealed.Count != 1 {
+			t.Fatalf("the ended block's view is not sealed: %+v", cp)
+		} else if _, listed := cp.Views[view]; listed {
+			t.Fatalf("a sealed view still listed: %v", cp.Views)
+		}
+		applyBatches(t, p, evs[3:4], 1)
+		if err := p.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		if cp, _ := ReadCheckpoint(h); cp.Views[view] != int64(len("one\ntwo\n")) {
+			t.Fatalf("the view written again: checkpoint lists %d bytes of it, want %d", cp.Views[view], len("one\ntwo\n"))
+		}
+		// Sealed again (its block ended), then written again and a crash.
+		applyBatches(t, p, evs[4:], 1)
+		if err := p.CloseNoCheckpoint(); err != nil {
+			t.Fatal(err)
+		}
+		p, err = Open(Options{Home: h, NoSync: true, SealAfter: 100, DeferWholeCheck: deferred})
+		if err != nil {
+			t.Fatal(err)
+		}
+		applyBatches(t, p, evs[p.ReplayFrom()-1:], 1)
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := Compare(h, want); err != nil || d != nil {
+			t.Fatalf("deferred %v: views differ from a rebuild: %v %v", deferred, d, err)
+		}
 	}
 }
