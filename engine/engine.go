@@ -114,9 +114,9 @@ type Options struct {
 	// goroutines that StartVerification starts (see "Verification after
 	// open" in doc.go). Verified reports their outcome.
 	VerifyAfterOpen bool
-	// SealAfter: a terminal block's output view not written for this many
-	// events is sealed at a checkpoint (projections.Options.SealAfter);
-	// default projections.DefaultSealAfter.
+	// SealAfter: a terminal block's output view is sealed at a checkpoint
+	// once its block ended or once it was not written for this many events
+	// (projections.Options.SealAfter); default projections.DefaultSealAfter.
 	SealAfter uint64
 	// verifyHold, when set (tests), holds the verification after open back
 	// until it is closed or the engine closes.

@@ -73,9 +73,10 @@ type Options struct {
 	// reads TailBytes per view instead of every view whole.
 	DeferWholeCheck bool
 	// SealAfter seals a terminal block's output view at a checkpoint once
-	// this many events have passed since it was last written (sealed.go);
-	// 0 (a rebuild, a replay) seals nothing. A view sealed already stays
-	// sealed whatever the option. The engine uses DefaultSealAfter.
+	// its block ended, or once this many events have passed since it was
+	// last written (sealed.go); 0 (a rebuild, a replay) seals nothing. A
+	// view sealed already stays sealed whatever the option. The engine
+	// uses DefaultSealAfter.
 	SealAfter uint64
 }
 
