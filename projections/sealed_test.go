@@ -187,6 +187,11 @@ func TestSealedViewDamage(t *testing.T) {
 		{"truncated listed block view", func(h home.Home) {
 			os.Truncate(filepath.Join(h.Dir, filepath.FromSlash(hot)), cp.Views[hot]/2)
 		}, 1, 1, ""},
+		{"records past the counted size (a crash before the checkpoint)", func(h home.Home) {
+			f, _ := os.OpenFile(mpath(h), os.O_WRONLY|os.O_APPEND, 0)
+			fmt.Fprintf(f, `{"view":%q,"size":1,"tail":1,"crc":1}`+"\n", victim.View)
+			f.Close()
+		}, sealedCut + 1, sealedCut + 1, ""},
 		{"flipped byte inside the sealed-views file", func(h home.Home) { flip(mpath(h), 5) }, 1, sealedCut + 1, SealedViewsFile},
 		{"flipped byte in the sealed-views file's tail", func(h home.Home) { flip(mpath(h), cp.Sealed.Size-2) }, 1, 1, ""},
 		{"truncated sealed-views file", func(h home.Home) { os.Truncate(mpath(h), cp.Sealed.Size/2) }, 1, 1, ""},
@@ -239,6 +244,13 @@ func TestSealedViewDamage(t *testing.T) {
 				if from != wantFrom {
 					t.Fatalf("deferred %v: ReplayFrom %d, want %d", deferred, from, wantFrom)
 				}
+				if from != 1 {
+					// Trusted: exactly what the checkpoint counts (records
+					// a crash left past it cut).
+					if fi, err := os.Stat(mpath(h)); err != nil || fi.Size() != cp.Sealed.Size {
+						t.Fatalf("deferred %v: the sealed-views file after Open: %v (the checkpoint counts %d bytes)", deferred, statSize(fi, err), cp.Sealed.Size)
+					}
+				}
 				check, checked := p.UnverifiedSealed()
 				applyBatches(t, p, evs[from-1:], 50)
 				if err := p.Close(); err != nil {
@@ -274,6 +286,14 @@ func TestSealedViewDamage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// statSize is a file's size as os.Stat answered it, or its error.
+func statSize(fi os.FileInfo, err error) any {
+	if err != nil {
+		return err
+	}
+	return fi.Size()
 }
 
 func crc(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
