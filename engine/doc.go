@@ -49,8 +49,11 @@
 // Verification after open: with Options.VerifyAfterOpen (the daemon),
 // Open's cost does not grow with the history. projections.Open checks
 // each view's tail (TailBytes) and trusts its whole-view CRC
-// (projections.Options.DeferWholeCheck); once Open has returned, a
-// goroutine reads those views (projections.VerifyViews). A view whose
+// (projections.Options.DeferWholeCheck), and opens no sealed view (an
+// ended terminal block's output, vouched for by the checkpoint's one
+// record of state/sealed-views.jsonl); once Open has returned, a
+// goroutine reads those views (projections.VerifyViews) and the sealed
+// ones, one at a time (projections.VerifySealed). A view whose
 // bytes anywhere before the checkpoint differ is then regenerated from the
 // whole log like at open (regenerateLive: feedback appends and the
 // committer's apply wait meanwhile; the report says which views), so a

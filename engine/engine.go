@@ -114,6 +114,10 @@ type Options struct {
 	// goroutines that StartVerification starts (see "Verification after
 	// open" in doc.go). Verified reports their outcome.
 	VerifyAfterOpen bool
+	// SealAfter: a terminal block's output view is sealed at a checkpoint
+	// once its block ended or once it was not written for this many events
+	// (projections.Options.SealAfter); default projections.DefaultSealAfter.
+	SealAfter uint64
 	// verifyHold, when set (tests), holds the verification after open back
 	// until it is closed or the engine closes.
 	verifyHold <-chan struct{}
@@ -227,6 +231,9 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	if opts.FeedbackWait <= 0 {
 		opts.FeedbackWait = DefaultFeedbackWait
+	}
+	if opts.SealAfter == 0 {
+		opts.SealAfter = projections.DefaultSealAfter
 	}
 	e := &Engine{opts: opts, stop: make(chan struct{}), fbCh: make(chan *feedbackAppend), verified: make(chan struct{})}
 	// The log first: its lock says this process owns the home, and only
@@ -362,7 +369,7 @@ func (e *Engine) regenerate(ctx context.Context) (*projections.Projector, error)
 func (e *Engine) Regenerated() *projections.RegenerateReport { return e.regen }
 
 func (e *Engine) projOptions(fresh bool) projections.Options {
-	return projections.Options{Home: e.opts.Home, Fresh: fresh, NoSync: e.opts.NoSync, OpenFile: e.opts.ViewOpenFile, DeferWholeCheck: e.deferCheck}
+	return projections.Options{Home: e.opts.Home, Fresh: fresh, NoSync: e.opts.NoSync, OpenFile: e.opts.ViewOpenFile, DeferWholeCheck: e.deferCheck, SealAfter: e.opts.SealAfter}
 }
 
 // catchUp re-applies the log after the checkpoint. Appends made meanwhile

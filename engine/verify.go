@@ -29,9 +29,10 @@ func (e *Engine) StartVerification() {
 		}
 		e.applyMu.Lock()
 		checks := e.proj.Unverified()
+		sealed, _ := e.proj.UnverifiedSealed()
 		e.applyMu.Unlock()
 		e.wg.Add(1)
-		go e.verify(checks)
+		go e.verify(checks, sealed)
 	})
 }
 
@@ -46,9 +47,10 @@ func (e *Engine) Verified() (<-chan struct{}, func() VerifyReport) {
 }
 
 // verify is the verification after open. A view whose bytes differ from
-// its whole-view CRC makes every view regenerate from the log while
-// appends wait (regenerateLive). It ends early at Close.
-func (e *Engine) verify(checks []projections.ViewCheck) {
+// its whole-view CRC, or a sealed view that differs from its record
+// (sealed, projections.VerifySealed), makes every view regenerate from
+// the log while appends wait (regenerateLive). It ends early at Close.
+func (e *Engine) verify(checks []projections.ViewCheck, sealed projections.SealedCheck) {
 	defer e.wg.Done()
 	defer close(e.verified)
 	t0 := time.Now()
@@ -85,6 +87,19 @@ func (e *Engine) verify(checks []projections.ViewCheck) {
 		}
 	}
 	damaged, err := projections.VerifyViews(ctx, e.opts.Home, checks)
+	if err == nil && sealed.Size > 0 {
+		var bad []projections.ViewCheck
+		var views int
+		var bytes int64
+		bad, views, bytes, err = projections.VerifySealed(ctx, e.opts.Home, sealed, func(view string) bool {
+			e.applyMu.Lock()
+			defer e.applyMu.Unlock()
+			return e.proj.Holds(view)
+		})
+		damaged = append(damaged, bad...)
+		rep.Views += 1 + views
+		rep.Bytes += sealed.Size + bytes
+	}
 	for _, d := range damaged {
 		rep.Damaged = append(rep.Damaged, d.View)
 	}

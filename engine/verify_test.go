@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -167,4 +168,49 @@ func countIngested(ids []string) int {
 		}
 	}
 	return n
+}
+
+// TestVerifyAfterOpenFindsDamagedSealedView: a closed block's output view
+// leaves the checkpoint for state/sealed-views.jsonl (the checkpoint
+// vouches for that file once); with VerifyAfterOpen, Open opens no sealed
+// view, and the verification after open reads them: a byte flipped in one
+// is named in the report and regenerated, the views then equal a rebuild.
+func TestVerifyAfterOpenFindsDamagedSealedView(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	e := openTest(t, h)
+	appendWorkload(t, e, projections.WorkloadEveryType, 7, 3000)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := projections.ReadCheckpoint(h)
+	if err != nil || cp.Sealed == nil || cp.Sealed.Count == 0 {
+		t.Fatalf("no sealed views after 3000 events: %+v %v", cp, err)
+	}
+	// The largest block view the checkpoint no longer lists.
+	var victim string
+	var size int64
+	outs, _ := filepath.Glob(filepath.Join(h.Dir, "pty", "*", "blocks", "*.out"))
+	for _, o := range outs {
+		v := h.Rel(o)
+		fi, _ := os.Stat(o)
+		if _, listed := cp.Views[v]; !listed && fi.Size() > size {
+			victim, size = v, fi.Size()
+		}
+	}
+	if size < 2 {
+		t.Fatalf("no sealed block view with bytes (%d block views)", len(outs))
+	}
+	b, _ := os.ReadFile(viewPath(h, victim))
+	b[0] ^= 0x01
+	os.WriteFile(viewPath(h, victim), b, 0o600)
+
+	e = openVerifyAfter(t, h, nil)
+	rep := waitVerified(t, e)
+	if rep.Err != nil || !slices.Contains(rep.Damaged, victim) || rep.Regenerated == nil {
+		t.Fatalf("verification after open: damaged %v, regenerated %v, err %v; want %s regenerated", rep.Damaged, rep.Regenerated != nil, rep.Err, victim)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rebuildAndCompare(t, h)
 }

@@ -4,7 +4,8 @@
 // (directories 0700, files 0600).
 //
 //	wal/                          segments + LOCK
-//	state/checkpoint.json         last applied WAL index + byte size of every view file
+//	state/checkpoint.json         last applied WAL index + byte size of every view file (but sealed ones)
+//	state/sealed-views.jsonl      size and checksums of each sealed terminal block view
 //	state/daemon.json             pid, start time, boot id, listen address, socket and token file of the running daemon
 //	state/daemon.lock             locked (fcntl OFD) by the running daemon for its life (package discovery)
 //	state/daemon.sock             the running daemon's Unix socket: the CLI's only way to it

@@ -31,6 +31,7 @@ var Kinds = []Kind{
 	{Name: "labstore", Pattern: "state/labstore.db", Made: MadeByWrites, Doc: "the Lab store: runs, experiments and sessions (bbolt, package labapi; rebuilt from the log when untrusted)"},
 	{Name: "reqindex", Pattern: "state/reqindex.db", Made: MadeByWrites, Doc: "the request-id index (bbolt)"},
 	{Name: "checkpoint", Pattern: "state/checkpoint.json", Made: MadeByWrites, Doc: "the views' checkpoint"},
+	{Name: "sealed-views", Pattern: "state/sealed-views.jsonl", Made: MadeByWrites, Doc: "the sealed terminal block views' records, vouched for by the checkpoint (package projections)"},
 	{Name: "token", Pattern: "state/token", Made: MadeByWrites, Doc: "the operator token"},
 	{Name: "daemon-info", Pattern: "state/daemon.json", Made: MadeByKill, Doc: "the running daemon's pid, address and nonce (stale after a kill)"},
 	{Name: "daemon-log", Pattern: "state/daemon.log*", Made: MadeByWrites, Doc: "the daemon's log"},

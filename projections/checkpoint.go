@@ -16,9 +16,13 @@ import (
 )
 
 // checkpointVersion is the format version of state/checkpoint.json that
-// this projector writes. Version 1 (no tails, no sum) is still read.
+// this projector writes when it has sealed views (sealed.go), else
+// version 2, which older builds read too (a build that knows no sealed
+// views refuses version 3, and so rebuilds the views, rather than trust
+// views it cannot check). Version 1 (no tails, no sum) is still read.
 const (
-	checkpointVersion   = 2
+	checkpointVersion   = 3
+	checkpointVersionV2 = 2
 	checkpointVersionV1 = 1
 )
 
@@ -30,9 +34,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Checkpoint is the content of state/checkpoint.json:
 //
-//	{"version":2,"seq":1234,"views":{"feedback/feedback.jsonl":5678,...},
+//	{"version":3,"seq":1234,"views":{"feedback/feedback.jsonl":5678,...},
 //	 "tails":{"feedback/feedback.jsonl":3735928559,...},
-//	 "crcs":{"feedback/feedback.jsonl":2882400001,...},"sum":123456789}
+//	 "crcs":{"feedback/feedback.jsonl":2882400001,...},
+//	 "sealed":{"count":12,"size":1100,"tail":1234,"crc":5678},"sum":123456789}
 //
 // seq is the last event whose projection every listed view holds, and views
 // maps each view file (home-relative, forward slashes) to its byte size at
@@ -52,7 +57,8 @@ type Checkpoint struct {
 	Views   map[string]int64  `json:"views"`
 	Tails   map[string]uint32 `json:"tails,omitempty"`
 	CRCs    map[string]uint32 `json:"crcs,omitempty"`
-	Sum     uint32            `json:"sum,omitempty"`
+	Sealed  *SealedViews      `json:"sealed,omitempty"`
+	Sum     uint32            `json:"sum,omitempty"` // the last member: sealCheckpoint appends it
 }
 
 // ReadCheckpoint loads h's checkpoint. A missing file is (nil, nil); an
@@ -77,8 +83,8 @@ func decodeCheckpoint(b []byte) (*Checkpoint, error) {
 	}
 	switch cp.Version {
 	case checkpointVersionV1:
-		cp.Tails, cp.CRCs = nil, nil // not trusted: version 1 has no sum over them
-	case checkpointVersion:
+		cp.Tails, cp.CRCs, cp.Sealed = nil, nil, nil // not trusted: version 1 has no sum over them
+	case checkpointVersionV2, checkpointVersion:
 		if sum, ok := rawSum(b); ok && sum == cp.Sum {
 			break
 		}
@@ -89,8 +95,11 @@ func decodeCheckpoint(b []byte) (*Checkpoint, error) {
 		if cp.Sum != want {
 			return nil, fmt.Errorf("%w: state/checkpoint.json: sum %d does not match its content (%d)", ErrCheckpoint, cp.Sum, want)
 		}
+		if cp.Version == checkpointVersionV2 {
+			cp.Sealed = nil // version 2 sealed nothing
+		}
 	default:
-		return nil, fmt.Errorf("%w: state/checkpoint.json has version %d, want %d or %d", ErrCheckpoint, cp.Version, checkpointVersionV1, checkpointVersion)
+		return nil, fmt.Errorf("%w: state/checkpoint.json has version %d, want %d to %d", ErrCheckpoint, cp.Version, checkpointVersionV1, checkpointVersion)
 	}
 	if cp.Views == nil {
 		cp.Views = map[string]int64{}
@@ -123,7 +132,7 @@ func ReadCheckpointSeq(h home.Home) (seq uint64, present bool, err error) {
 // checkpointSeqOf is ReadCheckpointSeq of the checkpoint bytes b.
 func checkpointSeqOf(b []byte) (seq uint64, present bool, err error) {
 	if _, ok := rawSum(b); ok {
-		if v, seq, ok := checkpointHead(b); ok && v == checkpointVersion {
+		if v, seq, ok := checkpointHead(b); ok && (v == checkpointVersion || v == checkpointVersionV2) {
 			return seq, true, nil
 		}
 	}
@@ -280,7 +289,7 @@ func tailMatchesAt(r io.ReaderAt, view string, size int64, cp *Checkpoint) (bool
 		return true, nil
 	}
 	crc, haveCRC := cp.Tails[view]
-	if cp.Version >= checkpointVersion && !haveCRC {
+	if cp.Version >= checkpointVersionV2 && !haveCRC {
 		return false, nil
 	}
 	if strings.HasSuffix(view, ".jsonl") {

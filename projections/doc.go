@@ -87,6 +87,12 @@
 // only after an insertion); sum covers the rest. Version 2 files without
 // crcs (written before they existed) get the tail check only; version 1
 // files (no tails, no sum) only the line-boundary check of step 2.
+// Version 3 adds "sealed":{count,size,tail,crc}, the record of
+// state/sealed-views.jsonl: the output views of terminal blocks that ended
+// (or went quiet for Options.SealAfter events) leave "views" for that
+// append-only file at a checkpoint, so neither the checkpoint nor Open
+// grows with the number of blocks (sealed.go); a checkpoint with nothing
+// sealed is still written as version 2.
 // The engine checkpoints every 1000 applied events or 1 s after the first
 // event not covered (engine.DefaultCheckpointEvery/Interval), on Close, and
 // after catch-up. Order: flush, fsync every view written since the last

@@ -72,6 +72,12 @@ type Options struct {
 	// (VerifyViews) and regenerates the views if any differs. Open then
 	// reads TailBytes per view instead of every view whole.
 	DeferWholeCheck bool
+	// SealAfter seals a terminal block's output view at a checkpoint once
+	// its block ended, or once this many events have passed since it was
+	// last written (sealed.go); 0 (a rebuild, a replay) seals nothing. A
+	// view sealed already stays sealed whatever the option. The engine
+	// uses DefaultSealAfter.
+	SealAfter uint64
 }
 
 // ViewCheck is a whole-view CRC that Open did not check
@@ -92,6 +98,9 @@ type viewFile struct {
 	// dirty: p.unsync holds this view already (write need not set it
 	// again for every line); cleared with p.unsync.
 	dirty bool
+	// lastSeq is the seq of the event that last wrote the view while
+	// open (p.lastWrite once closed): when it may be sealed.
+	lastSeq uint64
 }
 
 // Projector writes every view of one home. Apply is called with events in
@@ -112,6 +121,18 @@ type Projector struct {
 	tails      map[string]viewTail // per view, its tail checksum at a size (checkpoint.go)
 	crcs       map[string]viewTail // per view, the CRC-32C of its bytes up to a size
 	unverified []ViewCheck         // Options.DeferWholeCheck: whole-view CRCs trusted at Open
+
+	// Sealed views (sealed.go): what state/sealed-views.jsonl holds and
+	// the checkpoint vouches for; its check Open deferred; views the
+	// checkpoint or the file lists that Open found damaged and the
+	// catch-up rebuilds; and per closed view of p.sizes the seq of the
+	// event that last wrote it.
+	sealed           SealedViews
+	unverifiedSealed SealedCheck
+	rebuilding       map[string]bool
+	lastWrite        map[string]uint64
+	ended            map[string]bool // output views of blocks a pty.block.end closed
+	cur              uint64          // seq of the event being applied
 	// feedbackDamaged: Open found feedback.jsonl holding bytes that the
 	// checkpoint does not vouch for (see FeedbackDamaged).
 	feedbackDamaged bool
@@ -162,6 +183,10 @@ func Open(opts Options) (*Projector, error) {
 		damaged: map[string]bool{},
 		intact:  map[string]bool{},
 		adopted: map[int64]bool{},
+
+		rebuilding: map[string]bool{},
+		lastWrite:  map[string]uint64{},
+		ended:      map[string]bool{},
 	}
 	if opts.Fresh {
 		return p, nil
@@ -172,13 +197,37 @@ func Open(opts Options) (*Projector, error) {
 		// is rebuilt from the log.
 		cp = nil
 	}
+	if cp != nil {
+		// Sealed views the checkpoint vouches for by one record: a file
+		// that does not hold it makes the checkpoint as good as none.
+		if ok, err := p.openSealed(cp.Sealed); err != nil {
+			return nil, err
+		} else if !ok {
+			cp = nil
+		}
+	}
+	allIntact := true
+	if cp != nil && !opts.DeferWholeCheck {
+		intact, ok, err := p.checkSealed(cp)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			cp = nil
+		}
+		allIntact = intact
+	}
 	if cp == nil {
+		p.sealed = SealedViews{}
+		clear(p.rebuilding)
 		if fi, err := os.Stat(p.path(FeedbackView)); err == nil && fi.Size() > 0 {
 			p.feedbackDamaged = true
 		}
 		return p, nil
 	}
-	allIntact := true
+	if opts.DeferWholeCheck {
+		p.unverifiedSealed = SealedCheck{Size: p.sealed.Size, CRC: p.sealed.CRC}
+	}
 	for _, v := range slices.Sorted(maps.Keys(cp.Views)) {
 		want := cp.Views[v]
 		if !validViewPath(v) {
@@ -220,12 +269,19 @@ func Open(opts Options) (*Projector, error) {
 			}
 			p.intact[v] = true
 			p.sizes[v] = want
+			if sealable(v) && cp.Version >= checkpointVersion {
+				// Written at cp.Seq at the latest. A version 2 checkpoint
+				// (a build without sealed views) lists every block ever:
+				// 0 lets the first checkpoint seal them.
+				p.lastWrite[v] = cp.Seq
+			}
 			if crc, ok := cp.Tails[v]; ok {
 				p.tails[v] = viewTail{size: want, crc: crc}
 			}
 		case err == nil || errors.Is(err, fs.ErrNotExist):
 			// Shorter than its checkpoint, or missing: rebuilt from the log.
 			allIntact = false
+			p.rebuilding[v] = true // not a sealed view's (sealedSkip)
 			if v != FeedbackView && err == nil {
 				if err := os.Truncate(path, 0); err != nil {
 					return nil, fmt.Errorf("projections: empty %s: %w", v, err)
@@ -361,8 +417,9 @@ func (p *Projector) applyRendered(ev *events.Event, r *rendered, renderErr error
 		return nil
 	}
 	catchingUp := ev.Seq != 0 && ev.Seq <= p.skipThrough
+	p.cur = ev.Seq
 	for _, w := range r.writes {
-		if catchingUp && p.intact[w.view] {
+		if catchingUp && (p.intact[w.view] || p.sealedSkip(w.view)) {
 			continue
 		}
 		if w.view == FeedbackView {
@@ -392,6 +449,15 @@ func (p *Projector) applyRendered(ev *events.Event, r *rendered, renderErr error
 		}
 		if err := p.write(w.view, w.data); err != nil {
 			return fmt.Errorf("projections: seq %d: %w", ev.Seq, err)
+		}
+	}
+	if ev.Type == events.TypePtyBlockEnd && p.opts.SealAfter > 0 {
+		// A closed block's output view is written no more: sealed at the
+		// next checkpoint (sealed.go).
+		if be, err := events.DecodeAs[*events.PtyBlockEnd](ev); err == nil && validID(ev.Stream) && validID(be.Block.BlockID) {
+			if v := PtyBlockOutputView(ev.Stream, be.Block.BlockID); p.sizes[v] > 0 {
+				p.ended[v] = true
+			}
 		}
 	}
 	return nil
@@ -473,6 +539,20 @@ func (p *Projector) file(view string) (*viewFile, error) {
 		return nil, err
 	}
 	known, ok := p.sizes[view]
+	if !ok && fi.Size() > 0 {
+		// A sealed view written again (a quiet block's output resumed):
+		// its record gives the size, tail and CRC the checkpoint gave it.
+		r, sealed, err := p.sealedRecord(view)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		if sealed {
+			known, ok = r.Size, true
+			p.tails[view] = viewTail{size: r.Size, crc: r.Tail}
+			p.crcs[view] = viewTail{size: r.Size, crc: r.CRC}
+		}
+	}
 	switch {
 	case !ok:
 		known = 0
@@ -503,7 +583,8 @@ func (p *Projector) file(view string) (*viewFile, error) {
 		f.Close()
 		return nil, err
 	}
-	vf := &viewFile{f: f, w: bufio.NewWriterSize(f, writerBufferSize)}
+	vf := &viewFile{f: f, w: bufio.NewWriterSize(f, writerBufferSize), lastSeq: p.lastWrite[view]}
+	delete(p.lastWrite, view)
 	p.open[view] = vf
 	return vf, nil
 }
@@ -540,6 +621,7 @@ func (p *Projector) write(view string, data []byte) error {
 	}
 	p.extendCRC(view, p.sizes[view], data)
 	p.sizes[view] += int64(len(data))
+	vf.lastSeq = p.cur
 	if !vf.dirty {
 		p.unsync[view] = true
 		vf.dirty = true
@@ -581,6 +663,9 @@ func (p *Projector) evict() error {
 
 func (p *Projector) closeView(v string, vf *viewFile) error {
 	delete(p.open, v)
+	if vf.lastSeq > 0 {
+		p.lastWrite[v] = vf.lastSeq
+	}
 	if err := vf.w.Flush(); err != nil {
 		vf.f.Close()
 		return err
@@ -653,18 +738,29 @@ func (p *Projector) checkpoint() error {
 		vf.dirty = false
 	}
 	clear(p.newDirs)
-	cp := &Checkpoint{Version: checkpointVersion, Seq: p.last, Views: make(map[string]int64, len(p.sizes)), Tails: map[string]uint32{}, CRCs: map[string]uint32{}}
+	cp := &Checkpoint{Version: checkpointVersionV2, Seq: p.last, Views: make(map[string]int64, len(p.sizes)), Tails: map[string]uint32{}, CRCs: map[string]uint32{}}
 	for v, n := range p.sizes {
-		cp.Views[v] = n
 		if n > 0 {
 			if err := p.tailOf(v, n); err != nil {
 				return fmt.Errorf("projections: tail of %s: %w", v, err)
 			}
-			if t, ok := p.tails[v]; ok {
-				cp.Tails[v] = t.crc
-			}
 			if err := p.crcOf(v, n); err != nil {
 				return fmt.Errorf("projections: crc of %s: %w", v, err)
+			}
+		}
+	}
+	if err := p.seal(); err != nil {
+		return fmt.Errorf("projections: seal views: %w", err)
+	}
+	if p.sealed.Count > 0 {
+		sv := p.sealed
+		cp.Version, cp.Sealed = checkpointVersion, &sv
+	}
+	for v, n := range p.sizes {
+		cp.Views[v] = n
+		if n > 0 {
+			if t, ok := p.tails[v]; ok {
+				cp.Tails[v] = t.crc
 			}
 			if c, ok := p.crcs[v]; ok {
 				cp.CRCs[v] = c.crc
@@ -677,6 +773,7 @@ func (p *Projector) checkpoint() error {
 	// Once a checkpoint covers everything, no view is being rebuilt any more.
 	p.skipThrough = 0
 	clear(p.intact)
+	clear(p.rebuilding)
 	return nil
 }
 

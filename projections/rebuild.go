@@ -190,7 +190,8 @@ func pipeline(ctx context.Context, src iter.Seq2[*events.Event, error], upTo uin
 // view (exports are written on request).
 var viewRoots = []string{"feedback", "lab", "pty", "steps"}
 
-// ClearViews removes every view file of h and its checkpoint; the log,
+// ClearViews removes every view file of h and its checkpoint (with the
+// sealed views' records it vouches for); the log,
 // the state files and lab/exports are left alone.
 func ClearViews(h home.Home) error { return clearViews(h, false) }
 
@@ -217,8 +218,10 @@ func clearViews(h home.Home, keepFeedback bool) error {
 			return err
 		}
 	}
-	if err := os.Remove(h.CheckpointFile()); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+	for _, f := range []string{h.CheckpointFile(), filepath.Join(h.Dir, filepath.FromSlash(SealedViewsFile))} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
 	return nil
 }

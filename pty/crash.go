@@ -2,12 +2,14 @@ package pty
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"time"
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/snapshot"
 )
 
 // ReasonDaemonCrashed is the reason on the END of a block that was still
@@ -114,8 +116,22 @@ func ScanLeftOpen(evs iter.Seq2[*events.Event, error]) (*LeftOpen, error) {
 // Idempotent: a second call appends nothing. Call it at daemon start,
 // before any shell runs: a block of a live shell would be closed too. It
 // reads the terminal snapshot, when it can be trusted, and the log after
-// it (NewManager does the same on its own model).
+// it (NewManager does the same on its own model). With a trusted
+// snapshot it first reads only what it holds open (openSets): the whole
+// model, every block ever run, is decoded only when something is open.
 func CloseCrashed(ctx context.Context, eng *engine.Engine) ([]string, error) {
+	var open openSets
+	if _, err := snapKind.LoadLog(&open, SnapshotFile(eng.Home()), eng.Log()); err == nil {
+		for ev, err := range eng.Log().Events(open.seq + 1) {
+			if err != nil {
+				return nil, fmt.Errorf("pty: scan log: %w", err)
+			}
+			open.Observe(ev)
+		}
+		if len(open.blocks) == 0 && len(open.shells) == 0 {
+			return nil, nil
+		}
+	}
 	md := newModel()
 	if _, err := snapKind.LoadLog(&md, SnapshotFile(eng.Home()), eng.Log()); err != nil {
 		md = newModel()
@@ -155,5 +171,50 @@ func (m *Manager) closeOrphan(ctx context.Context, conv string) error {
 	if _, err := m.eng.Append(ctx, events.MustNew(conv, &events.PtyBlockEnd{Block: *b})); err != nil {
 		return fmt.Errorf("pty: close orphaned block: %w", err)
 	}
+	return nil
+}
+
+// openSets is the part of the terminal model CloseCrashed needs to know
+// whether anything is open: the snapshot body's openBlocks and openShells
+// (the conversations' states are skipped, not decoded) and the log after
+// it, through trackOpen as model.observe does. A snapshot.Model for
+// loading only: it is never written.
+type openSets struct {
+	seq            uint64
+	blocks, shells []openRef
+}
+
+func (o *openSets) Observe(ev *events.Event) {
+	if ev.Seq != 0 {
+		if ev.Seq <= o.seq {
+			return
+		}
+		o.seq = ev.Seq
+	}
+	switch ev.Type {
+	case events.TypePtySessionStarted, events.TypePtySessionEnded, events.TypePtyBlockBegin, events.TypePtyBlockEnd:
+	default:
+		return
+	}
+	if p, err := ev.Decode(); err == nil {
+		trackOpen(&o.blocks, &o.shells, ev.Stream, p)
+	}
+}
+
+func (o *openSets) Covered() uint64 { return o.seq }
+
+func (o *openSets) Encode() ([]byte, uint64, string, error) {
+	return nil, 0, "", errors.New("pty: the open sets are read from a snapshot, never written")
+}
+
+func (o *openSets) Decode(h snapshot.Header, body []byte) error {
+	var sn struct {
+		OpenBlocks []openRef `json:"openBlocks"`
+		OpenShells []openRef `json:"openShells"`
+	}
+	if err := events.Unmarshal(body, &sn); err != nil {
+		return fmt.Errorf("%w: body: %v", snapshot.ErrInvalid, err)
+	}
+	*o = openSets{seq: h.Seq, blocks: sn.OpenBlocks, shells: sn.OpenShells}
 	return nil
 }

@@ -126,6 +126,21 @@ type openRef struct {
 
 func newModel() model { return model{convs: map[string]*convState{}} }
 
+// trackOpen applies payload p of conversation conv to the blocks and
+// shells the log holds open (model.observe, and CloseCrashed's openSets).
+func trackOpen(blocks, shells *[]openRef, conv string, p any) {
+	switch d := p.(type) {
+	case *events.PtySessionStarted:
+		*shells = append(dropRef(*shells, d.ShellID), openRef{conv, d.ShellID})
+	case *events.PtySessionEnded:
+		*shells = dropRef(*shells, d.ShellID)
+	case *events.PtyBlockBegin:
+		*blocks = append(dropRef(*blocks, d.Block.BlockID), openRef{conv, d.Block.BlockID})
+	case *events.PtyBlockEnd:
+		*blocks = dropRef(*blocks, d.Block.BlockID)
+	}
+}
+
 func dropRef(refs []openRef, id string) []openRef {
 	for i, r := range refs {
 		if r.ID == id {
@@ -159,21 +174,19 @@ func (m *model) observe(ev *events.Event) {
 		return
 	}
 	c := m.conv(ev.Stream)
+	trackOpen(&m.openBlocks, &m.openShells, ev.Stream, p)
 	switch d := p.(type) {
 	case *events.PtySessionStarted:
 		c.shellID, c.live, c.cols, c.rows = d.ShellID, true, d.Cols, d.Rows
-		m.openShells = append(dropRef(m.openShells, d.ShellID), openRef{ev.Stream, d.ShellID})
 	case *events.PtySessionEnded:
 		if d.ShellID == c.shellID {
 			c.live = false
 		}
-		m.openShells = dropRef(m.openShells, d.ShellID)
 	case *events.PtyBlockBegin:
 		b := d.Block
 		c.blocks = append(c.blocks, &b)
 		c.byID[b.BlockID] = &b
 		c.active = b.BlockID
-		m.openBlocks = append(dropRef(m.openBlocks, b.BlockID), openRef{ev.Stream, b.BlockID})
 	case *events.PtyBlockEnd:
 		b := d.Block
 		if old := c.byID[b.BlockID]; old != nil {
@@ -186,7 +199,6 @@ func (m *model) observe(ev *events.Event) {
 			c.active = ""
 		}
 		delete(c.blkDrop, b.BlockID)
-		m.openBlocks = dropRef(m.openBlocks, b.BlockID)
 	case *events.PtyOutput:
 		// Offsets are assigned by the one writer of the spool; a gap or
 		// overlap would be a bug, so the bytes land where the event says.
