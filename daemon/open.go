@@ -249,6 +249,35 @@ func Open(ctx context.Context, o Options) (_ *Home, err error) {
 	return h, nil
 }
 
+// LeaveTerminalModel builds the terminal's read model in a one-shot home
+// (whose Open builds no terminal manager) so that its snapshot is written
+// when the home closes, as a daemon's is: `cmlab rebuild`, `restore` and
+// `replay --into` leave it for the next start (issue 26 item 3). It does
+// so only when the log leaves no terminal block or shell open: the
+// manager closes those by appending events, which is the next daemon
+// start's recovery to do, not a one-shot open's (which appends nothing).
+// It reports whether the model was built.
+func (h *Home) LeaveTerminalModel(ctx context.Context) (bool, error) {
+	if !h.opts.OneShot || h.opts.ReadOnly || h.Terminals != nil {
+		return false, nil
+	}
+	left, err := pty.ScanLeftOpen(h.Engine.Log().Events(1))
+	if err != nil {
+		return false, err
+	}
+	if len(left.Blocks) > 0 || len(left.Shells) > 0 {
+		return false, nil
+	}
+	popts := h.opts.Pty
+	popts.Dir, popts.Logger, popts.IdleTimeout = "", h.opts.Logger, -1
+	mgr, err := pty.NewManager(h.Engine, popts)
+	if err != nil {
+		return false, fmt.Errorf("terminal model: %w", err)
+	}
+	h.onClose("close terminal model", func() error { return mgr.Close(context.WithoutCancel(ctx)) })
+	return true, nil
+}
+
 // Start makes an opened home live: start-up recovery's resumed mandates
 // start running, and lab.session.started is appended for this run,
 // naming listen (an address, or "stdio" for `cmlab mcp`). A read-only or

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"unsafe"
 )
 
 // The envelope's byte codec: the one place that writes and reads an
@@ -249,10 +250,12 @@ func decodeEnvelopeFast(b []byte) (ev *Event, ok bool) {
 		p += 9
 		return v, true
 	}
-	str := func() (string, bool) {
+	// Strings are read as spans of b and copied at the end, with resp and
+	// data, into one allocation.
+	str := func() ([]byte, bool) {
 		v, next, ok := msgpackBytes(b, p, 0xd9)
 		p = next
-		return string(v), ok
+		return v, ok
 	}
 	var e Event
 	var good bool
@@ -278,13 +281,14 @@ func decodeEnvelopeFast(b []byte) (ev *Event, ok bool) {
 	default: // negative or huge versions are not valid anyway
 		return nil, false
 	}
+	var id, typ, stream, req, rh []byte
 	if !key("id") {
 		return nil, false
 	}
-	if e.ID, good = str(); !good || !key("type") {
+	if id, good = str(); !good || !key("type") {
 		return nil, false
 	}
-	if e.Type, good = str(); !good || !key("ts") {
+	if typ, good = str(); !good || !key("ts") {
 		return nil, false
 	}
 	ts, good := u64(0xd3)
@@ -292,18 +296,18 @@ func decodeEnvelopeFast(b []byte) (ev *Event, ok bool) {
 		return nil, false
 	}
 	e.TS = int64(ts)
-	if e.Stream, good = str(); !good {
+	if stream, good = str(); !good {
 		return nil, false
 	}
 	fields := 7
 	if key("req") {
-		if e.Req, good = str(); !good {
+		if req, good = str(); !good {
 			return nil, false
 		}
 		fields++
 	}
 	if key("rh") {
-		if e.ReqHash, good = str(); !good {
+		if rh, good = str(); !good {
 			return nil, false
 		}
 		fields++
@@ -332,7 +336,29 @@ func decodeEnvelopeFast(b []byte) (ev *Event, ok bool) {
 	if p != len(b) {
 		return nil, false
 	}
-	// One allocation for both byte fields.
+	// One allocation for the strings and one for both byte fields, as
+	// before (resp's capacity capped, so that it cannot grow into data);
+	// the strings apart, so that one kept alone (an id in a map) holds
+	// only them, not the payload. A type of the catalogue is its
+	// registered name (no copy).
+	info, known := registry[string(typ)]
+	if known {
+		e.Type = info.Type
+		typ = nil
+	}
+	strs := make([]byte, 0, len(id)+len(typ)+len(stream)+len(req)+len(rh))
+	asString := func(v []byte) string {
+		if len(v) == 0 {
+			return ""
+		}
+		at := len(strs)
+		strs = append(strs, v...)
+		return unsafe.String(&strs[at], len(v))
+	}
+	e.ID, e.Stream, e.Req, e.ReqHash = asString(id), asString(stream), asString(req), asString(rh)
+	if !known {
+		e.Type = asString(typ)
+	}
 	buf := make([]byte, len(resp)+len(data))
 	copy(buf, resp)
 	copy(buf[len(resp):], data)

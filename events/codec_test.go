@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -137,4 +138,59 @@ func FuzzDecodeEnvelopeFast(f *testing.F) {
 			t.Fatalf("decoders differ:\nfast    %#v\nlibrary %#v", *fast, lib)
 		}
 	})
+}
+
+// BenchmarkDecodeEnvelopeFast is the log readers' decode of one envelope
+// of a Lab log's most common kind: a feedback submit with a request id.
+func BenchmarkDecodeEnvelopeFast(b *testing.B) {
+	r := 80
+	ev := MustNew("lab_0194d5e0-0000-7000-8000-000000000001", &FeedbackSubmitted{Entry: FeedbackEntry{SchemaVersion: 1,
+		ID: "fb_0194d5e0-0000-7000-8000-00000000002a", SessionID: "lab_0194d5e0-0000-7000-8000-000000000001", RunID: "run_17",
+		Topic: "cats", VideoPath: "/data/out/17/video.mp4", Ratings: &Ratings{Overall: &r, Hook: &r}, Notes: "the hook is slow",
+		Tags: []string{"hook", "pacing"}}})
+	ev.WithRequest("req-0194d5e0-0000-7000-8000-00000000002a", "sha256-"+strings.Repeat("ab", 32), json.RawMessage(`{"feedbackId":"fb_0194d5e0-0000-7000-8000-00000000002a"}`))
+	env, err := EncodeEnvelope(ev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(env)))
+	for b.Loop() {
+		if _, ok := decodeEnvelopeFast(env); !ok {
+			b.Fatal("not decoded")
+		}
+	}
+}
+
+// TestDecodeEnvelopeFastAllocations: the fast decoder makes the event, one
+// allocation for its strings and one for resp and data; a type of the
+// catalogue is not copied; the strings do not share the payload's bytes
+// (an id kept alone holds only the strings), and neither byte field can
+// grow into the other.
+func TestDecodeEnvelopeFastAllocations(t *testing.T) {
+	ev := codecTestEvent(3)
+	ev.WithRequest("req-1", "sha256-1", json.RawMessage(`{"ok":true}`))
+	env, err := EncodeEnvelope(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { decodeEnvelopeFast(env) }); n > 3 {
+		t.Fatalf("%v allocations per decode, want at most 3", n)
+	}
+	got, ok := decodeEnvelopeFast(env)
+	if !ok {
+		t.Fatal("not decoded")
+	}
+	if info, _ := Lookup(got.Type); unsafe.StringData(got.Type) != unsafe.StringData(info.Type) {
+		t.Error("the type was copied, not taken from the catalogue")
+	}
+	want := *got
+	want.ID, want.Stream = strings.Clone(got.ID), strings.Clone(got.Stream)
+	for i := range got.Data {
+		got.Data[i] = 'x'
+	}
+	got.Resp = append(got.Resp, 'y')
+	if got.ID != want.ID || got.Stream != want.Stream || string(got.Data) != strings.Repeat("x", len(got.Data)) {
+		t.Fatalf("the fields share bytes: %+v", got)
+	}
 }

@@ -121,3 +121,46 @@ func valueLen(b []byte, depth int) (int, error) {
 	}
 	return off, nil
 }
+
+// MapValue returns the bytes of the value of key in the msgpack map that
+// is the whole of b (not copied): what decoding b into a struct would
+// decode that field from. ok is false when b is not exactly one map, a
+// key is not a str, or key is absent or appears more than once (a decoder
+// would then decode the field twice).
+func MapValue(b []byte, key string) (v []byte, ok bool) {
+	if len(b) == 0 {
+		return nil, false
+	}
+	var n, p int
+	switch c := b[0]; {
+	case c&0xf0 == 0x80:
+		n, p = int(c&0x0f), 1
+	case c == 0xde && len(b) >= 3:
+		n, p = int(b[1])<<8|int(b[2]), 3
+	case c == 0xdf && len(b) >= 5:
+		n, p = int(b[1])<<24|int(b[2])<<16|int(b[3])<<8|int(b[4]), 5
+	default:
+		return nil, false
+	}
+	for ; n > 0; n-- {
+		k, next, good := msgpackBytes(b, p, 0xd9)
+		if !good {
+			return nil, false
+		}
+		l, err := ValueLen(b[next:])
+		if err != nil {
+			return nil, false
+		}
+		if string(k) == key {
+			if v != nil {
+				return nil, false
+			}
+			v = b[next : next+l]
+		}
+		p = next + l
+	}
+	if v == nil || p != len(b) {
+		return nil, false
+	}
+	return v, true
+}

@@ -57,3 +57,41 @@ func TestValueLen(t *testing.T) {
 		}
 	}
 }
+
+func TestMapValue(t *testing.T) {
+	run, err := Marshal(RunImported{Run: LabRun{RunID: "r1", Topic: "t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := MapValue(run, "run")
+	if !ok {
+		t.Fatalf("no run in % x", run)
+	}
+	var got LabRun
+	if err := Unmarshal(v, &got); err != nil || got.RunID != "r1" || got.Topic != "t" {
+		t.Fatalf("run value decodes to %+v, %v", got, err)
+	}
+	for _, c := range []struct {
+		name string
+		b    string
+		v    string // "" when refused
+	}{
+		{"fixmap", "\x82\xa1a\x01\xa3run\xa2xy", "\xa2xy"},
+		{"map16", "\xde\x00\x01\xa3run\x92\x01\x02", "\x92\x01\x02"},
+		{"map32", "\xdf\x00\x00\x00\x01\xa3run\xc0", "\xc0"},
+		{"str8 key", "\x81\xd9\x03run\x05", "\x05"},
+		{"absent", "\x81\xa1a\x01", ""},
+		{"twice", "\x82\xa3run\x01\xa3run\x02", ""},
+		{"int key", "\x82\x01\x01\xa3run\x02", ""},
+		{"not a map", "\x92\xa3run\x01", ""},
+		{"trailing bytes", "\x81\xa3run\x01\x01", ""},
+		{"truncated value", "\x81\xa3run\xa3ab", ""},
+		{"fewer pairs than declared", "\x82\xa3run\x01", ""},
+		{"empty", "", ""},
+	} {
+		v, ok := MapValue([]byte(c.b), "run")
+		if ok != (c.v != "") || string(v) != c.v {
+			t.Errorf("%s: % x %v, want % x", c.name, v, ok, c.v)
+		}
+	}
+}

@@ -503,7 +503,7 @@ func getRecord(ids, idx *bolt.Bucket, id string, into any) (bool, error) {
 	if v == nil {
 		return false, fmt.Errorf("%w: %q names no record", errLabStoreCorrupt, id)
 	}
-	if err := events.Unmarshal(v, into); err != nil {
+	if err := decodeRecord(v, into); err != nil {
 		return false, fmt.Errorf("%w: %q: %v", errLabStoreCorrupt, id, err)
 	}
 	return true, nil
@@ -664,7 +664,7 @@ func eachRecord[T any](st *labStore, idx []byte, desc bool, from []byte, fn func
 					return err
 				}
 				it := item{k: bytes.Clone(k)}
-				if err := events.Unmarshal(b, &it.rec); err != nil {
+				if err := decodeRecord(b, &it.rec); err != nil {
 					return fmt.Errorf("%w: %q: %v", errLabStoreCorrupt, k, err)
 				}
 				chunk = append(chunk, it)

@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/reqindex"
 )
 
@@ -19,10 +20,10 @@ import (
 //
 //	meta      format, covered seq and id, counters (next orders, counts)
 //	runs      runId → idxKey of its record in runIdx
-//	runIdx    idxKey → the run (msgpack)
+//	runIdx    idxKey → the run (a record: labstore_record.go)
 //	byReal    artifactsDirRealpath → runId of the newest import
 //	exps      experimentId → idxKey in expIdx
-//	expIdx    idxKey → the experiment's last record (msgpack)
+//	expIdx    idxKey → the experiment's last record
 //	expOrd    order (8 bytes) → experimentId: first appearance order
 //	sessions  sessionId → started ts (8 bytes, ms)
 //
@@ -32,7 +33,10 @@ import (
 // in-memory model sorted (createdAt descending, later appearance first).
 // Every value starts with the CRC-32 of its key, a 0 byte and the rest
 // of the value: bbolt checks its pages, not the values in them.
-const labStoreFormat = "cmlab-labstore-1"
+//
+// A file of another format (cmlab-labstore-1 held records encoded by the
+// store, without a record head) is not read: it is rebuilt from the log.
+const labStoreFormat = "cmlab-labstore-2"
 
 var (
 	lsMeta     = []byte("meta")
@@ -105,6 +109,36 @@ func lsValue(k, stored []byte) ([]byte, error) {
 
 func lsGet(b *bolt.Bucket, k []byte) ([]byte, error) { return lsValue(k, b.Get(k)) }
 
+// lsPutRecord stores the record of op under k in b.
+func lsPutRecord(b *bolt.Bucket, k []byte, op *labOp, rec any) error {
+	v, err := lsRecordValue(k, op, rec)
+	if err != nil {
+		return err
+	}
+	return b.Put(k, v)
+}
+
+// lsRecordValue is the stored value of op's record under k: the CRC and
+// the record (labstore_record.go), the body op carries from its event or
+// rec (op's record, timestamps filled) encoded when it carries none, in
+// one allocation.
+func lsRecordValue(k []byte, op *labOp, rec any) ([]byte, error) {
+	fill, body := op.fill, op.body
+	if body == nil {
+		var err error
+		if body, err = events.Marshal(rec); err != nil {
+			return nil, err
+		}
+		fill = 0
+	}
+	v := make([]byte, 4, 4+lsRecordHead+len(body))
+	v = append(v, fill)
+	v = binary.BigEndian.AppendUint64(v, uint64(op.ts))
+	v = append(v, body...)
+	binary.BigEndian.PutUint32(v, lsCRC(k, v[4:]))
+	return v, nil
+}
+
 // lsCounters are the store's counters, kept in meta.
 type lsCounters struct {
 	NextRun, NextExp uint64 // the next first-appearance order
@@ -159,7 +193,8 @@ func newLSWriter(tx *bolt.Tx) (*lsWriter, error) {
 	return w, nil
 }
 
-func (w *lsWriter) putRun(run *events.LabRun) error {
+func (w *lsWriter) putRun(op *labOp) error {
+	run := op.run
 	id := []byte(run.RunID)
 	old, err := lsGet(w.runs, id)
 	if err != nil {
@@ -176,15 +211,11 @@ func (w *lsWriter) putRun(run *events.LabRun) error {
 		w.c.NextRun++
 		w.c.Runs++
 	}
-	body, err := events.Marshal(run)
-	if err != nil {
-		return err
-	}
 	k := idxKey(run.CreatedAt, order)
 	if err := lsPut(w.runs, id, k); err != nil {
 		return err
 	}
-	if err := lsPut(w.runIdx, k, body); err != nil {
+	if err := lsPutRecord(w.runIdx, k, op, run); err != nil {
 		return err
 	}
 	if !lsKeyOK(run.ArtifactsDirRealpath) {
@@ -193,7 +224,8 @@ func (w *lsWriter) putRun(run *events.LabRun) error {
 	return lsPut(w.byReal, []byte(run.ArtifactsDirRealpath), id)
 }
 
-func (w *lsWriter) putExp(exp *events.LabExperiment) error {
+func (w *lsWriter) putExp(op *labOp) error {
+	exp := op.exp
 	id := []byte(exp.ExperimentID)
 	old, err := lsGet(w.exps, id)
 	if err != nil {
@@ -213,15 +245,11 @@ func (w *lsWriter) putExp(exp *events.LabExperiment) error {
 			return err
 		}
 	}
-	body, err := events.Marshal(exp)
-	if err != nil {
-		return err
-	}
 	k := idxKey(exp.CreatedAt, order)
 	if err := lsPut(w.exps, id, k); err != nil {
 		return err
 	}
-	return lsPut(w.expIdx, k, body)
+	return lsPutRecord(w.expIdx, k, op, exp)
 }
 
 func (w *lsWriter) putSession(id string, ts int64) error {
@@ -251,9 +279,9 @@ func (w *lsWriter) apply(op *labOp) error {
 	case op.run == nil && op.exp == nil && !lsKeyOK(op.session):
 		return nil
 	case op.run != nil:
-		return w.putRun(op.run)
+		return w.putRun(op)
 	case op.exp != nil:
-		return w.putExp(op.exp)
+		return w.putExp(op)
 	default:
 		return w.putSession(op.session, op.ts)
 	}
@@ -276,38 +304,60 @@ type labOp struct {
 	run     *events.LabRun
 	exp     *events.LabExperiment
 	session string
-	ts      int64
+	ts      int64 // the event's
+	// body is the record as the event carries it (msgpack, timestamps
+	// not filled; shares the event's Data) and fill the timestamps a read
+	// fills from ts (labstore_record.go); nil: run or exp is encoded.
+	body []byte
+	fill byte
 }
 
 // labOpOf is the change ev makes (nil: none). Timestamps a producer left
 // empty are filled from the event's ts exactly as the projector does, so
-// the API and the JSONL views agree.
+// the API and the JSONL views agree. The payload is read by the
+// projector's fast decoder (a reflective decode where it gives up), and
+// the record's bytes are taken from it as they are (labOp.body).
 func labOpOf(ev *events.Event) *labOp {
+	var key string // the record's key in the payload
 	switch ev.Type {
-	case events.TypeRunImported, events.TypeExperimentCreated, events.TypeExperimentSubmitted,
-		events.TypeExperimentUpdated, events.TypeLabSessionStarted,
-		events.TypeRunAdopted, events.TypeExperimentAdopted:
+	case events.TypeRunImported:
+		key = "run"
+	case events.TypeExperimentCreated, events.TypeExperimentSubmitted, events.TypeExperimentUpdated:
+		key = "experiment"
+	case events.TypeLabSessionStarted, events.TypeRunAdopted, events.TypeExperimentAdopted:
 	default:
 		return nil
 	}
-	p, err := ev.Decode()
+	p, err := projections.DecodePayload(ev)
 	if err != nil {
 		return nil // verify reports it; the read model skips what it cannot read
 	}
+	op := &labOp{ts: ev.TS}
+	if info, ok := events.Lookup(ev.Type); key != "" && ok && ev.V == info.Version {
+		// Not upcast: the payload's bytes are the record's.
+		op.body, _ = events.MapValue(ev.Data, key)
+	}
 	exp := func(e events.LabExperiment, update bool) *labOp {
+		op.fill = lsFillCreated
 		if e.CreatedAt == "" {
 			e.CreatedAt = ev.ISOTime()
 		}
-		if update && e.UpdatedAt == "" {
-			e.UpdatedAt = ev.ISOTime()
+		if update {
+			op.fill |= lsFillUpdated
+			if e.UpdatedAt == "" {
+				e.UpdatedAt = ev.ISOTime()
+			}
 		}
-		return &labOp{exp: &e}
+		op.exp = &e
+		return op
 	}
 	putRun := func(run events.LabRun) *labOp {
+		op.fill = lsFillCreated
 		if run.CreatedAt == "" {
 			run.CreatedAt = ev.ISOTime()
 		}
-		return &labOp{run: &run}
+		op.run = &run
+		return op
 	}
 	switch p := p.(type) {
 	case *events.RunImported:

@@ -148,6 +148,13 @@ func (m *mp) int() int { return int(m.int64()) }
 
 func (m *mp) done() bool { return !m.bad && m.i == len(m.b) }
 
+// DecodePayload is ev.Decode with the fast path, for the Lab store's build
+// (package labapi), which reads the same payloads. The strings of a
+// payload from the fast path share ev.Data (see mp.str): they stay valid
+// as long as the payload is kept (an event's Data is never modified), and
+// keep ev.Data alive that long.
+func DecodePayload(ev *events.Event) (events.Payload, error) { return decodePayload(ev) }
+
 // decodePayload is ev.Decode with the fast path. The strings of a payload
 // from the fast path share ev.Data (see mp.str): the payload must not
 // outlive the render that asked for it.

@@ -10,7 +10,8 @@ import (
 
 // leaveReadModels opens h once in this process (as a one-shot CLI command
 // does: engine, step journal, retention model, request-id index, Lab
-// store) and closes it, so that the read models' snapshots and the Lab
+// store; and the terminal's model, daemon.Home.LeaveTerminalModel) and
+// closes it, so that the read models' snapshots and the Lab
 // store are written from the log now: the next daemon start after a
 // `cmlab rebuild` or `cmlab restore` loads them instead of reading the
 // whole log again (issue 26 item 3); after a `cmlab replay --into`
@@ -20,6 +21,10 @@ func leaveReadModels(ctx context.Context, h home.Home) error {
 	dh, err := daemon.Open(ctx, daemon.Options{Home: h, OneShot: true})
 	if err != nil {
 		return fmt.Errorf("building the read models: %w", err)
+	}
+	if _, err := dh.LeaveTerminalModel(ctx); err != nil {
+		dh.Close()
+		return fmt.Errorf("building the terminal's read model: %w", err)
 	}
 	if err := dh.Close(); err != nil {
 		return fmt.Errorf("writing the read models: %w", err)
