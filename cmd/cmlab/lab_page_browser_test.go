@@ -709,9 +709,9 @@ func labPageTenThousand(t *testing.T, b *browser) {
 	}
 	rep := measurePaint(t, b, srv.base)
 	rep.Cold = cold
-	t.Logf("first useful paint, 10,000 runs / 100,000 feedback (the page's cmlab-first-rows mark, ms from navigation start; load average %s): warm browser: median %.0f ms of %d first visits [%s] (document's first byte at median %.0f ms), median %.0f ms of %d reloads [%s]; first visit in a new context, nothing warmed: median %.0f ms [%s]; cold browser (its first navigation): %.0f ms; the rows painted (the server's or the page's): %v; first contentful paint of the warm first visits [%s]; requests of a warm first visit [path, initiator, start ms, end ms]: %s",
+	t.Logf("first useful paint, 10,000 runs / 100,000 feedback (the page's cmlab-first-rows mark, ms from navigation start; load average %s): warm browser: median %.0f ms of %d first visits [%s] (document's first byte at median %.0f ms), median %.0f ms of %d reloads [%s]; first visit in a new context, nothing warmed: median %.0f ms [%s]; cold browser (its first navigation): %.0f ms; the rows painted (the server's or the page's): %v; first contentful paint of the warm first visits [%s]; the browser's floor (a trivial page's first contentful paint, warm first visits): median %.0f ms [%s]; requests of a warm first visit [path, initiator, start ms, end ms]: %s",
 		rep.Load, median(rep.First), len(rep.First), fmtMs(rep.First), median(rep.FirstByte), median(rep.Reload), len(rep.Reload), fmtMs(rep.Reload),
-		median(rep.NewContext), fmtMs(rep.NewContext), rep.Cold, rep.Sources, fmtMs(rep.FCP), rep.Requests)
+		median(rep.NewContext), fmtMs(rep.NewContext), rep.Cold, rep.Sources, fmtMs(rep.FCP), median(rep.Floor), fmtMs(rep.Floor), rep.Requests)
 	if rep.Trace != "" {
 		t.Logf("traced: %s", rep.Trace)
 	}

@@ -59,6 +59,11 @@ type paintReport struct {
 	Trace         string    // with CMLAB_PAINT_TRACE=1: where traced first visits' main-thread CPU went
 	Before        []string  // the last first visit's requests made before the mark
 	LastMark      float64   // the last first visit's mark (ms)
+	// Floor: the browser's own floor on this machine, measured the same
+	// way: the first contentful paint of warm first visits to a trivial
+	// page of 24 text rows and one small style sheet on its own origin
+	// (floorPage). What the Lab page takes above it is the page's.
+	Floor []float64
 	// Sources counts whose rows the marks were the paint of, by kind of
 	// visit: the server's (in the HTML) or the page's (runs.js drew them
 	// before the browser presented the server's).
@@ -177,6 +182,51 @@ func visitCount(t *testing.T) int {
 	return n
 }
 
+// floorPage is the trivial page of the browser's floor: one style sheet
+// and 24 rows of text, no script (ms from navigation start to its first
+// contentful paint).
+func floorPage(t *testing.T) string {
+	t.Helper()
+	var rows strings.Builder
+	for i := range 24 {
+		fmt.Fprintf(&rows, "<tr><td>run %d, a topic of some length</td><td>2026-12-07 10:00</td><td>unrated</td></tr>\n", i)
+	}
+	page := "<!doctype html><html lang=en><head><meta charset=utf-8><title>floor</title><link rel=stylesheet href=/floor.css></head><body><table>" + rows.String() + "</table></body></html>"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/floor.css" {
+			w.Header().Set("Content-Type", "text/css; charset=utf-8")
+			io.WriteString(w, "body{font-family:system-ui,sans-serif;margin:0} td{padding:8px 12px}")
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, page)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// measureFloor is the first contentful paint of visits warm first visits
+// to floorPage, each in a new browser context after a page of another
+// origin, as measurePaint's warm first visits.
+func measureFloor(t *testing.T, b *browser, other string, visits int) []float64 {
+	t.Helper()
+	base := floorPage(t)
+	var out []float64
+	for i := range visits {
+		ctx, cancel := newVisitTab(t, b)
+		var fcp float64
+		err := chromedp.Run(ctx, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(other+"/"), chromedp.Navigate(base+"/"),
+			waitJS(`performance.getEntriesByName('first-contentful-paint').length === 1`, 30*time.Second),
+			chromedp.Evaluate(`performance.getEntriesByName('first-contentful-paint')[0].startTime`, &fcp))
+		cancel()
+		if err != nil {
+			t.Fatalf("floor visit %d: %v", i+1, err)
+		}
+		out = append(out, fcp)
+	}
+	return out
+}
+
 // measurePaint opens base/ as a person's first visit, each time in a new
 // browser context (nothing cached, no connection open, no storage): once
 // with nothing warmed, and once after a page of another origin (a warm
@@ -188,6 +238,7 @@ func measurePaint(t *testing.T, b *browser, base string) paintReport {
 	rep.Load = loadAvg()
 	other := warmUpOrigin(t)
 	visits := visitCount(t)
+	rep.Floor = measureFloor(t, b, other, visits)
 	for i := range visits {
 		ctx, cancel := newVisitTab(t, b)
 		err := chromedp.Run(ctx, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(base+"/"), firstRowsReady())
