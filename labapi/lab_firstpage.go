@@ -85,6 +85,17 @@ func (b *bodyRecorder) Header() http.Header {
 	return b.header
 }
 
-func (b *bodyRecorder) Write(p []byte) (int, error) { return b.body.Write(p) }
+// Write keeps p; a write before any WriteHeader is a 200, as net/http's.
+func (b *bodyRecorder) Write(p []byte) (int, error) {
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	return b.body.Write(p)
+}
 
-func (b *bodyRecorder) WriteHeader(status int) { b.status = status }
+// WriteHeader keeps the first status, as net/http's.
+func (b *bodyRecorder) WriteHeader(status int) {
+	if b.status == 0 {
+		b.status = status
+	}
+}
