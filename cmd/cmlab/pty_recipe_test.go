@@ -90,6 +90,25 @@ func TestPtyPromptSaysWhatItWaitsFor(t *testing.T) {
 	if code, _, errs := pty("interactive", "cat"); code != 0 {
 		t.Fatalf("interactive = %d %q", code, errs)
 	}
+	// The note names the program in the terminal's foreground: the block
+	// begins before the shell has started cat, so wait until it runs.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, out, errs := pty("status", "--json")
+		var st struct {
+			Foreground string `json:"foreground"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+			t.Fatalf("status = %d %q %q", code, out, errs)
+		}
+		if st.Foreground == "cat" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cat never came to the foreground: %q", out)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the condition, not waiting a guess
+	}
 	code, _, errs := pty("prompt", "--timeout", "300ms")
 	if code != 1 || !strings.Contains(errs, "cmlab: waiting for the interactive program cat (block blk_") ||
 		!strings.Contains(errs, "to exit and the shell prompt to come back; type its exit command with 'cmlab pty send -c note1', or end it with 'cmlab pty end -c note1'") {
