@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 )
 
@@ -61,41 +62,12 @@ func (s *Server) firstRuns() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rec bodyRecorder
-	if err := s.handleRunsPage(&rec, lq); err != nil {
+	rec := httptest.NewRecorder()
+	if err := s.handleRunsPage(rec, lq); err != nil {
 		return nil, err
 	}
-	if rec.status != http.StatusOK {
-		return nil, fmt.Errorf("the runs page answered %d: %s", rec.status, bytes.TrimSpace(rec.body.Bytes()))
+	if rec.Code != http.StatusOK {
+		return nil, fmt.Errorf("the runs page answered %d: %s", rec.Code, bytes.TrimSpace(rec.Body.Bytes()))
 	}
-	return rec.body.Bytes(), nil
-}
-
-// bodyRecorder keeps what a handler writes.
-type bodyRecorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (b *bodyRecorder) Header() http.Header {
-	if b.header == nil {
-		b.header = http.Header{}
-	}
-	return b.header
-}
-
-// Write keeps p; a write before any WriteHeader is a 200, as net/http's.
-func (b *bodyRecorder) Write(p []byte) (int, error) {
-	if b.status == 0 {
-		b.status = http.StatusOK
-	}
-	return b.body.Write(p)
-}
-
-// WriteHeader keeps the first status, as net/http's.
-func (b *bodyRecorder) WriteHeader(status int) {
-	if b.status == 0 {
-		b.status = status
-	}
+	return rec.Body.Bytes(), nil
 }

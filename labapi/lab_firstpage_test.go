@@ -69,21 +69,3 @@ func TestPageHoldsTheFirstRuns(t *testing.T) {
 		t.Errorf("a Page that is no RunsPage: GET / = %d %s", r.status, r.body)
 	}
 }
-
-// TestBodyRecorderStatus: the recorder of the first runs reads a status
-// as net/http does: a body written with no WriteHeader is a 200, and the
-// first WriteHeader is the one that counts.
-func TestBodyRecorderStatus(t *testing.T) {
-	var a bodyRecorder
-	a.Write([]byte(`{"items":[]}`))
-	if a.status != http.StatusOK || a.body.String() != `{"items":[]}` {
-		t.Fatalf("write alone: status %d, body %q", a.status, a.body.String())
-	}
-	var b bodyRecorder
-	b.WriteHeader(http.StatusNotFound)
-	b.WriteHeader(http.StatusOK)
-	b.Write([]byte("x"))
-	if b.status != http.StatusNotFound {
-		t.Fatalf("two WriteHeaders: status %d, want the first (404)", b.status)
-	}
-}
