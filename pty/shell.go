@@ -355,7 +355,9 @@ func (sh *shell) appendLoop() {
 		// dropped from ends) and returns the stretch's total.
 		closeDrops := func() int64 {
 			total := drop.total
-			if drop.pending > 0 {
+			// Once a marker is out, the count always follows, even when
+			// the whole overflow came in the first marker's batch.
+			if drop.marked {
 				marker(fmt.Sprintf("[cmlab: %d bytes of output dropped in all past the %s cap]\n", drop.total, drop.scope),
 					drop.pending, drop.scope)
 			}
@@ -365,7 +367,7 @@ func (sh *shell) appendLoop() {
 		if drop.block != cur.BlockID {
 			// The stretch that dropped output ended without an END of ours
 			// (no-block output, or a block closed elsewhere).
-			if drop.pending > 0 {
+			if drop.marked {
 				saved := cur
 				cur = events.Block{} // never into a block already ended
 				closeDrops()

@@ -197,6 +197,37 @@ func TestBlockOutputCap(t *testing.T) {
 	}
 }
 
+// TestBlockOutputCapOneRead: an overflow that reaches the appender in the
+// same batch as the crossing (one small write past the cap) still gets its
+// closing marker with the total before the END, as a long flood does, so a
+// reader sees the same two markers whatever the batching was.
+func TestBlockOutputCapOneRead(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const capBytes = 100
+	b := openBridgeWith(t, h, eng, pty.Options{Dir: h.Dir, BlockOutputCap: capBytes})
+	// 300 zeros and a newline in one write: 301 bytes, 201 past the cap.
+	blk := b.execWait(`printf '%0300d\n' 0`)
+	const dropped = 301 - capBytes
+	if blk["status"] != "completed" || num(blk["dropped_bytes"]) != dropped {
+		t.Fatalf("block %v, want completed with %d bytes dropped", blk, dropped)
+	}
+	tr := b.truncatedEvents()
+	if len(tr) != 2 || tr[0].Dropped != dropped || tr[1].Dropped != 0 {
+		t.Fatalf("truncated events %+v, want the crossing with %d dropped and a closing count with 0", tr, dropped)
+	}
+	if want := fmt.Sprintf("[cmlab: %d bytes of output dropped in all past the block cap]\n", dropped); tr[1].Line != want {
+		t.Fatalf("closing marker %q, want %q", tr[1].Line, want)
+	}
+	out := b.get("blocks/" + blk["block_id"].(string) + "/output")["data"].(string)
+	if want := strings.Repeat("0", capBytes) + tr[0].Line + tr[1].Line; out != want {
+		t.Fatalf("block output %q, want %q", out, want)
+	}
+}
+
 // lastBlock is the id of the conversation's last block.
 func (b *bridge) lastBlock() string {
 	bl := b.get("blocks")["blocks"].([]any)
