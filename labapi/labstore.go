@@ -465,26 +465,41 @@ func (st *labStore) sync() error {
 
 // run is the run of id (pending changes first).
 func (st *labStore) run(id string) (events.LabRun, bool, error) {
+	return record(st, func(b *labBatch) map[string]*events.LabRun { return b.runs }, lsRuns, lsRunIdx, id)
+}
+
+// record is the record of id: its newest change not yet in the file,
+// else the file's (ids: id to index key, idx: index key to record).
+func record[T any](st *labStore, of func(*labBatch) map[string]*T, ids, idx []byte, id string) (T, bool, error) {
 	st.mu.Lock()
-	if r, ok := st.pending.runs[id]; ok {
-		st.mu.Unlock()
+	r, ok := unstored(st, of, id)
+	st.mu.Unlock()
+	if ok {
 		return *r, true, nil
 	}
-	if st.flushing != nil {
-		if r, ok := st.flushing.runs[id]; ok {
-			st.mu.Unlock()
-			return *r, true, nil
-		}
-	}
-	st.mu.Unlock()
-	var run events.LabRun
+	var rec T
 	found := false
 	err := st.view(func(tx *bolt.Tx) error {
 		var err error
-		found, err = getRecord(tx.Bucket(lsRuns), tx.Bucket(lsRunIdx), id, &run)
+		found, err = getRecord(tx.Bucket(ids), tx.Bucket(idx), id, &rec)
 		return err
 	})
-	return run, found, err
+	return rec, found, err
+}
+
+// unstored is the newest value of key among the changes not yet in the
+// file: the pending ones, then those a flush is writing. Call with mu
+// held.
+func unstored[V any](st *labStore, of func(*labBatch) map[string]V, key string) (V, bool) {
+	if v, ok := of(st.pending)[key]; ok {
+		return v, true
+	}
+	if st.flushing != nil {
+		v, ok := of(st.flushing)[key]
+		return v, ok
+	}
+	var none V
+	return none, false
 }
 
 // getRecord reads the record of id through its index key.
@@ -512,10 +527,7 @@ func getRecord(ids, idx *bolt.Bucket, id string, into any) (bool, error) {
 // runByRealpath is the newest run imported from the directory real.
 func (st *labStore) runByRealpath(real string) (events.LabRun, bool, error) {
 	st.mu.Lock()
-	id, ok := st.pending.byReal[real]
-	if !ok && st.flushing != nil {
-		id, ok = st.flushing.byReal[real]
-	}
+	id, ok := unstored(st, func(b *labBatch) map[string]string { return b.byReal }, real)
 	st.mu.Unlock()
 	if !ok {
 		if !lsKeyOK(real) {
@@ -539,35 +551,13 @@ func (st *labStore) runByRealpath(real string) (events.LabRun, bool, error) {
 
 // experiment is the last record of experiment id.
 func (st *labStore) experiment(id string) (events.LabExperiment, bool, error) {
-	st.mu.Lock()
-	if e, ok := st.pending.exps[id]; ok {
-		st.mu.Unlock()
-		return *e, true, nil
-	}
-	if st.flushing != nil {
-		if e, ok := st.flushing.exps[id]; ok {
-			st.mu.Unlock()
-			return *e, true, nil
-		}
-	}
-	st.mu.Unlock()
-	var exp events.LabExperiment
-	found := false
-	err := st.view(func(tx *bolt.Tx) error {
-		var err error
-		found, err = getRecord(tx.Bucket(lsExps), tx.Bucket(lsExpIdx), id, &exp)
-		return err
-	})
-	return exp, found, err
+	return record(st, func(b *labBatch) map[string]*events.LabExperiment { return b.exps }, lsExps, lsExpIdx, id)
 }
 
 // sessionStarted is the ts (ms) of the last lab.session.started of id.
 func (st *labStore) sessionStarted(id string) (int64, bool, error) {
 	st.mu.Lock()
-	ts, ok := st.pending.sessions[id]
-	if !ok && st.flushing != nil {
-		ts, ok = st.flushing.sessions[id]
-	}
+	ts, ok := unstored(st, func(b *labBatch) map[string]int64 { return b.sessions }, id)
 	st.mu.Unlock()
 	if ok || !lsKeyOK(id) {
 		return ts, ok, nil
