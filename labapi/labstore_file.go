@@ -193,23 +193,30 @@ func newLSWriter(tx *bolt.Tx) (*lsWriter, error) {
 	return w, nil
 }
 
+// lsOrder is the first-appearance order of the record id: one stored
+// before keeps its own and loses its entry in idx (the key it gets now
+// may differ: createdAt is part of it), a new one takes the next order
+// (*next) and is counted (*count). ids maps an id to its key in idx.
+func lsOrder(ids, idx *bolt.Bucket, id []byte, next, count *uint64) (order uint64, isNew bool, err error) {
+	old, err := lsGet(ids, id)
+	if err != nil {
+		return 0, false, err
+	}
+	if old != nil {
+		return orderOfKey(old), false, idx.Delete(old)
+	}
+	order = *next
+	*next++
+	*count++
+	return order, true, nil
+}
+
 func (w *lsWriter) putRun(op *labOp) error {
 	run := op.run
 	id := []byte(run.RunID)
-	old, err := lsGet(w.runs, id)
+	order, _, err := lsOrder(w.runs, w.runIdx, id, &w.c.NextRun, &w.c.Runs)
 	if err != nil {
 		return err
-	}
-	var order uint64
-	if old != nil {
-		order = orderOfKey(old)
-		if err := w.runIdx.Delete(old); err != nil {
-			return err
-		}
-	} else {
-		order = w.c.NextRun
-		w.c.NextRun++
-		w.c.Runs++
 	}
 	k := idxKey(run.CreatedAt, order)
 	if err := lsPut(w.runs, id, k); err != nil {
@@ -227,20 +234,11 @@ func (w *lsWriter) putRun(op *labOp) error {
 func (w *lsWriter) putExp(op *labOp) error {
 	exp := op.exp
 	id := []byte(exp.ExperimentID)
-	old, err := lsGet(w.exps, id)
+	order, isNew, err := lsOrder(w.exps, w.expIdx, id, &w.c.NextExp, &w.c.Exps)
 	if err != nil {
 		return err
 	}
-	var order uint64
-	if old != nil {
-		order = orderOfKey(old)
-		if err := w.expIdx.Delete(old); err != nil {
-			return err
-		}
-	} else {
-		order = w.c.NextExp
-		w.c.NextExp++
-		w.c.Exps++
+	if isNew {
 		if err := lsPut(w.expOrd, binary.BigEndian.AppendUint64(nil, order), id); err != nil {
 			return err
 		}
