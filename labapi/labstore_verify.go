@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/reqindex"
 )
 
@@ -94,14 +93,11 @@ func (st *labStore) rebuildLive(reason string) error {
 	}
 	// Flushed since upTo: in the log (covered ≤ observed ≤ its last seq).
 	db, err := r.Finish(ctx, st.covered)
-	if err != nil {
-		var ds *home.DirSyncError
-		if !errors.As(err, &ds) {
-			return err
-		}
-		// The rename may not survive a crash: the next open checks
-		// whichever file it finds.
-		st.flushErr = errors.Join(st.flushErr, fmt.Errorf("labstore: fsync directory after rebuild: %w", ds.Err))
+	if db == nil {
+		return err
+	}
+	if err != nil { // in place, but the rename may not survive a crash
+		st.flushErr = errors.Join(st.flushErr, err)
 	}
 	st.dbMu.Lock()
 	old := st.db

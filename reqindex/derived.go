@@ -231,10 +231,11 @@ func (r *Rebuild) record(seq uint64, _ string) { r.seq = seq }
 
 // Finish writes the events the old file gained since StartRebuild
 // (through covered: they are in the log) and renames the new file over
-// the old one, returning the new file open. A
-// *home.DirSyncError comes with the file: it is in place, but the rename
-// may not survive a crash (the next open checks whichever file it finds).
-// On any other error the new file is removed.
+// the old one, returning the new file open. An error that comes with
+// the file is the failed fsync of the directory: the file is in place,
+// but the rename may not survive a crash (the next open checks whichever
+// file it finds); the owner keeps it as its flush error. On any other
+// error (no file) the new file is removed.
 func (r *Rebuild) Finish(ctx context.Context, covered uint64) (*bolt.DB, error) {
 	if err := r.d.CatchUp(ctx, r.db, r.seq+1, covered, r.record); err != nil {
 		r.Abort()
@@ -246,6 +247,9 @@ func (r *Rebuild) Finish(ctx context.Context, covered uint64) (*bolt.DB, error) 
 	if err != nil && !errors.As(err, &ds) {
 		r.Abort()
 		return nil, fmt.Errorf("%s: %w", r.d.Name, err)
+	}
+	if err != nil {
+		err = fmt.Errorf("%s: fsync directory after rebuild: %w", r.d.Name, ds.Err)
 	}
 	r.finishedOK = true
 	r.d.hook(PhaseRebuildRenamed)

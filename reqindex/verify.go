@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/cmlab/cmlab/home"
 )
 
 // StartVerification starts the verification after open
@@ -88,14 +86,11 @@ func (x *Index) rebuildLive(ctx context.Context, reason string) error {
 	}
 	// Flushed since upTo: in the log (covered ≤ observed ≤ its last seq).
 	db, err := r.Finish(ctx, x.covered)
-	if err != nil {
-		var ds *home.DirSyncError
-		if !errors.As(err, &ds) {
-			return err
-		}
-		// The rename may not survive a crash: the next open checks
-		// whichever file it finds.
-		x.flushErr = errors.Join(x.flushErr, fmt.Errorf("reqindex: fsync directory after rebuild: %w", ds.Err))
+	if db == nil {
+		return err
+	}
+	if err != nil { // in place, but the rename may not survive a crash
+		x.flushErr = errors.Join(x.flushErr, err)
 	}
 	old := x.db
 	x.dbMu.Lock()
