@@ -193,36 +193,37 @@ func newLSWriter(tx *bolt.Tx) (*lsWriter, error) {
 	return w, nil
 }
 
-// lsOrder is the first-appearance order of the record id: one stored
-// before keeps its own and loses its entry in idx (the key it gets now
-// may differ: createdAt is part of it), a new one takes the next order
-// (*next) and is counted (*count). ids maps an id to its key in idx.
-func lsOrder(ids, idx *bolt.Bucket, id []byte, next, count *uint64) (order uint64, isNew bool, err error) {
+// lsPutIndexed stores op's record rec, id, under its index key in idx
+// (createdAt, then the record's first-appearance order) and that key
+// under id in ids. A record stored before keeps its order and loses its
+// old index entry (createdAt may have changed); a new one takes the next
+// order (*next), is counted (*count) and isNew is true.
+func lsPutIndexed(ids, idx *bolt.Bucket, id []byte, createdAt string, op *labOp, rec any, next, count *uint64) (order uint64, isNew bool, err error) {
 	old, err := lsGet(ids, id)
 	if err != nil {
 		return 0, false, err
 	}
 	if old != nil {
-		return orderOfKey(old), false, idx.Delete(old)
+		order = orderOfKey(old)
+		if err := idx.Delete(old); err != nil {
+			return 0, false, err
+		}
+	} else {
+		order, isNew = *next, true
+		*next++
+		*count++
 	}
-	order = *next
-	*next++
-	*count++
-	return order, true, nil
+	k := idxKey(createdAt, order)
+	if err := lsPut(ids, id, k); err != nil {
+		return 0, false, err
+	}
+	return order, isNew, lsPutRecord(idx, k, op, rec)
 }
 
 func (w *lsWriter) putRun(op *labOp) error {
 	run := op.run
 	id := []byte(run.RunID)
-	order, _, err := lsOrder(w.runs, w.runIdx, id, &w.c.NextRun, &w.c.Runs)
-	if err != nil {
-		return err
-	}
-	k := idxKey(run.CreatedAt, order)
-	if err := lsPut(w.runs, id, k); err != nil {
-		return err
-	}
-	if err := lsPutRecord(w.runIdx, k, op, run); err != nil {
+	if _, _, err := lsPutIndexed(w.runs, w.runIdx, id, run.CreatedAt, op, run, &w.c.NextRun, &w.c.Runs); err != nil {
 		return err
 	}
 	if !lsKeyOK(run.ArtifactsDirRealpath) {
@@ -231,23 +232,15 @@ func (w *lsWriter) putRun(op *labOp) error {
 	return lsPut(w.byReal, []byte(run.ArtifactsDirRealpath), id)
 }
 
+// putExp also records a new experiment's first appearance (expOrd).
 func (w *lsWriter) putExp(op *labOp) error {
 	exp := op.exp
 	id := []byte(exp.ExperimentID)
-	order, isNew, err := lsOrder(w.exps, w.expIdx, id, &w.c.NextExp, &w.c.Exps)
-	if err != nil {
+	order, isNew, err := lsPutIndexed(w.exps, w.expIdx, id, exp.CreatedAt, op, exp, &w.c.NextExp, &w.c.Exps)
+	if err != nil || !isNew {
 		return err
 	}
-	if isNew {
-		if err := lsPut(w.expOrd, binary.BigEndian.AppendUint64(nil, order), id); err != nil {
-			return err
-		}
-	}
-	k := idxKey(exp.CreatedAt, order)
-	if err := lsPut(w.exps, id, k); err != nil {
-		return err
-	}
-	return lsPutRecord(w.expIdx, k, op, exp)
+	return lsPut(w.expOrd, binary.BigEndian.AppendUint64(nil, order), id)
 }
 
 func (w *lsWriter) putSession(id string, ts int64) error {
