@@ -134,8 +134,8 @@ type Loaded struct {
 // Load builds the model of the log in h without the log's lock (a daemon
 // may hold it): the snapshot, if trusted, then the log after it, read
 // with wal.OpenReader to the end of what is on disk. One pass over the
-// log serves both the snapshot's check (the event at its seq must carry
-// its event id) and the tail; the log's last segment is read only if the
+// log (snapshot.FeedTail) serves both the snapshot's check (the event at
+// its seq must carry its event id) and the tail; the log's last segment is read only if the
 // tail reaches it, which also finds damage there (an error wrapping
 // wal.ErrCorrupt). Nothing is read before the snapshot's seq unless the
 // snapshot is refused.
@@ -149,53 +149,24 @@ func Load(h home.Home) (*Model, Loaded, error) {
 		return nil, info, err
 	}
 	m := New()
-	from := info.First
-	check := false // the first event read must be the snapshot's
 	hd, body, err := snapshot.Read(SnapshotFile(h), ModelName, Version())
 	if err == nil {
 		err = m.loadBody(hd, body)
 	}
-	switch {
-	case err == nil && hd.Seq >= info.First:
-		from, check = hd.Seq, true // its event is checked below
-	case err == nil:
-		from = info.First // before the retained log: trusted on its CRC
-	case !errors.Is(err, os.ErrNotExist):
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		info.Refused = err.Error()
 	}
-	for {
-		refused := ""
-		info.Read, info.Last = 0, max(m.Covered(), from-1)
-		for ev, err := range r.Events(from) {
-			if err != nil {
-				return nil, info, err
-			}
-			if check {
-				check = false
-				if ev.Seq != m.Covered() || ev.ID != m.eventID {
-					refused = fmt.Sprintf("%v: covered seq %d is not event %s in this log", snapshot.ErrInvalid, m.Covered(), m.eventID)
-					break
-				}
-				continue
-			}
-			info.Read++
-			info.Last = ev.Seq
-			m.Observe(ev)
-		}
-		if refused == "" && check {
-			check = false
-			refused = fmt.Sprintf("%v: covers seq %d, the log ends before it", snapshot.ErrInvalid, m.Covered())
-		}
-		if refused == "" && m.Covered() > info.Last {
-			refused = fmt.Sprintf("%v: covers seq %d, the log ends at %d", snapshot.ErrInvalid, m.Covered(), info.Last)
-		}
-		if refused == "" {
-			break
-		}
+	t, err := snapshot.FeedTail(r, info.First, m.Covered(), m.eventID, m.Observe)
+	if err == nil && t.Refused != "" {
 		// Rebuilt from the retained log.
-		info.Refused, m, from = refused, New(), info.First
+		info.Refused, m = t.Refused, New()
+		t, err = snapshot.FeedTail(r, info.First, 0, "", m.Observe)
 	}
-	info.SnapshotSeq = 0
+	if err != nil {
+		return nil, info, err
+	}
+	// Last: the seq before the retained log when nothing follows it.
+	info.Read, info.Last = t.Read, max(t.Last, info.First-1)
 	if info.Refused == "" {
 		info.SnapshotSeq = hd.Seq
 	}
