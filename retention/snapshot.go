@@ -40,9 +40,6 @@ func (m *Model) Encode() ([]byte, uint64, string, error) {
 	return body, m.seq, m.eventID, err
 }
 
-// Decode implements snapshot.Model.
-func (m *Model) Decode(h snapshot.Header, body []byte) error { return m.loadBody(h, body) }
-
 // WriteSnapshot stores the model at path unless fewer than every events
 // passed since the last snapshot (every 0: whenever anything did), as
 // snapshot.Written.Write.
@@ -59,8 +56,8 @@ func (m *Model) LoadSnapshot(path string, first, last uint64, idAt func(uint64) 
 	return err
 }
 
-// loadBody fills an empty model from a snapshot's body.
-func (m *Model) loadBody(h snapshot.Header, body []byte) error {
+// Decode fills an empty model from a snapshot's body (snapshot.Model).
+func (m *Model) Decode(h snapshot.Header, body []byte) error {
 	st := New().st
 	if err := events.Unmarshal(body, &st); err != nil {
 		return fmt.Errorf("%w: body: %v", snapshot.ErrInvalid, err)
@@ -151,7 +148,7 @@ func Load(h home.Home) (*Model, Loaded, error) {
 	m := New()
 	hd, body, err := snapshot.Read(SnapshotFile(h), ModelName, Version())
 	if err == nil {
-		err = m.loadBody(hd, body)
+		err = m.Decode(hd, body)
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		info.Refused = err.Error()

@@ -66,9 +66,6 @@ func (s *State) Encode() ([]byte, uint64, string, error) {
 	return body, s.covered, s.coveredID, err
 }
 
-// Decode implements snapshot.Model.
-func (s *State) Decode(h snapshot.Header, body []byte) error { return s.loadBody(h, body) }
-
 // WriteSnapshot stores the state at path unless fewer than every events
 // passed since the last snapshot (every 0: whenever anything did), as
 // snapshot.Written.Write.
@@ -76,16 +73,8 @@ func (s *State) WriteSnapshot(path string, every uint64) (bool, error) {
 	return s.written.Write(SnapshotKind, path, s, every)
 }
 
-// LoadSnapshot fills an empty state from the snapshot at path if it can
-// be trusted (snapshot.Kind.Load). A missing file wraps os.ErrNotExist,
-// any other refusal snapshot.ErrInvalid; the state is left empty on error.
-func (s *State) LoadSnapshot(path string, first, last uint64, idAt func(uint64) (string, error)) error {
-	_, err := SnapshotKind.Load(s, path, first, last, idAt)
-	return err
-}
-
-// loadBody fills an empty state from a snapshot's body.
-func (s *State) loadBody(h snapshot.Header, body []byte) error {
+// Decode fills an empty state from a snapshot's body (snapshot.Model).
+func (s *State) Decode(h snapshot.Header, body []byte) error {
 	var sn stateSnap
 	if err := events.Unmarshal(body, &sn); err != nil {
 		return fmt.Errorf("%w: body: %v", snapshot.ErrInvalid, err)
@@ -145,7 +134,7 @@ func Load(h home.Home) (st *State, read int, err error) {
 	}
 	st = NewState()
 	hd, body, err := snapshot.Read(SnapshotFile(h), SnapshotModel, SnapshotVersion())
-	if err == nil && st.loadBody(hd, body) != nil {
+	if err == nil && st.Decode(hd, body) != nil {
 		st = NewState()
 	}
 	t, err := snapshot.FeedTail(r, first, st.Covered(), st.coveredID, st.Observe)
