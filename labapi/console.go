@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/cmlab/cmlab/console"
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/pagesec"
 	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/pty"
@@ -354,21 +354,11 @@ func (s *Server) crashedBlocks(ctx context.Context) []crashedBlock {
 // log file, reading at most tail bytes of its end.
 func recentProblems(path string, tail int64, max int) []string {
 	out := []string{}
-	f, err := os.Open(path)
+	b, size, err := home.ReadTail(path, tail)
 	if err != nil {
 		return out
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return out
-	}
-	off := max64(0, fi.Size()-tail)
-	b, err := io.ReadAll(io.NewSectionReader(f, off, fi.Size()-off))
-	if err != nil {
-		return out
-	}
-	if off > 0 {
+	if size > int64(len(b)) {
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
 			b = b[i+1:]
 		}
@@ -383,13 +373,6 @@ func recentProblems(path string, tail int64, max int) []string {
 		out = out[len(out)-max:]
 	}
 	return out
-}
-
-func max64(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 func (s *Server) consoleLog(w http.ResponseWriter, r *http.Request) error {

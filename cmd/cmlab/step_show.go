@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
-	"os"
 
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/labapi"
@@ -57,7 +54,7 @@ or not ('cmlab step fail' or 'cmlab step reset')?`,
 				return err
 			}
 			path := steps.OutputFile(h, mid, sid)
-			output, size, outErr := readTail(path, stepShowTail)
+			output, size, outErr := home.ReadTail(path, stepShowTail)
 			if g.json {
 				return labPrintJSON(g, map[string]any{"step": s, "output": string(output), "outputBytes": size, "outputFile": path})
 			}
@@ -95,24 +92,4 @@ or not ('cmlab step fail' or 'cmlab step reset')?`,
 			return nil
 		},
 	}
-}
-
-// readTail returns the last max bytes of path and its size.
-func readTail(path string, max int64) ([]byte, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
-	off := fi.Size() - max
-	if off < 0 {
-		off = 0
-	}
-	var b bytes.Buffer
-	_, err = io.Copy(&b, io.NewSectionReader(f, off, fi.Size()-off))
-	return b.Bytes(), fi.Size(), err
 }
