@@ -66,6 +66,7 @@ type labStore struct {
 	verifyOn  bool
 	hook      func(phase string)
 	batch     int
+	fs        home.FS
 	rebuildWG sync.WaitGroup
 	warn      func(msg string, args ...any)
 }
@@ -120,6 +121,7 @@ type labStoreOptions struct {
 	// labPhase* names), batch is the catch-up's events per transaction.
 	hook  func(phase string)
 	batch int
+	fs    home.FS // a rebuild's rename and directory fsync (nil: the OS)
 }
 
 // The phases of the store's writes a crash test stops at (hook).
@@ -150,7 +152,7 @@ func openLabStore(ctx context.Context, o labStoreOptions) (*labStore, error) {
 	}
 	st := &labStore{path: path, log: l, pending: newLabBatch(), kick: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{}), verified: make(chan struct{}), warn: warn,
-		hook: o.hook, batch: o.batch}
+		hook: o.hook, batch: o.batch, fs: o.fs}
 	st.drained = sync.NewCond(&st.mu)
 	if readOnly {
 		p, err := privateCopy(path)
@@ -233,7 +235,7 @@ func (st *labStore) removeTmp() {
 // syncs the file once at the end (a first start is not one fsync per
 // batch).
 func (st *labStore) file() *reqindex.DerivedFile {
-	return &reqindex.DerivedFile{Name: "labstore", Log: st.log, Batch: st.batch, SyncOnce: true, Hook: st.hook,
+	return &reqindex.DerivedFile{Name: "labstore", Log: st.log, Batch: st.batch, SyncOnce: true, Hook: st.hook, FS: st.fs,
 		NewBatch: func() reqindex.Batch { return &labCatchUp{} },
 		Create:   func(path string) (*bolt.DB, error) { return createLabStore(path, st.log.LastSeq()) }}
 }

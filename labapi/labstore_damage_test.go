@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/faultfs"
 	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/wal"
 )
@@ -360,5 +362,67 @@ func TestLabStoreBuiltWithLargeMap(t *testing.T) {
 	}
 	if c, err := LabStoreCovers(h); err != nil || c != covered {
 		t.Fatalf("reopened: covers %d, %v (want %d)", c, err, covered)
+	}
+}
+
+// TestLabStoreRebuildKeepsDirSyncError: a live rebuild whose rename
+// lands but whose directory fsync fails swaps the new file in and keeps
+// the failure as the store's flush error (said in a warning), until a
+// flush succeeds; the rebuilt store answers as before. The failure used
+// to be cleared with the old file's flush error in the same step.
+func TestLabStoreRebuildKeepsDirSyncError(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	l, err := wal.Open(wal.Options{Dir: h.WALDir(), QuarantineDir: h.QuarantineDir(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	errDisk := errors.New("injected: directory fsync failed")
+	path := LabStoreFile(h)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	fs := faultfs.New(func(stage, p string) error {
+		if stage == faultfs.StageDirSync && p == path {
+			return errDisk
+		}
+		return nil
+	})
+	var warned []string
+	st, err := openLabStore(context.Background(), labStoreOptions{path: path, log: l, fs: fs,
+		warn: func(msg string, args ...any) { warned = append(warned, fmt.Sprint(append([]any{msg}, args...)...)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var evs []*events.Event
+	for ev := range projections.Workload(projections.WorkloadMixedLab, 5, 200) {
+		evs = append(evs, ev)
+	}
+	seqs, err := l.Append(context.Background(), evs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range evs {
+		ev.Seq = seqs[i]
+		st.Observe(ev)
+	}
+	if err := st.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.rebuildLive("test"); err != nil {
+		t.Fatalf("rebuildLive: %v", err)
+	}
+	if st.Rebuilt() != "test" {
+		t.Fatalf("Rebuilt() = %q, want the new file swapped in", st.Rebuilt())
+	}
+	if err := st.flush(); !errors.Is(err, errDisk) {
+		t.Fatalf("flush after the rebuild = %v, want the directory fsync failure", err)
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "rename may not survive a crash") || !strings.Contains(warned[0], errDisk.Error()) {
+		t.Fatalf("warnings %q", warned)
+	}
+	if st.DurableCovered() != seqs[len(seqs)-1] {
+		t.Fatalf("covered %d, want %d", st.DurableCovered(), seqs[len(seqs)-1])
 	}
 }

@@ -2,7 +2,6 @@ package labapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -96,16 +95,19 @@ func (st *labStore) rebuildLive(reason string) error {
 	if db == nil {
 		return err
 	}
-	if err != nil { // in place, but the rename may not survive a crash
-		st.flushErr = errors.Join(st.flushErr, err)
-	}
 	st.dbMu.Lock()
 	old := st.db
 	st.db = db
 	st.rebuilt = reason
-	st.flushErr = nil
+	// The old file's flush error goes with it; a failed directory fsync
+	// (the new file in place, its rename maybe not surviving a crash) is
+	// the new file's, kept until a flush succeeds, and said.
+	st.flushErr = err
 	st.dbMu.Unlock()
 	old.Close()
+	if err != nil {
+		st.warn("Lab store rebuilt, but its rename may not survive a crash (the next start checks the file it finds)", "error", err.Error())
+	}
 	return nil
 }
 

@@ -43,6 +43,9 @@ type DerivedFile struct {
 	SyncOnce bool
 	// NoSync skips the directory fsync of a rebuild's rename (benchmarks).
 	NoSync bool
+	// FS is the file system of a rebuild's rename and directory fsync
+	// (nil: the OS); tests fail them through it.
+	FS home.FS
 	// Hook, if not nil, is called at each Phase* (crash tests stop there).
 	Hook func(phase string)
 }
@@ -242,7 +245,7 @@ func (r *Rebuild) Finish(ctx context.Context, covered uint64) (*bolt.DB, error) 
 		return nil, err
 	}
 	r.d.hook(PhaseRebuildBuilt)
-	err := home.Install(nil, r.tmp, r.path, r.d.NoSync)
+	err := home.Install(r.d.FS, r.tmp, r.path, r.d.NoSync)
 	var ds *home.DirSyncError
 	if err != nil && !errors.As(err, &ds) {
 		r.Abort()
