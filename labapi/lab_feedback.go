@@ -39,6 +39,63 @@ type feedbackBody struct {
 	Answers      json.RawMessage `json:"answers"`
 }
 
+// feedbackFields are feedbackBody's JSON names: a plain key equal to none
+// of them but equal under case folding is left to json.Unmarshal.
+var feedbackFields = [...]string{"requestId", "runId", "experimentId", "variantId", "topic", "ratings", "notes", "tags", "answers"}
+
+// decodeMembers fills b from a plain body's members as json.Unmarshal
+// does (membersDecoder); the request id is read by requestID, so
+// RequestID stays unset.
+func (b *feedbackBody) decodeMembers(members []jsonMember) bool {
+	for _, m := range members {
+		var str *string
+		switch string(m.key) {
+		case "requestId":
+			continue
+		case "runId":
+			str = &b.RunID
+		case "experimentId":
+			str = &b.ExperimentID
+		case "variantId":
+			str = &b.VariantID
+		case "topic":
+			str = &b.Topic
+		case "notes":
+			str = &b.Notes
+		case "ratings":
+			b.Ratings = m.value
+			continue
+		case "answers":
+			b.Answers = m.value
+			continue
+		case "tags":
+			if string(m.value) == "null" {
+				continue
+			}
+			if m.value[0] != '[' || json.Unmarshal(m.value, &b.Tags) != nil {
+				return false
+			}
+			continue
+		default:
+			for _, f := range feedbackFields {
+				if strings.EqualFold(string(m.key), f) {
+					return false
+				}
+			}
+			continue
+		}
+		if string(m.value) == "null" {
+			continue
+		}
+		v, ok := stringValue(m.value)
+		if !ok && (m.value[0] != '"' || json.Unmarshal(m.value, &v) != nil) {
+			return false
+		}
+		*str = v
+	}
+	return true
+}
+
 var ratingKeys = []string{"overall", "hook", "pacing", "script", "visuals", "motion", "captions", "sync"}
 
 // parseRatings validates ratings: an object whose keys are the eight
@@ -48,13 +105,27 @@ func parseRatings(raw json.RawMessage, field string) (*events.Ratings, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
+	// A plain object (jsonbody.go) is read in place, any other through a
+	// map as json.Unmarshal reads it.
 	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, NewError(CodeInvalidArgument, field+" must be an object of integer ratings 0–100", "Send {\"overall\": 80, …} with keys "+strings.Join(ratingKeys, ", ")+".").With("field", field)
+	var members []jsonMember
+	plain := false
+	if json.Valid(raw) {
+		members, plain = splitObject(raw, make([]jsonMember, 0, len(ratingKeys)))
+	}
+	if !plain {
+		members = nil
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, NewError(CodeInvalidArgument, field+" must be an object of integer ratings 0–100", "Send {\"overall\": 80, …} with keys "+strings.Join(ratingKeys, ", ")+".").With("field", field)
+		}
+		for k, v := range m {
+			members = append(members, jsonMember{key: []byte(k), value: v})
+		}
 	}
 	out := &events.Ratings{}
 	n := 0
-	for k, v := range m {
+	for _, mem := range members {
+		k, v := string(mem.key), mem.value
 		slot := ratingSlot(out, k)
 		if slot == nil {
 			return nil, NewError(CodeInvalidArgument, "Unknown rating "+strconv.Quote(k), "Rate only "+strings.Join(ratingKeys, ", ")+".").With("field", field+"."+k)
