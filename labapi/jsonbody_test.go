@@ -294,3 +294,45 @@ func parseRatingsBefore(raw json.RawMessage) (*events.Ratings, error) {
 	}
 	return out, nil
 }
+
+// BenchmarkBodyRead: the request id, the hash and the feedback struct of
+// the bench's body (bench/peer.go), read through the map and json.Unmarshal
+// as before and in place.
+func BenchmarkBodyRead(b *testing.B) {
+	body := []byte(`{"notes":"bench","ratings":{"overall":80,"hook":70},"requestId":"b-0001"}`)
+	r := httptest.NewRequest("POST", "/api/feedback", nil)
+	b.Run("map", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			fields := bodyFields(body)
+			if _, err := requestID(r, &jsonBody{raw: body}, fields); err != nil {
+				b.Fatal(err)
+			}
+			bodyHashBefore("POST /api/feedback", body)
+			var fb feedbackBody
+			if err := decodeJSON(body, &fb); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := parseRatingsBefore(fb.Ratings); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("in-place", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			jb := parseBody(body)
+			if _, err := requestID(r, jb, nil); err != nil {
+				b.Fatal(err)
+			}
+			bodyHash("POST /api/feedback", jb, nil)
+			var fb feedbackBody
+			if !fb.decodeMembers(jb.members) {
+				b.Fatal("not plain")
+			}
+			if _, err := parseRatings(fb.Ratings, "ratings"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
