@@ -331,10 +331,23 @@ func (s *Server) appendAnswer(ctx context.Context, stream string, p events.Paylo
 	return err
 }
 
+// The header values of a JSON answer, shared by every writeRaw: net/http
+// only reads a header's value slice, and a handler that sets the header
+// again replaces the slice (Header.Set) or appends past its capacity
+// (Header.Add), never writing into it.
+var (
+	jsonContentType = []string{"application/json; charset=utf-8"}
+	noStore         = []string{"no-store"}
+	newline         = []byte{'\n'}
+)
+
+// writeRaw writes body, a JSON value, and a newline with status; the
+// header is what writeJSON sets, without a copy of the body or the values.
 func writeRaw(w http.ResponseWriter, status int, body json.RawMessage) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
+	h["Content-Type"] = jsonContentType
+	h["Cache-Control"] = noStore
 	w.WriteHeader(status)
-	w.Write(append(bytes.Clone(body), '\n'))
+	w.Write(body)
+	w.Write(newline)
 }

@@ -336,3 +336,24 @@ func BenchmarkBodyRead(b *testing.B) {
 		}
 	})
 }
+
+// TestWriteRawSharedHeaderValues: writeRaw's header values are shared by
+// every answer; a handler that adds to or sets them on one answer changes
+// no other.
+func TestWriteRawSharedHeaderValues(t *testing.T) {
+	a := httptest.NewRecorder()
+	writeRaw(a, 200, json.RawMessage(`{"a":1}`))
+	a.Header().Add("Cache-Control", "private")
+	a.Header().Set("Content-Type", "text/plain")
+	b := httptest.NewRecorder()
+	writeRaw(b, 201, json.RawMessage(`{"b":2}`))
+	if got := b.Header()["Cache-Control"]; !reflect.DeepEqual(got, []string{"no-store"}) {
+		t.Fatalf("Cache-Control %q", got)
+	}
+	if got := b.Header()["Content-Type"]; !reflect.DeepEqual(got, []string{"application/json; charset=utf-8"}) {
+		t.Fatalf("Content-Type %q", got)
+	}
+	if b.Code != 201 || b.Body.String() != "{\"b\":2}\n" {
+		t.Fatalf("%d %q", b.Code, b.Body.String())
+	}
+}
