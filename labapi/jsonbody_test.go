@@ -6,11 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"net/http/httptest"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -258,7 +256,8 @@ func TestFeedbackDecodeMatchesUnmarshal(t *testing.T) {
 }
 
 // parseRatingsBefore is parseRatings as it was before it read plain
-// objects in place: through a map (the order of its errors is the map's).
+// objects in place: through a map (the order of its errors is the map's),
+// each value checked as it still is.
 func parseRatingsBefore(raw json.RawMessage) (*events.Ratings, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -277,15 +276,10 @@ func parseRatingsBefore(raw json.RawMessage) (*events.Ratings, error) {
 		if string(v) == "null" {
 			continue
 		}
-		var f float64
-		var perr error
-		if len(v) > 0 && (v[0] == '-' || ('0' <= v[0] && v[0] <= '9')) {
-			f, perr = strconv.ParseFloat(string(v), 64)
-		}
-		if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) || perr != nil || f != math.Trunc(f) || f < 0 || f > 100 {
+		iv, ok := ratingValue(v) // unchanged: the values' check
+		if !ok {
 			return nil, fmt.Errorf("bad %s", k)
 		}
-		iv := int(f)
 		*slot = &iv
 		n++
 	}

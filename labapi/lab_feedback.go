@@ -133,21 +133,10 @@ func parseRatings(raw json.RawMessage, field string) (*events.Ratings, error) {
 		if string(v) == "null" {
 			continue
 		}
-		// v is a JSON number once its first byte says so (the object it
-		// came from parsed), which ParseFloat reads as json.Unmarshal
-		// would; out of range it fails there too, and is refused alike.
-		var f float64
-		var perr error
-		if len(v) > 0 && (v[0] == '-' || ('0' <= v[0] && v[0] <= '9')) {
-			f, perr = strconv.ParseFloat(string(v), 64)
-		}
-		if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) || perr != nil {
+		iv, ok := ratingValue(v)
+		if !ok {
 			return nil, NewError(CodeInvalidArgument, "Rating "+k+" must be an integer 0–100, not "+truncate(string(v), 40), "Send whole numbers from 0 to 100.").With("field", field+"."+k)
 		}
-		if f != math.Trunc(f) || f < 0 || f > 100 {
-			return nil, NewError(CodeInvalidArgument, "Rating "+k+" must be an integer 0–100, not "+truncate(string(v), 40), "Send whole numbers from 0 to 100.").With("field", field+"."+k)
-		}
-		iv := int(f)
 		*slot = &iv
 		n++
 	}
@@ -155,6 +144,22 @@ func parseRatings(raw json.RawMessage, field string) (*events.Ratings, error) {
 		return nil, nil
 	}
 	return out, nil
+}
+
+// ratingValue is the rating the JSON value v holds: an integer 0–100 in
+// any number notation. v is a JSON number once its first byte says so
+// (the object it came from parsed), which ParseFloat reads as
+// json.Unmarshal would; out of range it fails there too, and is refused
+// alike.
+func ratingValue(v []byte) (int, bool) {
+	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil || f != math.Trunc(f) || f < 0 || f > 100 {
+		return 0, false
+	}
+	return int(f), true
 }
 
 // ratingSlot is the field of r that rating k fills, nil for an unknown k.
