@@ -171,7 +171,7 @@ func requestIDFields(fields map[string]json.RawMessage) (id, id2 json.RawMessage
 // fields is bodyFields(body) when the body is not plain (it loses those
 // two keys).
 func bodyHash(route string, body *jsonBody, fields map[string]json.RawMessage) string {
-	buf := make([]byte, 0, len(route)+1+len(body.raw)+16)
+	buf := make([]byte, 0, 1024) // on the stack; a larger body grows it
 	buf = append(append(buf, route...), 0)
 	switch {
 	case body.plain:

@@ -1,6 +1,7 @@
 package labapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -176,7 +177,7 @@ func stringValue(v []byte) (s string, ok bool) {
 func (b *jsonBody) canonical(dst []byte) []byte {
 	var sorted [maxPlainMembers]jsonMember
 	ms := append(sorted[:0], b.members...)
-	slices.SortFunc(ms, func(x, y jsonMember) int { return strings.Compare(string(x.key), string(y.key)) })
+	slices.SortFunc(ms, func(x, y jsonMember) int { return bytes.Compare(x.key, y.key) }) // as strings sort
 	dst = append(dst, '{')
 	first := true
 	for _, m := range ms {

@@ -125,9 +125,10 @@ func parseRatings(raw json.RawMessage, field string) (*events.Ratings, error) {
 	out := &events.Ratings{}
 	n := 0
 	for _, mem := range members {
-		k, v := string(mem.key), mem.value
-		slot := ratingSlot(out, k)
+		v := mem.value
+		slot := ratingSlot(out, mem.key)
 		if slot == nil {
+			k := string(mem.key)
 			return nil, NewError(CodeInvalidArgument, "Unknown rating "+strconv.Quote(k), "Rate only "+strings.Join(ratingKeys, ", ")+".").With("field", field+"."+k)
 		}
 		if string(v) == "null" {
@@ -135,6 +136,7 @@ func parseRatings(raw json.RawMessage, field string) (*events.Ratings, error) {
 		}
 		iv, ok := ratingValue(v)
 		if !ok {
+			k := string(mem.key)
 			return nil, NewError(CodeInvalidArgument, "Rating "+k+" must be an integer 0–100, not "+truncate(string(v), 40), "Send whole numbers from 0 to 100.").With("field", field+"."+k)
 		}
 		*slot = &iv
@@ -163,8 +165,8 @@ func ratingValue(v []byte) (int, bool) {
 }
 
 // ratingSlot is the field of r that rating k fills, nil for an unknown k.
-func ratingSlot(r *events.Ratings, k string) **int {
-	switch k {
+func ratingSlot[K string | []byte](r *events.Ratings, k K) **int {
+	switch string(k) {
 	case "overall":
 		return &r.Overall
 	case "hook":
