@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/cmlab/cmlab/daemon"
@@ -52,7 +53,14 @@ type BenchResult struct {
 	// on an otherwise idle one with C cores the rate cannot exceed
 	// C×10⁶/CPUUsPerEvent.
 	CPUUsPerEvent float64 `json:"cpuUsPerEvent"`
-	FsyncP99Ms    float64 `json:"fsyncP99Ms"`
+	// AllocsPerEvent and AllocBytesPerEvent are the heap allocations of the
+	// process (daemon and clients) per acknowledged POST of the timed run
+	// (runtime.MemStats Mallocs and TotalAlloc): they do not depend on the
+	// machine's load, so a change to the POST path shows in them when the
+	// CPU figure is lost in another program's noise.
+	AllocsPerEvent     float64 `json:"allocsPerEvent"`
+	AllocBytesPerEvent float64 `json:"allocBytesPerEvent"`
+	FsyncP99Ms         float64 `json:"fsyncP99Ms"`
 	// Stages is the breakdown of one acknowledged POST by stage, from a
 	// second pass of Requests POSTs with a labapi.StageRecorder installed
 	// (StagePass); StageOutsideUs is the mean client latency of that pass
@@ -120,6 +128,7 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	log := dh.Engine.Log()
 	var before wal.Stats
 	var cpuBefore time.Duration
+	var memBefore runtime.MemStats
 	prof := &postProfile{dir: o.ProfileDir}
 	var profErr error
 	pr, err := runFeedbackBench(ctx, PeerOptions{URL: "http://" + info.Listen, Clients: o.Clients, Requests: o.Requests,
@@ -129,12 +138,17 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 				profErr = prof.start()
 			}
 			before = log.Stats()
+			runtime.ReadMemStats(&memBefore)
 			cpuBefore = processCPU()
 		},
 		afterPosts: func() {
 			cpu := processCPU() - cpuBefore
+			var mem runtime.MemStats
+			runtime.ReadMemStats(&mem)
 			if n := o.Requests; n > 0 {
 				res.CPUUsPerEvent = float64(cpu.Microseconds()) / float64(n)
+				res.AllocsPerEvent = float64(mem.Mallocs-memBefore.Mallocs) / float64(n)
+				res.AllocBytesPerEvent = float64(mem.TotalAlloc-memBefore.TotalAlloc) / float64(n)
 			}
 			if err := prof.stop(); profErr == nil {
 				profErr = err

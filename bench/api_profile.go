@@ -11,7 +11,11 @@ import (
 )
 
 // postProfile records the CPU, block and mutex profiles of the timed POSTs
-// of BenchAPI (BenchOptions.ProfileDir): api.cpu, api.block, api.mutex.
+// of BenchAPI (BenchOptions.ProfileDir): api.cpu, api.block, api.mutex; and
+// the allocation profile (cumulative since the process started) before and
+// after them, api.allocs-before and api.allocs, whose difference is theirs
+// (go tool pprof -sample_index=alloc_objects -diff_base api.allocs-before
+// api.allocs).
 type postProfile struct {
 	dir string
 	cpu *os.File
@@ -22,6 +26,9 @@ type postProfile struct {
 // profiled run are not the bench's).
 func (p *postProfile) start() error {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+		return err
+	}
+	if err := writeProfile(p.dir, "allocs", "api.allocs-before"); err != nil {
 		return err
 	}
 	f, err := os.Create(filepath.Join(p.dir, "api.cpu"))
@@ -46,21 +53,29 @@ func (p *postProfile) stop() error {
 	pprof.StopCPUProfile()
 	err := p.cpu.Close()
 	p.cpu = nil
-	for _, name := range []string{"block", "mutex"} {
-		f, ferr := os.Create(filepath.Join(p.dir, "api."+name))
-		if ferr == nil {
-			ferr = pprof.Lookup(name).WriteTo(f, 0)
-			if cerr := f.Close(); ferr == nil {
-				ferr = cerr
-			}
-		}
-		if err == nil && ferr != nil {
-			err = fmt.Errorf("%s profile: %w", name, ferr)
+	for _, name := range []string{"block", "mutex", "allocs"} {
+		if ferr := writeProfile(p.dir, name, "api."+name); err == nil && ferr != nil {
+			err = ferr
 		}
 	}
 	runtime.SetBlockProfileRate(0)
 	runtime.SetMutexProfileFraction(0)
 	return err
+}
+
+// writeProfile writes the runtime profile name into dir/file.
+func writeProfile(dir, name, file string) error {
+	f, err := os.Create(filepath.Join(dir, file))
+	if err == nil {
+		err = pprof.Lookup(name).WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s profile: %w", name, err)
+	}
+	return nil
 }
 
 // processCPU is the CPU time (user and system) this process has used.

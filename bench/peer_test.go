@@ -177,6 +177,10 @@ func TestBenchAPIPlacement(t *testing.T) {
 	if res.Errors != 0 || res.EventsPerS <= 0 || res.MeanGroup < 1 || res.P99Ms < res.P50Ms {
 		t.Fatalf("result %+v", res)
 	}
+	// Every POST allocates (its request, body and event at least).
+	if res.AllocsPerEvent < 3 || res.AllocBytesPerEvent < 100 {
+		t.Fatalf("allocations per event %.1f, %.0f bytes", res.AllocsPerEvent, res.AllocBytesPerEvent)
+	}
 	if len(res.Polls) != 2 || res.Polls[0].Size != 20 || res.Polls[0].Lines != 20 ||
 		res.Polls[1].Size != 1500 || res.Polls[1].Lines != 1500 || res.Polls[1].Bytes <= res.Polls[0].Bytes {
 		t.Fatalf("polls %+v", res.Polls)

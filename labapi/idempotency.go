@@ -86,11 +86,17 @@ func bodyFields(body []byte) map[string]json.RawMessage {
 // string (a number, an object, a boolean; null counts as absent) is
 // INVALID_ARGUMENT, header or not: a client that sends one believes its
 // request is deduplicated, and silently ignoring the id would act twice.
-// fields is bodyFields(body).
-func requestID(r *http.Request, body []byte, fields map[string]json.RawMessage) (string, error) {
+// fields is bodyFields(body) when the body is not plain (jsonbody.go).
+func requestID(r *http.Request, body *jsonBody, fields map[string]json.RawMessage) (string, error) {
 	var fromBody string
-	if fields != nil {
-		id, id2, ok := requestIDFields(fields)
+	if body.plain || fields != nil {
+		var id, id2 json.RawMessage
+		ok := false
+		if body.plain {
+			id, id2, ok = requestIDMembers(body.members)
+		} else {
+			id, id2, ok = requestIDFields(fields)
+		}
 		if !ok {
 			// A key that only case-folds to a field name (encoding/json
 			// matches those too): let the decoder pick, as it always did.
@@ -98,18 +104,18 @@ func requestID(r *http.Request, body []byte, fields map[string]json.RawMessage) 
 				RequestID  json.RawMessage `json:"requestId"`
 				RequestID2 json.RawMessage `json:"request_id"`
 			}
-			json.Unmarshal(body, &probe)
+			json.Unmarshal(body.raw, &probe)
 			id, id2 = probe.RequestID, probe.RequestID2
 		}
-		for _, f := range []struct {
+		for _, f := range [...]struct {
 			name string
 			raw  json.RawMessage
 		}{{"requestId", id}, {"request_id", id2}} {
 			if len(f.raw) == 0 || string(f.raw) == "null" {
 				continue
 			}
-			var s string
-			if json.Unmarshal(f.raw, &s) != nil {
+			s, ok := stringValue(f.raw)
+			if !ok && json.Unmarshal(f.raw, &s) != nil {
 				return "", NewError(CodeInvalidArgument, f.name+" must be a string, not "+truncate(string(f.raw), 40),
 					"Send the request id as a JSON string (or in the X-CM-LAB-REQUEST-ID header).").With("field", f.name)
 			}
@@ -122,6 +128,21 @@ func requestID(r *http.Request, body []byte, fields map[string]json.RawMessage) 
 		return h, nil
 	}
 	return fromBody, nil
+}
+
+// requestIDMembers is requestIDFields for a plain body's members.
+func requestIDMembers(members []jsonMember) (id, id2 json.RawMessage, ok bool) {
+	for _, m := range members {
+		switch k := string(m.key); {
+		case k == "requestId":
+			id = m.value
+		case k == "request_id":
+			id2 = m.value
+		case strings.EqualFold(k, "requestId") || strings.EqualFold(k, "request_id"):
+			return nil, nil, false
+		}
+	}
+	return id, id2, true
 }
 
 // requestIDFields reads the requestId and request_id fields of a parsed
@@ -141,27 +162,41 @@ func requestIDFields(fields map[string]json.RawMessage) (id, id2 json.RawMessage
 }
 
 // bodyHash is the hash of a request body for telling a retry from a reused
-// key: route plus compacted JSON, without the requestId fields. fields is
-// bodyFields(body) (it loses those two keys).
-func bodyHash(route string, body []byte, fields map[string]json.RawMessage) string {
-	canon := body
-	if fields != nil {
+// key: route plus compacted JSON, without the requestId fields. These
+// hashes are stored in the log and compared with a retry's after an
+// upgrade, so the bytes hashed never change: for an object, what
+// json.Marshal makes of it parsed into a map[string]json.RawMessage less
+// those two keys (built in place for a plain body, jsonBody.canonical);
+// else the compacted body, or the body as it is when it is not JSON.
+// fields is bodyFields(body) when the body is not plain (it loses those
+// two keys).
+func bodyHash(route string, body *jsonBody, fields map[string]json.RawMessage) string {
+	buf := make([]byte, 0, 1024) // on the stack; a larger body grows it
+	buf = append(append(buf, route...), 0)
+	switch {
+	case body.plain:
+		buf = body.canonical(buf)
+	case fields != nil:
 		delete(fields, "requestId")
 		delete(fields, "request_id")
 		if b, err := json.Marshal(fields); err == nil { // map keys sorted
-			canon = b
+			buf = append(buf, b...)
+		} else {
+			buf = append(buf, body.raw...)
 		}
-	} else {
-		var buf bytes.Buffer
-		if json.Compact(&buf, body) == nil {
-			canon = buf.Bytes()
+	default:
+		var c bytes.Buffer
+		if json.Compact(&c, body.raw) == nil {
+			buf = append(buf, c.Bytes()...)
+		} else {
+			buf = append(buf, body.raw...)
 		}
 	}
-	h := sha256.New()
-	h.Write([]byte(route))
-	h.Write([]byte{0})
-	h.Write(canon)
-	return "sha256-" + hex.EncodeToString(h.Sum(nil))
+	sum := sha256.Sum256(buf)
+	var out [len("sha256-") + 2*sha256.Size]byte
+	copy(out[:], "sha256-")
+	hex.Encode(out[len("sha256-"):], sum[:])
+	return string(out[:])
 }
 
 // MaxRequestID is the longest request id accepted (it is stored in the log).
@@ -178,8 +213,16 @@ type mutation func(req, reqHash string) (resp any, err error)
 // different body is IDEMPOTENCY_KEY_REUSED; concurrent duplicates wait for
 // the first. Without a request id, act simply runs.
 func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, route string, body []byte, act mutation) error {
+	return s.idempotentBody(w, r, route, parseBody(body), act)
+}
+
+// idempotentBody is idempotent for a body already read into a jsonBody.
+func (s *Server) idempotentBody(w http.ResponseWriter, r *http.Request, route string, body *jsonBody, act mutation) error {
 	t := s.traceOf(r.Context()) // nil unless a StageRecorder is installed
-	fields := bodyFields(body)
+	var fields map[string]json.RawMessage
+	if !body.plain {
+		fields = bodyFields(body.raw)
+	}
 	req, err := requestID(r, body, fields)
 	if err != nil {
 		return err
@@ -242,13 +285,25 @@ func decodeIdempotent[B any](s *Server, w http.ResponseWriter, r *http.Request, 
 		return err
 	}
 	t.mark(StageRead)
-	return s.idempotent(w, r, route, body, func(req, reqHash string) (any, error) {
+	jb := parseBody(body)
+	return s.idempotentBody(w, r, route, jb, func(req, reqHash string) (any, error) {
 		var b B
-		if err := decodeJSON(body, &b); err != nil {
-			return nil, err
+		if d, ok := any(&b).(membersDecoder); !ok || !jb.plain || !d.decodeMembers(jb.members) {
+			b = *new(B)
+			if err := decodeJSON(body, &b); err != nil {
+				return nil, err
+			}
 		}
 		return act(&b, req, reqHash)
 	})
+}
+
+// membersDecoder is a route's body struct that fills itself from a plain
+// body's members (jsonbody.go) exactly as json.Unmarshal would, or
+// reports false for a body it leaves to json.Unmarshal (a value of
+// another type, a key that only case-folds to a field's name).
+type membersDecoder interface {
+	decodeMembers(members []jsonMember) bool
 }
 
 // appendAnswer appends p as an event of stream. With a request id the event
@@ -276,10 +331,23 @@ func (s *Server) appendAnswer(ctx context.Context, stream string, p events.Paylo
 	return err
 }
 
+// The header values of a JSON answer, shared by every writeRaw: net/http
+// only reads a header's value slice, and a handler that sets the header
+// again replaces the slice (Header.Set) or appends past its capacity
+// (Header.Add), never writing into it.
+var (
+	jsonContentType = []string{"application/json; charset=utf-8"}
+	noStore         = []string{"no-store"}
+	newline         = []byte{'\n'}
+)
+
+// writeRaw writes body, a JSON value, and a newline with status; the
+// header is what writeJSON sets, without a copy of the body or the values.
 func writeRaw(w http.ResponseWriter, status int, body json.RawMessage) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
+	h["Content-Type"] = jsonContentType
+	h["Cache-Control"] = noStore
 	w.WriteHeader(status)
-	w.Write(append(bytes.Clone(body), '\n'))
+	w.Write(body)
+	w.Write(newline)
 }

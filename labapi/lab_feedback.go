@@ -39,6 +39,63 @@ type feedbackBody struct {
 	Answers      json.RawMessage `json:"answers"`
 }
 
+// feedbackFields are feedbackBody's JSON names: a plain key equal to none
+// of them but equal under case folding is left to json.Unmarshal.
+var feedbackFields = [...]string{"requestId", "runId", "experimentId", "variantId", "topic", "ratings", "notes", "tags", "answers"}
+
+// decodeMembers fills b from a plain body's members as json.Unmarshal
+// does (membersDecoder); the request id is read by requestID, so
+// RequestID stays unset.
+func (b *feedbackBody) decodeMembers(members []jsonMember) bool {
+	for _, m := range members {
+		var str *string
+		switch string(m.key) {
+		case "requestId":
+			continue
+		case "runId":
+			str = &b.RunID
+		case "experimentId":
+			str = &b.ExperimentID
+		case "variantId":
+			str = &b.VariantID
+		case "topic":
+			str = &b.Topic
+		case "notes":
+			str = &b.Notes
+		case "ratings":
+			b.Ratings = m.value
+			continue
+		case "answers":
+			b.Answers = m.value
+			continue
+		case "tags":
+			if string(m.value) == "null" {
+				continue
+			}
+			if m.value[0] != '[' || json.Unmarshal(m.value, &b.Tags) != nil {
+				return false
+			}
+			continue
+		default:
+			for _, f := range feedbackFields {
+				if strings.EqualFold(string(m.key), f) {
+					return false
+				}
+			}
+			continue
+		}
+		if string(m.value) == "null" {
+			continue
+		}
+		v, ok := stringValue(m.value)
+		if !ok && (m.value[0] != '"' || json.Unmarshal(m.value, &v) != nil) {
+			return false
+		}
+		*str = v
+	}
+	return true
+}
+
 var ratingKeys = []string{"overall", "hook", "pacing", "script", "visuals", "motion", "captions", "sync"}
 
 // parseRatings validates ratings: an object whose keys are the eight
@@ -48,35 +105,40 @@ func parseRatings(raw json.RawMessage, field string) (*events.Ratings, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
+	// A plain object (jsonbody.go) is read in place, any other through a
+	// map as json.Unmarshal reads it.
 	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, NewError(CodeInvalidArgument, field+" must be an object of integer ratings 0–100", "Send {\"overall\": 80, …} with keys "+strings.Join(ratingKeys, ", ")+".").With("field", field)
+	var members []jsonMember
+	plain := false
+	if json.Valid(raw) {
+		members, plain = splitObject(raw, make([]jsonMember, 0, len(ratingKeys)))
+	}
+	if !plain {
+		members = nil
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, NewError(CodeInvalidArgument, field+" must be an object of integer ratings 0–100", "Send {\"overall\": 80, …} with keys "+strings.Join(ratingKeys, ", ")+".").With("field", field)
+		}
+		for k, v := range m {
+			members = append(members, jsonMember{key: []byte(k), value: v})
+		}
 	}
 	out := &events.Ratings{}
 	n := 0
-	for k, v := range m {
-		slot := ratingSlot(out, k)
+	for _, mem := range members {
+		v := mem.value
+		slot := ratingSlot(out, mem.key)
 		if slot == nil {
+			k := string(mem.key)
 			return nil, NewError(CodeInvalidArgument, "Unknown rating "+strconv.Quote(k), "Rate only "+strings.Join(ratingKeys, ", ")+".").With("field", field+"."+k)
 		}
 		if string(v) == "null" {
 			continue
 		}
-		// v is a JSON number once its first byte says so (the object it
-		// came from parsed), which ParseFloat reads as json.Unmarshal
-		// would; out of range it fails there too, and is refused alike.
-		var f float64
-		var perr error
-		if len(v) > 0 && (v[0] == '-' || ('0' <= v[0] && v[0] <= '9')) {
-			f, perr = strconv.ParseFloat(string(v), 64)
-		}
-		if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) || perr != nil {
+		iv, ok := ratingValue(v)
+		if !ok {
+			k := string(mem.key)
 			return nil, NewError(CodeInvalidArgument, "Rating "+k+" must be an integer 0–100, not "+truncate(string(v), 40), "Send whole numbers from 0 to 100.").With("field", field+"."+k)
 		}
-		if f != math.Trunc(f) || f < 0 || f > 100 {
-			return nil, NewError(CodeInvalidArgument, "Rating "+k+" must be an integer 0–100, not "+truncate(string(v), 40), "Send whole numbers from 0 to 100.").With("field", field+"."+k)
-		}
-		iv := int(f)
 		*slot = &iv
 		n++
 	}
@@ -86,9 +148,25 @@ func parseRatings(raw json.RawMessage, field string) (*events.Ratings, error) {
 	return out, nil
 }
 
+// ratingValue is the rating the JSON value v holds: an integer 0–100 in
+// any number notation. v is a JSON number once its first byte says so
+// (the object it came from parsed), which ParseFloat reads as
+// json.Unmarshal would; out of range it fails there too, and is refused
+// alike.
+func ratingValue(v []byte) (int, bool) {
+	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil || f != math.Trunc(f) || f < 0 || f > 100 {
+		return 0, false
+	}
+	return int(f), true
+}
+
 // ratingSlot is the field of r that rating k fills, nil for an unknown k.
-func ratingSlot(r *events.Ratings, k string) **int {
-	switch k {
+func ratingSlot[K string | []byte](r *events.Ratings, k K) **int {
+	switch string(k) {
 	case "overall":
 		return &r.Overall
 	case "hook":

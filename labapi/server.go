@@ -301,8 +301,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusOK
 		}
 		s.metrics.observeHTTP(route, status)
-		s.log.Log(r.Context(), requestLogLevel(route, status), RequestLogMessage, "method", r.Method, "path", r.URL.Path, "route", route, "status", status,
-			"bytes", rw.n, "dur_ms", time.Since(start).Milliseconds(), "req", r.Header.Get("X-CM-LAB-REQUEST-ID"))
+		// Checked first: the record's arguments cost allocations even when
+		// the handler drops it.
+		if level := requestLogLevel(route, status); s.log.Enabled(r.Context(), level) {
+			s.log.Log(r.Context(), level, RequestLogMessage, "method", r.Method, "path", r.URL.Path, "route", route, "status", status,
+				"bytes", rw.n, "dur_ms", time.Since(start).Milliseconds(), "req", r.Header.Get("X-CM-LAB-REQUEST-ID"))
+		}
 	}()
 	if !s.hostAllowed(r.Host) {
 		writeError(rw, NewError(CodeForbidden, "Host "+r.Host+" is not this daemon", "Connect to 127.0.0.1 or localhost (DNS-rebinding guard)."))
