@@ -17,7 +17,9 @@
 // and lab.css only; runs.js takes the view over once the browser has
 // recorded that paint (prefetch.js, Element Timing). route.js, a classic
 // script before the body, hides those rows when the address names another
-// view.
+// view, and starts the page's modules, which such a page holds inert
+// (template#modules), once the rows are painted, so nothing but the
+// document, lab.css and route.js comes before their first frame.
 //
 // Assets are served under /ui/<version>/, where version is a digest of
 // their bytes: the shell names the current version, so an asset can be

@@ -133,3 +133,36 @@ func TestRowText(t *testing.T) {
 		t.Errorf("encodeURIComponent = %q", got)
 	}
 }
+
+// TestPageWithRowsStartsItsModulesLate: the page with rows names the same
+// preloads and modules as the page without, but inert, in
+// template#modules, for route.js to start once the first rows are
+// painted; nothing but lab.css and route.js is asked for before.
+func TestPageWithRowsStartsItsModulesLate(t *testing.T) {
+	h := newHandler(t)
+	page, err := h.withRuns([]byte(runsAnswerOf(50, 10000, func(i int) string { return fmt.Sprint("topic ", i) })), nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, _, _ := strings.Cut(string(page), "</head>")
+	before, rest, ok := strings.Cut(head, "<template id=\"modules\">\n")
+	inert, after, ok2 := strings.Cut(rest, "</template>\n")
+	if !ok || !ok2 {
+		t.Fatalf("no template#modules in the head:\n%s", head)
+	}
+	// What the page without rows starts at once, less the runs it holds.
+	shell := string(h.shell)
+	want := shell[strings.Index(shell, `<link rel="preload"`):strings.Index(shell, "</head>")]
+	want = strings.Replace(want, "<link rel=\"preload\" as=\"fetch\" crossorigin href=\"/api/runs?limit=50&amp;sort=newest\">\n", "", 1)
+	if inert != want {
+		t.Errorf("template#modules holds\n%s\nwant\n%s", inert, want)
+	}
+	if after != `<script src="/ui/`+h.version+`/route.js"></script>`+"\n" {
+		t.Errorf("after the template: %q, want route.js alone", after)
+	}
+	for _, s := range []string{"<script", "preload"} {
+		if strings.Contains(before, s) {
+			t.Errorf("the head asks for more than lab.css before the template:\n%s", before)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -752,6 +753,24 @@ func labPageTenThousand(t *testing.T, b *browser) {
 		if start < rep.LastMark && (r[1] == "fetch" || r[1] == "xmlhttprequest") {
 			t.Errorf("%s was asked for by %v at %.0f ms, before the first rows (%.0f ms), not by the shell (its link and script elements)", p, r[1], start, rep.LastMark)
 		}
+	}
+	// Nor does the first frame share the machine with the page's modules
+	// and their requests: route.js starts them once the rows are painted,
+	// or a second after it ran (it runs once lab.css and route.js are in).
+	var shell float64
+	for _, r := range reqs {
+		p, _ := r[0].(string)
+		if end, _ := r[3].(float64); strings.HasSuffix(p, "/lab.css") || strings.HasSuffix(p, "/route.js") {
+			shell = math.Max(shell, end)
+		}
+	}
+	for _, r := range reqs {
+		p, _ := r[0].(string)
+		start, _ := r[2].(float64)
+		if strings.HasSuffix(p, "/lab.css") || strings.HasSuffix(p, "/route.js") || start >= rep.LastMark-1 || start >= shell+1000-1 {
+			continue
+		}
+		t.Errorf("%s was asked for at %.0f ms, before the first rows were painted (%.0f ms) and before route.js's second was up (lab.css and route.js in at %.0f ms)", p, start, rep.LastMark, shell)
 	}
 	checkPaintBudget(t, rep)
 	if rows != 50 {

@@ -6,7 +6,8 @@
 // answer, no second request), so the first useful paint waits for one
 // round of requests made by the HTML parser, not for the module graph and
 // then three requests. A page whose HTML holds the first runs (labui) asks
-// not for those. It also watches for the paint of the first rows
+// not for those, and starts these lines only once its rows are painted
+// (route.js). It also watches for the paint of the first rows
 // (firstRowsPainted). It imports nothing.
 
 export const early = new Map();

@@ -8,6 +8,15 @@
 // person does to it is kept for then (window.cmlabEarly): the keys pressed
 // outside a field (the shortcuts: j, x, c, …) and a form's submit, which
 // would otherwise send the page away.
+//
+// It also starts the page's modules, which such a page holds inert
+// (template#modules: the preloads, prefetch.js, the first view's modules
+// and app.js, as the page without rows names them in its head): once the
+// browser has presented the first rows (Element Timing), so their first
+// frame does not share the two cores with a dozen requests and the
+// modules' evaluation; at once when no such paint is to come (another
+// view, a hidden page, a browser without Element Timing), and after a
+// second at the latest; never before the document is parsed.
 {
   const hash = location.hash;
   if (hash && hash !== '#' && hash !== '#/' && hash !== '#/runs') document.documentElement.classList.add('elsewhere');
@@ -28,4 +37,32 @@
     e.preventDefault();
     if (e.target.id) early.submits.push(e.target.id);
   }, true);
+}
+{
+  const modules = document.getElementById('modules');
+  let started = false;
+  // Not before the document is parsed: the modules, run as soon as they
+  // arrive once inserted, expect the whole page.
+  const start = () => {
+    if (started || !modules) return;
+    started = true;
+    const insert = () => document.head.append(modules.content.cloneNode(true));
+    if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', insert, { once: true });
+    else insert();
+  };
+  const timed = window.PerformanceObserver && (PerformanceObserver.supportedEntryTypes || []).includes('element');
+  if (!timed || document.visibilityState !== 'visible' || document.documentElement.classList.contains('elsewhere')) {
+    start();
+  } else {
+    const painted = new PerformanceObserver((list) => {
+      if (!list.getEntries().some((e) => e.identifier === 'cmlab-first-rows')) return;
+      painted.disconnect();
+      start();
+    });
+    painted.observe({ type: 'element', buffered: true });
+    setTimeout(() => {
+      painted.disconnect();
+      start();
+    }, 1000);
+  }
 }
