@@ -6,13 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/crashchild"
 	"github.com/cmlab/cmlab/pty"
 	"github.com/cmlab/cmlab/snapshot"
 )
@@ -42,41 +45,8 @@ func historyHome(t testing.TB, blocks int) home.Home {
 		}
 		spool := int64(0)
 		batch = append(batch, events.MustNew(conv, &events.PtySessionStarted{ConversationID: conv, ShellID: "sh_" + conv, Pid: 7, Cols: 200, Rows: 50, Cwd: "/w"}))
-		zero, one := 0, 1
 		for i := 1; i <= n; i++ {
-			id := fmt.Sprintf("blk_%s_%05d", conv, i)
-			line := fmt.Sprintf("eval $'echo %d'\r", i)
-			b := events.Block{BlockID: id, Seq: i, Mode: "block", ShellID: "sh_" + conv, Cmd: fmt.Sprintf("echo %d", i), Cwd: "/w",
-				TsBegin: int64(1000 + i), Status: events.BlockRunning, OutputPath: "blocks/" + id + ".out", SpoolBegin: spool}
-			batch = append(batch, events.MustNew(conv, &events.PtyBlockBegin{Block: b}),
-				events.MustNew(conv, &events.PtyInput{Data: []byte(line), BlockID: id, Source: "exec"}))
-			out := func(data string) {
-				batch = append(batch, events.MustNew(conv, &events.PtyOutput{BlockID: id, SpoolOffset: spool, Data: []byte(data)}))
-				spool += int64(len(data))
-			}
-			if i%7 == 0 {
-				out(line) // a program turned echo back on
-			}
-			out(fmt.Sprintf("line %d a\nneedle %d\n", i, i))
-			if i%5 == 0 {
-				batch = append(batch, events.MustNew(conv, &events.PtyInput{Data: []byte("y\r"), BlockID: id, Source: "send"}))
-				out("answered\n")
-			}
-			if i%13 == 0 {
-				m := "[cmlab: output truncated at the block cap of 10 bytes]\n"
-				batch = append(batch, events.MustNew(conv, &events.PtyTruncated{BlockID: id, SpoolOffset: spool, Line: m, Dropped: 10, Limit: 10, Scope: "block"}))
-				spool += int64(len(m))
-				b.Dropped = 10
-			}
-			exit := &zero
-			if i%11 == 0 {
-				exit = &one
-			}
-			p := fmt.Sprintf("__FWS_PROMPT__ ts=%d cwd_b64=L3c= exit=%d\n", 2000+i, *exit)
-			b.Status, b.ExitCode, b.TsEnd, b.SpoolEnd = events.BlockCompleted, exit, int64(2000+i), spool
-			batch = append(batch, events.MustNew(conv, &events.PtyPrompt{PromptTS: int64(2000 + i), Cwd: "/w", ExitCode: exit, SpoolOffset: spool, Line: p, BlockID: id}),
-				events.MustNew(conv, &events.PtyBlockEnd{Block: b}))
-			spool += int64(len(p))
+			batch = append(batch, historyBlock(conv, i, &spool)...)
 			if len(batch) > 2000 {
 				flush()
 			}
@@ -84,6 +54,49 @@ func historyHome(t testing.TB, blocks int) home.Home {
 	}
 	flush()
 	return h
+}
+
+// historyBlock is block i of conv as the terminal logs it: its BEGIN and
+// exec input, its output (an echoed exec line every 7th, a send every
+// 5th, a cap marker every 13th), its prompt and END; spool is the
+// conversation's spool size, moved past it.
+func historyBlock(conv string, i int, spool *int64) []*events.Event {
+	zero, one := 0, 1
+	var batch []*events.Event
+	id := fmt.Sprintf("blk_%s_%05d", conv, i)
+	line := fmt.Sprintf("eval $'echo %d'\r", i)
+	b := events.Block{BlockID: id, Seq: i, Mode: "block", ShellID: "sh_" + conv, Cmd: fmt.Sprintf("echo %d", i), Cwd: "/w",
+		TsBegin: int64(1000 + i), Status: events.BlockRunning, OutputPath: "blocks/" + id + ".out", SpoolBegin: *spool}
+	batch = append(batch, events.MustNew(conv, &events.PtyBlockBegin{Block: b}),
+		events.MustNew(conv, &events.PtyInput{Data: []byte(line), BlockID: id, Source: "exec"}))
+	out := func(data string) {
+		batch = append(batch, events.MustNew(conv, &events.PtyOutput{BlockID: id, SpoolOffset: *spool, Data: []byte(data)}))
+		*spool += int64(len(data))
+	}
+	if i%7 == 0 {
+		out(line) // a program turned echo back on
+	}
+	out(fmt.Sprintf("line %d a\nneedle %d\n", i, i))
+	if i%5 == 0 {
+		batch = append(batch, events.MustNew(conv, &events.PtyInput{Data: []byte("y\r"), BlockID: id, Source: "send"}))
+		out("answered\n")
+	}
+	if i%13 == 0 {
+		m := "[cmlab: output truncated at the block cap of 10 bytes]\n"
+		batch = append(batch, events.MustNew(conv, &events.PtyTruncated{BlockID: id, SpoolOffset: *spool, Line: m, Dropped: 10, Limit: 10, Scope: "block"}))
+		*spool += int64(len(m))
+		b.Dropped = 10
+	}
+	exit := &zero
+	if i%11 == 0 {
+		exit = &one
+	}
+	p := fmt.Sprintf("__FWS_PROMPT__ ts=%d cwd_b64=L3c= exit=%d\n", 2000+i, *exit)
+	b.Status, b.ExitCode, b.TsEnd, b.SpoolEnd = events.BlockCompleted, exit, int64(2000+i), *spool
+	batch = append(batch, events.MustNew(conv, &events.PtyPrompt{PromptTS: int64(2000 + i), Cwd: "/w", ExitCode: exit, SpoolOffset: *spool, Line: p, BlockID: id}),
+		events.MustNew(conv, &events.PtyBlockEnd{Block: b}))
+	*spool += int64(len(p))
+	return batch
 }
 
 // historyAnswers opens a manager on h (HistoryBlocks keep), asks it what
@@ -279,5 +292,89 @@ func TestHistorySnapshotOfSchema2Rebuilt(t *testing.T) {
 	}
 	if len(body) > old/3 {
 		t.Fatalf("snapshot after the rebuild %d bytes, of every block %d: not bounded", len(body), old)
+	}
+}
+
+// historyChildEnv names the home of TestHelperHistorySnapshotWriter.
+const historyChildEnv = "CMLAB_PTY_HISTORY_CHILD"
+
+// TestHelperHistorySnapshotWriter is the child of
+// TestHistorySnapshotSIGKILL: it logs blocks of conv1 and writes the
+// terminal snapshot after each, as fast as it can, until it is killed;
+// it says it is ready once blocks were dropped from memory.
+func TestHelperHistorySnapshotWriter(t *testing.T) {
+	h := home.Home{Dir: crashchild.Role(t, historyChildEnv, "TestHistorySnapshotSIGKILL")}
+	ctx := context.Background()
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "history child:", err)
+		os.Exit(1)
+	}
+	eng, err := engine.Open(ctx, engine.Options{Home: h})
+	if err != nil {
+		fail(err)
+	}
+	mgr, err := pty.NewManager(eng, pty.Options{Dir: h.Dir, IdleTimeout: -1})
+	if err != nil {
+		fail(err)
+	}
+	var spool int64
+	if _, err := eng.Append(ctx, events.MustNew("conv1", &events.PtySessionStarted{ConversationID: "conv1", ShellID: "sh_conv1", Pid: 7, Cols: 200, Rows: 50, Cwd: "/w"})); err != nil {
+		fail(err)
+	}
+	for i := 1; ; i++ {
+		if _, err := eng.Append(ctx, historyBlock("conv1", i, &spool)...); err != nil {
+			fail(err)
+		}
+		if _, err := mgr.WriteSnapshotNow(); err != nil {
+			fail(err)
+		}
+		if i == 260 {
+			os.WriteFile(filepath.Join(h.Dir, "historychild.ready"), nil, 0o600)
+		}
+	}
+}
+
+// TestHistorySnapshotSIGKILL kills a process writing the bounded
+// terminal snapshot of a conversation that dropped blocks, while a write
+// is in progress; the restarted home holds the model a replay of the log
+// gives and answers as a model that keeps every block.
+func TestHistorySnapshotSIGKILL(t *testing.T) {
+	for round := range 2 {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			h := home.Home{Dir: t.TempDir()}
+			child := crashchild.Start(t, "TestHelperHistorySnapshotWriter", historyChildEnv+"="+h.Dir)
+			t.Cleanup(child.Stop)
+			child.AwaitFile(t, filepath.Join(h.Dir, "historychild.ready"), 60*time.Second)
+			pattern := pty.SnapshotFile(h) + ".tmp-*"
+			deadline := time.Now().Add(30 * time.Second)
+			for { // no pause between looks: a write in progress is brief
+				if m, _ := filepath.Glob(pattern); len(m) > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					child.Stop()
+					t.Fatal("never saw a snapshot write in progress")
+				}
+			}
+			child.Kill(t)
+			var logs bytes.Buffer
+			b := reopenManager(t, h, &logs)
+			if strings.Contains(logs.String(), "snapshot ignored") {
+				t.Fatalf("a snapshot written by rename was refused: %s", logs.String())
+			}
+			b.barrier()
+			if got, want := b.mgr.ModelBytes(), pty.ReplayModelBytes(b.eng); !bytes.Equal(got, want) {
+				t.Fatal("model after the kill differs from a replay of the log")
+			}
+			b.close()
+			got, _ := historyAnswers(t, h, 0)
+			if err := os.Remove(pty.SnapshotFile(h)); err != nil {
+				t.Fatal(err)
+			}
+			want, _ := historyAnswers(t, h, -1)
+			if got != want {
+				t.Fatalf("answers after the kill differ from a model of every block:\n got %.1500s\nwant %.1500s", got, want)
+			}
+		})
 	}
 }
