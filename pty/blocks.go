@@ -27,7 +27,7 @@ func (m *Manager) BlocksSince(ctx context.Context, conv string, since, limit int
 		limit = 500
 	}
 	res := BlocksResult{OK: true, Blocks: []events.Block{}}
-	err := m.readBlocks(conv, func(c *convState) bool { return since < c.hist.maxSeq }, func(c *convState) {
+	err := m.readBlocks(conv, since, limit, func(c *convState) bool { return since < c.hist.maxSeq }, func(c *convState) {
 		for _, b := range c.blocks {
 			if b.Seq > since && len(res.Blocks) < limit {
 				res.Blocks = append(res.Blocks, *b)

@@ -147,9 +147,10 @@ func (m *Manager) readBlock(conv, id string, need func(c *convState) bool, f fun
 	return m.readScope(conv, pastScope{block: id}, need, f)
 }
 
-// readBlocks is read for an f that reads, of the past, only the blocks.
-func (m *Manager) readBlocks(conv string, need func(c *convState) bool, f func(c *convState)) error {
-	return m.readScope(conv, pastScope{blocks: true}, need, f)
+// readBlocks is read for an f that reads, of the past, only the first
+// limit blocks numbered after since.
+func (m *Manager) readBlocks(conv string, since, limit int, need func(c *convState) bool, f func(c *convState)) error {
+	return m.readScope(conv, pastScope{blocks: true, since: since, limit: limit}, need, f)
 }
 
 // readUpTo is read for an f that reads, of the past, only records of the
@@ -164,10 +165,11 @@ func (m *Manager) readUpTo(conv string, upTo int64, need func(c *convState) bool
 // A narrower scope reads only the lines of the view that can hold it, or
 // stops early.
 type pastScope struct {
-	block   string
-	blocks  bool
-	upTo    int64
-	bounded bool
+	block        string
+	blocks       bool
+	since, limit int // of blocks
+	upTo         int64
+	bounded      bool
 }
 
 func (m *Manager) readScope(conv string, scope pastScope, need func(c *convState) bool, f func(c *convState)) error {
@@ -213,26 +215,31 @@ func (m *Manager) past(c *convState, seq uint64, scope pastScope) (*convState, e
 			return bytes.Contains(line, []byte(`"type":"agent_block_begin"`)) || bytes.Contains(line, []byte(`"type":"agent_block_end"`))
 		}
 	}
+	// Both scans move forward only: a block read closed stays closed.
+	wanted, prefix := closedScan{since: scope.since, limit: scope.limit}, closedScan{since: -1, limit: h.blocks}
 	rp, err := m.replayView(c.id, seq, filter, func(r *convState) bool {
 		if scope.bounded && r.spoolSz > scope.upTo {
 			// The spool is written in log order: what follows lies after upTo.
 			return true
 		}
+		if scope.blocks && scope.limit > 0 && wanted.done(r.blocks) {
+			return true
+		}
 		if len(r.blocks) < h.blocks || !scope.blocks && (len(r.prompts) < h.prompts || len(r.inputs) < h.inputs) {
 			return false
 		}
-		for _, b := range r.blocks[:h.blocks] {
-			if b.Status == events.BlockRunning || b.Status == events.BlockInteractive {
-				return false
-			}
-		}
-		return true
+		return h.blocks == 0 || prefix.done(r.blocks)
 	})
 	if err != nil {
 		return nil, err
 	}
 	if scope.blocks {
 		h.prompts, h.inputs, h.promptEnd, h.inputOff = 0, 0, 0, 0
+		if len(rp.blocks) < h.blocks && scope.limit > 0 && wanted.done(rp.blocks) {
+			// Stopped early: the blocks f takes were read.
+			h.blocks, h.maxSeq = len(rp.blocks), 0
+			h = pastMarks(rp, h)
+		}
 	}
 	if scope.bounded && rp.spoolSz > scope.upTo {
 		// Stopped early: the prefixes read are what f may need.
@@ -265,6 +272,28 @@ func (m *Manager) past(c *convState, seq uint64, scope pastScope) (*convState, e
 	}
 	full.hist = history{}
 	return &full, nil
+}
+
+// closedScan finds, in a replay's blocks, the first limit numbered after
+// since, all closed (a dropped block, once closed, is never written
+// again); it resumes where it stopped, so a replay checks each block once.
+type closedScan struct {
+	since, limit int
+	i, n         int
+}
+
+func (s *closedScan) done(blocks []*events.Block) bool {
+	for s.n < s.limit && s.i < len(blocks) {
+		b := blocks[s.i]
+		if b.Seq > s.since {
+			if b.Status == events.BlockRunning || b.Status == events.BlockInteractive {
+				return false
+			}
+			s.n++
+		}
+		s.i++
+	}
+	return s.n >= s.limit
 }
 
 // pastWhole is c with every list replayed from the view: a broken
@@ -342,8 +371,16 @@ func (m *Manager) replayView(conv string, seq uint64, filter func([]byte) bool, 
 	c.replay = true
 	br := bufio.NewReaderSize(f, 256<<10)
 	var zeros []byte
-	for !enough(c) {
-		line, err := br.ReadBytes('\n')
+	for done := enough(c); !done; {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) { // a long input's line
+			long := slices.Clone(line)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
 		if errors.Is(err, io.EOF) {
 			break // a torn last line is the projector's to repair
 		}
@@ -366,6 +403,7 @@ func (m *Manager) replayView(conv string, seq uint64, filter func([]byte) bool, 
 		}
 		if p != nil {
 			c.apply(p)
+			done = enough(c)
 		}
 	}
 	return c, nil

@@ -77,6 +77,9 @@ func historyBlock(conv string, i int, spool *int64) []*events.Event {
 		out(line) // a program turned echo back on
 	}
 	out(fmt.Sprintf("line %d a\nneedle %d\n", i, i))
+	if i == 3 { // a line of the events view longer than its reader's buffer
+		batch = append(batch, events.MustNew(conv, &events.PtyInput{Data: []byte(strings.Repeat("long input ", 30<<10)), BlockID: id, Source: "send"}))
+	}
 	if i%5 == 0 {
 		batch = append(batch, events.MustNew(conv, &events.PtyInput{Data: []byte("y\r"), BlockID: id, Source: "send"}))
 		out("answered\n")
