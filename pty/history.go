@@ -222,7 +222,7 @@ func (m *Manager) past(c *convState, seq uint64, scope pastScope) (*convState, e
 			// The spool is written in log order: what follows lies after upTo.
 			return true
 		}
-		if scope.blocks && scope.limit > 0 && wanted.done(r.blocks) {
+		if scope.blocks && scope.limit > 0 && len(r.blocks) < h.blocks && wanted.done(r.blocks) {
 			return true
 		}
 		if len(r.blocks) < h.blocks || !scope.blocks && (len(r.prompts) < h.prompts || len(r.inputs) < h.inputs) {
