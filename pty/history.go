@@ -312,12 +312,17 @@ func (m *Manager) pastWhole(c *convState, seq uint64) (*convState, error) {
 	return &full, nil
 }
 
-// pastOfBlock is c with block id's records read back from the view: only
-// the lines naming it are decoded. Its inputs' offsets are not known (the
+// pastOfBlock is c with block id's records read back from the view, up to
+// its END: only the lines naming it are decoded. Its inputs' offsets are not known (the
 // spool's size is not followed): they serve execLine only.
 func (m *Manager) pastOfBlock(c *convState, seq uint64, id string) (*convState, error) {
 	key := []byte(`"block_id":"` + id + `"`)
-	rp, err := m.replayView(c.id, seq, func(line []byte) bool { return bytes.Contains(line, key) }, func(*convState) bool { return false })
+	// Nothing names a block after its END (its prompt commits with it, just before).
+	ended := func(r *convState) bool {
+		b := r.byID[id]
+		return b != nil && b.Status != events.BlockRunning && b.Status != events.BlockInteractive
+	}
+	rp, err := m.replayView(c.id, seq, func(line []byte) bool { return bytes.Contains(line, key) }, ended)
 	if err != nil {
 		return nil, err
 	}
