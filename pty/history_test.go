@@ -344,22 +344,7 @@ func TestHelperHistorySnapshotWriter(t *testing.T) {
 func TestHistorySnapshotSIGKILL(t *testing.T) {
 	for round := range 2 {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
-			h := home.Home{Dir: t.TempDir()}
-			child := crashchild.Start(t, "TestHelperHistorySnapshotWriter", historyChildEnv+"="+h.Dir)
-			t.Cleanup(child.Stop)
-			child.AwaitFile(t, filepath.Join(h.Dir, "historychild.ready"), 60*time.Second)
-			pattern := pty.SnapshotFile(h) + ".tmp-*"
-			deadline := time.Now().Add(30 * time.Second)
-			for { // no pause between looks: a write in progress is brief
-				if m, _ := filepath.Glob(pattern); len(m) > 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					child.Stop()
-					t.Fatal("never saw a snapshot write in progress")
-				}
-			}
-			child.Kill(t)
+			h := killMidSnapshotWrite(t, "TestHelperHistorySnapshotWriter", historyChildEnv, "historychild.ready", 60*time.Second)
 			var logs bytes.Buffer
 			b := reopenManager(t, h, &logs)
 			if strings.Contains(logs.String(), "snapshot ignored") {
