@@ -17,8 +17,9 @@ import (
 )
 
 // A conversation's past in memory is bounded (issue 26): once it holds
-// more than 2×keepBlocks blocks, the oldest closed blocks beyond the last
-// keepBlocks are dropped at a block's END, with their output spans, and so
+// more than twice Options.HistoryBlocks (default keepBlocks) blocks, the
+// oldest closed blocks beyond the last HistoryBlocks are dropped at a
+// block's END, with their output spans, and so
 // are the prompt and input records that lie wholly before the first block
 // kept (at least one of each stays: exec takes its cwd from the last
 // prompt, status its input_cursor from the last input). The snapshot holds
@@ -34,9 +35,14 @@ import (
 // writes before observers see a commit) up to the seq the model covers:
 // the dropped prefixes from the view, the rest from memory, then the same
 // code answers as before, so the answer is the one the whole model gave.
-// The replay stops once it has read the dropped prefixes; a view that does
-// not give them back as counted is ErrSpoolUnavailable (the views lag the
-// log, or were damaged: the daemon regenerates them).
+// A read takes only what its question needs (pastScope): one block's lines
+// up to its END (found by its id before any line is decoded), the block
+// records up to the limit asked for, the records before an offset, or the
+// dropped prefixes whole; a view that does not give them back as counted
+// is ErrSpoolUnavailable (the views lag the log, or were damaged: the
+// daemon regenerates them). Such a read costs up to a pass over the
+// conversation's view, so it is slower than one from memory; reads near
+// the present never make it.
 //
 // The events view gives a record back exactly when its text is valid
 // UTF-8 (JSON strings); a conversation with a block, prompt line, marker
@@ -66,8 +72,8 @@ func (h *history) dropped() bool { return h.blocks > 0 || h.prompts > 0 || h.inp
 // checkBlock notes a block record: an END for a block not in memory after
 // blocks were dropped may name a dropped one.
 func (h *history) checkBlock(c *convState, b events.Block, begin bool) {
-	if !utf8.ValidString(b.BlockID + b.Mode + b.SessionID + b.ShellID + b.Cmd + b.Cwd + b.Status + b.Reason + b.OutputPath) {
-		h.keepAll = true
+	for _, f := range []string{b.BlockID, b.Mode, b.SessionID, b.ShellID, b.Cmd, b.Cwd, b.Status, b.Reason, b.OutputPath} {
+		h.checkText(f)
 	}
 	if !begin && h.blocks > 0 && c.byID[b.BlockID] == nil {
 		h.broken = true
@@ -415,7 +421,8 @@ func (m *Manager) replayView(conv string, seq uint64, filter func([]byte) bool, 
 }
 
 // linePayload is the payload a line of the events view was rendered from
-// (projections.renderPty), as far as apply reads it; nil for a line
+// (projections.renderPty, whose line types these are), as far as apply
+// reads it; nil for a line
 // apply ignores. An output's bytes are not in the view, only its length:
 // zeros of that length stand for them (a replay keeps no tail).
 func linePayload(l *projections.PtyEventLine, zeros *[]byte) (any, error) {
