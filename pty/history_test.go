@@ -25,6 +25,13 @@ import (
 // sends, markers, prompts) and a short conv2, and no snapshot yet.
 func historyHome(t testing.TB, blocks int) home.Home {
 	t.Helper()
+	return historyHomeWith(t, blocks, nil)
+}
+
+// historyHomeWith is historyHome with the events extra gives after each
+// block of conv1 (nil: none).
+func historyHomeWith(t testing.TB, blocks int, extra func(i int, spool *int64) []*events.Event) home.Home {
+	t.Helper()
 	h := home.Home{Dir: t.TempDir()}
 	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
 	if err != nil {
@@ -47,6 +54,9 @@ func historyHome(t testing.TB, blocks int) home.Home {
 		batch = append(batch, events.MustNew(conv, &events.PtySessionStarted{ConversationID: conv, ShellID: "sh_" + conv, Pid: 7, Cols: 200, Rows: 50, Cwd: "/w"}))
 		for i := 1; i <= n; i++ {
 			batch = append(batch, historyBlock(conv, i, &spool)...)
+			if extra != nil && conv == "conv1" {
+				batch = append(batch, extra(i, &spool)...)
+			}
 			if len(batch) > 2000 {
 				flush()
 			}
@@ -203,6 +213,49 @@ func TestHistoryAnswersIdentical(t *testing.T) {
 			}
 			t.Fatalf("%s: %d answers, want %d", name, len(gl), len(wl))
 		}
+	}
+}
+
+// TestHistoryIrregular: a conversation whose past the events view cannot
+// give back exactly (an input that is not UTF-8) keeps what it holds from
+// then on; one whose log names dropped blocks again (a second END, late
+// output: never written by the terminal) reads every list back whole.
+// Both answer as a model that keeps every block.
+func TestHistoryIrregular(t *testing.T) {
+	type irregular = func(i int, spool *int64) []*events.Event
+	for name, extra := range map[string]irregular{
+		"not UTF-8": func(i int, spool *int64) []*events.Event {
+			if i != 300 {
+				return nil
+			}
+			return []*events.Event{events.MustNew("conv1", &events.PtyInput{Data: []byte("\xff\xfe typed"), Source: "send"})}
+		},
+		"dropped block named again": func(i int, spool *int64) []*events.Event {
+			if i != 380 {
+				return nil
+			}
+			zero := 0
+			again := events.Block{BlockID: "blk_conv1_00005", Seq: 5, Mode: "block", Cmd: "echo 5", Cwd: "/w", Status: events.BlockFailed,
+				ExitCode: &zero, Reason: "again", OutputPath: "blocks/blk_conv1_00005.out", SpoolBegin: 1, SpoolEnd: 2}
+			late := []byte("late output of block 6\n")
+			evs := []*events.Event{events.MustNew("conv1", &events.PtyBlockEnd{Block: again}),
+				events.MustNew("conv1", &events.PtyOutput{BlockID: "blk_conv1_00006", SpoolOffset: *spool, Data: late})}
+			*spool += int64(len(late))
+			return evs
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := historyHomeWith(t, 400, extra)
+			fresh, _ := historyAnswers(t, h, 0)
+			restarted, _ := historyAnswers(t, h, 0)
+			if err := os.Remove(pty.SnapshotFile(h)); err != nil {
+				t.Fatal(err)
+			}
+			all, _ := historyAnswers(t, h, -1)
+			if fresh != all || restarted != all {
+				t.Fatalf("answers differ from a model of every block:\nfresh %.1500s\nrestarted %.1500s\nwant %.1500s", fresh, restarted, all)
+			}
+		})
 	}
 }
 
