@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -26,14 +27,22 @@ func (m *Manager) BlocksSince(ctx context.Context, conv string, since, limit int
 		limit = 500
 	}
 	res := BlocksResult{OK: true, Blocks: []events.Block{}}
-	m.snapshot(conv, func(c *convState) {
+	err := m.readBlocks(conv, since, limit, func(c *convState) bool { return since < c.hist.maxSeq }, func(c *convState) {
 		for _, b := range c.blocks {
 			if b.Seq > since && len(res.Blocks) < limit {
 				res.Blocks = append(res.Blocks, *b)
 			}
 		}
 	})
+	if err != nil {
+		return BlocksResult{}, err
+	}
 	return res, nil
+}
+
+// notHeld says whether block id may be a block dropped from memory.
+func notHeld(id string) func(c *convState) bool {
+	return func(c *convState) bool { return c.byID[id] == nil && c.hist.blocks > 0 }
 }
 
 // BlockResult is the response of blocks get.
@@ -49,11 +58,14 @@ func (m *Manager) Block(ctx context.Context, conv, id string) (BlockResult, erro
 	}
 	var res BlockResult
 	var ok bool
-	m.snapshot(conv, func(c *convState) {
+	err := m.readBlock(conv, id, notHeld(id), func(c *convState) {
 		if b := c.byID[id]; b != nil {
 			res, ok = BlockResult{OK: true, Block: *b}, true
 		}
 	})
+	if err != nil {
+		return BlockResult{}, err
+	}
 	if !ok {
 		return res, fmt.Errorf("%w: block %q in conversation %q", ErrNotFound, id, conv)
 	}
@@ -122,7 +134,7 @@ func (m *Manager) blockOutput(conv, id string, offset, maxBytes int64) (BlockOut
 		found    bool
 		complete bool
 	)
-	m.snapshot(conv, func(c *convState) {
+	err := m.readBlock(conv, id, notHeld(id), func(c *convState) {
 		changed = c.changed
 		b := c.byID[id]
 		if b == nil {
@@ -132,6 +144,9 @@ func (m *Manager) blockOutput(conv, id string, offset, maxBytes int64) (BlockOut
 		v, segs = c.view(), c.outputs[id]
 		complete = b.Status != events.BlockRunning && b.Status != events.BlockInteractive
 	})
+	if err != nil {
+		return BlockOutputResult{}, changed, err
+	}
 	if !found {
 		return BlockOutputResult{}, changed, fmt.Errorf("%w: block %q in conversation %q", ErrNotFound, id, conv)
 	}
@@ -205,7 +220,8 @@ func (m *Manager) Search(ctx context.Context, conv, q, blockID string) (SearchRe
 		ranges []span
 		found  = true
 	)
-	m.snapshot(conv, func(c *convState) {
+	need := func(c *convState) bool { return blockID != "" && notHeld(blockID)(c) }
+	if err := m.readBlock(conv, blockID, need, func(c *convState) {
 		v = c.view()
 		ranges = []span{{0, c.size()}}
 		if blockID != "" {
@@ -215,7 +231,9 @@ func (m *Manager) Search(ctx context.Context, conv, q, blockID string) (SearchRe
 			}
 			ranges = c.outputs[blockID]
 		}
-	})
+	}); err != nil {
+		return SearchResult{}, err
+	}
 	if !found {
 		return SearchResult{}, fmt.Errorf("%w: block %q in conversation %q", ErrNotFound, blockID, conv)
 	}
@@ -251,11 +269,17 @@ scan:
 		}
 	}
 	if len(hits) > 0 {
-		m.snapshot(conv, func(c *convState) {
+		// A hit before every block in memory may be in a dropped one.
+		need := func(c *convState) bool {
+			return c.hist.blocks > 0 && slices.ContainsFunc(hits, func(at int64) bool { return !atHeld(c, at) })
+		}
+		if err := m.readUpTo(conv, slices.Max(hits), need, func(c *convState) {
 			for i, at := range hits {
 				res.Matches[i].BlockID = blockAt(c, at)
 			}
-		})
+		}); err != nil {
+			return SearchResult{}, err
+		}
 	}
 	return res, nil
 }
@@ -284,6 +308,12 @@ func (r *spoolReader) lineAround(at, lo, hi int64) (int64, int64, error) {
 		le = at + int64(j)
 	}
 	return ls, le, nil
+}
+
+// atHeld says whether blockAt(c, off) is decided by a block in memory:
+// one that begins at or before off.
+func atHeld(c *convState, off int64) bool {
+	return slices.ContainsFunc(c.blocks, func(b *events.Block) bool { return b.SpoolBegin <= off })
 }
 
 // blockAt names the block whose output holds spool offset off.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -110,6 +111,22 @@ func (c *convState) plan(from, to int64) (cleanPlan, []echoCand) {
 	return p, echoes
 }
 
+// planReachesPast says whether plan(from, to) may need records dropped
+// from memory (history.go): a prompt ending after from, an input typed
+// after from-echoWindow, or an exec input's block.
+func (c *convState) planReachesPast(from, to int64) bool {
+	h := c.hist
+	if h.prompts > 0 && from < h.promptEnd || h.inputs > 0 && from-echoWindow <= h.inputOff {
+		return true
+	}
+	if h.blocks == 0 {
+		return false
+	}
+	hi := sort.Search(len(c.inputs), func(i int) bool { return c.inputs[i].off >= to })
+	lo := sort.Search(hi, func(i int) bool { return c.inputs[i].off >= from-echoWindow })
+	return slices.ContainsFunc(c.inputs[lo:hi], func(in inputRec) bool { return in.source == "exec" && c.byID[in.blockID] == nil })
+}
+
 // echoWindow bounds how far before a read's start an exec's input may lie
 // for its echo to reach into the read.
 const echoWindow = 4 << 20
@@ -193,10 +210,12 @@ func (m *Manager) cleanRange(conv string, from, to int64, b []byte) (string, err
 		cands []echoCand
 		v     spoolView
 	)
-	m.snapshot(conv, func(c *convState) {
+	if err := m.readUpTo(conv, to, func(c *convState) bool { return c.planReachesPast(from, to) }, func(c *convState) {
 		p, cands = c.plan(from, to)
 		v = c.view()
-	})
+	}); err != nil {
+		return "", err
+	}
 	if len(cands) > 0 {
 		rd := m.reader(v)
 		err := p.addEchoes(rd, cands)
@@ -218,7 +237,10 @@ func unknownConv(conv string) error {
 // output: data is the block output [offset, offset+len(data)).
 func (m *Manager) cleanBlockOutput(conv, id string, offset int64, data string) (string, error) {
 	var line []byte
-	m.snapshot(conv, func(c *convState) { line = c.execLine(id) })
+	need := func(c *convState) bool { return c.hist.inputs > 0 && c.execLine(id) == nil }
+	if err := m.readBlock(conv, id, need, func(c *convState) { line = c.execLine(id) }); err != nil {
+		return "", err
+	}
 	n := int64(len(line))
 	if n == 0 || offset >= n {
 		return data, nil

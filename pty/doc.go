@@ -60,9 +60,15 @@
 //
 // The file is the only copy of the output the daemon keeps (the log holds
 // it too, as events). The manager's read model (state.go) keeps, per
-// conversation, the spool's size, its last byte, the blocks, prompts and
-// the output spans of each block, and the last TailBuffer (1 MiB) bytes of
-// the spool — at most twice that between trims. read_spool, block output,
+// conversation, the spool's size, its last byte, the recent blocks,
+// prompts, inputs and the output spans of each block, and the last
+// TailBuffer (1 MiB) bytes of the spool — at most twice that between
+// trims. Recent: past Options.HistoryBlocks (100) closed blocks, a
+// conversation holding twice as many drops the oldest, with the prompts
+// and inputs before the first block kept, and only counts them; a
+// question about them is answered from the conversation's events view
+// (pty/<c>/events.jsonl) read back, with the answer the whole model gave
+// (history.go). read_spool, block output,
 // search, and the part of a wait older than the tail are served by offset
 // from output.spool (pread), opened beneath the home through package
 // confine (no symlink followed, a regular file only), with no lock held:
@@ -110,7 +116,8 @@
 //
 // # Snapshot
 //
-// The read model (everything above but the tail) is written to
+// The read model (everything above but the tail: its recent past and the
+// counts of what it dropped, so its size does not grow with the history) is written to
 // state/snapshots/pty.msgpack (SnapshotFile; a model of the read-model
 // kit, snapshot.Attach: msgpack, CRC-32C, tmp → fsync → rename → dir
 // fsync, the kit's code-version rule) at engine checkpoints once

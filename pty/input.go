@@ -83,5 +83,5 @@ func (m *Manager) known(conv string) bool {
 	m.stateMu.Lock()
 	defer m.stateMu.Unlock()
 	c := m.convs[conv]
-	return c != nil && (c.shellID != "" || c.spoolSz > 0 || len(c.blocks) > 0)
+	return c != nil && (c.shellID != "" || c.spoolSz > 0 || c.blockCount() > 0)
 }

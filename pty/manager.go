@@ -75,6 +75,12 @@ type Options struct {
 	// many conversations cannot each fill ConversationOutputCap. Default
 	// DefaultTotalOutputCap; negative: no cap (totalcap.go).
 	TotalOutputCap int64
+	// HistoryBlocks is how many recent blocks of a conversation the read
+	// model keeps in memory and in its snapshot (it drops older closed
+	// ones once it holds twice as many; history.go); older blocks, their
+	// output spans and prompts are read back from the conversation's
+	// events view when asked for. Default 100; negative keeps every block.
+	HistoryBlocks int
 }
 
 // Default output caps (issue 16 §3).
@@ -153,6 +159,9 @@ func NewManager(eng *engine.Engine, opts Options) (*Manager, error) {
 	if opts.MaxShells <= 0 {
 		opts.MaxShells = 64
 	}
+	if opts.HistoryBlocks == 0 {
+		opts.HistoryBlocks = keepBlocks
+	}
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
 	}
@@ -171,7 +180,7 @@ func NewManager(eng *engine.Engine, opts Options) (*Manager, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{eng: eng, opts: opts, ctx: ctx, cancel: cancel, root: root,
-		model: newModel(), shells: map[string]*shell{}, locks: map[string]chan struct{}{},
+		model: newModelKeeping(opts.HistoryBlocks), shells: map[string]*shell{}, locks: map[string]chan struct{}{},
 		closing: make(chan struct{})}
 	// The read model: its snapshot if it can be trusted, then the log
 	// after it (snapshot.go).
@@ -393,8 +402,8 @@ func (m *Manager) begin(ctx context.Context, conv, cmd, cwd, mode string, req Re
 		b.SessionID = newID("ses_")
 		b.Status = events.BlockInteractive
 	}
-	m.snapshot(conv, func(c *convState) {
-		b.Seq = len(c.blocks) + 1
+	if err := m.read(conv, heldOnly, func(c *convState) {
+		b.Seq = c.blockCount() + 1
 		b.SpoolBegin = c.size()
 		b.Cwd = cwd
 		if b.Cwd == "" {
@@ -403,7 +412,9 @@ func (m *Manager) begin(ctx context.Context, conv, cmd, cwd, mode string, req Re
 				b.Cwd = c.prompts[n-1].cwd
 			}
 		}
-	})
+	}); err != nil {
+		return err
+	}
 	b.TsBegin = time.Now().UnixMilli()
 	b.OutputPath = "blocks/" + b.BlockID + ".out"
 	line := commandLine(cmd, cwd)
@@ -577,7 +588,7 @@ func (m *Manager) Status(ctx context.Context, conv string) (StatusResult, error)
 	}
 	res := StatusResult{OK: true}
 	var live bool
-	m.snapshot(conv, func(c *convState) {
+	if err := m.read(conv, heldOnly, func(c *convState) {
 		live = c.live
 		res.Mode = c.mode()
 		res.ActiveBlockID = c.active
@@ -587,13 +598,15 @@ func (m *Manager) Status(ctx context.Context, conv string) (StatusResult, error)
 		res.ShellID = c.shellID
 		res.ResumeCursor = c.size()
 		res.InputCursor = c.lastInputCursor()
-		res.Blocks = len(c.blocks)
+		res.Blocks = c.blockCount()
 		res.Dropped = c.dropped
 		if c.active != "" {
 			res.ActiveBlockBytes = c.blockBytes(c.active)
 			res.ActiveBlockDropped = c.blkDrop[c.active]
 		}
-	})
+	}); err != nil {
+		return StatusResult{}, err
+	}
 	res.BlockOutputCap, res.ConversationOutputCap = m.opts.BlockOutputCap, m.opts.ConversationOutputCap
 	res.TotalOutputCap = m.opts.TotalOutputCap
 	m.stateMu.Lock()

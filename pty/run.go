@@ -55,7 +55,14 @@ func (m *Manager) AwaitBlock(ctx context.Context, conv, id string, timeoutMs, ma
 			size    int64
 			after   int64 = -1
 		)
-		m.snapshot(conv, func(c *convState) {
+		// The prompt that ends a block follows its begin: one in memory
+		// has every prompt naming it in memory unless prompts ending
+		// after its begin were dropped.
+		need := func(c *convState) bool {
+			b := c.byID[id]
+			return notHeld(id)(c) || b != nil && c.hist.prompts > 0 && b.SpoolBegin < c.hist.promptEnd
+		}
+		err := m.readBlock(conv, id, need, func(c *convState) {
 			changed, size = c.changed, c.size()
 			if p := c.byID[id]; p != nil {
 				b, found = *p, true
@@ -67,6 +74,9 @@ func (m *Manager) AwaitBlock(ctx context.Context, conv, id string, timeoutMs, ma
 				}
 			}
 		})
+		if err != nil {
+			return RunResult{}, err
+		}
 		if !found {
 			return RunResult{}, m.blockNotFound(conv, id)
 		}

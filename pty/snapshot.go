@@ -23,8 +23,9 @@ import (
 // event's id, checked against the log.
 var snapKind = snapshot.Kind{
 	Name: "pty",
-	// Schema changes with the snapshot's fields or their meaning.
-	Schema: 2,
+	// Schema changes with the snapshot's fields or their meaning. 3: a
+	// conversation's lists hold its recent past only (history.go).
+	Schema: 3,
 	Every:  10_000,
 }
 
@@ -59,6 +60,19 @@ type convSnap struct {
 	Dropped int64          `json:"dropped"`
 	BlkDrop []blockDrop    `json:"blkDrop"` // sorted by block id
 	Inputs  []inputSnap    `json:"inputs"`
+	Hist    histSnap       `json:"hist"`
+}
+
+// histSnap is a conversation's history: what was dropped of its lists.
+type histSnap struct {
+	Blocks    int   `json:"blocks"`
+	MaxSeq    int   `json:"maxSeq"`
+	Prompts   int   `json:"prompts"`
+	PromptEnd int64 `json:"promptEnd"`
+	Inputs    int   `json:"inputs"`
+	InputOff  int64 `json:"inputOff"`
+	KeepAll   bool  `json:"keepAll"`
+	Broken    bool  `json:"broken"`
 }
 
 type promptSnap struct {
@@ -94,6 +108,8 @@ func (m *model) encode() ([]byte, error) {
 		c := m.convs[id]
 		cs := convSnap{ID: id, Size: c.spoolSz, Last: c.last, Active: c.active, ShellID: c.shellID, Live: c.live,
 			Cols: c.cols, Rows: c.rows, Dropped: c.dropped}
+		h := c.hist
+		cs.Hist = histSnap{h.blocks, h.maxSeq, h.prompts, h.promptEnd, h.inputs, h.inputOff, h.keepAll, h.broken}
 		for _, p := range c.prompts {
 			cs.Prompts = append(cs.Prompts, promptSnap{p.lineStart, p.lineEnd, p.ts, p.cwd, p.exit, p.blockID})
 		}
@@ -131,9 +147,14 @@ func (m *model) decode(body []byte) error {
 		if _, dup := m.convs[cs.ID]; dup || cs.Size < 0 {
 			return fmt.Errorf("conversation %q twice or with a negative size", cs.ID)
 		}
-		c := newConvState(cs.ID)
+		c := newConvState(cs.ID, m.keep)
 		c.spoolSz, c.last, c.active, c.shellID, c.live = cs.Size, cs.Last, cs.Active, cs.ShellID, cs.Live
 		c.cols, c.rows, c.dropped = cs.Cols, cs.Rows, cs.Dropped
+		h := cs.Hist
+		if h.Blocks < 0 || h.Prompts < 0 || h.Inputs < 0 {
+			return fmt.Errorf("conversation %q: a negative count of dropped records", cs.ID)
+		}
+		c.hist = history{h.Blocks, h.MaxSeq, h.Prompts, h.PromptEnd, h.Inputs, h.InputOff, h.KeepAll || c.hist.keepAll, h.Broken}
 		for _, d := range cs.BlkDrop {
 			c.blkDrop[d.Block] = d.Dropped
 		}
@@ -181,7 +202,7 @@ func (m *model) Encode() ([]byte, uint64, string, error) {
 
 // Decode fills the empty model from a trusted snapshot's body.
 func (m *model) Decode(h snapshot.Header, body []byte) error {
-	fresh := newModel()
+	fresh := newModelKeeping(m.keep)
 	if err := fresh.decode(body); err != nil {
 		return fmt.Errorf("%w: body: %v", snapshot.ErrInvalid, err)
 	}
@@ -228,7 +249,7 @@ func (m *Manager) openModel() error {
 	path := SnapshotFile(eng.Home())
 	fresh := func() managerObserver {
 		m.stateMu.Lock()
-		m.model = newModel()
+		m.model = newModelKeeping(m.opts.HistoryBlocks)
 		m.stateMu.Unlock()
 		return managerObserver{m}
 	}

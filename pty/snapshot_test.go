@@ -244,6 +244,31 @@ func TestHelperSnapshotWriter(t *testing.T) {
 	}
 }
 
+// killMidSnapshotWrite starts the crash child helper on a new home (named
+// by env), waits up to ready for it to create the file ready there, then
+// kills it at a moment a temporary snapshot file exists (a write in
+// progress), and returns the home.
+func killMidSnapshotWrite(t *testing.T, helper, env, ready string, wait time.Duration) home.Home {
+	t.Helper()
+	h := home.Home{Dir: t.TempDir()}
+	child := crashchild.Start(t, helper, env+"="+h.Dir)
+	t.Cleanup(child.Stop)
+	child.AwaitFile(t, filepath.Join(h.Dir, ready), wait)
+	pattern := pty.SnapshotFile(h) + ".tmp-*"
+	deadline := time.Now().Add(30 * time.Second)
+	for { // no pause between looks: a write in progress is brief
+		if m, _ := filepath.Glob(pattern); len(m) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			child.Stop()
+			t.Fatal("never saw a snapshot write in progress")
+		}
+	}
+	child.Kill(t)
+	return h
+}
+
 // TestSnapshotSIGKILLMidWrite kills a process that writes the terminal
 // snapshot in a loop, at the moment a temporary snapshot file exists (a
 // write in progress); the restart removes the leftover, loads the last
@@ -251,22 +276,8 @@ func TestHelperSnapshotWriter(t *testing.T) {
 func TestSnapshotSIGKILLMidWrite(t *testing.T) {
 	for round := range 3 {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
-			h := home.Home{Dir: t.TempDir()}
-			child := crashchild.Start(t, "TestHelperSnapshotWriter", snapChildEnv+"="+h.Dir)
-			t.Cleanup(child.Stop)
-			child.AwaitFile(t, filepath.Join(h.Dir, "snapchild.ready"), 30*time.Second)
+			h := killMidSnapshotWrite(t, "TestHelperSnapshotWriter", snapChildEnv, "snapchild.ready", 30*time.Second)
 			pattern := pty.SnapshotFile(h) + ".tmp-*"
-			deadline := time.Now().Add(30 * time.Second)
-			for { // no pause between looks: a write in progress is brief
-				if m, _ := filepath.Glob(pattern); len(m) > 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					child.Stop()
-					t.Fatal("never saw a snapshot write in progress")
-				}
-			}
-			child.Kill(t)
 			var logs bytes.Buffer
 			eng, err := engine.Open(context.Background(), engine.Options{Home: h})
 			if err != nil {

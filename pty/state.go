@@ -50,12 +50,18 @@ type convState struct {
 	dropped int64            // output bytes dropped past a cap (pty.truncated), whole conversation
 	blkDrop map[string]int64 // block id → bytes dropped, for a block still open
 	inputs  []inputRec       // what was typed, where (input.go)
+	hist    history          // the past dropped from blocks, prompts, outputs and inputs (history.go)
+	replay  bool             // a replayed history (history.go): no tail, no trimming
+	keep    int              // recent blocks kept (model.keep)
 	changed chan struct{}    // closed and replaced on every change
 }
 
-func newConvState(id string) *convState {
-	return &convState{id: id, byID: map[string]*events.Block{}, outputs: map[string][]span{},
+func newConvState(id string, keep int) *convState {
+	c := &convState{id: id, keep: keep, byID: map[string]*events.Block{}, outputs: map[string][]span{},
 		blkDrop: map[string]int64{}, changed: make(chan struct{})}
+	// A conversation whose id is no path has no events view to replay.
+	c.hist.keepAll = validConv(id) != nil
+	return c
 }
 
 func (c *convState) mode() string {
@@ -116,6 +122,7 @@ type model struct {
 	firstFed   uint64    // the first of them
 	openBlocks []openRef // blocks begun without an END, in begin order
 	openShells []openRef // shells started without pty.session.ended, in start order
+	keep       int       // recent blocks a conversation keeps (Options.HistoryBlocks)
 }
 
 // openRef names a block or shell of a conversation.
@@ -124,7 +131,13 @@ type openRef struct {
 	ID   string `json:"id"`
 }
 
-func newModel() model { return model{convs: map[string]*convState{}} }
+// newModel returns an empty model whose conversations keep the default
+// number of recent blocks.
+func newModel() model { return newModelKeeping(keepBlocks) }
+
+// newModelKeeping returns an empty model whose conversations keep keep
+// recent blocks (convState.trim; negative: all).
+func newModelKeeping(keep int) model { return model{convs: map[string]*convState{}, keep: keep} }
 
 // trackOpen applies payload p of conversation conv to the blocks and
 // shells the log holds open (model.observe, and CloseCrashed's openSets).
@@ -175,6 +188,14 @@ func (m *model) observe(ev *events.Event) {
 	}
 	c := m.conv(ev.Stream)
 	trackOpen(&m.openBlocks, &m.openShells, ev.Stream, p)
+	c.apply(p)
+	c.notify()
+}
+
+// apply applies one terminal payload of the conversation: what observe
+// does, and what the history replay (history.go) does with the payloads
+// it reads back from the conversation's events view.
+func (c *convState) apply(p any) {
 	switch d := p.(type) {
 	case *events.PtySessionStarted:
 		c.shellID, c.live, c.cols, c.rows = d.ShellID, true, d.Cols, d.Rows
@@ -184,11 +205,13 @@ func (m *model) observe(ev *events.Event) {
 		}
 	case *events.PtyBlockBegin:
 		b := d.Block
+		c.hist.checkBlock(c, b, true)
 		c.blocks = append(c.blocks, &b)
 		c.byID[b.BlockID] = &b
 		c.active = b.BlockID
 	case *events.PtyBlockEnd:
 		b := d.Block
+		c.hist.checkBlock(c, b, false)
 		if old := c.byID[b.BlockID]; old != nil {
 			*old = b
 		} else {
@@ -199,12 +222,16 @@ func (m *model) observe(ev *events.Event) {
 			c.active = ""
 		}
 		delete(c.blkDrop, b.BlockID)
+		c.trim()
 	case *events.PtyOutput:
 		// Offsets are assigned by the one writer of the spool; a gap or
 		// overlap would be a bug, so the bytes land where the event says.
+		c.hist.checkOutput(c, d.BlockID)
 		c.writeAt(d.SpoolOffset, d.Data)
 		c.addOutput(d.BlockID, d.SpoolOffset, int64(len(d.Data)))
 	case *events.PtyTruncated:
+		c.hist.checkOutput(c, d.BlockID)
+		c.hist.checkText(d.Line)
 		c.writeAt(d.SpoolOffset, []byte(d.Line))
 		c.addOutput(d.BlockID, d.SpoolOffset, int64(len(d.Line)))
 		c.dropped += d.Dropped
@@ -212,8 +239,10 @@ func (m *model) observe(ev *events.Event) {
 			c.blkDrop[d.BlockID] += d.Dropped
 		}
 	case *events.PtyInput:
+		c.hist.checkText(string(d.Data))
 		c.addInput(d)
 	case *events.PtyPrompt:
+		c.hist.checkText(d.Line)
 		line := []byte(d.Line)
 		c.writeAt(d.SpoolOffset, line)
 		start := d.SpoolOffset
@@ -223,7 +252,6 @@ func (m *model) observe(ev *events.Event) {
 		c.prompts = append(c.prompts, promptRec{lineStart: start, lineEnd: d.SpoolOffset + int64(len(line)),
 			ts: d.PromptTS, cwd: d.Cwd, exit: d.ExitCode, blockID: d.BlockID})
 	}
-	c.notify()
 }
 
 // addOutput records n bytes at off as block id's output.
@@ -272,6 +300,9 @@ func (c *convState) writeAt(off int64, data []byte) {
 // bytes of a tail slice handed to a reader are never written again: an
 // append writes past its length, a trim makes a new slice.
 func (c *convState) appendTail(data []byte) {
+	if c.replay {
+		return
+	}
 	if len(data) >= TailBuffer {
 		c.tail = append([]byte(nil), data[len(data)-TailBuffer:]...)
 		return
@@ -290,7 +321,7 @@ func (c *convState) appendTail(data []byte) {
 func (m *model) conv(id string) *convState {
 	c := m.convs[id]
 	if c == nil {
-		c = newConvState(id)
+		c = newConvState(id, m.keep)
 		m.convs[id] = c
 	}
 	return c

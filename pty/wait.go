@@ -174,12 +174,14 @@ func (m *Manager) wait(ctx context.Context, conv string, p WaitParams, needIdle 
 		return WaitResult{}, unknownConv(conv)
 	}
 	var size, lastBegin int64
-	m.snapshot(conv, func(c *convState) {
+	if err := m.read(conv, heldOnly, func(c *convState) {
 		size = c.size()
 		if n := len(c.blocks); n > 0 {
 			lastBegin = c.blocks[n-1].SpoolBegin
 		}
-	})
+	}); err != nil {
+		return WaitResult{}, err
+	}
 	if p.FromCursor == FromEnd {
 		p.FromCursor = size
 	}

@@ -39,8 +39,9 @@
 //	steps.msgpack      the step state (steps.State, loaded by steps.NewJournal)
 //	retention.msgpack  the retention/status model (package retention): open steps,
 //	                   open terminal blocks, steps awaiting review, the timestamp index
-//	pty.msgpack        the terminal's model (package pty): conversations, blocks,
-//	                   prompts, output spans; what the log holds open
+//	pty.msgpack        the terminal's model (package pty): conversations, their
+//	                   recent blocks, prompts, inputs and output spans and the
+//	                   counts of what was dropped; what the log holds open
 //
 // The request-id index keeps its covered seq in its own file
 // (state/reqindex.db, package reqindex). The compaction's read-models holder
