@@ -172,18 +172,7 @@ func TestHelperLabStoreCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var evs []*events.Event
-	for ev := range projections.Workload(projections.WorkloadMixedLab, 99, 400) {
-		evs = append(evs, ev)
-	}
-	seqs, err := l.Append(context.Background(), evs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, ev := range evs {
-		ev.Seq = seqs[i]
-		st.Observe(ev)
-	}
+	appendObserved(t, l, st, 99, 400)
 	st.flush()
 	st.rebuildLive("crash test")
 	fmt.Fprintln(os.Stderr, "phase never reached:", phase)
@@ -395,18 +384,7 @@ func TestLabStoreRebuildKeepsDirSyncError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var evs []*events.Event
-	for ev := range projections.Workload(projections.WorkloadMixedLab, 5, 200) {
-		evs = append(evs, ev)
-	}
-	seqs, err := l.Append(context.Background(), evs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, ev := range evs {
-		ev.Seq = seqs[i]
-		st.Observe(ev)
-	}
+	seqs := appendObserved(t, l, st, 5, 200)
 	if err := st.flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -425,4 +403,24 @@ func TestLabStoreRebuildKeepsDirSyncError(t *testing.T) {
 	if st.DurableCovered() != seqs[len(seqs)-1] {
 		t.Fatalf("covered %d, want %d", st.DurableCovered(), seqs[len(seqs)-1])
 	}
+}
+
+// appendObserved appends n events of the mixed Lab workload (seed) to l
+// and has st observe them, as the engine's observer would; it returns
+// their seqs.
+func appendObserved(t *testing.T, l *wal.Log, st *labStore, seed uint64, n int) []uint64 {
+	t.Helper()
+	var evs []*events.Event
+	for ev := range projections.Workload(projections.WorkloadMixedLab, seed, n) {
+		evs = append(evs, ev)
+	}
+	seqs, err := l.Append(context.Background(), evs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range evs {
+		ev.Seq = seqs[i]
+		st.Observe(ev)
+	}
+	return seqs
 }

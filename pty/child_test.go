@@ -22,6 +22,27 @@ import (
 	"github.com/cmlab/cmlab/pty"
 )
 
+// openChild is a crash-test child's engine and terminal manager over the
+// home env names (crashchild.Role: a child of the test parent), with o's
+// Dir that home; fail reports an error as the child who and exits.
+func openChild(t *testing.T, env, parent, who string, o pty.Options) (home.Home, *engine.Engine, *pty.Manager, func(error)) {
+	h := home.Home{Dir: crashchild.Role(t, env, parent)}
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, who+":", err)
+		os.Exit(1)
+	}
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
+	if err != nil {
+		fail(err)
+	}
+	o.Dir = h.Dir
+	mgr, err := pty.NewManager(eng, o)
+	if err != nil {
+		fail(err)
+	}
+	return h, eng, mgr, fail
+}
+
 // childEnv names the home of TestHelperPtyDaemon.
 const childEnv = "CMLAB_PTY_TEST_CHILD"
 
@@ -30,20 +51,7 @@ const childEnv = "CMLAB_PTY_TEST_CHILD"
 // 127.0.0.1; it writes its address to <home>/child.addr and serves until
 // it is killed.
 func TestHelperPtyDaemon(t *testing.T) {
-	h := home.Home{Dir: crashchild.Role(t, childEnv, "TestDaemonSIGKILL")}
-	ctx := context.Background()
-	fail := func(err error) {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		os.Exit(1)
-	}
-	eng, err := engine.Open(ctx, engine.Options{Home: h})
-	if err != nil {
-		fail(err)
-	}
-	mgr, err := pty.NewManager(eng, pty.Options{Dir: h.Dir})
-	if err != nil {
-		fail(err)
-	}
+	h, eng, mgr, fail := openChild(t, childEnv, "TestDaemonSIGKILL", "child", pty.Options{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fail(err)

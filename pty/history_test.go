@@ -15,7 +15,6 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
-	"github.com/cmlab/cmlab/internal/crashchild"
 	"github.com/cmlab/cmlab/pty"
 	"github.com/cmlab/cmlab/snapshot"
 )
@@ -359,20 +358,8 @@ const historyChildEnv = "CMLAB_PTY_HISTORY_CHILD"
 // terminal snapshot after each, as fast as it can, until it is killed;
 // it says it is ready once blocks were dropped from memory.
 func TestHelperHistorySnapshotWriter(t *testing.T) {
-	h := home.Home{Dir: crashchild.Role(t, historyChildEnv, "TestHistorySnapshotSIGKILL")}
+	h, eng, mgr, fail := openChild(t, historyChildEnv, "TestHistorySnapshotSIGKILL", "history child", pty.Options{IdleTimeout: -1})
 	ctx := context.Background()
-	fail := func(err error) {
-		fmt.Fprintln(os.Stderr, "history child:", err)
-		os.Exit(1)
-	}
-	eng, err := engine.Open(ctx, engine.Options{Home: h})
-	if err != nil {
-		fail(err)
-	}
-	mgr, err := pty.NewManager(eng, pty.Options{Dir: h.Dir, IdleTimeout: -1})
-	if err != nil {
-		fail(err)
-	}
 	var spool int64
 	if _, err := eng.Append(ctx, events.MustNew("conv1", &events.PtySessionStarted{ConversationID: "conv1", ShellID: "sh_conv1", Pid: 7, Cols: 200, Rows: 50, Cwd: "/w"})); err != nil {
 		fail(err)

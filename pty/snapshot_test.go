@@ -204,20 +204,8 @@ const snapChildEnv = "CMLAB_PTY_SNAP_CHILD"
 // writer of terminal events and snapshots over the home snapChildEnv
 // names, as fast as it can, until it is killed.
 func TestHelperSnapshotWriter(t *testing.T) {
-	h := home.Home{Dir: crashchild.Role(t, snapChildEnv, "TestSnapshotSIGKILLMidWrite")}
+	h, eng, mgr, fail := openChild(t, snapChildEnv, "TestSnapshotSIGKILLMidWrite", "snap child", pty.Options{})
 	ctx := context.Background()
-	fail := func(err error) {
-		fmt.Fprintln(os.Stderr, "snap child:", err)
-		os.Exit(1)
-	}
-	eng, err := engine.Open(ctx, engine.Options{Home: h})
-	if err != nil {
-		fail(err)
-	}
-	mgr, err := pty.NewManager(eng, pty.Options{Dir: h.Dir})
-	if err != nil {
-		fail(err)
-	}
 	var off int64
 	for i := 0; ; i++ {
 		blk := events.Block{BlockID: fmt.Sprintf("blk_%d", i), Seq: i + 1, Mode: "block", Cmd: "x", Status: events.BlockRunning, SpoolBegin: off}

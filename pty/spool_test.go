@@ -121,13 +121,8 @@ func (b *bridge) truncatedEvents() []events.PtyTruncated {
 // the block's output show the markers; the next block is not capped by
 // the previous one.
 func TestBlockOutputCap(t *testing.T) {
-	h := home.Home{Dir: t.TempDir()}
-	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const capBytes = 100_000
-	b := openBridgeWith(t, h, eng, pty.Options{Dir: h.Dir, BlockOutputCap: capBytes})
+	h, b := openCappedBridge(t, capBytes)
 	// 1,000,000 x, "\n", "done\n": 1,000,006 bytes.
 	blk := b.execWait(`head -c 1000000 /dev/zero | tr '\0' x; echo; echo done`)
 	const produced, dropped = 1_000_006, 1_000_006 - capBytes
@@ -202,13 +197,8 @@ func TestBlockOutputCap(t *testing.T) {
 // closing marker with the total before the END, as a long flood does, so a
 // reader sees the same two markers whatever the batching was.
 func TestBlockOutputCapOneRead(t *testing.T) {
-	h := home.Home{Dir: t.TempDir()}
-	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const capBytes = 100
-	b := openBridgeWith(t, h, eng, pty.Options{Dir: h.Dir, BlockOutputCap: capBytes})
+	_, b := openCappedBridge(t, capBytes)
 	// 300 zeros and a newline in one write: 301 bytes, 201 past the cap.
 	blk := b.execWait(`printf '%0300d\n' 0`)
 	const dropped = 301 - capBytes
@@ -226,6 +216,17 @@ func TestBlockOutputCapOneRead(t *testing.T) {
 	if want := strings.Repeat("0", capBytes) + tr[0].Line + tr[1].Line; out != want {
 		t.Fatalf("block output %q, want %q", out, want)
 	}
+}
+
+// openCappedBridge is a bridge over a new home whose blocks store at most
+// capBytes of output each.
+func openCappedBridge(t *testing.T, capBytes int64) (home.Home, *bridge) {
+	h := home.Home{Dir: t.TempDir()}
+	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, openBridgeWith(t, h, eng, pty.Options{Dir: h.Dir, BlockOutputCap: capBytes})
 }
 
 // lastBlock is the id of the conversation's last block.
