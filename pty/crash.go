@@ -118,7 +118,8 @@ func ScanLeftOpen(evs iter.Seq2[*events.Event, error]) (*LeftOpen, error) {
 // reads the terminal snapshot, when it can be trusted, and the log after
 // it (NewManager does the same on its own model). With a trusted
 // snapshot it first reads only what it holds open (openSets): the whole
-// model, every block ever run, is decoded only when something is open.
+// model (each conversation's recent blocks, prompts and spans) is decoded
+// only when something is open.
 func CloseCrashed(ctx context.Context, eng *engine.Engine) ([]string, error) {
 	var open openSets
 	if _, err := snapKind.LoadLog(&open, SnapshotFile(eng.Home()), eng.Log()); err == nil {
