@@ -1,0 +1,65 @@
+package labapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+)
+
+// FuzzBodyInPlace: for any bytes a client may send, what is read in place
+// is what the map and json.Unmarshal read: the stored body hash, the
+// request id (or its error) and the feedback fields. A difference would
+// let a retry with the same request id be refused as another body, or a
+// different body pass as the same one. Seeded with bodyCases; run longer
+// with go test ./labapi -run '^$' -fuzz FuzzBodyInPlace.
+func FuzzBodyInPlace(f *testing.F) {
+	for _, b := range bodyCases {
+		f.Add([]byte(b))
+	}
+	f.Add([]byte(`{"notes":"bench","ratings":{"overall":80,"hook":70},"requestId":"b-0001"}`))
+	f.Add([]byte(`{"Notes":"a","notes":"b","NOTES":"c","requestId":"r"}`))
+	f.Add([]byte(`{"tags":["a"],"Tags":null,"runId":"x","RUNID":"y"}`))
+	r := httptest.NewRequest("POST", "/api/feedback", nil)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		jb := parseBody(body)
+		var fields map[string]json.RawMessage
+		if !jb.plain {
+			fields = bodyFields(jb.raw)
+		}
+		if got, want := bodyHash("POST /api/feedback", jb, fields), bodyHashBefore("POST /api/feedback", body); got != want {
+			t.Fatalf("body %q (plain %v): hash %s, stored hashes are %s", body, jb.plain, got, want)
+		}
+		if !jb.plain {
+			return
+		}
+		got, gotErr := requestID(r, jb, nil)
+		want, wantErr := requestID(r, &jsonBody{raw: jb.raw}, bodyFields(jb.raw))
+		if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+			t.Fatalf("body %q: request id %q, %v; through the map %q, %v", body, got, gotErr, want, wantErr)
+		}
+		if gotErr != nil {
+			return
+		}
+		var in feedbackBody
+		if !in.decodeMembers(jb.members) {
+			return
+		}
+		var un feedbackBody
+		if err := json.Unmarshal(jb.raw, &un); err != nil {
+			t.Fatalf("body %q: filled in place, json.Unmarshal refuses it: %v", body, err)
+		}
+		un.RequestID = nil
+		if !reflect.DeepEqual(in, un) {
+			t.Fatalf("body %q:\nin place %#v\nUnmarshal %#v", body, in, un)
+		}
+		if len(in.Ratings) > 0 {
+			r1, e1 := parseRatings(in.Ratings, "ratings")
+			r2, e2 := parseRatingsBefore(in.Ratings)
+			if !reflect.DeepEqual(r1, r2) || (e1 == nil) != (e2 == nil) {
+				t.Fatalf("ratings %s: %+v, %v; through the map %+v, %v", in.Ratings, r1, e1, r2, e2)
+			}
+		}
+	})
+}
