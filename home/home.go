@@ -107,9 +107,13 @@ func (h Home) Rel(p string) string {
 // makes their entries durable (MkdirAllSync). Everything that writes to a
 // home comes through here first (engine.Open, recover --salvage), so it
 // also refuses a home owned by another user (CheckOwner): root running a
-// command in a user's home would leave files that user cannot open.
+// command in a user's home would leave files that user cannot open; and a
+// home with a directory below it that is a symlink (CheckDirs).
 func (h Home) Ensure() error {
 	if err := h.CheckOwner(); err != nil {
+		return err
+	}
+	if err := h.CheckDirs(); err != nil {
 		return err
 	}
 	for _, d := range []string{h.Dir, h.WALDir(), h.StateDir(), h.QuarantineDir(),

@@ -1,0 +1,99 @@
+package home
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+)
+
+// A home's directories are real directories. The home itself may be
+// reached through a symlink (~/.cm linked to a larger disk is fine), but
+// below it cmlab writes only inside the home: a view rebuilt, a segment
+// repaired, a state file replaced through a directory that is a link
+// would write into the link's target — the damage matrix's "symlink
+// elsewhere" on a directory rebuilt feedback/feedback.jsonl over the
+// target's file of that name. So Ensure, which everything that writes to
+// a home passes first, refuses a home with a directory below it that is a
+// symlink (or anything else but a directory), naming it and its fix, and
+// touches neither the link nor its target.
+
+// homeDirs are the directories of a home, relative to it: the fixed ones,
+// then the patterns of the ones made per session and conversation.
+var homeDirs = []string{"wal", "state", "state/snapshots", "state/resume", "quarantine",
+	"feedback", "lab", "lab/sessions", "lab/exports", "steps", "pty",
+	"lab/sessions/*", "pty/*", "pty/*/blocks"}
+
+// derivedDirs hold only what the log rebuilds (views, spools, block
+// files): removing such a link and running `cmlab rebuild` is a fix.
+var derivedDirs = map[string]bool{"feedback": true, "steps": true, "pty": true, "pty/*": true, "pty/*/blocks": true,
+	"lab/sessions": true, "lab/sessions/*": true}
+
+// ErrLinkedDir is returned (wrapped) for a home directory that is a
+// symlink or not a directory.
+var ErrLinkedDir = errors.New("a directory of the home is not a real directory")
+
+// CheckDirs returns an error wrapping ErrLinkedDir for the first directory
+// of the home that exists and is not a real directory. A missing one is
+// fine (Ensure creates it).
+func (h Home) CheckDirs() error {
+	for _, pat := range homeDirs {
+		matches := []string{pat}
+		if hasMeta(pat) {
+			matches, _ = filepath.Glob(filepath.Join(h.Dir, filepath.FromSlash(pat)))
+			for i, m := range matches {
+				matches[i] = h.Rel(m)
+			}
+		}
+		for _, rel := range matches {
+			if err := h.checkDir(pat, rel); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (h Home) checkDir(pat, rel string) error {
+	p := filepath.Join(h.Dir, filepath.FromSlash(rel))
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return nil
+	}
+	if hasMeta(pat) && fi.Mode().IsRegular() && path.Base(pat) == "*" {
+		return nil // a stray file among the session or conversation directories is not followed
+	}
+	what := "a " + fi.Mode().Type().String()
+	place := "put the directory itself in its place"
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		to, _ := os.Readlink(p)
+		what = fmt.Sprintf("a symbolic link (to %s)", to)
+		place = fmt.Sprintf("put the directory itself in its place, from the home: rm %s && cp -a %q %s", rel, to, rel)
+	}
+	fix := "fix: " + place + "; to keep the home elsewhere, link or mount the whole home instead"
+	if derivedDirs[pat] {
+		fix += fmt.Sprintf("; or remove %s and run `cmlab rebuild` to rebuild it from the log", rel)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("%w: %s is %s: cmlab writes a home's files only inside the home, never through a link\n%s", ErrLinkedDir, rel, what, fix)
+	}
+	return fmt.Errorf("%w: %s is %s, not a directory\n%s", ErrLinkedDir, rel, what, fix)
+}
+
+func hasMeta(pat string) bool {
+	for i := 0; i < len(pat); i++ {
+		switch pat[i] {
+		case '*', '?', '[':
+			return true
+		}
+	}
+	return false
+}
