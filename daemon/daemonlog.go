@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 
 	"github.com/cmlab/cmlab/home"
 )
@@ -43,6 +44,11 @@ func OpenDaemonLog(h home.Home, opts DaemonLogOptions) (*DaemonLog, error) {
 	if opts.Keep <= 0 {
 		opts.Keep = 3
 	}
+	// The log is opened before the home's other files (Ensure): it must
+	// not be written through a linked state/ either (home.CheckDirs).
+	if err := h.CheckDirs(); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(h.StateDir(), 0o700); err != nil {
 		return nil, err
 	}
@@ -54,7 +60,16 @@ func OpenDaemonLog(h home.Home, opts DaemonLogOptions) (*DaemonLog, error) {
 }
 
 func (l *DaemonLog) open() error {
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	// A link (or anything but a regular file) where the log belongs is
+	// removed, never its target, and the log starts anew: it is the
+	// daemon's own file, and appending through a link would write
+	// outside the home. O_NOFOLLOW fails a link planted after the check.
+	if fi, err := os.Lstat(l.path); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		if err := os.Remove(l.path); err != nil {
+			return fmt.Errorf("daemon log: remove %s (a %s where the log belongs): %w", l.path, fi.Mode().Type(), err)
+		}
+	}
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("daemon log: %w", err)
 	}
