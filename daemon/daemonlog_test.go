@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -49,5 +51,53 @@ func TestDaemonLogRotation(t *testing.T) {
 	l.Close()
 	if got := read(DaemonLogFile(h)); !strings.HasSuffix(got, "line 19 "+strings.Repeat("x", 20)+"\nagain\n") {
 		t.Fatalf("after reopen %q", got)
+	}
+}
+
+// TestDaemonLogNeverAppendsThroughALink: state/daemon.log replaced by a
+// link to a file elsewhere was appended to through the link; and a linked
+// state/ took the log before the home's other checks ran. The link is
+// removed (its target keeps its bytes) and a linked state/ is refused.
+func TestDaemonLogNeverAppendsThroughALink(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	if err := os.MkdirAll(h.StateDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(t.TempDir(), "victim")
+	orig := []byte("precious bytes\n")
+	if err := os.WriteFile(victim, orig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, DaemonLogFile(h)); err != nil {
+		t.Fatal(err)
+	}
+	l, err := OpenDaemonLog(h, DaemonLogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Write([]byte("a line\n")); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if got, _ := os.ReadFile(victim); string(got) != string(orig) {
+		t.Fatalf("the link's target was appended to: %q", got)
+	}
+	if fi, err := os.Lstat(DaemonLogFile(h)); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("state/daemon.log is not a regular file: %v %v", fi, err)
+	}
+	if got, _ := os.ReadFile(DaemonLogFile(h)); string(got) != "a line\n" {
+		t.Fatalf("state/daemon.log = %q", got)
+	}
+
+	h2 := home.Home{Dir: t.TempDir()}
+	elsewhere := t.TempDir()
+	if err := os.Symlink(elsewhere, h2.StateDir()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenDaemonLog(h2, DaemonLogOptions{}); !errors.Is(err, home.ErrLinkedDir) {
+		t.Fatalf("a linked state/: %v, want home.ErrLinkedDir", err)
+	}
+	if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+		t.Fatalf("wrote %d entries into the linked state/'s target", len(ents))
 	}
 }
