@@ -37,7 +37,7 @@ func walDir(g *globalOpts) (string, error) {
 	}
 	dir := h.WALDir()
 	if _, err := os.Stat(dir); err != nil {
-		return "", fmt.Errorf("no log in %s: %w", h.Dir, err)
+		return "", fmt.Errorf("no log in %s: %w\n  fix: check that --home (or $CMLAB_HOME) names the home; if its wal/ was removed, put it back from a backup, or `cmlab restore` the home from the JetStream stream it ships to", h.Dir, err)
 	}
 	return dir, nil
 }

@@ -258,7 +258,8 @@ func TestWalEdgeNoLogAndEmptyLog(t *testing.T) {
 	before := walEdgeDigest(t, noLog)
 	for _, c := range []string{"verify", "dump", "stat"} {
 		code, out, errs := walCLI(t, "--home", noLog, "wal", c)
-		want := "cmlab: no log in " + noLog + ": stat " + filepath.Join(noLog, "wal") + ": no such file or directory\n"
+		want := "cmlab: no log in " + noLog + ": stat " + filepath.Join(noLog, "wal") + ": no such file or directory\n" +
+			"  fix: check that --home (or $CMLAB_HOME) names the home; if its wal/ was removed, put it back from a backup, or `cmlab restore` the home from the JetStream stream it ships to\n"
 		if code != exitError || out != "" || errs != want {
 			t.Fatalf("wal %s without a log: exit %d, stdout %q, stderr %q; want exit 1, %q", c, code, out, errs, want)
 		}
