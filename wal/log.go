@@ -243,6 +243,9 @@ func open(opts Options, lock *dirLock) (*Log, error) {
 	if err := refuseMarkers(opts.Dir); err != nil {
 		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
 	}
+	if err := refuseLinks(opts.Dir); err != nil {
+		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
+	}
 	// A damaged manifest is reported by the scan below (and refused).
 	manifest, merr := ReadManifest(opts.Dir)
 	if merr == nil {

@@ -127,6 +127,40 @@ func refuseMarkers(dir string) error {
 	return nil
 }
 
+// refuseLinks is the error for a log directory in which a file named as a
+// segment (or a truncation marker) is not a regular file: a symlink to a
+// file elsewhere would have the log append to, repair or cut the link's
+// target, outside the home. Open refuses such a log and touches neither
+// the link nor its target; readers (Verify, dump) read through it. A
+// directory that does not exist yet holds no link.
+func refuseLinks(dir string) error {
+	des, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, de := range des {
+		name := de.Name()
+		if len(name) < segmentNameLen || de.Type().IsRegular() {
+			continue
+		}
+		if _, err := strconv.ParseUint(name[:segmentNameLen], 10, 64); err != nil {
+			continue
+		}
+		what := "a " + de.Type().String()
+		fix := "put the file itself in its place"
+		if de.Type()&os.ModeSymlink != 0 {
+			to, _ := os.Readlink(filepath.Join(dir, name))
+			what = fmt.Sprintf("a symbolic link (to %s)", to)
+			fix = fmt.Sprintf("put the file itself in its place, from the log's directory: rm %s && cp %q %s", name, to, name)
+		}
+		return fmt.Errorf("%s is %s where a segment belongs: cmlab writes its log only inside its directory, never through a link\n  fix: %s, then run the command again", name, what, fix)
+	}
+	return nil
+}
+
 // frameAt parses the frame at data[off:]: it returns the entry bytes, the
 // frame's total length, and a reason when the frame is not complete.
 func frameAt(data []byte, off int) (entry []byte, n int, reason string) {
