@@ -27,8 +27,14 @@ func FaultsPanic() (restore func()) { return faultsPanic() }
 // error, and the file is then closed: the caller rebuilds it. A fault on
 // a mapped page or a panic of bbolt reading a damaged file is an error.
 func OpenFile(path, what string, o *bolt.Options, check func(db *bolt.DB) error) (db *bolt.DB, err error) {
-	if _, err := os.Stat(path); err != nil {
+	fi, err := os.Lstat(path)
+	if err != nil {
 		return nil, fmt.Errorf("no %s file: %w", what, err)
+	}
+	if !fi.Mode().IsRegular() {
+		// A link to a file elsewhere is never opened: bbolt would write
+		// through it. The rebuild replaces the link (never its target).
+		return nil, fmt.Errorf("the %s file is a %s, not a regular file", what, fi.Mode().Type())
 	}
 	if err := checkShape(path); err != nil {
 		return nil, err
