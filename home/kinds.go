@@ -1,6 +1,7 @@
 package home
 
 import (
+	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -54,6 +55,23 @@ var Kinds = []Kind{
 	{Name: "spool", Pattern: "pty/*/output.spool", Made: MadeByPty, Doc: "a conversation's terminal spool"},
 	{Name: "block-file", Pattern: "pty/*/blocks/*.out", Made: MadeByPty, Doc: "one terminal block's output"},
 	{Name: "quarantine", Pattern: "quarantine/*", Made: MadeByForeignLine, Doc: "bytes set aside by repair, salvage or foreign-line set-aside"},
+
+	// The home's directories (CheckDirs): a directory replaced by a link
+	// must never be written through.
+	{Name: "dir-wal", Pattern: "wal", Dir: true, Made: MadeByWrites, Doc: "the log's directory"},
+	{Name: "dir-state", Pattern: "state", Dir: true, Made: MadeByWrites, Doc: "the state directory"},
+	{Name: "dir-snapshots", Pattern: "state/snapshots", Dir: true, Made: MadeByStop, Doc: "the read models' snapshots"},
+	{Name: "dir-resume", Pattern: "state/resume", Dir: true, Made: MadeByResume, Doc: "output of steps resumed at start-up"},
+	{Name: "dir-quarantine", Pattern: "quarantine", Dir: true, Made: MadeByWrites, Doc: "bytes set aside"},
+	{Name: "dir-feedback", Pattern: "feedback", Dir: true, Made: MadeByWrites, Doc: "the feedback view's directory"},
+	{Name: "dir-lab", Pattern: "lab", Dir: true, Made: MadeByWrites, Doc: "the Lab's views, sessions and exports"},
+	{Name: "dir-sessions", Pattern: "lab/sessions", Dir: true, Made: MadeByWrites, Doc: "the Lab sessions' directories"},
+	{Name: "dir-session", Pattern: "lab/sessions/*", Dir: true, Made: MadeByWrites, Doc: "one Lab session's views"},
+	{Name: "dir-exports", Pattern: "lab/exports", Dir: true, Made: MadeByWrites, Doc: "the session exports"},
+	{Name: "dir-steps", Pattern: "steps", Dir: true, Made: MadeByWrites, Doc: "the steps view's directory"},
+	{Name: "dir-pty", Pattern: "pty", Dir: true, Made: MadeByWrites, Doc: "the terminal's conversations"},
+	{Name: "dir-conversation", Pattern: "pty/*", Dir: true, Made: MadeByPty, Doc: "one conversation's spool and views"},
+	{Name: "dir-blocks", Pattern: "pty/*/blocks", Dir: true, Made: MadeByPty, Doc: "one conversation's block files"},
 }
 
 // Where a kind's pattern is rooted.
@@ -103,7 +121,7 @@ func (k Kind) Match(rel string) bool {
 // none).
 func KindOf(root, rel string) string {
 	for _, k := range Kinds {
-		if k.Root == root && k.Match(rel) {
+		if k.Root == root && !k.Dir && k.Match(rel) {
 			return k.Name
 		}
 	}
@@ -111,14 +129,18 @@ func KindOf(root, rel string) string {
 }
 
 // FilesOf lists the files of kind k under dir (the home, or the archive
-// for RootArchive), relative to dir with forward slashes, sorted.
+// for RootArchive), relative to dir with forward slashes, sorted; for a
+// directory kind, the directories (not links) its pattern matches.
 func FilesOf(k Kind, dir string) []string {
-	if k.Dir {
+	if k.Dir && k.Pattern == "." {
 		return []string{k.Pattern}
 	}
 	matches, _ := filepath.Glob(filepath.Join(dir, filepath.FromSlash(k.Pattern)))
 	var out []string
 	for _, m := range matches {
+		if fi, err := os.Lstat(m); k.Dir && (err != nil || !fi.IsDir()) {
+			continue
+		}
 		rel, err := filepath.Rel(dir, m)
 		if err != nil || strings.HasPrefix(rel, "..") {
 			continue

@@ -443,6 +443,8 @@ func (m *matrix) runCase(ctx context.Context, dc DamageCase) (r DamageResult) {
 	}
 
 	before := copies(h, arch) // what the damage left: the command may lose none of it
+	outside := filepath.Join(m.caseRoot, "elsewhere")
+	outsideBefore := treeState(outside) // a link's target: nothing may write there
 	code, out := m.runCommand(ctx, dc.Command, h, arch, nobody)
 	r.Exit, r.Output = code, tail(out, 1500)
 	if nobody {
@@ -451,6 +453,9 @@ func (m *matrix) runCase(ctx context.Context, dc DamageCase) (r DamageResult) {
 	os.Chmod(target, 0o700)
 	after := copies(h, arch)
 	r.Violations = append(r.Violations, checkCase(code, out, dc.Command == "salvage", acked, before, after)...)
+	if changed := treeChanged(outsideBefore, treeState(outside)); changed != "" {
+		r.Violations = append(r.Violations, "wrote outside the home, through the link: "+changed)
+	}
 	if listener != nil {
 		if got := listener.requests(); len(got) > 0 {
 			r.Violations = append(r.Violations, fmt.Sprintf("sent %d request(s) to a listener that never proved it is the daemon (first: %s)", len(got), got[0]))
@@ -755,4 +760,50 @@ func printDamage(out io.Writer, sum *DamageSummary) {
 		}
 	}
 	fmt.Fprintf(out, "\ndamage matrix: seed %d, cases %d, n/a %d, violations %d\n", sum.Seed, sum.Cases, sum.NA, sum.Violations)
+}
+
+// treeState maps every entry below dir (links not followed) to its mode
+// and bytes; nil when dir does not exist.
+func treeState(dir string) map[string]string {
+	if _, err := os.Lstat(dir); err != nil {
+		return nil
+	}
+	m := map[string]string{}
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		rel, _ := filepath.Rel(dir, p)
+		switch {
+		case err != nil:
+			m[rel] = "error"
+		case fi.Mode().IsRegular():
+			b, _ := os.ReadFile(p)
+			m[rel] = "file " + string(b)
+		default:
+			m[rel] = fi.Mode().Type().String()
+		}
+		return nil
+	})
+	return m
+}
+
+// treeChanged names the first entry that differs between two treeStates
+// ("" when none does).
+func treeChanged(before, after map[string]string) string {
+	var names []string
+	for k, v := range before {
+		if w, ok := after[k]; !ok {
+			names = append(names, k+" removed")
+		} else if w != v {
+			names = append(names, k+" changed")
+		}
+	}
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			names = append(names, k+" created")
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	sort.Strings(names)
+	return fmt.Sprintf("%d entries (%s)", len(names), strings.Join(names[:min(3, len(names))], ", "))
 }
