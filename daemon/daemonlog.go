@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 
 	"github.com/cmlab/cmlab/home"
 )
@@ -60,16 +59,9 @@ func OpenDaemonLog(h home.Home, opts DaemonLogOptions) (*DaemonLog, error) {
 }
 
 func (l *DaemonLog) open() error {
-	// A link (or anything but a regular file) where the log belongs is
-	// removed, never its target, and the log starts anew: it is the
-	// daemon's own file, and appending through a link would write
-	// outside the home. O_NOFOLLOW fails a link planted after the check.
-	if fi, err := os.Lstat(l.path); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
-		if err := os.Remove(l.path); err != nil {
-			return fmt.Errorf("daemon log: remove %s (a %s where the log belongs): %w", l.path, fi.Mode().Type(), err)
-		}
-	}
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	// Never appended through a link (home.OpenOwn): the log is the
+	// daemon's own file.
+	f, err := home.OpenOwn(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("daemon log: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"syscall"
 )
 
 // A home's directories are real directories. The home itself may be
@@ -22,9 +23,9 @@ import (
 
 // homeDirs are the directories of a home, relative to it: the fixed ones,
 // then the patterns of the ones made per session and conversation.
-var homeDirs = []string{"wal", "state", "state/snapshots", "state/resume", "quarantine",
+var homeDirs = []string{"wal", "state", "state/snapshots", "state/resume", "state/step-output", "quarantine",
 	"feedback", "lab", "lab/sessions", "lab/exports", "steps", "pty",
-	"lab/sessions/*", "pty/*", "pty/*/blocks"}
+	"lab/sessions/*", "pty/*", "pty/*/blocks", "state/step-output/*"}
 
 // derivedDirs hold only what the log rebuilds (views, spools, block
 // files): removing such a link and running `cmlab rebuild` is a fix.
@@ -96,4 +97,19 @@ func hasMeta(pat string) bool {
 		}
 	}
 	return false
+}
+
+// OpenOwn opens path, one of the home's own files that cmlab alone writes
+// (the daemon log, a step's output, a resumed mandate's log), with flag
+// (O_CREATE and the like) and O_NOFOLLOW: a symlink or anything else but a
+// regular file where it belongs is removed first — the link, never its
+// target — so nothing is written outside the home through it; O_NOFOLLOW
+// fails a link planted after that check.
+func OpenOwn(path string, flag int, perm fs.FileMode) (*os.File, error) {
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("remove %s (a %s where cmlab's own file belongs): %w", path, fi.Mode().Type(), err)
+		}
+	}
+	return os.OpenFile(path, flag|syscall.O_NOFOLLOW, perm)
 }

@@ -41,6 +41,7 @@ var Kinds = []Kind{
 	{Name: "regen-marker", Pattern: "state/regen.json", Made: MadeByInterruptedSwap, Doc: "a view swap in progress (projections.Regenerate)"},
 	{Name: "views-stale", Pattern: "state/views-stale", Made: MadeBySalvage, Doc: "the views wait for a regeneration after a salvage"},
 	{Name: "resume-log", Pattern: "state/resume/*.log", Made: MadeByResume, Doc: "output of a step resumed at start-up"},
+	{Name: "step-output", Pattern: "state/step-output/*/*.out", Made: MadeByRun, Doc: "a step's output kept by cmlab run for its reviewer (package steps)"},
 	{Name: "adopted-report", Pattern: "state/adopted.json", Made: MadeByAdopt, Doc: "what the first open took from a content-machine home (engine/adopt.go); a report, nothing reads it to decide"},
 	{Name: "replayed-marker", Pattern: "state/replayed.json", Made: MadeByReplay, Doc: "marks a home made by cmlab replay --into"},
 	{Name: "ship-cursor", Pattern: "state/ship.json", Made: MadeByShip, Doc: "how far the log is shipped to JetStream"},
@@ -62,6 +63,8 @@ var Kinds = []Kind{
 	{Name: "dir-state", Pattern: "state", Dir: true, Made: MadeByWrites, Doc: "the state directory"},
 	{Name: "dir-snapshots", Pattern: "state/snapshots", Dir: true, Made: MadeByStop, Doc: "the read models' snapshots"},
 	{Name: "dir-resume", Pattern: "state/resume", Dir: true, Made: MadeByResume, Doc: "output of steps resumed at start-up"},
+	{Name: "dir-step-outputs", Pattern: "state/step-output", Dir: true, Made: MadeByRun, Doc: "the steps' outputs"},
+	{Name: "dir-step-output", Pattern: "state/step-output/*", Dir: true, Made: MadeByRun, Doc: "one mandate's step outputs"},
 	{Name: "dir-quarantine", Pattern: "quarantine", Dir: true, Made: MadeByWrites, Doc: "bytes set aside"},
 	{Name: "dir-feedback", Pattern: "feedback", Dir: true, Made: MadeByWrites, Doc: "the feedback view's directory"},
 	{Name: "dir-lab", Pattern: "lab", Dir: true, Made: MadeByWrites, Doc: "the Lab's views, sessions and exports"},
@@ -98,6 +101,7 @@ const (
 	MadeByShip            = "ship"             // cmlab ship to a JetStream stream
 	MadeByLiveDaemon      = "live-daemon"      // exists while a daemon runs (and after a SIGKILL)
 	MadeByAdopt           = "adopt"            // the first open of a home content-machine's Lab wrote
+	MadeByRun             = "run"              // a mandate run by cmlab run
 )
 
 // Kind is one kind of file of a home (see Kinds).

@@ -346,7 +346,7 @@ func ResumeOutputFile(h home.Home) func(mandateID string) (io.Writer, func() err
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return nil, nil, err
 		}
-		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		f, err := home.OpenOwn(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			return nil, nil, err
 		}

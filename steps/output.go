@@ -36,10 +36,16 @@ func CaptureOutput(h home.Home) func(mandateID, stepID string) (io.Writer, func(
 			return nil, nil, err
 		}
 		p := OutputFile(h, mandateID, stepID)
+		// Nothing through a link: the directories (home.CheckDirs; 'cmlab
+		// run' writes here itself, whether a daemon runs or not) and the
+		// file (home.OpenOwn).
+		if err := h.CheckDirs(); err != nil {
+			return nil, nil, fmt.Errorf("step output: %w", err)
+		}
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return nil, nil, fmt.Errorf("step output: %w", err)
 		}
-		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		f, err := home.OpenOwn(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err != nil {
 			return nil, nil, fmt.Errorf("step output: %w", err)
 		}

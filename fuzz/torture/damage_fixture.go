@@ -112,6 +112,13 @@ func buildFixture(ctx context.Context, bin, root string, posts int) (*fixture, e
 	if err := d.stop(30 * time.Second); err != nil {
 		return nil, fmt.Errorf("fixture: stop: %w\n%s", err, tail(d.log.String(), 2000))
 	}
+	// A mandate run by 'cmlab run' keeps its step's output in
+	// state/step-output/<mandate>/<step>.out.
+	mandate := filepath.Join(root, "mandate.json")
+	os.WriteFile(mandate, []byte(`{"id":"fx-run","name":"fixture","steps":[{"id":"s1","argv":["sh","-c","echo step output"],"cwd":"."}]}`), 0o600)
+	if out, err := exec.CommandContext(ctx, bin, "--home", f.home, "run", mandate).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("fixture: cmlab run: %v\n%s", err, out)
+	}
 
 	// A daemon killed with SIGKILL leaves state/daemon.json behind.
 	d, err = startDaemon(ctx, bin, f.home, []string{f.runs}, nil, serveArgs...)
