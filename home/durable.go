@@ -58,9 +58,11 @@ type OSFS struct{}
 // CreateTemp is os.CreateTemp.
 func (OSFS) CreateTemp(dir, pattern string) (File, error) { return os.CreateTemp(dir, pattern) }
 
-// Create is os.OpenFile(name, O_WRONLY|O_CREATE|O_TRUNC, perm).
+// Create is os.OpenFile(name, O_WRONLY|O_CREATE|O_TRUNC, perm), but never
+// through a link (OpenOwn): a link left at a fixed temporary name would
+// have its target truncated and written, then renamed into place.
 func (OSFS) Create(name string, perm os.FileMode) (File, error) {
-	return os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	return OpenOwn(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 }
 
 // Rename is os.Rename.

@@ -212,3 +212,33 @@ func TestWriteNew(t *testing.T) {
 		t.Fatalf("every name taken: %q %v", n, err)
 	}
 }
+
+// TestWriteDurableTempNameNeverALink: a link left at a fixed temporary
+// name had its target truncated and written, then was renamed into place
+// as the file itself. The link is removed (its target keeps its bytes)
+// and the file written is a regular file.
+func TestWriteDurableTempNameNeverALink(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "MANIFEST")
+	victim := filepath.Join(t.TempDir(), "victim")
+	orig := []byte("precious bytes\n")
+	if err := os.WriteFile(victim, orig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, ".MANIFEST.tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteDurable(path, WriteOptions{TempName: ".MANIFEST.tmp"}, Bytes([]byte("new\n"))); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(victim); string(got) != string(orig) {
+		t.Fatalf("the link's target was written: %q", got)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("%s is not a regular file: %v %v", path, fi, err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "new\n" {
+		t.Fatalf("%s = %q", path, got)
+	}
+}

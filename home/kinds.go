@@ -46,6 +46,7 @@ var Kinds = []Kind{
 	{Name: "replayed-marker", Pattern: "state/replayed.json", Made: MadeByReplay, Doc: "marks a home made by cmlab replay --into"},
 	{Name: "ship-cursor", Pattern: "state/ship.json", Made: MadeByShip, Doc: "how far the log is shipped to JetStream"},
 	{Name: "home-id", Pattern: "state/home-id", Made: MadeByCompact, Doc: "the home's id, recorded by archives and carried by shipped events"},
+	{Name: "ship-lock", Pattern: "state/ship.lock", Made: MadeByShip, Doc: "held (flock) by the one cmlab ship of the home"},
 	{Name: "ship-key", Pattern: "state/ship-key", Made: MadeByShip, Doc: "the secret shipped events are signed with (package ship)"},
 	{Name: "view-feedback", Pattern: "feedback/feedback.jsonl", Made: MadeByWrites, Doc: "the feedback view (other programs append too)"},
 	{Name: "view-lab", Pattern: "lab/*.jsonl", Made: MadeByWrites, Doc: "runs and experiments views"},

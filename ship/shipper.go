@@ -389,7 +389,12 @@ func lockShipper(h home.Home) (unlock func(), err error) {
 	if err := home.MkdirAllSync(h.StateDir()); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(h.StateDir()+"/ship.lock", os.O_CREATE|os.O_RDWR, 0o600)
+	// Never through a link (O_NOFOLLOW): a link is refused, not removed,
+	// since a shipper that took the lock through it holds its target.
+	f, err := os.OpenFile(h.StateDir()+"/ship.lock", os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("state/ship.lock is a symbolic link: cmlab writes a home's files only inside the home\n  fix: stop any cmlab ship of this home, then rm state/ship.lock (the link) and ship again")
+	}
 	if err != nil {
 		return nil, err
 	}
