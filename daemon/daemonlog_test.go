@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/linktest"
 )
 
 // TestDaemonLogRotation: past MaxBytes the log rotates to .1, .2, …, keeps
@@ -63,14 +63,7 @@ func TestDaemonLogNeverAppendsThroughALink(t *testing.T) {
 	if err := os.MkdirAll(h.StateDir(), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	victim := filepath.Join(t.TempDir(), "victim")
-	orig := []byte("precious bytes\n")
-	if err := os.WriteFile(victim, orig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(victim, DaemonLogFile(h)); err != nil {
-		t.Fatal(err)
-	}
+	v := linktest.Plant(t, DaemonLogFile(h), []byte("precious bytes\n"))
 	l, err := OpenDaemonLog(h, DaemonLogOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -79,12 +72,8 @@ func TestDaemonLogNeverAppendsThroughALink(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Close()
-	if got, _ := os.ReadFile(victim); string(got) != string(orig) {
-		t.Fatalf("the link's target was appended to: %q", got)
-	}
-	if fi, err := os.Lstat(DaemonLogFile(h)); err != nil || !fi.Mode().IsRegular() {
-		t.Fatalf("state/daemon.log is not a regular file: %v %v", fi, err)
-	}
+	v.Unchanged(t)
+	linktest.Regular(t, DaemonLogFile(h))
 	if got, _ := os.ReadFile(DaemonLogFile(h)); string(got) != "a line\n" {
 		t.Fatalf("state/daemon.log = %q", got)
 	}

@@ -15,7 +15,7 @@ import (
 // written here once; TestLayering holds every package of the module to
 // it, and a new package is not done until it has its row.
 var layers = [][]string{
-	{"events", "pagesec", "internal/crashchild", "cmd/internal/cmdline", "labapi/wire"}, // the event envelope and payloads; the pages' security headers; the crash tests' child process; what both binaries answer alike; the Lab API's requests and error bodies as its two clients speak them: depend on nothing of ours
+	{"events", "pagesec", "internal/crashchild", "internal/linktest", "cmd/internal/cmdline", "labapi/wire"}, // the event envelope and payloads; the pages' security headers; the crash tests' child process; the link-planting tests' victims; what both binaries answer alike; the Lab API's requests and error bodies as its two clients speak them: depend on nothing of ours
 	{"home", "confine"}, // the home's directories and files; path confinement
 	{"wal", "projections", "ship/cursor", "mcp", "internal/faultfs", "internal/cmhome"}, // the log; the views; the shipping cursor file; MCP tools over HTTP; the durable writes' fault seam for tests
 	{"snapshot", "reqindex", "internal/shiptest"},                                       // read-model snapshots; the request-id index; shipping tests' forger

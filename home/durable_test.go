@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/cmlab/cmlab/internal/linktest"
 )
 
 // failFS is OSFS with one step failing (the seam's use in a fault test).
@@ -220,24 +222,12 @@ func TestWriteNew(t *testing.T) {
 func TestWriteDurableTempNameNeverALink(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "MANIFEST")
-	victim := filepath.Join(t.TempDir(), "victim")
-	orig := []byte("precious bytes\n")
-	if err := os.WriteFile(victim, orig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(victim, filepath.Join(dir, ".MANIFEST.tmp")); err != nil {
-		t.Fatal(err)
-	}
+	v := linktest.Plant(t, filepath.Join(dir, ".MANIFEST.tmp"), []byte("precious bytes\n"))
 	if err := WriteDurable(path, WriteOptions{TempName: ".MANIFEST.tmp"}, Bytes([]byte("new\n"))); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := os.ReadFile(victim); string(got) != string(orig) {
-		t.Fatalf("the link's target was written: %q", got)
-	}
-	fi, err := os.Lstat(path)
-	if err != nil || !fi.Mode().IsRegular() {
-		t.Fatalf("%s is not a regular file: %v %v", path, fi, err)
-	}
+	v.Unchanged(t)
+	linktest.Regular(t, path)
 	if got, _ := os.ReadFile(path); string(got) != "new\n" {
 		t.Fatalf("%s = %q", path, got)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/internal/faultfs"
+	"github.com/cmlab/cmlab/internal/linktest"
 	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/wal"
 )
@@ -431,19 +432,7 @@ func appendObserved(t *testing.T, l *wal.Log, st *labStore, seed uint64, n int) 
 // replaced by a rebuilt store; its target keeps every byte.
 func TestLinkedLabStoreNeverWrittenThrough(t *testing.T) {
 	h := storedHome(t)
-	path := LabStoreFile(h)
-	orig, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	elsewhere := filepath.Join(t.TempDir(), "labstore.db")
-	if err := os.WriteFile(elsewhere, orig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	os.Remove(path)
-	if err := os.Symlink(elsewhere, path); err != nil {
-		t.Fatal(err)
-	}
+	v := linktest.MoveAway(t, LabStoreFile(h))
 	var logs bytes.Buffer
 	srv, eng := openServer(t, h, &logs)
 	waitStoreSettled(t, srv.lab)
@@ -453,10 +442,6 @@ func TestLinkedLabStoreNeverWrittenThrough(t *testing.T) {
 	sameLabState(t, srv, fullReplay(t, eng))
 	srv.Close()
 	eng.Close()
-	if got, _ := os.ReadFile(elsewhere); !bytes.Equal(got, orig) {
-		t.Fatalf("the link's target was written through (%d bytes, want %d unchanged)", len(got), len(orig))
-	}
-	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
-		t.Fatalf("state/labstore.db is not a regular file again: %v %v", fi, err)
-	}
+	v.Unchanged(t)
+	linktest.Regular(t, LabStoreFile(h))
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/linktest"
 )
 
 // TestResumeLogNeverAppendsThroughALink: state/resume/<mandate>.log
@@ -22,23 +23,15 @@ func TestResumeLogNeverAppendsThroughALink(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	victim := filepath.Join(t.TempDir(), "victim")
-	orig := []byte("precious bytes\n")
-	if err := os.WriteFile(victim, orig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(victim, p); err != nil {
-		t.Fatal(err)
-	}
+	v := linktest.Plant(t, p, []byte("precious bytes\n"))
 	w, closeOut, err := ResumeOutputFile(h)("m1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	io.WriteString(w, "resumed\n")
 	closeOut()
-	if got, _ := os.ReadFile(victim); string(got) != string(orig) {
-		t.Fatalf("the link's target was appended to: %q", got)
-	}
+	v.Unchanged(t)
+	linktest.Regular(t, p)
 	if got, err := os.ReadFile(p); err != nil || string(got) != "resumed\n" {
 		t.Fatalf("%s = %q, %v", p, got, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/linktest"
 )
 
 // TestStepOutputNeverWrittenThroughALink: a step's output file replaced by
@@ -21,28 +22,17 @@ func TestStepOutputNeverWrittenThroughALink(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	victim := filepath.Join(t.TempDir(), "victim")
-	orig := []byte("precious bytes\n")
-	if err := os.WriteFile(victim, orig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(victim, p); err != nil {
-		t.Fatal(err)
-	}
+	v := linktest.Plant(t, p, []byte("precious bytes\n"))
 	w, closeOut, err := CaptureOutput(h)("m1", "s1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	io.WriteString(w, "step output\n")
 	closeOut()
-	if got, _ := os.ReadFile(victim); string(got) != string(orig) {
-		t.Fatalf("the link's target was written through: %q", got)
-	}
+	v.Unchanged(t)
+	linktest.Regular(t, p)
 	if got, err := os.ReadFile(p); err != nil || string(got) != "step output\n" {
 		t.Fatalf("%s = %q, %v", p, got, err)
-	}
-	if fi, _ := os.Lstat(p); !fi.Mode().IsRegular() {
-		t.Fatalf("%s is a %v", p, fi.Mode())
 	}
 
 	elsewhere := t.TempDir()

@@ -2,12 +2,12 @@ package wal
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/internal/linktest"
 )
 
 // TestLinkedSegmentNeverWrittenThrough: the last segment replaced by a
@@ -32,18 +32,7 @@ func TestLinkedSegmentNeverWrittenThrough(t *testing.T) {
 		t.Fatalf("segments: %v %v", segs, err)
 	}
 	last := filepath.Join(dir, segs[len(segs)-1].Name)
-	orig, err := os.ReadFile(last)
-	if err != nil {
-		t.Fatal(err)
-	}
-	elsewhere := filepath.Join(t.TempDir(), "copy")
-	if err := os.WriteFile(elsewhere, orig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	os.Remove(last)
-	if err := os.Symlink(elsewhere, last); err != nil {
-		t.Fatal(err)
-	}
+	v := linktest.MoveAway(t, last)
 	l, err = Open(Options{Dir: dir})
 	if err == nil {
 		l.Append(context.Background(), events.MustNew("lab_x", &events.LabSessionStarted{SessionID: "lab_x", Version: "t", Pid: 2}))
@@ -52,10 +41,6 @@ func TestLinkedSegmentNeverWrittenThrough(t *testing.T) {
 	} else if !strings.Contains(err.Error(), segs[len(segs)-1].Name+" is a symbolic link") || !strings.Contains(err.Error(), "fix: ") {
 		t.Errorf("the refusal names neither the link nor its fix: %v", err)
 	}
-	if got, _ := os.ReadFile(elsewhere); string(got) != string(orig) {
-		t.Fatalf("the link's target was written through: %d bytes, want %d unchanged", len(got), len(orig))
-	}
-	if fi, err := os.Lstat(last); err != nil || fi.Mode()&os.ModeSymlink == 0 {
-		t.Fatalf("the link itself was replaced: %v %v", fi, err)
-	}
+	v.Unchanged(t)
+	linktest.StillLink(t, last)
 }
