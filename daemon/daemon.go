@@ -168,7 +168,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	} else {
 		// The CLI's way in: the lock, the Unix socket, state/daemon.json.
 		o.trace("write daemon.json")
-		adv, err := advertiseDaemon(o.Home, info, hs, serveErr, o.Logger)
+		adv, err := advertiseDaemon(o.Home, info, hs, capped, serveErr, o.Logger)
 		if err != nil {
 			hs.Close()
 			return err

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -90,6 +91,75 @@ func TestIdleConnectionFlood(t *testing.T) {
 	health("after the flood")
 	lines, err := os.ReadFile(h.FeedbackFile())
 	if err != nil || strings.Count(string(lines), "\n") != 7 {
+		t.Fatalf("feedback.jsonl after the flood: %v\n%s", err, lines)
+	}
+}
+
+// TestIdleSocketFlood: the same flood through the daemon's Unix socket,
+// the CLI's way in. Its connections count against the same cap as TCP
+// ones: 400 idle ones must not exhaust the descriptors the TCP listener
+// and the log need (before, the socket's listener was not capped).
+func TestIdleSocketFlood(t *testing.T) {
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	cmd, info := startDaemon(t, h, envDaemonNofile+"=256")
+	defer func() {
+		cmd.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	tokB, err := os.ReadFile(info.TokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := strings.TrimSpace(string(tokB))
+	tcp := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	sock := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", h.DaemonSocket())
+		}}}
+	post := func(c *http.Client, what string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", "http://"+info.Listen+"/api/feedback", strings.NewReader(`{"notes":"`+what+`"}`))
+		req.Header.Set("X-CM-LAB-TOKEN", tok)
+		start := time.Now()
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("feedback %s: %v", what, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Fatalf("feedback %s: %d %s", what, res.StatusCode, b)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("feedback %s took %v", what, d)
+		}
+	}
+	post(sock, "before")
+	var flood []net.Conn
+	defer func() {
+		for _, c := range flood {
+			c.Close()
+		}
+	}()
+	for range 400 {
+		c, err := net.DialTimeout("unix", h.DaemonSocket(), 5*time.Second)
+		if err != nil {
+			t.Fatalf("flood connection %d: %v", len(flood), err)
+		}
+		flood = append(flood, c)
+	}
+	for i := range 3 {
+		post(tcp, fmt.Sprintf("tcp-during-%d", i))
+		post(sock, fmt.Sprintf("socket-during-%d", i))
+	}
+	for _, c := range flood {
+		c.Close()
+	}
+	flood = nil
+	post(sock, "after")
+	lines, err := os.ReadFile(h.FeedbackFile())
+	if err != nil || strings.Count(string(lines), "\n") != 8 {
 		t.Fatalf("feedback.jsonl after the flood: %v\n%s", err, lines)
 	}
 }

@@ -53,19 +53,33 @@ func connCap(fdLimit uint64) int {
 // (see above). Its ConnState must be installed as the http.Server's.
 type capListener struct {
 	net.Listener
+	*capState
+	done chan struct{}
+	once sync.Once
+}
+
+// capState is what the listeners of one cap share: the daemon's TCP
+// listener and its Unix socket (Also) draw on one budget of descriptors.
+type capState struct {
 	max  int
 	sem  chan struct{} // one token per open connection
 	wake chan struct{} // a connection went idle: Accept may evict it
-	done chan struct{}
 
 	mu    sync.Mutex
 	conns map[*cappedConn]struct{}
-	once  sync.Once
 }
 
 func newCapListener(l net.Listener, max int) *capListener {
-	return &capListener{Listener: l, max: max, sem: make(chan struct{}, max), wake: make(chan struct{}, 1),
-		done: make(chan struct{}), conns: map[*cappedConn]struct{}{}}
+	return &capListener{Listener: l, done: make(chan struct{}),
+		capState: &capState{max: max, sem: make(chan struct{}, max), wake: make(chan struct{}, 1), conns: map[*cappedConn]struct{}{}}}
+}
+
+// Also wraps another listener of the same server in the same cap: its
+// connections take slots from the same budget and can be evicted the same
+// way (the Unix socket's once were not counted, and 400 idle ones there
+// exhausted the descriptors the TCP API needed: TestIdleSocketFlood).
+func (l *capListener) Also(other net.Listener) *capListener {
+	return &capListener{Listener: other, capState: l.capState, done: make(chan struct{})}
 }
 
 type cappedConn struct {
