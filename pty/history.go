@@ -491,8 +491,10 @@ func (m *Manager) replayView(conv string, seq uint64, filter func([]byte) bool, 
 			continue
 		}
 		var l projections.PtyEventLine
-		if err := json.Unmarshal(line, &l); err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrSpoolUnavailable, view, err)
+		if !fastDelta(line, &l) {
+			if err := json.Unmarshal(line, &l); err != nil {
+				return nil, fmt.Errorf("%w: %s: %v", ErrSpoolUnavailable, view, err)
+			}
 		}
 		if l.Seq > seq {
 			done = true

@@ -134,3 +134,77 @@ func (m *Manager) viewsDamaged(conv string) {
 		}
 	})
 }
+
+// fastDelta decodes into l a line of the events view of exactly the shape
+// projections writes for an output event,
+//
+//	{"seq":N,"ts":N,"type":"agent_block_delta","block_id":"ID","spool_offset":N,"len":N}
+//
+// (most lines of a busy conversation's view), without encoding/json, which
+// costs a read of the past ten times as much; it reports false, leaving l
+// alone, for any other line (another type or field, an escape or a byte
+// outside printable ASCII in the id, a number JSON would refuse), which
+// json.Unmarshal then decodes: both give the same values.
+func fastDelta(line []byte, l *projections.PtyEventLine) bool {
+	p := line
+	lit := func(s string) bool {
+		if len(p) < len(s) || string(p[:len(s)]) != s {
+			return false
+		}
+		p = p[len(s):]
+		return true
+	}
+	num := func(neg bool) (int64, bool) {
+		i, sign := 0, int64(1)
+		if neg && len(p) > 0 && p[0] == '-' {
+			i, sign = 1, -1
+		}
+		start := i
+		var v int64
+		for ; i < len(p) && p[i] >= '0' && p[i] <= '9'; i++ {
+			v = v*10 + int64(p[i]-'0')
+		}
+		n := i - start
+		if n == 0 || n > 18 || n > 1 && p[start] == '0' {
+			return 0, false
+		}
+		p = p[i:]
+		return sign * v, true
+	}
+	if !lit(`{"seq":`) {
+		return false
+	}
+	seq, ok := num(false)
+	if !ok || !lit(`,"ts":`) {
+		return false
+	}
+	ts, ok := num(true)
+	if !ok || !lit(`,"type":"agent_block_delta","block_id":"`) {
+		return false
+	}
+	i := 0
+	for ; i < len(p) && p[i] != '"'; i++ {
+		if p[i] < 0x20 || p[i] >= 0x7f || p[i] == '\\' {
+			return false
+		}
+	}
+	if i == 0 || i == len(p) {
+		return false
+	}
+	id := string(p[:i])
+	p = p[i:]
+	if !lit(`","spool_offset":`) {
+		return false
+	}
+	off, ok := num(true)
+	if !ok || !lit(`,"len":`) {
+		return false
+	}
+	n, ok := num(true)
+	if !ok || !lit("}\n") || len(p) != 0 || int64(int(n)) != n {
+		return false
+	}
+	length := int(n)
+	*l = projections.PtyEventLine{Seq: uint64(seq), TS: ts, Type: "agent_block_delta", BlockID: id, SpoolOffset: &off, Len: &length}
+	return true
+}

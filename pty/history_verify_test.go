@@ -60,7 +60,7 @@ func pastReads(t *testing.T, mgr *pty.Manager) map[string]string {
 
 // openHistory opens an engine and a manager keeping the default number of
 // blocks on h; both are closed at the test's end.
-func openHistory(t *testing.T, h home.Home) *pty.Manager {
+func openHistory(t testing.TB, h home.Home) *pty.Manager {
 	t.Helper()
 	eng, err := engine.Open(context.Background(), engine.Options{Home: h})
 	if err != nil {
@@ -239,4 +239,45 @@ func TestHistorySnapshotWithoutSumsRebuilt(t *testing.T) {
 	if got, want := br.mgr.ModelBytes(), pty.ReplayModelBytes(br.eng); !bytes.Equal(got, want) {
 		t.Fatal("model differs from a replay of the log")
 	}
+}
+
+// TestFastDeltaAsJSON: the events view's lines, and variants of its output
+// lines, decode by the fast path exactly as encoding/json decodes them,
+// or are left to it.
+func TestFastDeltaAsJSON(t *testing.T) {
+	h := historyHome(t, 30)
+	b, err := os.ReadFile(filepath.Join(h.Dir, filepath.FromSlash(projections.PtyEventsView("conv1"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	for _, l := range lines {
+		if bytes.Contains(l, []byte(`"agent_block_delta"`)) {
+			for _, v := range [][2]string{{`"len":`, `"len":0`}, {`"len":`, `"len":-`}, {`"ts":`, `"ts":-`}, {`"seq":`, `"seq":0`},
+				{`"block_id":"`, `"block_id":"\\u0041`}, {`"block_id":"`, `"block_id":"é`}, {`}`, `,"x":1}`}, {`"len":`, `"len":99999999999999999999`},
+				{`"block_id":"blk_conv1_`, `"block_id":"`}, {`{"seq"`, ` {"seq"`}, {"}\n", "} \n"}} {
+				lines = append(lines, bytes.Replace(l, []byte(v[0]), []byte(v[1]), 1))
+			}
+		}
+	}
+	fast := 0
+	for _, l := range lines {
+		var got, want projections.PtyEventLine
+		if !pty.FastDelta(l, &got) {
+			continue
+		}
+		fast++
+		if err := json.Unmarshal(l, &want); err != nil {
+			t.Fatalf("fast path decoded %q, which encoding/json refuses: %v", l, err)
+		}
+		gj, _ := json.Marshal(got)
+		wj, _ := json.Marshal(want)
+		if !bytes.Equal(gj, wj) {
+			t.Fatalf("%q: fast path %s, encoding/json %s", l, gj, wj)
+		}
+	}
+	if fast == 0 {
+		t.Fatal("the fast path decoded no line")
+	}
+	t.Logf("%d of %d lines by the fast path", fast, len(lines))
 }
