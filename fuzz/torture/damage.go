@@ -629,13 +629,20 @@ func (m *matrix) runServe(ctx context.Context, h string, nobody bool, past []pas
 		<-exited
 		return -2, buf.String(), pastV
 	}
-	for {
+	// pause waits 25 ms, or returns how the command ended.
+	pause := func() func() (int, string, []string) {
 		select {
 		case err := <-exited:
-			return ended(err)
+			return func() (int, string, []string) { return ended(err) }
 		case <-ctx.Done():
-			return killed()
+			return killed
 		case <-time.After(25 * time.Millisecond):
+			return nil
+		}
+	}
+	for {
+		if end := pause(); end != nil {
+			return end()
 		}
 		b, err := os.ReadFile(filepath.Join(h, "state", "daemon.json"))
 		var info daemonInfo
@@ -662,12 +669,8 @@ func (m *matrix) runServe(ctx context.Context, h string, nobody bool, past []pas
 		checkReads()
 		if live != nil {
 			for !strings.Contains(buf.String(), "after start") {
-				select {
-				case err := <-exited:
-					return ended(err)
-				case <-ctx.Done():
-					return killed()
-				case <-time.After(25 * time.Millisecond):
+				if end := pause(); end != nil {
+					return end()
 				}
 			}
 			fmt.Fprintf(&buf, "\n[matrix] after the verification: %s\n", live())
