@@ -48,12 +48,12 @@ import (
 // (history_verify.go): trim keeps CRC-32C chains over the records it
 // drops, each kind on its own (the blocks as they ended, their output
 // spans, the prompts, the inputs: pastSums, 16 bytes per conversation in
-// memory and in the snapshot, however much was dropped). The first read
-// of the past after a start, or after the next drop, decodes the view up
-// to the end of the dropped records and compares their sums; the bytes
-// it read are then vouched for in memory (their length and CRC-32C), and
-// later reads check those bytes by their CRC, reading on to their end,
-// before they answer. A view whose records are not the log's (a byte
+// memory, about 40 with their keys in the snapshot, however much was
+// dropped). The first read of the past after a start, or after the next
+// drop, decodes the view up to the end of the dropped records and
+// compares their sums; the bytes it read are then vouched for in memory
+// (their length and CRC-32C), and later reads check those bytes by their
+// CRC, reading on to their end, before they answer. A view whose records are not the log's (a byte
 // changed after the start-up verification, or read before that
 // verification ends) is never served: the read is ErrSpoolUnavailable and
 // the views are marked stale (projections.MarkViewsStale), so the next

@@ -15,7 +15,8 @@ import (
 // the prompt records and the input records. trim adds what it drops, from
 // the model the log built; a read back from the events view computes the
 // same over the records it read (pastMarks) and answers only when they
-// agree. 16 bytes per conversation, however many records were dropped.
+// agree. 16 bytes per conversation (about 40 with their keys in the
+// snapshot), however many records were dropped.
 type pastSums struct {
 	Blocks  uint32 `json:"b"`
 	Outputs uint32 `json:"o"`
