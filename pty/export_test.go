@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
+	"github.com/cmlab/cmlab/projections"
 )
 
 // Test hooks of package pty_test.
@@ -79,3 +80,14 @@ func ModelJSON(b []byte) string {
 	j, _ := json.MarshalIndent(sn, "", " ")
 	return string(j)
 }
+
+// ForgetVouches drops what reads of the past vouched for: the next read
+// of each conversation's past checks its records again.
+func (m *Manager) ForgetVouches() {
+	m.vouchMu.Lock()
+	defer m.vouchMu.Unlock()
+	clear(m.vouches)
+}
+
+// FastDelta is fastDelta.
+func FastDelta(line []byte, l *projections.PtyEventLine) bool { return fastDelta(line, l) }

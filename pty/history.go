@@ -44,6 +44,25 @@ import (
 // conversation's view, so it is slower than one from memory; reads near
 // the present never make it.
 //
+// What a read takes back from the view is checked against the log
+// (history_verify.go): trim keeps CRC-32C chains over the records it
+// drops, each kind on its own (the blocks as they ended, their output
+// spans, the prompts, the inputs: pastSums, 16 bytes per conversation in
+// memory, about 40 with their keys in the snapshot, however much was
+// dropped). The first read of the past after a start, or after the next
+// drop, decodes the view up to the end of the dropped records and
+// compares their sums; the bytes it read are then vouched for in memory
+// (their length and CRC-32C), and later reads check those bytes by their
+// CRC, reading on to their end, before they answer. A view whose records are not the log's (a byte
+// changed after the start-up verification, or read before that
+// verification ends) is never served: the read is ErrSpoolUnavailable and
+// the views are marked stale (projections.MarkViewsStale), so the next
+// open regenerates them. The check is on records, not on the view's
+// bytes, so every view that gives the log's records back passes: one
+// regenerated, rebuilt at open or by cmlab rebuild, restored, or
+// rewritten by the verification after open. A broken conversation (below)
+// reads its whole view without this check.
+//
 // The events view gives a record back exactly when its text is valid
 // UTF-8 (JSON strings); a conversation with a block, prompt line, marker
 // or input that is not keeps everything from then on (keepAll), as does
@@ -65,6 +84,7 @@ type history struct {
 	inputOff  int64 // the largest off among them
 	keepAll   bool  // drop nothing more: the view cannot give this past back exactly
 	broken    bool  // the lists in memory may differ from the log's: read every list from the replay
+	sums      pastSums
 }
 
 func (h *history) dropped() bool { return h.blocks > 0 || h.prompts > 0 || h.inputs > 0 }
@@ -119,6 +139,7 @@ func (c *convState) trim() {
 		cut = min(cut, b.SpoolBegin)
 	}
 	for _, b := range c.blocks[:n] {
+		c.hist.sums.addBlock(b, c.outputs[b.BlockID])
 		delete(c.byID, b.BlockID)
 		delete(c.outputs, b.BlockID)
 		c.hist.maxSeq = max(c.hist.maxSeq, b.Seq)
@@ -129,12 +150,14 @@ func (c *convState) trim() {
 	k := 0
 	for ; k < len(c.prompts)-1 && c.prompts[k].lineEnd <= cut; k++ {
 		c.hist.promptEnd = max(c.hist.promptEnd, c.prompts[k].lineEnd)
+		c.hist.sums.addPrompt(c.prompts[k])
 	}
 	c.hist.prompts += k
 	c.prompts = slices.Clone(c.prompts[k:])
 	k = 0
 	for ; k < len(c.inputs)-1 && c.inputs[k].off < cut; k++ {
 		c.hist.inputOff = max(c.hist.inputOff, c.inputs[k].off)
+		c.hist.sums.addInput(c.inputs[k])
 	}
 	c.hist.inputs += k
 	c.inputs = slices.Clone(c.inputs[k:])
@@ -204,15 +227,55 @@ func heldOnly(*convState) bool { return false }
 
 // past returns c (a copy taken under stateMu, covering the log up to seq)
 // with the records of its past that scope names read back from its events
-// view.
+// view, checked against what the log's model dropped (pastSums): by a read
+// of the whole dropped prefix (pastChecked), or, once such a read vouched
+// for the view's bytes, by their CRC (pastScoped reads on to the vouched
+// end); bytes that changed since are checked again.
 func (m *Manager) past(c *convState, seq uint64, scope pastScope) (*convState, error) {
-	h := c.hist
-	if h.broken {
+	if c.hist.broken {
 		return m.pastWhole(c, seq)
 	}
+	if v, ok := m.vouched(c.id, c.hist); ok {
+		rd := &viewRead{check: &v}
+		full, err := m.pastScoped(c, seq, scope, rd)
+		if rd.ok {
+			return full, err
+		}
+		m.setVouch(c.id, nil)
+	}
+	return m.pastChecked(c, seq)
+}
+
+// pastChecked is past from a read of the view up to the end of the
+// dropped records, all decoded and checked against the sums; it vouches
+// for the bytes read.
+func (m *Manager) pastChecked(c *convState, seq uint64) (*convState, error) {
+	h := c.hist
+	prefix := closedScan{since: -1, limit: h.blocks}
+	rd := &viewRead{}
+	rp, err := m.replayView(c.id, seq, func([]byte) bool { return true }, func(r *convState) bool {
+		if len(r.blocks) < h.blocks || len(r.prompts) < h.prompts || len(r.inputs) < h.inputs {
+			return false
+		}
+		return h.blocks == 0 || prefix.done(r.blocks)
+	}, rd)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.pastCounted(c.id, rp, h, false); err != nil {
+		return nil, err
+	}
+	m.setVouch(c.id, &vouch{hist: h, off: rd.n, crc: rd.crc})
+	return pastJoined(c, rp, h, false), nil
+}
+
+// pastScoped is past from a read of what scope needs of the view, whose
+// bytes rd checks.
+func (m *Manager) pastScoped(c *convState, seq uint64, scope pastScope, rd *viewRead) (*convState, error) {
+	h := c.hist
 	if scope.block != "" {
 		if key, err := json.Marshal(scope.block); err == nil && string(key) == `"`+scope.block+`"` {
-			return m.pastOfBlock(c, seq, scope.block)
+			return m.pastOfBlock(c, seq, scope.block, rd)
 		}
 	}
 	filter := func([]byte) bool { return true }
@@ -235,31 +298,48 @@ func (m *Manager) past(c *convState, seq uint64, scope pastScope) (*convState, e
 			return false
 		}
 		return h.blocks == 0 || prefix.done(r.blocks)
-	})
+	}, rd)
 	if err != nil {
 		return nil, err
 	}
 	if scope.blocks {
 		h.prompts, h.inputs, h.promptEnd, h.inputOff = 0, 0, 0, 0
+		h.sums = pastSums{Blocks: h.sums.Blocks}
 		if len(rp.blocks) < h.blocks && scope.limit > 0 && wanted.done(rp.blocks) {
 			// Stopped early: the blocks f takes were read.
 			h.blocks, h.maxSeq = len(rp.blocks), 0
-			h = pastMarks(rp, h)
+			h = pastMarks(rp, h, true)
 		}
 	}
 	if scope.bounded && rp.spoolSz > scope.upTo {
 		// Stopped early: the prefixes read are what f may need.
 		h.blocks, h.prompts, h.inputs = min(h.blocks, len(rp.blocks)), min(h.prompts, len(rp.prompts)), min(h.inputs, len(rp.inputs))
 		h.maxSeq, h.promptEnd, h.inputOff = 0, 0, 0
-		h = pastMarks(rp, h)
+		h = pastMarks(rp, h, false)
 	}
+	if err := m.pastCounted(c.id, rp, h, scope.blocks); err != nil {
+		return nil, err
+	}
+	return pastJoined(c, rp, h, scope.blocks), nil
+}
+
+// pastCounted checks that rp's first records are the ones h counts of
+// the log's (its block records only, with blocksOnly).
+func (m *Manager) pastCounted(conv string, rp *convState, h history, blocksOnly bool) error {
 	if len(rp.blocks) < h.blocks || len(rp.prompts) < h.prompts || len(rp.inputs) < h.inputs {
-		return nil, m.pastUnavailable(c.id, fmt.Sprintf("it holds %d blocks, %d prompts and %d inputs, the log at least %d, %d and %d",
+		return m.pastUnavailable(conv, fmt.Sprintf("it holds %d blocks, %d prompts and %d inputs, the log at least %d, %d and %d",
 			len(rp.blocks), len(rp.prompts), len(rp.inputs), h.blocks, h.prompts, h.inputs))
 	}
-	if got := pastMarks(rp, h); got != h {
-		return nil, m.pastUnavailable(c.id, "its dropped records are not the ones the log's model counted")
+	if got := pastMarks(rp, h, blocksOnly); got != h {
+		m.viewsDamaged(conv)
+		return m.pastUnavailable(conv, "its dropped records are not the ones the log's model counted")
 	}
+	return nil
+}
+
+// pastJoined is c with rp's first records, as h counts them, before its
+// own.
+func pastJoined(c *convState, rp *convState, h history, blocksOnly bool) *convState {
 	full := *c
 	full.blocks = append(slices.Clone(rp.blocks[:h.blocks]), c.blocks...)
 	full.byID = maps.Clone(c.byID)
@@ -268,16 +348,16 @@ func (m *Manager) past(c *convState, seq uint64, scope pastScope) (*convState, e
 		if full.byID[b.BlockID] == nil {
 			full.byID[b.BlockID] = b
 		}
-		if s, ok := rp.outputs[b.BlockID]; ok && !scope.blocks {
+		if s, ok := rp.outputs[b.BlockID]; ok && !blocksOnly {
 			full.outputs[b.BlockID] = s
 		}
 	}
-	if !scope.blocks {
+	if !blocksOnly {
 		full.prompts = append(slices.Clone(rp.prompts[:h.prompts]), c.prompts...)
 		full.inputs = append(slices.Clone(rp.inputs[:h.inputs]), c.inputs...)
 	}
 	full.hist = history{}
-	return &full, nil
+	return &full
 }
 
 // closedScan finds, in a replay's blocks, the first limit numbered after
@@ -305,7 +385,7 @@ func (s *closedScan) done(blocks []*events.Block) bool {
 // pastWhole is c with every list replayed from the view: a broken
 // conversation's.
 func (m *Manager) pastWhole(c *convState, seq uint64) (*convState, error) {
-	rp, err := m.replayView(c.id, seq, func([]byte) bool { return true }, func(*convState) bool { return false })
+	rp, err := m.replayView(c.id, seq, func([]byte) bool { return true }, func(*convState) bool { return false }, &viewRead{})
 	if err != nil {
 		return nil, err
 	}
@@ -321,14 +401,14 @@ func (m *Manager) pastWhole(c *convState, seq uint64) (*convState, error) {
 // pastOfBlock is c with block id's records read back from the view, up to
 // its END: only the lines naming it are decoded. Its inputs' offsets are not known (the
 // spool's size is not followed): they serve execLine only.
-func (m *Manager) pastOfBlock(c *convState, seq uint64, id string) (*convState, error) {
+func (m *Manager) pastOfBlock(c *convState, seq uint64, id string, rd *viewRead) (*convState, error) {
 	key := []byte(`"block_id":"` + id + `"`)
 	// Nothing names a block after its END (its prompt commits with it, just before).
 	ended := func(r *convState) bool {
 		b := r.byID[id]
 		return b != nil && b.Status != events.BlockRunning && b.Status != events.BlockInteractive
 	}
-	rp, err := m.replayView(c.id, seq, func(line []byte) bool { return bytes.Contains(line, key) }, ended)
+	rp, err := m.replayView(c.id, seq, func(line []byte) bool { return bytes.Contains(line, key) }, ended, rd)
 	if err != nil {
 		return nil, err
 	}
@@ -349,18 +429,25 @@ func (m *Manager) pastOfBlock(c *convState, seq uint64, id string) (*convState, 
 	return &full, nil
 }
 
-// pastMarks is what trim would have counted of rp's first h.blocks
-// blocks, h.prompts prompts and h.inputs inputs.
-func pastMarks(rp *convState, h history) history {
+// pastMarks is what trim would have counted and summed of rp's first
+// h.blocks blocks, h.prompts prompts and h.inputs inputs (of the blocks
+// alone, without their output spans, with blocksOnly).
+func pastMarks(rp *convState, h history, blocksOnly bool) history {
 	got := history{blocks: h.blocks, prompts: h.prompts, inputs: h.inputs, keepAll: h.keepAll, broken: h.broken}
 	for _, b := range rp.blocks[:h.blocks] {
 		got.maxSeq = max(got.maxSeq, b.Seq)
+		got.sums.addBlock(b, rp.outputs[b.BlockID])
+	}
+	if blocksOnly {
+		got.sums.Outputs = 0
 	}
 	for _, p := range rp.prompts[:h.prompts] {
 		got.promptEnd = max(got.promptEnd, p.lineEnd)
+		got.sums.addPrompt(p)
 	}
 	for _, in := range rp.inputs[:h.inputs] {
 		got.inputOff = max(got.inputOff, in.off)
+		got.sums.addInput(in)
 	}
 	return got
 }
@@ -370,8 +457,9 @@ func (m *Manager) pastUnavailable(conv, why string) error {
 }
 
 // replayView applies conv's events view, up to seq, to a fresh state until
-// enough says it holds enough.
-func (m *Manager) replayView(conv string, seq uint64, filter func([]byte) bool, enough func(*convState) bool) (*convState, error) {
+// enough says it holds enough; rd follows every byte read (and reads on
+// as far as its check needs).
+func (m *Manager) replayView(conv string, seq uint64, filter func([]byte) bool, enough func(*convState) bool, rd *viewRead) (*convState, error) {
 	view := projections.PtyEventsView(conv)
 	f, err := confine.Open(m.root, view)
 	if err != nil {
@@ -382,7 +470,7 @@ func (m *Manager) replayView(conv string, seq uint64, filter func([]byte) bool, 
 	c.replay = true
 	br := bufio.NewReaderSize(f, 256<<10)
 	var zeros []byte
-	for done := enough(c); !done; {
+	for done := enough(c); !done || rd.more(); {
 		line, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) { // a long input's line
 			long := slices.Clone(line)
@@ -398,15 +486,19 @@ func (m *Manager) replayView(conv string, seq uint64, filter func([]byte) bool, 
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrSpoolUnavailable, view, err)
 		}
-		if !filter(line) {
+		rd.add(line)
+		if done || !filter(line) {
 			continue
 		}
 		var l projections.PtyEventLine
-		if err := json.Unmarshal(line, &l); err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrSpoolUnavailable, view, err)
+		if !fastDelta(line, &l) {
+			if err := json.Unmarshal(line, &l); err != nil {
+				return nil, fmt.Errorf("%w: %s: %v", ErrSpoolUnavailable, view, err)
+			}
 		}
 		if l.Seq > seq {
-			break
+			done = true
+			continue
 		}
 		p, err := linePayload(&l, &zeros)
 		if err != nil {

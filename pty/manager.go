@@ -113,7 +113,10 @@ type Manager struct {
 
 	stateMu sync.Mutex // guards model; never held across an append
 	model
-	snapW *snapshot.Writer // the model's snapshot writer (nil when read-only)
+	vouchMu   sync.Mutex       // guards vouches
+	vouches   map[string]vouch // conversation → the bytes of its events view read back and checked (history_verify.go)
+	staleOnce sync.Once        // the views were marked stale (viewsDamaged)
+	snapW     *snapshot.Writer // the model's snapshot writer (nil when read-only)
 
 	mu       sync.Mutex // guards shells, starting, locks, closed
 	shells   map[string]*shell

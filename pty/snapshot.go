@@ -73,6 +73,12 @@ type histSnap struct {
 	InputOff  int64 `json:"inputOff"`
 	KeepAll   bool  `json:"keepAll"`
 	Broken    bool  `json:"broken"`
+	// Sums of what was dropped (history_verify.go); Summed is false in a
+	// snapshot written before they existed, which is not loaded when
+	// anything was dropped: the sums cannot be made up, so the model is
+	// rebuilt from the log.
+	Sums   pastSums `json:"sums"`
+	Summed bool     `json:"summed"`
 }
 
 type promptSnap struct {
@@ -109,7 +115,7 @@ func (m *model) encode() ([]byte, error) {
 		cs := convSnap{ID: id, Size: c.spoolSz, Last: c.last, Active: c.active, ShellID: c.shellID, Live: c.live,
 			Cols: c.cols, Rows: c.rows, Dropped: c.dropped}
 		h := c.hist
-		cs.Hist = histSnap{h.blocks, h.maxSeq, h.prompts, h.promptEnd, h.inputs, h.inputOff, h.keepAll, h.broken}
+		cs.Hist = histSnap{h.blocks, h.maxSeq, h.prompts, h.promptEnd, h.inputs, h.inputOff, h.keepAll, h.broken, h.sums, true}
 		for _, p := range c.prompts {
 			cs.Prompts = append(cs.Prompts, promptSnap{p.lineStart, p.lineEnd, p.ts, p.cwd, p.exit, p.blockID})
 		}
@@ -154,7 +160,10 @@ func (m *model) decode(body []byte) error {
 		if h.Blocks < 0 || h.Prompts < 0 || h.Inputs < 0 {
 			return fmt.Errorf("conversation %q: a negative count of dropped records", cs.ID)
 		}
-		c.hist = history{h.Blocks, h.MaxSeq, h.Prompts, h.PromptEnd, h.Inputs, h.InputOff, h.KeepAll || c.hist.keepAll, h.Broken}
+		if !h.Summed && (h.Blocks > 0 || h.Prompts > 0 || h.Inputs > 0) {
+			return fmt.Errorf("conversation %q: dropped records without their sums", cs.ID)
+		}
+		c.hist = history{h.Blocks, h.MaxSeq, h.Prompts, h.PromptEnd, h.Inputs, h.InputOff, h.KeepAll || c.hist.keepAll, h.Broken, h.Sums}
 		for _, d := range cs.BlkDrop {
 			c.blkDrop[d.Block] = d.Dropped
 		}

@@ -42,10 +42,16 @@ import (
 //     than 0 must say "cmlab <command>", a "--flag" or a "fix:" line;
 //   - nothing is sent to an unauthenticated listener: in the stale
 //     daemon.json case a listener of ours holds the recorded port (and a
-//     live process of ours the recorded pid) and must receive nothing.
+//     live process of ours the recorded pid) and must receive nothing;
+//   - the terminal's dropped past reads back as it was, or is refused:
+//     after serve cases of view-pty and snapshot, and in the one cell of
+//     the flip-live damage (a digit of a dropped block's command changed
+//     in pty/fx/events.jsonl while serve runs, after its verification),
+//     every read of it answers as the undamaged fixture or with an error
+//     (damage_past.go).
 
 // Damages, in the order the matrix walks them.
-var Damages = []string{"flip", "truncate", "delete", "foreign", "symlink-elsewhere", "symlink-wal", "unreadable", "disk-full", "stale-daemon"}
+var Damages = []string{"flip", "truncate", "delete", "foreign", "symlink-elsewhere", "symlink-wal", "unreadable", "disk-full", "stale-daemon", "flip-live"}
 
 // DamageCommands are the commands that open a home, in matrix order.
 var DamageCommands = []string{"serve", "status", "recover", "salvage", "compact", "wal-verify", "rebuild", "restore", "write"}
@@ -85,6 +91,7 @@ type DamageResult struct {
 	Exit       int      // the command's exit code (-1: killed by a signal or timed out)
 	NA         string   // why the case could not run ("" when it ran)
 	Violations []string // broken invariants
+	Note       string   // how the reads of the terminal's past were answered, when asked
 	Output     string   // the command's output, cut
 }
 
@@ -136,6 +143,9 @@ func RunDamage(ctx context.Context, o DamageOptions) (*DamageSummary, error) {
 		for _, d := range Damages {
 			for _, c := range DamageCommands {
 				dc := DamageCase{Kind: k.Name, Damage: d, Command: c}
+				if d == "flip-live" && (k.Name != "view-pty" || c != "serve") {
+					continue // one cell (runCase)
+				}
 				if o.Filter == nil || o.Filter(dc) {
 					cases = append(cases, dc)
 				}
@@ -199,7 +209,7 @@ func (m *matrix) setup(ctx context.Context) error {
 		return err
 	}
 	m.caseRoot = filepath.Join(m.work, "case")
-	fx, err := buildFixture(ctx, m.bin, m.caseRoot, m.o.Posts)
+	fx, err := buildFixtureOf(ctx, m.bin, m.caseRoot, m.o.Posts, true)
 	if err != nil {
 		return err
 	}
@@ -304,6 +314,12 @@ func (m *matrix) runCase(ctx context.Context, dc DamageCase) (r DamageResult) {
 	case k.Dir && (dc.Damage == "flip" || dc.Damage == "truncate"):
 		r.NA = "a directory has no bytes to flip or cut"
 		return r
+	case dc.Damage == "flip-live" && (k.Name != "view-pty" || dc.Command != "serve"):
+		// Not a cell of the matrix (RunDamage): a byte changed under a
+		// running daemon after its verification is read back only by the
+		// terminal's reads of its dropped past (damage_past.go).
+		r.NA = "flip-live is a damage of view-pty under serve"
+		return r
 	}
 	m.reset()
 	if dc.Damage == "disk-full" {
@@ -334,6 +350,9 @@ func (m *matrix) runCase(ctx context.Context, dc DamageCase) (r DamageResult) {
 		return r
 	}
 	r.File = files[m.rng.IntN(len(files))]
+	if dc.Damage == "flip-live" {
+		r.File = pastView // the file the reads of the past read back
+	}
 	target := filepath.Join(dir, filepath.FromSlash(r.File))
 	acked := copies(filepath.Join(m.tpl, "home"), filepath.Join(m.tpl, "archive"))
 
@@ -445,8 +464,22 @@ func (m *matrix) runCase(ctx context.Context, dc DamageCase) (r DamageResult) {
 	before := copies(h, arch) // what the damage left: the command may lose none of it
 	outside := filepath.Join(m.caseRoot, "elsewhere")
 	outsideBefore := treeState(outside) // a link's target: nothing may write there
-	code, out := m.runCommand(ctx, dc.Command, h, arch, nobody)
+	var past []pastRead
+	if pastKinds[dc.Kind] {
+		past = m.fx.past
+	}
+	var live func() string
+	if dc.Damage == "flip-live" {
+		live = func() string { return flipPastDigit(target, m.rng) }
+	}
+	code, out, pastV := m.runCommand(ctx, dc.Command, h, arch, nobody, past, live)
 	r.Exit, r.Output = code, tail(out, 1500)
+	r.Violations = append(r.Violations, pastV...)
+	for _, l := range strings.Split(out, "\n") {
+		if n, ok := strings.CutPrefix(l, "[matrix] reads of the terminal's dropped past: "); ok {
+			r.Note = strings.TrimPrefix(r.Note+"; "+n, "; ")
+		}
+	}
 	if nobody {
 		chownTree(m.caseRoot, 0, 0)
 	}
@@ -550,12 +583,13 @@ func copies(homeDir, archive string) map[string]uint64 {
 }
 
 // runCommand runs one command of the matrix on the home h; it returns the
-// exit code (-1: a signal, -2: the case timeout) and the output.
-func (m *matrix) runCommand(ctx context.Context, name, h, arch string, nobody bool) (int, string) {
+// exit code (-1: a signal, -2: the case timeout), the output and, for
+// serve, the answers to the reads of past (checkPast) that broke the rule.
+func (m *matrix) runCommand(ctx context.Context, name, h, arch string, nobody bool, past []pastRead, live func() string) (int, string, []string) {
 	ctx, cancel := context.WithTimeout(ctx, m.o.CaseTimeout)
 	defer cancel()
 	if name == "serve" {
-		return m.runServe(ctx, h, nobody)
+		return m.runServe(ctx, h, nobody, past, live)
 	}
 	args := map[string][]string{
 		"status":     {"status"},
@@ -573,13 +607,15 @@ func (m *matrix) runCommand(ctx context.Context, name, h, arch string, nobody bo
 	cmd.Env = append(os.Environ(), "CMLAB_HOME=")
 	asUser(cmd, nobody)
 	err := cmd.Run()
-	return exitOf(ctx, cmd, err), buf.String()
+	return exitOf(ctx, cmd, err), buf.String(), nil
 }
 
-// runServe starts serve; once it answers it takes one write through it
-// and is stopped with SIGTERM. A serve that refuses to start returns its
-// exit code and output.
-func (m *matrix) runServe(ctx context.Context, h string, nobody bool) (int, string) {
+// runServe starts serve; once it answers it takes one write through it,
+// is asked the reads of past, and is stopped with SIGTERM. With live, once
+// the daemon says its verification after start ended, live damages a file
+// (and says how) and the reads of past are asked again. A serve that
+// refuses to start returns its exit code and output.
+func (m *matrix) runServe(ctx context.Context, h string, nobody bool, past []pastRead, live func() string) (int, string, []string) {
 	cmd := exec.Command(m.bin, "serve", "--home", h, "--listen", "127.0.0.1:0")
 	var buf syncBuffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
@@ -587,23 +623,31 @@ func (m *matrix) runServe(ctx context.Context, h string, nobody bool) (int, stri
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	asUser(cmd, nobody)
 	if err := cmd.Start(); err != nil {
-		return 1, err.Error()
+		return 1, err.Error(), nil
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	ended := func(err error) (int, string) { return exitOf(ctx, cmd, err), buf.String() }
-	killed := func() (int, string) { // ctx ended: the whole group goes
+	var pastV []string
+	ended := func(err error) (int, string, []string) { return exitOf(ctx, cmd, err), buf.String(), pastV }
+	killed := func() (int, string, []string) { // ctx ended: the whole group goes
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
-		return -2, buf.String()
+		return -2, buf.String(), pastV
 	}
-	for {
+	// pause waits 25 ms, or returns how the command ended.
+	pause := func() func() (int, string, []string) {
 		select {
 		case err := <-exited:
-			return ended(err)
+			return func() (int, string, []string) { return ended(err) }
 		case <-ctx.Done():
-			return killed()
+			return killed
 		case <-time.After(25 * time.Millisecond):
+			return nil
+		}
+	}
+	for {
+		if end := pause(); end != nil {
+			return end()
 		}
 		b, err := os.ReadFile(filepath.Join(h, "state", "daemon.json"))
 		var info daemonInfo
@@ -618,6 +662,24 @@ func (m *matrix) runServe(ctx context.Context, h string, nobody bool) (int, stri
 			body, _ := io.ReadAll(res.Body)
 			res.Body.Close()
 			fmt.Fprintf(&buf, "\n[matrix] POST /api/feedback: %d %s\n", res.StatusCode, bytes.TrimSpace(body))
+		}
+		checkReads := func() {
+			if len(past) == 0 {
+				return
+			}
+			v, line := checkPast(ctx, "http://"+info.Listen, strings.TrimSpace(string(tok)), past)
+			pastV = append(pastV, v...)
+			fmt.Fprintf(&buf, "[matrix] %s\n", line)
+		}
+		checkReads()
+		if live != nil {
+			for !strings.Contains(buf.String(), "after start") {
+				if end := pause(); end != nil {
+					return end()
+				}
+			}
+			fmt.Fprintf(&buf, "\n[matrix] after the verification: %s\n", live())
+			checkReads()
 		}
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -741,6 +803,9 @@ func printDamage(out io.Writer, sum *DamageSummary) {
 	fmt.Fprintln(tw, "kind\tdamage\tcommand\tfile\texit\tresult\t")
 	for _, r := range sum.Results {
 		res := "ok"
+		if r.Note != "" {
+			res += " (past: " + r.Note + ")"
+		}
 		switch {
 		case r.NA != "":
 			res = "n/a: " + r.NA

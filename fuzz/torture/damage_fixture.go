@@ -29,6 +29,9 @@ type fixture struct {
 	placed map[string]placedFile
 	// made: kinds the fixture holds at least one file of.
 	made map[string]bool
+	// past: the reads of fx's dropped past and their answers
+	// (damage_past.go); nil when the fixture ran no blocks of the past.
+	past []pastRead
 }
 
 type placedFile struct {
@@ -53,6 +56,13 @@ var naKinds = map[string]string{
 // another clean start and stop, compaction into root/archive and a wal
 // verify. posts is the number of feedback posts (more: more segments).
 func buildFixture(ctx context.Context, bin, root string, posts int) (*fixture, error) {
+	return buildFixtureOf(ctx, bin, root, posts, false)
+}
+
+// buildFixtureOf is buildFixture; past: the terminal conversation runs
+// past its history bound and the answers of reads of its dropped past are
+// recorded (damage_past.go).
+func buildFixtureOf(ctx context.Context, bin, root string, posts int, past bool) (*fixture, error) {
 	f := &fixture{root: root, home: filepath.Join(root, "home"), archive: filepath.Join(root, "archive"),
 		runs: filepath.Join(root, "runs"), placed: map[string]placedFile{}, made: map[string]bool{}}
 	if err := os.MkdirAll(f.home, 0o700); err != nil {
@@ -86,6 +96,9 @@ func buildFixture(ctx context.Context, bin, root string, posts int) (*fixture, e
 	errs = append(errs, must(c.post(ctx, "/api/runs/import", "fx-import", map[string]any{"path": run, "topic": "fixture"}), "import"))
 	errs = append(errs, must(c.post(ctx, "/api/pty/fx/exec_block", "", map[string]string{"cmd": "echo fixture; seq 1 50"}), "exec_block"))
 	errs = append(errs, must(c.post(ctx, "/api/pty/fx/wait_prompt", "", map[string]any{"from_cursor": 0, "timeout_ms": 20000}), "wait_prompt"))
+	if past {
+		errs = append(errs, runPast(ctx, c))
+	}
 	var cfg struct {
 		SessionID string `json:"sessionId"`
 	}
@@ -134,6 +147,12 @@ func buildFixture(ctx context.Context, bin, root string, posts int) (*fixture, e
 	d, err = startDaemon(ctx, bin, f.home, []string{f.runs}, nil, serveArgs...)
 	if err != nil {
 		return nil, err
+	}
+	if past {
+		if f.past, err = recordPast(ctx, newClient(d)); err != nil {
+			d.kill()
+			return nil, err
+		}
 	}
 	if err := d.stop(30 * time.Second); err != nil {
 		return nil, fmt.Errorf("fixture: stop: %w", err)
