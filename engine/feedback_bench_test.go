@@ -29,7 +29,7 @@ func BenchmarkFeedbackAppend32(b *testing.B) {
 	var n atomic.Int64
 	procs := runtime.GOMAXPROCS(0)
 	b.SetParallelism((32 + procs - 1) / procs) // RunParallel starts parallelism × GOMAXPROCS goroutines
-	cpu0 := processCPUTime()
+	cpu0, st0 := processCPUTime(), e.Log().Stats()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -42,6 +42,9 @@ func BenchmarkFeedbackAppend32(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(float64((processCPUTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/event")
+	if st := e.Log().Stats(); st.Groups > st0.Groups {
+		b.ReportMetric(float64(st.Appends-st0.Appends)/float64(st.Groups-st0.Groups), "events/fsync")
+	}
 }
 
 func processCPUTime() time.Duration {
