@@ -61,6 +61,11 @@ type BenchResult struct {
 	AllocsPerEvent     float64 `json:"allocsPerEvent"`
 	AllocBytesPerEvent float64 `json:"allocBytesPerEvent"`
 	FsyncP99Ms         float64 `json:"fsyncP99Ms"`
+	// FsyncPct is the share of the timed run's wall time the log spent in
+	// fsync (its fsyncs run one at a time): near 100 the POSTs wait for
+	// the disk, as when other programs load it, and no overlap of the
+	// other stages can raise the rate.
+	FsyncPct float64 `json:"fsyncPct"`
 	// Stages is the breakdown of one acknowledged POST by stage, from a
 	// second pass of Requests POSTs with a labapi.StageRecorder installed
 	// (StagePass); StageOutsideUs is the mean client latency of that pass
@@ -129,6 +134,7 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	var before wal.Stats
 	var cpuBefore time.Duration
 	var memBefore runtime.MemStats
+	var fsyncSum float64 // seconds the log spent in fsync during the timed POSTs
 	prof := &postProfile{dir: o.ProfileDir}
 	var profErr error
 	pr, err := runFeedbackBench(ctx, PeerOptions{URL: "http://" + info.Listen, Clients: o.Clients, Requests: o.Requests,
@@ -158,7 +164,9 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 			if g := after.Groups - before.Groups; g > 0 {
 				res.MeanGroup = float64(after.Appends-before.Appends) / float64(g)
 			}
-			res.FsyncP99Ms = histDiff(after.FsyncSeconds, before.FsyncSeconds).Quantile(0.99) * 1000
+			fsyncs := histDiff(after.FsyncSeconds, before.FsyncSeconds)
+			res.FsyncP99Ms = fsyncs.Quantile(0.99) * 1000
+			fsyncSum = fsyncs.Sum
 		}})
 	if err != nil {
 		return nil, err
@@ -168,6 +176,9 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	}
 	res.Client = pr.Client
 	res.Errors, res.Elapsed, res.EventsPerS = pr.Errors, time.Duration(pr.ElapsedNs), pr.EventsPerS
+	if res.Elapsed > 0 {
+		res.FsyncPct = 100 * fsyncSum / res.Elapsed.Seconds()
+	}
 	res.P50Ms, res.P99Ms, res.MaxMs = pr.P50Ms, pr.P99Ms, pr.MaxMs
 	res.P50, res.P99 = time.Duration(pr.P50Ms*1e6), time.Duration(pr.P99Ms*1e6)
 	res.Polls = pr.Polls

@@ -186,3 +186,17 @@ func TestBenchAPIPlacement(t *testing.T) {
 		t.Fatalf("polls %+v", res.Polls)
 	}
 }
+
+// The share of the timed POSTs the log spent in fsync: every POST waits
+// for one, so it is above zero, and the log's fsyncs run one at a time, so
+// it stays about within the run's wall time.
+func TestBenchAPIFsyncShare(t *testing.T) {
+	res, err := BenchAPI(context.Background(), BenchOptions{Dir: t.TempDir(), Clients: 4, Requests: 50,
+		PollLines: []int{20}, PollReps: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.FsyncPct <= 0 || res.FsyncPct > 150 {
+		t.Fatalf("fsync %.1f%% of the run", res.FsyncPct)
+	}
+}

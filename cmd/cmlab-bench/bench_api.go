@@ -87,8 +87,8 @@ the daemon (docs/performance.md, "The API's POST path").`,
 // only) as text.
 func printBenchAPI(w io.Writer, res *bench.BenchResult) {
 	fmt.Fprintf(w, "POST /api/feedback: %d requests, %d clients (%s), %d errors in %v\n", res.Requests, res.Clients, res.Client, res.Errors, res.Elapsed.Round(1e6))
-	fmt.Fprintf(w, "  %.0f events/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms; mean group %.1f events, fsync p99 ≤ %.2f ms\n",
-		res.EventsPerS, res.P50Ms, res.P99Ms, res.MaxMs, res.MeanGroup, res.FsyncP99Ms)
+	fmt.Fprintf(w, "  %.0f events/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms; mean group %.1f events, fsync p99 ≤ %.2f ms, fsync %.0f%% of the run\n",
+		res.EventsPerS, res.P50Ms, res.P99Ms, res.MaxMs, res.MeanGroup, res.FsyncP99Ms, res.FsyncPct)
 	fmt.Fprintf(w, "  CPU %.1f µs per event (daemon and clients, user+system); %.0f allocations, %.0f bytes allocated per event\n", res.CPUUsPerEvent, res.AllocsPerEvent, res.AllocBytesPerEvent)
 	printStages(w, res)
 	for _, p := range res.Polls {
