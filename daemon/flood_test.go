@@ -34,24 +34,7 @@ func TestIdleConnectionFlood(t *testing.T) {
 	}
 	tok := strings.TrimSpace(string(tokB))
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
-	post := func(what string) {
-		t.Helper()
-		req, _ := http.NewRequest("POST", "http://"+info.Listen+"/api/feedback", strings.NewReader(`{"notes":"`+what+`"}`))
-		req.Header.Set("X-CM-LAB-TOKEN", tok)
-		start := time.Now()
-		res, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("feedback %s: %v", what, err)
-		}
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != 200 {
-			t.Fatalf("feedback %s: %d %s", what, res.StatusCode, b)
-		}
-		if d := time.Since(start); d > 5*time.Second {
-			t.Fatalf("feedback %s took %v", what, d)
-		}
-	}
+	post := func(what string) { t.Helper(); floodPost(t, client, info.Listen, tok, what) }
 	health := func(when string) {
 		t.Helper()
 		res, err := client.Get("http://" + info.Listen + "/api/health")
@@ -117,24 +100,7 @@ func TestIdleSocketFlood(t *testing.T) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", h.DaemonSocket())
 		}}}
-	post := func(c *http.Client, what string) {
-		t.Helper()
-		req, _ := http.NewRequest("POST", "http://"+info.Listen+"/api/feedback", strings.NewReader(`{"notes":"`+what+`"}`))
-		req.Header.Set("X-CM-LAB-TOKEN", tok)
-		start := time.Now()
-		res, err := c.Do(req)
-		if err != nil {
-			t.Fatalf("feedback %s: %v", what, err)
-		}
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != 200 {
-			t.Fatalf("feedback %s: %d %s", what, res.StatusCode, b)
-		}
-		if d := time.Since(start); d > 5*time.Second {
-			t.Fatalf("feedback %s took %v", what, d)
-		}
-	}
+	post := func(c *http.Client, what string) { t.Helper(); floodPost(t, c, info.Listen, tok, what) }
 	post(sock, "before")
 	var flood []net.Conn
 	defer func() {
@@ -161,5 +127,26 @@ func TestIdleSocketFlood(t *testing.T) {
 	lines, err := os.ReadFile(h.FeedbackFile())
 	if err != nil || strings.Count(string(lines), "\n") != 8 {
 		t.Fatalf("feedback.jsonl after the flood: %v\n%s", err, lines)
+	}
+}
+
+// floodPost POSTs one feedback entry through c and fails t unless it is
+// answered 200 within 5 s.
+func floodPost(t *testing.T, c *http.Client, listen, tok, what string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", "http://"+listen+"/api/feedback", strings.NewReader(`{"notes":"`+what+`"}`))
+	req.Header.Set("X-CM-LAB-TOKEN", tok)
+	start := time.Now()
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("feedback %s: %v", what, err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("feedback %s: %d %s", what, res.StatusCode, b)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("feedback %s took %v", what, d)
 	}
 }
