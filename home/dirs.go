@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -77,7 +78,10 @@ func (h Home) checkDir(pat, rel string) error {
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		to, _ := os.Readlink(p)
 		what = fmt.Sprintf("a symbolic link (to %s)", to)
-		place = fmt.Sprintf("put the directory itself in its place, from the home: rm %s && cp -a %q %s", rel, to, rel)
+		if !filepath.IsAbs(to) {
+			to = filepath.Join(filepath.Dir(p), to) // relative to the link's directory, not the home
+		}
+		place = fmt.Sprintf("put the directory itself in its place, from the home: rm %s && cp -a %s %s", rel, ShellQuote(to), rel)
 	}
 	fix := "fix: " + place + "; to keep the home elsewhere, link or mount the whole home instead"
 	if derivedDirs[pat] {
@@ -112,4 +116,11 @@ func OpenOwn(path string, flag int, perm fs.FileMode) (*os.File, error) {
 		}
 	}
 	return os.OpenFile(path, flag|syscall.O_NOFOLLOW, perm)
+}
+
+// ShellQuote quotes s for a POSIX shell, for fixes printed as commands an
+// operator may paste: single quotes, so nothing in s ($, `, \, spaces) is
+// expanded.
+func ShellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -3,6 +3,7 @@ package home
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -152,5 +153,48 @@ func TestMkdirAllSync(t *testing.T) {
 	failing := func(string) error { return errors.New("disk gone") }
 	if err := mkdirAllSync(filepath.Join(root, "g"), failing); err == nil || !strings.Contains(err.Error(), "fsync "+root+": disk gone") {
 		t.Fatalf("fsync failure: %v", err)
+	}
+}
+
+// TestCheckDirsFixQuotesTheTarget: the fix printed for a linked directory
+// names the link's target as a shell word (single quotes: a $ or a space
+// in it is not expanded by a pasted command), resolved from the link's own
+// directory when the link is relative.
+func TestCheckDirsFixQuotesTheTarget(t *testing.T) {
+	h := Home{Dir: t.TempDir()}
+	if err := os.MkdirAll(filepath.Join(h.Dir, "pty"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(h.Dir, "it's $HOME")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../it's $HOME", filepath.Join(h.Dir, "pty", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	err := h.CheckDirs()
+	if !errors.Is(err, ErrLinkedDir) {
+		t.Fatalf("CheckDirs = %v, want ErrLinkedDir", err)
+	}
+	want := "rm pty/c1 && cp -a " + ShellQuote(target) + " pty/c1"
+	if !strings.Contains(err.Error(), want) || !strings.HasPrefix(ShellQuote(target), "'") || !strings.Contains(ShellQuote(target), `'\''`) {
+		t.Fatalf("the fix does not read %q:\n%v", want, err)
+	}
+	// The command, pasted into a shell in the home, puts a copy in the
+	// link's place and leaves the target as it was.
+	os.WriteFile(filepath.Join(target, "f"), []byte("x"), 0o600)
+	cmd := exec.Command("sh", "-c", want)
+	cmd.Dir = h.Dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", want, err, out)
+	}
+	if fi, err := os.Lstat(filepath.Join(h.Dir, "pty", "c1")); err != nil || !fi.IsDir() {
+		t.Fatalf("pty/c1 after the fix: %v %v", fi, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(h.Dir, "pty", "c1", "f")); err != nil || string(b) != "x" {
+		t.Fatalf("pty/c1/f after the fix: %q %v", b, err)
+	}
+	if err := h.CheckDirs(); err != nil {
+		t.Fatalf("CheckDirs after the fix: %v", err)
 	}
 }

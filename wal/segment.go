@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+
+	"github.com/cmlab/cmlab/home"
 )
 
 // Segment files are written by github.com/tidwall/wal in its binary format
@@ -154,7 +156,7 @@ func refuseLinks(dir string) error {
 		if de.Type()&os.ModeSymlink != 0 {
 			to, _ := os.Readlink(filepath.Join(dir, name))
 			what = fmt.Sprintf("a symbolic link (to %s)", to)
-			fix = fmt.Sprintf("put the file itself in its place, from the log's directory: rm %s && cp %q %s", name, to, name)
+			fix = fmt.Sprintf("put the file itself in its place, from the log's directory: rm %s && cp %s %s", name, home.ShellQuote(to), name)
 		}
 		return fmt.Errorf("%s is %s where a segment belongs: cmlab writes its log only inside its directory, never through a link\n  fix: %s, then run the command again", name, what, fix)
 	}
