@@ -240,10 +240,7 @@ func Open(opts Options) (*Log, error) {
 }
 
 func open(opts Options, lock *dirLock) (*Log, error) {
-	if err := refuseMarkers(opts.Dir); err != nil {
-		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
-	}
-	if err := refuseLinks(opts.Dir); err != nil {
+	if err := refuseNames(opts.Dir, true); err != nil {
 		return nil, fmt.Errorf("wal: open %s: %w", opts.Dir, err)
 	}
 	// A damaged manifest is reported by the scan below (and refused).

@@ -29,7 +29,7 @@ import (
 // ".START"/".END" files from its truncation; cmlab never truncates through
 // tidwall (compaction removes whole segments, see compact.go), so the
 // scanner ignores such names (and every other non-20-digit name, MANIFEST
-// included), and Open refuses a log holding a marker (see truncationMarkers).
+// included), and Open refuses a log holding a marker (see refuseNames).
 
 // segmentNameLen is the length of a segment file name.
 const segmentNameLen = 20
@@ -73,23 +73,6 @@ func listSegments(dir string) ([]segmentFile, error) {
 	return out, err
 }
 
-// truncationMarkers returns the names in dir that tidwall/wal's Open
-// takes for the markers of an interrupted truncation (its rule: the
-// 20-digit index of a segment, then ".START" or ".END"). It acts on them
-// by deleting segments — every one before a START, every one after an
-// END — so Open refuses a log holding one: cmlab never truncates through
-// tidwall, a marker there is not cmlab's.
-func truncationMarkers(dir string) ([]string, error) {
-	var out []string
-	err := eachSegmentName(dir, func(name string, _ uint64, rest string) {
-		if rest == ".START" || rest == ".END" {
-			out = append(out, name)
-		}
-	})
-	slices.Sort(out)
-	return out, err
-}
-
 // eachSegmentName calls fn for each file in dir whose name starts with a
 // segment's name (the 20-digit seq of its first entry, not 0), with that
 // seq and the rest of the name, in the directory's order (os.ReadDir's
@@ -117,50 +100,60 @@ func eachSegmentName(dir string, fn func(name string, first uint64, rest string)
 }
 
 // refuseMarkers is the error for a log directory holding a truncation
-// marker (nil if none): Open refuses such a log, and Verify says so.
-func refuseMarkers(dir string) error {
-	markers, err := truncationMarkers(dir)
+// marker (nil if none): Open refuses such a log, and Verify says so. A
+// marker is what tidwall/wal's Open takes for one of an interrupted
+// truncation (its rule: the 20-digit index of a segment, then ".START" or
+// ".END"); it acts on one by deleting segments — every one before a START,
+// every one after an END — and cmlab never truncates through tidwall, so a
+// marker there is not cmlab's.
+func refuseMarkers(dir string) error { return refuseNames(dir, false) }
+
+// refuseNames is refuseMarkers and, with links, also the error for a file
+// named as a segment (or a truncation marker) that is not a regular file:
+// a symlink to a file elsewhere would have the log append to, repair or
+// cut the link's target, outside the home. Open refuses such a log (one
+// pass over the directory for both) and touches neither the link nor its
+// target; readers (Verify, dump) read through it.
+func refuseNames(dir string, links bool) error {
+	des, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
+	var markers []string
+	for _, de := range des {
+		name := de.Name()
+		if len(name) < segmentNameLen {
+			continue
+		}
+		first, err := strconv.ParseUint(name[:segmentNameLen], 10, 64)
+		if err != nil {
+			continue
+		}
+		if links && !de.Type().IsRegular() {
+			return linkedSegment(dir, name, de.Type())
+		}
+		if rest := name[segmentNameLen:]; first != 0 && !de.IsDir() && (rest == ".START" || rest == ".END") {
+			markers = append(markers, name)
+		}
+	}
 	if len(markers) > 0 {
+		slices.Sort(markers)
 		return fmt.Errorf("%s is a tidwall/wal truncation marker, for which tidwall would delete segments; cmlab never truncates its log: move it out of the directory", markers[0])
 	}
 	return nil
 }
 
-// refuseLinks is the error for a log directory in which a file named as a
-// segment (or a truncation marker) is not a regular file: a symlink to a
-// file elsewhere would have the log append to, repair or cut the link's
-// target, outside the home. Open refuses such a log and touches neither
-// the link nor its target; readers (Verify, dump) read through it. A
-// directory that does not exist yet holds no link.
-func refuseLinks(dir string) error {
-	des, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
+// linkedSegment is the error for name in dir, a segment's name that is a
+// typ, not a regular file.
+func linkedSegment(dir, name string, typ os.FileMode) error {
+	what := "a " + typ.String()
+	fix := "put the file itself in its place"
+	if typ&os.ModeSymlink != 0 {
+		to, _ := os.Readlink(filepath.Join(dir, name))
+		what = fmt.Sprintf("a symbolic link (to %s)", to)
+		fix = fmt.Sprintf("put the file itself in its place, from the log's directory: rm %s && cp %s %s", name, home.ShellQuote(to), name)
 	}
-	if err != nil {
-		return err
-	}
-	for _, de := range des {
-		name := de.Name()
-		if len(name) < segmentNameLen || de.Type().IsRegular() {
-			continue
-		}
-		if _, err := strconv.ParseUint(name[:segmentNameLen], 10, 64); err != nil {
-			continue
-		}
-		what := "a " + de.Type().String()
-		fix := "put the file itself in its place"
-		if de.Type()&os.ModeSymlink != 0 {
-			to, _ := os.Readlink(filepath.Join(dir, name))
-			what = fmt.Sprintf("a symbolic link (to %s)", to)
-			fix = fmt.Sprintf("put the file itself in its place, from the log's directory: rm %s && cp %s %s", name, home.ShellQuote(to), name)
-		}
-		return fmt.Errorf("%s is %s where a segment belongs: cmlab writes its log only inside its directory, never through a link\n  fix: %s, then run the command again", name, what, fix)
-	}
-	return nil
+	return fmt.Errorf("%s is %s where a segment belongs: cmlab writes its log only inside its directory, never through a link\n  fix: %s, then run the command again", name, what, fix)
 }
 
 // frameAt parses the frame at data[off:]: it returns the entry bytes, the
