@@ -103,17 +103,42 @@ func hasMeta(pat string) bool {
 	return false
 }
 
+// ErrIsDir is returned (wrapped) by DropNonRegular for a directory.
+var ErrIsDir = errors.New("a directory where a file belongs")
+
+// DropNonRegular removes path when it exists and is not a regular file —
+// a symlink (the link itself, never its target), a FIFO, a device — so
+// that nothing is written outside the home through it. A directory is
+// refused (ErrIsDir): it is not ours to remove. what names the file in
+// errors ("a view"). It reports whether it removed something.
+func DropNonRegular(path, what string) (bool, error) {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case fi.Mode().IsRegular():
+		return false, nil
+	case fi.IsDir():
+		return false, fmt.Errorf("%s: %w", path, ErrIsDir)
+	}
+	if err := os.Remove(path); err != nil {
+		return false, fmt.Errorf("remove %s (a %s where %s belongs): %w", path, fi.Mode().Type(), what, err)
+	}
+	return true, nil
+}
+
 // OpenOwn opens path, one of the home's own files that cmlab alone writes
 // (the daemon log, a step's output, a resumed mandate's log), with flag
-// (O_CREATE and the like) and O_NOFOLLOW: a symlink or anything else but a
-// regular file where it belongs is removed first — the link, never its
-// target — so nothing is written outside the home through it; O_NOFOLLOW
-// fails a link planted after that check.
+// (O_CREATE and the like) and O_NOFOLLOW, after DropNonRegular; O_NOFOLLOW
+// fails a link planted after that check. A directory at path fails the
+// open.
 func OpenOwn(path string, flag int, perm fs.FileMode) (*os.File, error) {
-	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("remove %s (a %s where cmlab's own file belongs): %w", path, fi.Mode().Type(), err)
-		}
+	if _, err := DropNonRegular(path, "cmlab's own file"); err != nil && !errors.Is(err, ErrIsDir) {
+		return nil, err
 	}
 	return os.OpenFile(path, flag|syscall.O_NOFOLLOW, perm)
 }

@@ -3,9 +3,9 @@ package projections
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"syscall"
+
+	"github.com/cmlab/cmlab/home"
 )
 
 // A view is a regular file of the home that only the projector writes.
@@ -22,25 +22,15 @@ import (
 // noFollow is added to every open of a view for writing.
 const noFollow = syscall.O_NOFOLLOW
 
-// dropNonRegular removes path when it exists and is not a regular file
-// (a directory is refused: it is not ours to remove). It reports whether
-// it removed something.
+// dropNonRegular is home.DropNonRegular for a view, whose error for a
+// directory says how to get the view back.
 func dropNonRegular(path string) (bool, error) {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	switch {
-	case fi.Mode().IsRegular():
-		return false, nil
-	case fi.IsDir():
+	removed, err := home.DropNonRegular(path, "a view")
+	if errors.Is(err, home.ErrIsDir) {
 		return false, fmt.Errorf("projections: %s is a directory where a view belongs: move it away and run `cmlab rebuild`", path)
 	}
-	if err := os.Remove(path); err != nil {
-		return false, fmt.Errorf("projections: remove %s (a %s where a view belongs): %w", path, fi.Mode().Type(), err)
+	if err != nil {
+		return false, fmt.Errorf("projections: %w", err)
 	}
-	return true, nil
+	return removed, nil
 }
