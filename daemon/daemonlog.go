@@ -43,9 +43,10 @@ func OpenDaemonLog(h home.Home, opts DaemonLogOptions) (*DaemonLog, error) {
 	if opts.Keep <= 0 {
 		opts.Keep = 3
 	}
-	// The log is opened before the home's other files (Ensure): it must
-	// not be written through a linked state/ either (home.CheckDirs).
-	if err := h.CheckDirs(); err != nil {
+	// The log is opened before the home's other files (Ensure, which
+	// checks all its directories): it must not be written through a
+	// linked state/ either.
+	if err := h.CheckPath("state"); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(h.StateDir(), 0o700); err != nil {

@@ -58,6 +58,22 @@ func (h Home) CheckDirs() error {
 	return nil
 }
 
+// CheckPath is CheckDirs for the directories from the home down to rel
+// (relative to the home, forward slashes) only: for a writer that needs
+// one path below the home (the daemon log before Ensure; 'cmlab run's step
+// output, written whether a daemon runs or not) without reading every
+// session's and conversation's directory.
+func (h Home) CheckPath(rel string) error {
+	for i := 0; i <= len(rel); i++ {
+		if i == len(rel) || rel[i] == '/' {
+			if err := h.checkDir(rel[:i], rel[:i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func (h Home) checkDir(pat, rel string) error {
 	p := filepath.Join(h.Dir, filepath.FromSlash(rel))
 	fi, err := os.Lstat(p)

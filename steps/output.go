@@ -36,10 +36,10 @@ func CaptureOutput(h home.Home) func(mandateID, stepID string) (io.Writer, func(
 			return nil, nil, err
 		}
 		p := OutputFile(h, mandateID, stepID)
-		// Nothing through a link: the directories (home.CheckDirs; 'cmlab
-		// run' writes here itself, whether a daemon runs or not) and the
-		// file (home.OpenOwn).
-		if err := h.CheckDirs(); err != nil {
+		// Nothing through a link: the directories on the way (home.CheckPath;
+		// 'cmlab run' writes here itself, whether a daemon runs or not) and
+		// the file (home.OpenOwn).
+		if err := h.CheckPath("state/step-output/" + mandateID); err != nil {
 			return nil, nil, fmt.Errorf("step output: %w", err)
 		}
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
