@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 )
 
 // TestIdleConnectionFlood: a daemon whose descriptor limit is 256 (a
@@ -22,17 +23,7 @@ import (
 // held, and after, feedback POSTs succeed (200), health stays ok, and the
 // log is never degraded.
 func TestIdleConnectionFlood(t *testing.T) {
-	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
-	cmd, info := startDaemon(t, h, envDaemonNofile+"=256")
-	defer func() {
-		cmd.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	}()
-	tokB, err := os.ReadFile(info.TokenFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok := strings.TrimSpace(string(tokB))
+	h, info, tok := startFloodDaemon(t)
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	post := func(what string) { t.Helper(); floodPost(t, client, info.Listen, tok, what) }
 	health := func(when string) {
@@ -83,17 +74,7 @@ func TestIdleConnectionFlood(t *testing.T) {
 // ones: 400 idle ones must not exhaust the descriptors the TCP listener
 // and the log need (before, the socket's listener was not capped).
 func TestIdleSocketFlood(t *testing.T) {
-	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
-	cmd, info := startDaemon(t, h, envDaemonNofile+"=256")
-	defer func() {
-		cmd.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	}()
-	tokB, err := os.ReadFile(info.TokenFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok := strings.TrimSpace(string(tokB))
+	h, info, tok := startFloodDaemon(t)
 	tcp := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	sock := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -149,4 +130,22 @@ func floodPost(t *testing.T, c *http.Client, listen, tok, what string) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("feedback %s took %v", what, d)
 	}
+}
+
+// startFloodDaemon starts a daemon whose descriptor limit is 256 (a
+// re-executed child, stopped with SIGTERM when the test ends) and reads
+// its operator token.
+func startFloodDaemon(t *testing.T) (home.Home, *labapi.DaemonInfo, string) {
+	t.Helper()
+	h := home.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	cmd, info := startDaemon(t, h, envDaemonNofile+"=256")
+	t.Cleanup(func() {
+		cmd.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	tok, err := os.ReadFile(info.TokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, info, strings.TrimSpace(string(tok))
 }

@@ -72,3 +72,13 @@ func StillLink(t testing.TB, path string) {
 		t.Fatalf("%s is no longer the link: %v %v", path, fi, err)
 	}
 }
+
+// Holds fails t unless path is a regular file (the link replaced) holding
+// exactly want.
+func Holds(t testing.TB, path string, want []byte) {
+	t.Helper()
+	Regular(t, path)
+	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("%s = %q, %v; want %q", path, got, err, want)
+	}
+}
