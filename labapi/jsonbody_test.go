@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
@@ -176,12 +177,21 @@ func TestRequestIDOfAPlainBody(t *testing.T) {
 		if !jb.plain {
 			continue
 		}
-		got, gotErr := requestID(r, jb, nil)
-		want, wantErr := requestID(r, &jsonBody{raw: jb.raw}, bodyFields(jb.raw))
-		if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
-			t.Fatalf("body %q: %q, %v; through the map %q, %v", b, got, gotErr, want, wantErr)
-		}
+		sameRequestID(t, r, jb)
 	}
+}
+
+// sameRequestID fails t unless the request id read from the plain body
+// jb's members is the one read through the map, error or not; it returns
+// that error.
+func sameRequestID(t testing.TB, r *http.Request, jb *jsonBody) error {
+	t.Helper()
+	got, gotErr := requestID(r, jb, nil)
+	want, wantErr := requestID(r, &jsonBody{raw: jb.raw}, bodyFields(jb.raw))
+	if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+		t.Fatalf("body %q: request id %q, %v; through the map %q, %v", jb.raw, got, gotErr, want, wantErr)
+	}
+	return gotErr
 }
 
 // TestFeedbackDecodeMatchesUnmarshal: a feedback body filled from its
