@@ -58,8 +58,8 @@ type capListener struct {
 	once sync.Once
 }
 
-// capState is what the listeners of one cap share: the daemon's TCP
-// listener and its Unix socket (Also) draw on one budget of descriptors.
+// capState is one budget of connections: the daemon's TCP listener has
+// one, its Unix socket another (Beside).
 type capState struct {
 	max  int
 	sem  chan struct{} // one token per open connection
@@ -74,12 +74,16 @@ func newCapListener(l net.Listener, max int) *capListener {
 		capState: &capState{max: max, sem: make(chan struct{}, max), wake: make(chan struct{}, 1), conns: map[*cappedConn]struct{}{}}}
 }
 
-// Also wraps another listener of the same server in the same cap: its
-// connections take slots from the same budget and can be evicted the same
-// way (the Unix socket's once were not counted, and 400 idle ones there
-// exhausted the descriptors the TCP API needed: TestIdleSocketFlood).
-func (l *capListener) Also(other net.Listener) *capListener {
-	return &capListener{Listener: other, capState: l.capState, done: make(chan struct{})}
+// Beside wraps another listener of the same server in a cap of its own,
+// of the same size. The Unix socket's connections once were not counted,
+// and 400 idle ones there exhausted the descriptors the TCP API needed
+// (TestIdleSocketFlood); then they shared the TCP budget, and any local
+// user, who can reach the TCP port, could hold it with stalled requests:
+// the owner's CLI then waited behind them, or had its new connection
+// evicted as idle to make room for theirs (TestStalledTCPLeavesTheSocket).
+// Only the owner reaches the socket, so its budget is the owner's.
+func (l *capListener) Beside(other net.Listener) *capListener {
+	return newCapListener(other, l.max)
 }
 
 type cappedConn struct {
@@ -160,11 +164,14 @@ func (l *capListener) evictIdle() bool {
 }
 
 // ConnState tracks which connections are idle (http.Server.ConnState).
-func (l *capListener) ConnState(nc net.Conn, st http.ConnState) {
+// One server serves both listeners, so the budget is the connection's
+// own listener's, whichever listener the hook was taken from.
+func (*capListener) ConnState(nc net.Conn, st http.ConnState) {
 	c, ok := nc.(*cappedConn)
 	if !ok {
 		return
 	}
+	l := c.l
 	l.mu.Lock()
 	switch st {
 	case http.StateNew, http.StateIdle:

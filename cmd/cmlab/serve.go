@@ -172,7 +172,7 @@ read-only unless --writable.`,
 	f.DurationVar(&o.lookback, "lookback", 2*time.Hour, "old name of --resume-window")
 	f.MarkHidden("lookback")
 	f.BoolVar(&o.quiet, "quiet", false, "log warnings only (no request log)")
-	f.IntVar(&o.maxConns, "max-conns", 0, "connections held open at once; beyond it idle ones are closed first, then new ones wait (0: a quarter of the open-file limit, 16–4096)")
+	f.IntVar(&o.maxConns, "max-conns", 0, "connections held open at once on the TCP port, and as many on the Unix socket; beyond it idle ones are closed first, then new ones wait (0: a quarter of the open-file limit, 16–4096)")
 	f.StringVar(&o.ship.nats, "ship", "", "ship the log to NATS JetStream at URL (see 'cmlab ship'; the daemon serves on if it is unreachable)")
 	o.ship.flags(c, "ship-")
 	f.StringVar(&o.ui, "ui", "", "serve the Lab browser client from DIR at / (e.g. content-machine's assets/lab)")
