@@ -160,8 +160,16 @@ func OpenOwn(path string, flag int, perm fs.FileMode) (*os.File, error) {
 }
 
 // ShellQuote quotes s for a POSIX shell, for fixes printed as commands an
-// operator may paste: single quotes, so nothing in s ($, `, \, spaces) is
-// expanded.
+// operator may paste: as it is when every byte is one a shell takes
+// literally in a word (letters, digits and @%+=:,./_-), else in single
+// quotes, so nothing in s ($, `, \, spaces, a leading ~ or -) is expanded
+// or split.
 func ShellQuote(s string) string {
+	if s != "" && !strings.HasPrefix(s, "-") && strings.Trim(s, shellPlain) == "" {
+		return s
+	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// shellPlain are the bytes a POSIX shell takes literally in a word.
+const shellPlain = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-"

@@ -198,3 +198,114 @@ func TestCheckDirsFixQuotesTheTarget(t *testing.T) {
 		t.Fatalf("CheckDirs after the fix: %v", err)
 	}
 }
+
+// TestTokenFixesQuoteThePath: the fixes printed for state/token name the
+// path in a command a tired operator pastes into a shell. In a home whose
+// path has a space and a quote, an unquoted `chmod 600 /a/my lab/…` or
+// `rm /a/my lab/…` acts on other files (and `chown -R UID /a/my lab`
+// would take over a directory that is not the home). Each printed command,
+// run in sh, fixes the token and touches nothing else.
+func TestTokenFixesQuoteThePath(t *testing.T) {
+	root := t.TempDir()
+	h := Home{Dir: filepath.Join(root, "it's my lab")}
+	if err := os.MkdirAll(h.StateDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// What the unquoted commands would have hit.
+	decoy := filepath.Join(root, "it")
+	if err := os.WriteFile(decoy, []byte("decoy"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(cmdline string) {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", cmdline)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", cmdline, err, out)
+		}
+	}
+	tok := h.TokenFile()
+
+	// A token others can read: chmod 600.
+	if err := os.WriteFile(tok, []byte(strings.Repeat("ab", 32)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := h.CheckPrivate()
+	want := "chmod 600 " + ShellQuote(tok)
+	if !errors.Is(err, ErrNotPrivate) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("CheckPrivate = %v\nwant a fix reading %q", err, want)
+	}
+	run(want)
+	if fi, err := os.Stat(tok); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the token after %q: %v %v", want, fi, err)
+	}
+
+	// A home others can enter: chmod 700.
+	if err := os.Chmod(h.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err = h.CheckPrivate()
+	want = "chmod 700 " + ShellQuote(h.Dir)
+	if !errors.Is(err, ErrNotPrivate) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("CheckPrivate = %v\nwant a fix reading %q", err, want)
+	}
+	run(want)
+	if fi, err := os.Stat(h.Dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the home after %q: %v %v", want, fi, err)
+	}
+
+	// A token that is a link: rm removes the link only.
+	elsewhere := filepath.Join(root, "elsewhere")
+	if err := os.WriteFile(elsewhere, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(tok); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, tok); err != nil {
+		t.Fatal(err)
+	}
+	err = h.CheckPrivate()
+	want = "rm " + ShellQuote(tok)
+	if !errors.Is(err, ErrNotPrivate) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("CheckPrivate = %v\nwant a fix reading %q", err, want)
+	}
+	run(want)
+	if _, err := os.Lstat(tok); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the link after %q: %v", want, err)
+	}
+	if b, err := os.ReadFile(elsewhere); err != nil || string(b) != "keep" {
+		t.Fatalf("the link's target after %q: %q %v", want, b, err)
+	}
+
+	// A token too weak to use: rm.
+	if err := os.WriteFile(tok, []byte("short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.OperatorToken()
+	want = "rm " + ShellQuote(tok)
+	if !errors.Is(err, ErrWeakToken) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("OperatorToken = %v\nwant a fix reading %q", err, want)
+	}
+	run(want)
+	if _, err := os.Lstat(tok); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the token after %q: %v", want, err)
+	}
+	if b, err := os.ReadFile(decoy); err != nil || string(b) != "decoy" {
+		t.Fatalf("%s after the fixes: %q %v", decoy, b, err)
+	}
+}
+
+// TestShellQuoteRoundTrip: a word ShellQuote makes is read back by sh as
+// exactly the string (printf %s), and a plain path is left as it is.
+func TestShellQuoteRoundTrip(t *testing.T) {
+	if got := ShellQuote("/srv/cm-lab/state/token"); got != "/srv/cm-lab/state/token" {
+		t.Fatalf("a plain path: %s", got)
+	}
+	for _, s := range []string{"", "/a b/c", "it's", "$HOME", "`id`", `back\slash`, "~", "a;rm -rf x", "*", "new\nline", "tab\t", "-n", "ümlaut", "x=y,z:w@v%u+t"} {
+		out, err := exec.Command("sh", "-c", "printf %s "+ShellQuote(s)).Output()
+		if err != nil || string(out) != s {
+			t.Errorf("sh read %s back as %q (%v), want %q", ShellQuote(s), out, err, s)
+		}
+	}
+}

@@ -70,7 +70,7 @@ func (h Home) OperatorToken() (string, error) {
 	}
 	tok := strings.TrimSpace(string(b))
 	if err := ValidateToken(tok); err != nil {
-		return "", fmt.Errorf("%s: %w; fix: remove it (rm %s) and start cmlab again, which writes a new one", h.TokenFile(), err, h.TokenFile())
+		return "", fmt.Errorf("%s: %w; fix: remove it (rm %s) and start cmlab again, which writes a new one", h.TokenFile(), err, ShellQuote(h.TokenFile()))
 	}
 	return tok, nil
 }
@@ -104,7 +104,7 @@ func (h Home) checkDirPrivate(dir string) error {
 		return err
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("%s has mode %04o: %w (group and others must have no access); fix: chmod 700 %s", dir, perm, ErrNotPrivate, dir)
+		return fmt.Errorf("%s has mode %04o: %w (group and others must have no access); fix: chmod 700 %s", dir, perm, ErrNotPrivate, ShellQuote(dir))
 	}
 	return nil
 }
@@ -115,13 +115,13 @@ func (h Home) checkFilePrivate(path string) error {
 		return err
 	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is a %s, not a regular file: %w; fix: remove it (rm %s) and start cmlab again, which writes a new token", path, fi.Mode().Type(), ErrNotPrivate, path)
+		return fmt.Errorf("%s is a %s, not a regular file: %w; fix: remove it (rm %s) and start cmlab again, which writes a new token", path, fi.Mode().Type(), ErrNotPrivate, ShellQuote(path))
 	}
 	if err := checkOwner(path, fi, "chown"); err != nil {
 		return err
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("%s has mode %04o: %w (group and others must have no access); fix: chmod 600 %s, and treat the token as leaked: remove it and restart the daemon to get a new one", path, perm, ErrNotPrivate, path)
+		return fmt.Errorf("%s has mode %04o: %w (group and others must have no access); fix: chmod 600 %s, and treat the token as leaked: remove it and restart the daemon to get a new one", path, perm, ErrNotPrivate, ShellQuote(path))
 	}
 	return nil
 }
@@ -132,7 +132,7 @@ func checkOwner(path string, fi os.FileInfo, chown string) error {
 		return nil
 	}
 	if uid := os.Geteuid(); int(st.Uid) != uid {
-		return fmt.Errorf("%s is owned by uid %d, not by uid %d running cmlab: %w; fix: run cmlab as uid %d, or %s %d %s", path, st.Uid, uid, ErrNotPrivate, st.Uid, chown, uid, path)
+		return fmt.Errorf("%s is owned by uid %d, not by uid %d running cmlab: %w; fix: run cmlab as uid %d, or %s %d %s", path, st.Uid, uid, ErrNotPrivate, st.Uid, chown, uid, ShellQuote(path))
 	}
 	return nil
 }
@@ -155,7 +155,7 @@ func (h Home) CheckOwner() error {
 	}
 	if uid := os.Geteuid(); int(st.Uid) != uid {
 		return fmt.Errorf("%s is owned by uid %d but cmlab runs as uid %d: %w; writing here would leave files its owner cannot open. Fix: run the command as the owner (e.g. sudo -u '#%d' cmlab …), or take the home over with chown -R %d %s",
-			h.Dir, st.Uid, uid, ErrForeignHome, st.Uid, uid, h.Dir)
+			h.Dir, st.Uid, uid, ErrForeignHome, st.Uid, uid, ShellQuote(h.Dir))
 	}
 	return nil
 }

@@ -105,7 +105,7 @@ func ReadArchiveIdentity(dir string) (*ArchiveIdentity, error) {
 	}
 	var a ArchiveIdentity
 	if err := json.Unmarshal(b, &a); err != nil || a.Version != archiveIdentityVersion || !soundRecord(&a) {
-		return nil, fmt.Errorf("%w: %s does not parse or fails its sum (fix: cmlab compact --repair-manifest --archive %s rewrites it from the segments there)", ErrCorrupt, filepath.Join(dir, archiveIdentityName), dir)
+		return nil, fmt.Errorf("%w: %s does not parse or fails its sum (fix: cmlab compact --repair-manifest --archive %s rewrites it from the segments there)", ErrCorrupt, filepath.Join(dir, archiveIdentityName), home.ShellQuote(dir))
 	}
 	return &a, nil
 }
@@ -143,7 +143,7 @@ func checkArchiveOwner(dir, homeID string, requireID bool) (*ArchiveIdentity, er
 	case homeID == "":
 		return a, nil
 	case a == nil && requireID:
-		return nil, fmt.Errorf("%w: %s does not say whose archive it is (no %s file), and this log's wal/MANIFEST expects home %s; if it is this home's archive, record it with 'cmlab compact --repair-manifest --archive %s'", ErrForeignArchive, dir, archiveIdentityName, homeID, dir)
+		return nil, fmt.Errorf("%w: %s does not say whose archive it is (no %s file), and this log's wal/MANIFEST expects home %s; if it is this home's archive, record it with 'cmlab compact --repair-manifest --archive %s'", ErrForeignArchive, dir, archiveIdentityName, homeID, home.ShellQuote(dir))
 	case a != nil && a.HomeID != "" && a.HomeID != homeID:
 		return nil, fmt.Errorf("%w: %s is the archive of home %s, not of this home (%s): pass --archive with this home's own archive", ErrForeignArchive, dir, a.HomeID, homeID)
 	}

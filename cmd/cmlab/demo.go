@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/cmlab/cmlab/home"
 	"github.com/spf13/cobra"
 )
 
@@ -48,7 +49,7 @@ post-state, so 'cmlab recover' will ask a human about it.`,
 				return writeJSONValue(g.stdout, res)
 			}
 			fmt.Fprintf(g.stdout, "demo home ready: %s (%d events; terminal via %s)\n", h.Dir, res.LastSeq, res.TerminalVia)
-			fmt.Fprintf(g.stdout, "next: cmlab replay print --home %s\n", h.Dir)
+			fmt.Fprintf(g.stdout, "next: cmlab replay print --home %s\n", home.ShellQuote(h.Dir))
 			return nil
 		},
 	}

@@ -143,7 +143,7 @@ func runReplayTo(cmd *cobra.Command, g *globalOpts, h home.Home, o *replayOpts) 
 			"lastTime": replayISO(res.LastTS), "events": res.Events})
 	}
 	fmt.Fprintf(g.stdout, "replayed %d events (seq %d–%d, last at %s) into %s\n", res.Events, res.First, res.Last, replayISO(res.LastTS), into.Dir)
-	fmt.Fprintf(g.stdout, "serve it (read-only unless --writable): cmlab serve --home %s\n", into.Dir)
+	fmt.Fprintf(g.stdout, "serve it (read-only unless --writable): cmlab serve --home %s\n", home.ShellQuote(into.Dir))
 	return nil
 }
 
@@ -175,7 +175,7 @@ func runReplayFromNATS(cmd *cobra.Command, g *globalOpts, into home.Home, o *rep
 			"lastTime": replayISO(res.LastTS), "events": res.Events})
 	}
 	fmt.Fprintf(g.stdout, "replayed %d shipped events of home %s (seq %d–%d, last at %s) into %s\n", res.Events, o.nats.homeID, res.First, res.Last, replayISO(res.LastTS), into.Dir)
-	fmt.Fprintf(g.stdout, "serve it read-only: cmlab serve --home %s --read-only\n", into.Dir)
+	fmt.Fprintf(g.stdout, "serve it read-only: cmlab serve --home %s --read-only\n", home.ShellQuote(into.Dir))
 	return nil
 }
 

@@ -24,8 +24,8 @@ func printServing(g *globalOpts, h home.Home, info labapi.DaemonInfo) {
 	fmt.Fprintf(w, "  token:  %s (clients send it as X-CM-LAB-TOKEN; the CLI reads it itself)\n", info.TokenFile)
 	printRoots(w, info)     // serve_security.go
 	cmlab := cmlabCommand() // serve_gorun.go
-	fmt.Fprintf(w, "  log:    %s ('%s logs -f --home %s')\n", daemon.DaemonLogFile(h), cmlab, h.Dir)
-	fmt.Fprintf(w, "  stop:   Ctrl+C, or '%s stop --home %s'\n", cmlab, h.Dir)
+	fmt.Fprintf(w, "  log:    %s ('%s logs -f --home %s')\n", daemon.DaemonLogFile(h), cmlab, home.ShellQuote(h.Dir))
+	fmt.Fprintf(w, "  stop:   Ctrl+C, or '%s stop --home %s'\n", cmlab, home.ShellQuote(h.Dir))
 	if cmlab != "cmlab" {
 		fmt.Fprintf(w, "  binary: none on PATH; 'go install ./cmd/cmlab' puts one in $(go env GOPATH)/bin (add it to PATH)\n")
 	}
