@@ -74,11 +74,7 @@ func (d discovered) any() bool {
 // reports are read the same way. A report is listed only if it can be
 // opened so: never one the API would not serve.
 func discover(dir, realDir string, roots []string) discovered {
-	entries, _ := os.ReadDir(realDir) // sorted by name, as Node's readdir
-	present := make(map[string]bool, len(entries))
-	for _, e := range entries {
-		present[e.Name()] = true
-	}
+	present, mp4s, _ := scanRunDir(realDir) // mp4s sorted by name, as Node's readdir (rundir.go)
 	d := discovered{root: realDir, roots: roots}
 	file := func(name string) string {
 		_, err := confine.StatLinked(realDir, name, roots)
@@ -105,14 +101,11 @@ func discover(dir, realDir string, roots []string) discovered {
 	d.syncReport = first(fileSyncReport, "sync-report-attempt1.json")
 	d.captionReport = first(fileCaptionReport, "caption-report-attempt1.json", "caption-quality.json")
 	d.video = file(fileVideo)
-	if d.video == "" {
-		for _, e := range entries {
-			if isMP4(e.Name()) {
-				if d.video = file(e.Name()); d.video != "" {
-					break
-				}
-			}
+	for _, name := range mp4s {
+		if d.video != "" {
+			break
 		}
+		d.video = file(name)
 	}
 	return d
 }
