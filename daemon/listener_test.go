@@ -173,3 +173,44 @@ func TestReadingClientNotEvicted(t *testing.T) {
 		t.Fatalf("the waiting client: %q", got)
 	}
 }
+
+// TestCappedSendfileWhole: a file sent through the cap's ReadFrom, a
+// megabyte per sendfile call, arrives whole, as does a range of it (the
+// *io.LimitedReader http.ServeContent passes).
+func TestCappedSendfileWhole(t *testing.T) {
+	data := make([]byte, 3<<20+12345)
+	for i := range data {
+		data[i] = byte(i*7 + i>>11)
+	}
+	path := filepath.Join(t.TempDir(), "video.mp4")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := capServer(t, 4, writeStall, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, err := os.Open(path)
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		defer f.Close()
+		http.ServeContent(w, r, "video.mp4", time.Time{}, f)
+	}))
+	for _, tc := range []struct {
+		rng        string
+		start, end int // end exclusive
+	}{{"", 0, len(data)}, {"bytes=1000-2500000", 1000, 2500001}, {"bytes=1048570-", 1048570, len(data)}} {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/video.mp4", nil)
+		if tc.rng != "" {
+			req.Header.Set("Range", tc.rng)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil || !bytes.Equal(got, data[tc.start:tc.end]) {
+			t.Fatalf("range %q: %d bytes (%v), want %d equal to the file's", tc.rng, len(got), err, tc.end-tc.start)
+		}
+	}
+}
