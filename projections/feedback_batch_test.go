@@ -2,6 +2,7 @@ package projections
 
 import (
 	"fmt"
+	"hash/crc32"
 	"os"
 	"testing"
 
@@ -74,4 +75,69 @@ func TestFeedbackBatchWritesAsLineByLine(t *testing.T) {
 			t.Fatalf("foreign lines adopted: batches of %d %v, one at a time %v", batch, fAll, fOne)
 		}
 	}
+}
+
+// TestFeedbackWritesAreAccounted: each way a line reaches feedback.jsonl
+// past the view's buffered writer — a batch at the end, a line after
+// another program's, another program's line ingested where it lies —
+// leaves the projector's size and running CRC equal to the file's and
+// owes the file an fsync at the next checkpoint.
+func TestFeedbackWritesAreAccounted(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	p, err := Open(Options{Home: h, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.CloseNoCheckpoint()
+	seq := uint64(0)
+	mk := func(pl events.Payload) *events.Event {
+		seq++
+		ev := events.MustNew("lab_x", pl)
+		ev.Seq = seq
+		return ev
+	}
+	fb := func(id string) *events.Event {
+		return mk(&events.FeedbackSubmitted{Entry: events.FeedbackEntry{SchemaVersion: 1, ID: id, SessionID: "lab_x"}})
+	}
+	appendForeign := func(line string) int64 {
+		f, err := os.OpenFile(h.FeedbackFile(), os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(line); err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	check := func(what string) {
+		t.Helper()
+		b, err := os.ReadFile(h.FeedbackFile())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.sizes[FeedbackView]; got != int64(len(b)) {
+			t.Errorf("%s: size %d, the file holds %d bytes", what, got, len(b))
+		}
+		if c, ok := p.crcs[FeedbackView]; !ok || c.size != int64(len(b)) || c.crc != crc32.Checksum(b, castagnoli) {
+			t.Errorf("%s: running CRC %+v (known %v), the file's %08x", what, c, ok, crc32.Checksum(b, castagnoli))
+		}
+		if !p.unsync[FeedbackView] {
+			t.Errorf("%s: feedback.jsonl written but no fsync owed", what)
+		}
+		clear(p.unsync) // as a checkpoint does
+	}
+	applyBatches(t, p, []*events.Event{fb("fb_1"), fb("fb_2"), fb("fb_3")}, 3)
+	check("a batch at the end")
+	appendForeign("{\"id\":\"cm_1\"}\n")
+	applyBatches(t, p, []*events.Event{fb("fb_4")}, 1)
+	check("a line after another program's")
+	raw := "{\"id\":\"cm_2\"}"
+	at := appendForeign(raw + "\n")
+	applyBatches(t, p, []*events.Event{mk(&events.FeedbackIngested{Raw: []byte(raw), Offset: at})}, 1)
+	check("another program's line ingested where it lies")
 }
