@@ -10,6 +10,18 @@ import (
 	"github.com/cmlab/cmlab/home"
 )
 
+// labEvents makes events of Lab session lab_x numbered 1, 2, 3… as the
+// log would.
+func labEvents() func(events.Payload) *events.Event {
+	seq := uint64(0)
+	return func(p events.Payload) *events.Event {
+		seq++
+		ev := events.MustNew("lab_x", p)
+		ev.Seq = seq
+		return ev
+	}
+}
+
 // TestFeedbackBatchWritesAsLineByLine: feedback lines applied as one
 // batch (written together, feedback_batch.go) leave the same bytes and
 // the same running CRC as the same events applied one at a time,
@@ -18,13 +30,7 @@ import (
 // batch is written is adopted as line by line would.
 func TestFeedbackBatchWritesAsLineByLine(t *testing.T) {
 	var evs []*events.Event
-	seq := uint64(0)
-	mk := func(p events.Payload) *events.Event {
-		seq++
-		ev := events.MustNew("lab_x", p)
-		ev.Seq = seq
-		return ev
-	}
+	mk := labEvents()
 	for i := range 12 {
 		evs = append(evs, mk(&events.FeedbackSubmitted{Entry: events.FeedbackEntry{SchemaVersion: 1, ID: fmt.Sprintf("fb_%d", i), SessionID: "lab_x", Notes: "n"}}))
 		if i == 5 {
@@ -89,13 +95,7 @@ func TestFeedbackWritesAreAccounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.CloseNoCheckpoint()
-	seq := uint64(0)
-	mk := func(pl events.Payload) *events.Event {
-		seq++
-		ev := events.MustNew("lab_x", pl)
-		ev.Seq = seq
-		return ev
-	}
+	mk := labEvents()
 	fb := func(id string) *events.Event {
 		return mk(&events.FeedbackSubmitted{Entry: events.FeedbackEntry{SchemaVersion: 1, ID: id, SessionID: "lab_x"}})
 	}
