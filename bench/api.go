@@ -145,10 +145,10 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 			}
 			before = log.Stats()
 			runtime.ReadMemStats(&memBefore)
-			cpuBefore = processCPU()
+			cpuBefore = ProcessCPU()
 		},
 		afterPosts: func() {
-			cpu := processCPU() - cpuBefore
+			cpu := ProcessCPU() - cpuBefore
 			var mem runtime.MemStats
 			runtime.ReadMemStats(&mem)
 			if n := o.Requests; n > 0 {

@@ -78,8 +78,8 @@ func writeProfile(dir, name, file string) error {
 	return nil
 }
 
-// processCPU is the CPU time (user and system) this process has used.
-func processCPU() time.Duration {
+// ProcessCPU is the CPU time (user and system) this process has used.
+func ProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0

@@ -17,7 +17,9 @@ import (
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/projections"
+	"github.com/cmlab/cmlab/retention"
 	"github.com/cmlab/cmlab/ship/cursor"
+	"github.com/cmlab/cmlab/snapshot"
 	"github.com/cmlab/cmlab/wal"
 )
 
@@ -342,5 +344,42 @@ func TestPlanHoldsUnshippedEvents(t *testing.T) {
 	free, err := Plan(context.Background(), th.eng.Log(), Options{Home: th.h, Now: th.clk.now, Archive: "/x", DryRun: true})
 	if err != nil || free.HeldBy == "ship cursor" {
 		t.Fatalf("plan without a cursor: %+v %v", free, err)
+	}
+}
+
+// TestLoadModelChecksTheSnapshotAgainstTheLog: LoadModel trusts the
+// retention model's snapshot when the log holds, at the snapshot's seq,
+// the event it names, and refuses it (an empty model) when it names
+// another.
+func TestLoadModelChecksTheSnapshotAgainstTheLog(t *testing.T) {
+	th := newTestHome(t)
+	ctx := context.Background()
+	src, err := ReaderSource(th.h.WALDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := retention.Load(th.h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := retention.SnapshotFile(th.h)
+	if ok, err := m.WriteSnapshot(path, 0); !ok || err != nil {
+		t.Fatalf("snapshot not written: %v %v", ok, err)
+	}
+	got, refused, err := LoadModel(ctx, th.h, src)
+	if err != nil || refused != "" || got.Covered() != src.LastSeq() {
+		t.Fatalf("LoadModel of a sound snapshot: covers %d, refused %q, %v", got.Covered(), refused, err)
+	}
+	hd, body, err := snapshot.Read(path, retention.ModelName, retention.Version())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hd.EventID = "evt_another"
+	if err := snapshot.Write(path, hd, body); err != nil {
+		t.Fatal(err)
+	}
+	got, refused, err = LoadModel(ctx, th.h, src)
+	if err != nil || refused == "" || got.Covered() != 0 {
+		t.Fatalf("LoadModel of a snapshot naming another event at its seq: covers %d, refused %q, %v", got.Covered(), refused, err)
 	}
 }

@@ -3,7 +3,6 @@ package compact
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"os"
 	"time"
@@ -132,19 +131,7 @@ func ScanModel(ctx context.Context, src Source, m *retention.Model, window, sinc
 // refused snapshot's reason is returned in refused.
 func LoadModel(ctx context.Context, h home.Home, src Source) (m *retention.Model, refused string, err error) {
 	m = retention.New()
-	idAt := func(seq uint64) (string, error) {
-		for ev, err := range src.Events(seq) {
-			if err != nil {
-				return "", err
-			}
-			if ev.Seq == seq {
-				return ev.ID, nil
-			}
-			break
-		}
-		return "", fmt.Errorf("seq %d not in the log", seq)
-	}
-	if err := m.LoadSnapshot(retention.SnapshotFile(h), src.FirstSeq(), src.LastSeq(), idAt); err != nil {
+	if err := m.LoadSnapshot(retention.SnapshotFile(h), src.FirstSeq(), src.LastSeq(), retention.ReaderIDAt(src)); err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			refused = err.Error()
 		}

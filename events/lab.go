@@ -361,25 +361,11 @@ func (x LabExperiment) MarshalJSON() ([]byte, error) {
 		Answers       json.RawMessage `json:"answers,omitempty"`
 		UpdatedAt     string          `json:"updatedAt,omitempty"`
 	}
-	type full struct {
-		SchemaVersion int             `json:"schemaVersion"`
-		ExperimentID  string          `json:"experimentId"`
-		SessionID     string          `json:"sessionId"`
-		CreatedAt     string          `json:"createdAt"`
-		Name          string          `json:"name"`
-		Hypothesis    string          `json:"hypothesis"`
-		Topic         string          `json:"topic"`
-		BaselineRunID string          `json:"baselineRunId"`
-		Variants      []Variant       `json:"variants"`
-		Status        string          `json:"status"`
-		Winner        *Winner         `json:"winner,omitempty"`
-		Questions     []Question      `json:"questions"`
-		Answers       json.RawMessage `json:"answers,omitempty"`
-		UpdatedAt     string          `json:"updatedAt,omitempty"`
-	}
 	if !x.Sparse {
-		return marshalNoEscape(full{x.SchemaVersion, x.ExperimentID, x.SessionID, x.CreatedAt, x.Name, x.Hypothesis,
-			x.Topic, x.BaselineRunID, x.Variants, x.Status, x.Winner, x.Questions, x.Answers, x.UpdatedAt})
+		// Every key, by the struct's own tags: plain has its fields but
+		// not this method, and Sparse, false, is omitted.
+		type plain LabExperiment
+		return marshalNoEscape(plain(x))
 	}
 	v := sparse{SchemaVersion: x.SchemaVersion, ExperimentID: x.ExperimentID, SessionID: x.SessionID, CreatedAt: x.CreatedAt,
 		Name: x.Name, Hypothesis: x.Hypothesis, Topic: x.Topic, BaselineRunID: x.BaselineRunID, Variants: x.Variants,

@@ -59,9 +59,7 @@ func (p *Projector) flushFeedbackBatch() error {
 			if _, err := vf.f.WriteAt(data, end); err != nil {
 				return fmt.Errorf("writing %d feedback lines at %d: %w", len(ends), end, err)
 			}
-			p.extendCRC(FeedbackView, end, data)
-			p.sizes[FeedbackView] = end + int64(len(data))
-			p.unsync[FeedbackView] = true
+			p.feedbackWritten(end, data)
 			return nil
 		}
 	}

@@ -165,6 +165,15 @@ func (p *Projector) FeedbackEnd() int64 {
 	return p.sizes[FeedbackView]
 }
 
+// feedbackWritten accounts for b, written into feedback.jsonl at end with
+// WriteAt (past the view's buffered writer): the whole-view CRC, the size,
+// and the fsync the next checkpoint owes.
+func (p *Projector) feedbackWritten(end int64, b []byte) {
+	p.extendCRC(FeedbackView, end, b)
+	p.sizes[FeedbackView] = end + int64(len(b))
+	p.unsync[FeedbackView] = true
+}
+
 // writeFeedback appends one line to feedback.jsonl in a home that other
 // programs may append to (doc.go, "Legacy writers"). ingestAt is the
 // recorded offset of a feedback.ingested line, else -1.
@@ -210,9 +219,7 @@ func (p *Projector) writeFeedback(line []byte, ingestAt int64) error {
 					return err
 				}
 			}
-			p.extendCRC(FeedbackView, end, line)
-			p.sizes[FeedbackView] = end + int64(len(line))
-			p.unsync[FeedbackView] = true
+			p.feedbackWritten(end, line)
 			return nil
 		}
 		if exp, ok := p.expected[end]; ok && end+int64(len(exp)) <= size {
@@ -259,9 +266,7 @@ func (p *Projector) writeFeedback(line []byte, ingestAt int64) error {
 	if _, err := vf.f.WriteAt(line, end); err != nil {
 		return err
 	}
-	p.extendCRC(FeedbackView, end, line)
-	p.sizes[FeedbackView] = end + int64(len(line))
-	p.unsync[FeedbackView] = true
+	p.feedbackWritten(end, line)
 	return nil
 }
 

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"sync"
 
 	"github.com/cmlab/cmlab/events"
@@ -708,12 +707,7 @@ func (p *Projector) checkpoint() error {
 		return err
 	}
 	if !p.opts.NoSync {
-		views := make([]string, 0, len(p.unsync))
-		for v := range p.unsync {
-			views = append(views, v)
-		}
-		sort.Strings(views)
-		for _, v := range views {
+		for _, v := range slices.Sorted(maps.Keys(p.unsync)) {
 			if vf, ok := p.open[v]; ok {
 				if err := vf.f.Sync(); err != nil {
 					return fmt.Errorf("projections: fsync %s: %w", v, err)
@@ -722,12 +716,7 @@ func (p *Projector) checkpoint() error {
 				return fmt.Errorf("projections: fsync %s: %w", v, err)
 			}
 		}
-		dirs := make([]string, 0, len(p.newDirs))
-		for d := range p.newDirs {
-			dirs = append(dirs, d)
-		}
-		sort.Strings(dirs)
-		for _, d := range dirs {
+		for _, d := range slices.Sorted(maps.Keys(p.newDirs)) {
 			if err := home.SyncDir(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("projections: fsync dir %s: %w", p.opts.Home.Rel(d), err)
 			}

@@ -3,6 +3,7 @@ package retention
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 
 	"github.com/cmlab/cmlab/events"
@@ -88,19 +89,12 @@ func (m *Model) Decode(h snapshot.Header, body []byte) error {
 	return nil
 }
 
-// LogIDAt is snapshot.Check's idAt over an open log.
-func LogIDAt(l *wal.Log) func(uint64) (string, error) {
-	return func(seq uint64) (string, error) {
-		ev, err := l.Read(seq)
-		if err != nil {
-			return "", err
-		}
-		return ev.ID, nil
-	}
-}
-
-// ReaderIDAt is snapshot.Check's idAt over a wal.Reader.
-func ReaderIDAt(r *wal.Reader) func(uint64) (string, error) {
+// ReaderIDAt is snapshot.Check's idAt over a reader of the log from a seq
+// on: a wal.Reader, or a compaction's source. (Over an open wal.Log,
+// snapshot.Kind.LoadLog asks it.)
+func ReaderIDAt(r interface {
+	Events(from uint64) iter.Seq2[*events.Event, error]
+}) func(uint64) (string, error) {
 	return func(seq uint64) (string, error) {
 		for ev, err := range r.Events(seq) {
 			if err != nil {

@@ -278,24 +278,12 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 			continue
 		}
 		// End of this segment's bytes: move on if a later segment exists.
-		var nextSeg *segmentFile
-		for i := range segs {
-			if segs[i].First > c.seg.First {
-				nextSeg = &segs[i]
-				break
-			}
-		}
+		nextSeg := segmentAfter(segs, c.seg.First)
 		if nextSeg == nil {
 			if segs, err = listSegments(c.dir); err != nil {
 				return true, err
 			}
-			for i := range segs {
-				if segs[i].First > c.seg.First {
-					nextSeg = &segs[i]
-					break
-				}
-			}
-			if nextSeg == nil {
+			if nextSeg = segmentAfter(segs, c.seg.First); nextSeg == nil {
 				return false, nil
 			}
 		}
@@ -312,6 +300,16 @@ func (c *cursor) read(from, to uint64, live bool, yield func(*events.Event, erro
 		}
 		c.seg, c.off = *nextSeg, 0
 	}
+}
+
+// segmentAfter is the first of segs that starts after first, nil if none.
+func segmentAfter(segs []segmentFile, first uint64) *segmentFile {
+	for i := range segs {
+		if segs[i].First > first {
+			return &segs[i]
+		}
+	}
+	return nil
 }
 
 // readEvents yields the events from..to of the log in dir, then stops;

@@ -2,15 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"io"
 	"iter"
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"syscall"
 	"time"
 
+	"github.com/cmlab/cmlab/bench"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/projections"
@@ -58,15 +58,6 @@ type benchRebuildResult struct {
 	CPUSeconds float64 `json:"cpuSeconds"`
 }
 
-// cpuTime is the process's user+system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func runBenchRebuild(ctx context.Context, g *globalOpts, o *benchRebuildOpts) error {
 	if o.events <= 0 {
 		return &usageError{msg: "--events must be positive"}
@@ -105,7 +96,7 @@ func runBenchRebuild(ctx context.Context, g *globalOpts, o *benchRebuildOpts) er
 			return err
 		}
 	}
-	cpu0 := cpuTime()
+	cpu0 := bench.ProcessCPU()
 	t1 := time.Now()
 	res, err := projections.Rebuild(ctx, r.Events(1), dst, projections.RebuildOptions{NoSync: true})
 	d := time.Since(t1)
@@ -115,7 +106,7 @@ func runBenchRebuild(ctx context.Context, g *globalOpts, o *benchRebuildOpts) er
 	if err != nil {
 		return err
 	}
-	cpu := cpuTime() - cpu0
+	cpu := bench.ProcessCPU() - cpu0
 	out := benchRebuildResult{Events: res.Events, SetupSeconds: setup.Seconds(), Seconds: d.Seconds(), CPUSeconds: cpu.Seconds()}
 	out.LogBytes = dirSize(src.WALDir())
 	views, _ := projections.ViewFiles(dst)
@@ -126,14 +117,12 @@ func runBenchRebuild(ctx context.Context, g *globalOpts, o *benchRebuildOpts) er
 	}
 	out.EventsPerSec = float64(res.Events) / d.Seconds()
 	out.MBPerSecViews = float64(out.ViewBytes) / (1 << 20) / d.Seconds()
-	if g.json {
-		enc := json.NewEncoder(g.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
-	}
-	fmt.Fprintf(g.stdout, "rebuild: %d events in %.2fs = %.0f events/s (log %.1f MiB, views %.1f MiB, %.1f MiB/s written; %.2f CPU-seconds on %d cores)\n",
-		res.Events, d.Seconds(), out.EventsPerSec, float64(out.LogBytes)/(1<<20), float64(out.ViewBytes)/(1<<20), out.MBPerSecViews, out.CPUSeconds, runtime.GOMAXPROCS(0))
-	return nil
+	return printResult(g, out, printBenchRebuild)
+}
+
+func printBenchRebuild(w io.Writer, r benchRebuildResult) {
+	fmt.Fprintf(w, "rebuild: %d events in %.2fs = %.0f events/s (log %.1f MiB, views %.1f MiB, %.1f MiB/s written; %.2f CPU-seconds on %d cores)\n",
+		r.Events, r.Seconds, r.EventsPerSec, float64(r.LogBytes)/(1<<20), float64(r.ViewBytes)/(1<<20), r.MBPerSecViews, r.CPUSeconds, runtime.GOMAXPROCS(0))
 }
 
 // writeBenchLog appends evs to h's log without fsync (setup speed: the

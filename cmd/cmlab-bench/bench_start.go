@@ -227,23 +227,22 @@ func runBenchStart(ctx context.Context, g *globalOpts, o *benchStartOpts) error 
 			}
 		}
 	}
-	if g.json {
-		enc := json.NewEncoder(g.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
-	}
-	fmt.Fprintln(g.stdout, "| home | events | log | ready (×) | CPU at ready | RSS at ready (×) | peak / settled RSS | first start / rebuild | `cmlab status` (×) |")
-	fmt.Fprintln(g.stdout, "|---|---|---|---|---|---|---|---|---|")
+	return printResult(g, rows, printBenchStartTable)
+}
+
+// printBenchStartTable prints rows as a Markdown table.
+func printBenchStartTable(w io.Writer, rows []benchStartRow) {
+	fmt.Fprintln(w, "| home | events | log | ready (×) | CPU at ready | RSS at ready (×) | peak / settled RSS | first start / rebuild | `cmlab status` (×) |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		first := "—"
 		if r.RebuildSecs > 0 {
 			first = fmt.Sprintf("%.2f s / %.2f s (%.2f×); CPU %.2f s / %.2f s (%.2f×)", r.FirstReadyMs/1000, r.RebuildSecs, r.FirstRatio,
 				r.FirstCPUSecs, r.RebuildCPUSecs, r.FirstCPURatio)
 		}
-		fmt.Fprintf(g.stdout, "| %s | %s | %.0f MiB | %.0f ms (%.2f×) | %.0f ms | %.0f MiB (%.2f×) | %.0f / %.0f MiB over %.0f s | %s | %.0f ms (%.2f×) |\n",
+		fmt.Fprintf(w, "| %s | %s | %.0f MiB | %.0f ms (%.2f×) | %.0f ms | %.0f MiB (%.2f×) | %.0f / %.0f MiB over %.0f s | %s | %.0f ms (%.2f×) |\n",
 			r.Kind, benchCount(r.Events), r.LogMiB, r.ReadyMs, r.ReadyRatio, r.ReadyCPUMs, r.RSSMiB, r.RSSRatio, r.PeakMiB, r.SettledMiB, r.WindowSecs, first, r.StatusMs, r.StatusRatio)
 	}
-	return nil
 }
 
 func printBenchStartRow(w io.Writer, r benchStartRow) {

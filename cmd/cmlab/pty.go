@@ -34,6 +34,16 @@ func (o *ptyOpts) waitTimeoutMs() int64 {
 	return o.timeout.Milliseconds()
 }
 
+// followTimeout is how long exec and follow wait for their block to end:
+// until it ends (0) unless --timeout or --timeout-ms was given, as their
+// default is not the waits' 30 s.
+func (o *ptyOpts) followTimeout(cmd *cobra.Command) time.Duration {
+	if cmd.Flags().Changed("timeout") || cmd.Flags().Changed("timeout-ms") {
+		return time.Duration(o.waitTimeoutMs()) * time.Millisecond
+	}
+	return 0
+}
+
 // newPtyCmd builds 'cmlab pty': the agent terminal through the running
 // daemon's API (a shell lives in the daemon, not in a CLI process).
 func newPtyCmd(g *globalOpts) *cobra.Command {
@@ -217,11 +227,7 @@ same. --no-wait prints the block id, and its resume_cursor on stderr.`,
 					fmt.Fprintf(g.stderr, "resume_cursor %d\n", res.ResumeCursor)
 				})
 			}
-			var timeout time.Duration
-			if cmd.Flags().Changed("timeout") || cmd.Flags().Changed("timeout-ms") {
-				timeout = time.Duration(o.waitTimeoutMs()) * time.Millisecond
-			}
-			return ptyFollow(ctx, g, o, c, res.BlockID, 0, timeout, followOpts{raw: rawOut, cursor: res.ResumeCursor})
+			return ptyFollow(ctx, g, o, c, res.BlockID, 0, o.followTimeout(cmd), followOpts{raw: rawOut, cursor: res.ResumeCursor})
 		},
 	}
 	c.Flags().StringVar(&cwd, "cwd", "", "directory to run this command in (default: your current directory); the shell's own directory does not change")
@@ -269,11 +275,7 @@ follow waits until the block ends.`,
 				return err
 			}
 			defer closeFn()
-			var timeout time.Duration
-			if cmd.Flags().Changed("timeout") || cmd.Flags().Changed("timeout-ms") {
-				timeout = time.Duration(o.waitTimeoutMs()) * time.Millisecond
-			}
-			return ptyFollow(ctx, g, o, c, args[0], offset, timeout, followOpts{raw: rawOut, cursor: -1})
+			return ptyFollow(ctx, g, o, c, args[0], offset, o.followTimeout(cmd), followOpts{raw: rawOut, cursor: -1})
 		},
 	}
 	c.Flags().Int64Var(&offset, "offset", 0, "byte offset into the block's output to start at")
