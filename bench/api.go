@@ -111,22 +111,12 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 		o.PollReps = 200
 	}
 	h := home.Home{Dir: filepath.Join(o.Dir, "home")}
-	dctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ready := make(chan labapi.DaemonInfo, 1)
-	done := make(chan error, 1)
-	homeCh := make(chan *daemon.Home, 1)
-	go func() {
-		done <- daemon.Run(dctx, daemon.Options{Home: h, Listen: "127.0.0.1:0", Ready: func(i labapi.DaemonInfo) { ready <- i },
-			Opened: func(dh *daemon.Home) { homeCh <- dh }})
-	}()
-	var info labapi.DaemonInfo
-	select {
-	case info = <-ready:
-	case err := <-done:
+	d, err := daemon.Start(ctx, daemon.Options{Home: h, Listen: "127.0.0.1:0"})
+	if err != nil {
 		return nil, err
 	}
-	dh := <-homeCh
+	defer d.Stop()
+	info, dh := d.Info, d.Home
 	res := &BenchResult{Clients: o.Clients, Requests: o.Requests}
 	// The same load, client and placement as the peer mode (BenchPeer):
 	// only the way the large stores are built differs (see engineGrow).
@@ -188,8 +178,7 @@ func BenchAPI(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	if len(res.Polls) > 1 && res.Polls[0].MedianUs > 0 {
 		res.PollRatio = res.Polls[len(res.Polls)-1].MedianUs / res.Polls[0].MedianUs
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := d.Stop(); err != nil {
 		return nil, err
 	}
 	return res, nil

@@ -17,7 +17,6 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
-	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/ship"
 	"github.com/cmlab/cmlab/wal"
@@ -158,22 +157,13 @@ func benchShip(ctx context.Context, dir string, o *benchShipOpts) (*benchShipRes
 	if err != nil {
 		return nil, err
 	}
-	dctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ready := make(chan labapi.DaemonInfo, 1)
-	done := make(chan error, 1)
-	var tok string // the Lab token: it opens POST /api/feedback, and the operator token never crosses TCP
-	go func() {
-		done <- daemon.Run(dctx, daemon.Options{Home: lh, Listen: "127.0.0.1:0", Sidecar: ls.Run,
-			Opened: func(h *daemon.Home) { tok = h.Server.LabToken() },
-			Ready:  func(i labapi.DaemonInfo) { ready <- i }})
-	}()
-	var info labapi.DaemonInfo
-	select {
-	case info = <-ready:
-	case err := <-done:
+	d, err := daemon.Start(ctx, daemon.Options{Home: lh, Listen: "127.0.0.1:0", Sidecar: ls.Run})
+	if err != nil {
 		return nil, err
 	}
+	defer d.Stop()
+	info := d.Info
+	tok := d.Home.Server.LabToken() // it opens POST /api/feedback, and the operator token never crosses TCP
 	r, err := wal.OpenReader(lh.WALDir())
 	if err != nil {
 		return nil, err
@@ -240,8 +230,7 @@ func benchShip(ctx context.Context, dir string, o *benchShipOpts) (*benchShipRes
 		sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
 		res.LagSamples, res.LagP50, res.LagP99, res.LagMax = len(lags), lags[len(lags)/2], lags[len(lags)*99/100], lags[len(lags)-1]
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := d.Stop(); err != nil {
 		return nil, err
 	}
 	return res, nil

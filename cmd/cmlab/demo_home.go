@@ -122,28 +122,19 @@ func demoArtifacts(dir string) ([]string, error) {
 
 // demoLab runs a daemon and drives the Lab and the terminal through its API.
 func demoLab(ctx context.Context, opts DemoOptions, runDirs []string, res *DemoResult) (err error) {
-	dctx, stop := context.WithCancel(ctx)
-	ready := make(chan labapi.DaemonInfo, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- daemon.Run(dctx, daemon.Options{Home: opts.Home, Listen: "127.0.0.1:0",
-			AllowRoots: []string{opts.Home.Dir}, Ready: func(info labapi.DaemonInfo) { ready <- info }})
-	}()
+	d, err := daemon.Start(ctx, daemon.Options{Home: opts.Home, Listen: "127.0.0.1:0", AllowRoots: []string{opts.Home.Dir}})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("demo daemon did not start: %w", err)
+	}
 	defer func() {
-		stop()
-		if derr := <-done; err == nil && derr != nil && !errors.Is(derr, context.Canceled) {
+		if derr := d.Stop(); err == nil && derr != nil && !errors.Is(derr, context.Canceled) {
 			err = fmt.Errorf("demo daemon: %w", derr)
 		}
 	}()
-	var info labapi.DaemonInfo
-	select {
-	case info = <-ready:
-	case err := <-done:
-		done <- err // for the deferred wait
-		return fmt.Errorf("demo daemon did not start: %w", err)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	info := d.Info
 	res.SessionID = info.SessionID
 	// The daemon's Unix socket, as every command reaches it: the operator
 	// token never crosses TCP.
