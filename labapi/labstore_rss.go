@@ -6,10 +6,7 @@ import "github.com/cmlab/cmlab/reqindex"
 func (st *labStore) trim() {
 	st.dbMu.RLock()
 	defer st.dbMu.RUnlock()
-	st.mu.Lock()
-	closed := st.closed
-	st.mu.Unlock()
-	if !closed {
+	if !st.live.Closed() {
 		reqindex.TrimMapped(st.db)
 	}
 }
