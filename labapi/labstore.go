@@ -303,10 +303,10 @@ func writeLabOps(db *bolt.DB, ops []*labOp, seq uint64, id string) (err error) {
 }
 
 // Covered implements engine.ResumableObserver.
-func (st *labStore) Covered() uint64 { return st.live.Observed() }
+func (st *labStore) Covered() uint64 { return st.live.State().Observed }
 
 // DurableCovered is the seq the file on disk covers.
-func (st *labStore) DurableCovered() uint64 { return st.live.Durable() }
+func (st *labStore) DurableCovered() uint64 { return st.live.State().Durable }
 
 // Observe implements engine.Observer. After Close it does nothing: the
 // next open reads the event from the log.
@@ -357,7 +357,7 @@ func (st *labStore) closeFile() error {
 // view runs fn in a read transaction of the file; a panic of bbolt or a
 // value failing its CRC is an error that starts a rebuild.
 func (st *labStore) view(fn func(tx *bolt.Tx) error) (err error) {
-	if st.live.Closed() {
+	if st.live.State().Closed {
 		return errLabStoreClosed
 	}
 	func() {
@@ -380,7 +380,7 @@ func (st *labStore) view(fn func(tx *bolt.Tx) error) (err error) {
 // sync writes what is pending, so that a list read from the file sees
 // every change observed before it.
 func (st *labStore) sync() error {
-	if st.live.Clean() {
+	if ls := st.live.State(); ls.Unflushed == 0 && !ls.Flushing {
 		return nil
 	}
 	return st.flush()

@@ -6,7 +6,7 @@ import "github.com/cmlab/cmlab/reqindex"
 func (st *labStore) trim() {
 	st.dbMu.RLock()
 	defer st.dbMu.RUnlock()
-	if !st.live.Closed() {
+	if !st.live.State().Closed {
 		reqindex.TrimMapped(st.db)
 	}
 }

@@ -76,4 +76,4 @@ func (st *labStore) install(db *bolt.DB) {
 
 // Rebuilt is why the file found was not trusted ("" when it was, or
 // there was none).
-func (st *labStore) Rebuilt() string { return st.live.Rebuilt() }
+func (st *labStore) Rebuilt() string { return st.live.State().Rebuilt }

@@ -43,8 +43,11 @@ type Live[P Pending[P]] struct {
 	closed     bool
 
 	kick chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	// life ends when Close begins (stop): the flusher, the check after
+	// open and a rebuild end with it.
+	life context.Context
+	stop context.CancelFunc
+	done chan struct{} // closed when the flusher has returned
 }
 
 // Pending is a batch of changes not yet in the file.
@@ -102,8 +105,9 @@ const (
 func StartLive[P Pending[P]](o LiveOptions[P], covered uint64, coveredID, rebuilt string) *Live[P] {
 	l := &Live[P]{o: o, verified: make(chan struct{}), pending: o.NewPending(),
 		observed: covered, observedID: coveredID, covered: covered, rebuilt: rebuilt,
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		kick: make(chan struct{}, 1), done: make(chan struct{})}
 	l.drained = sync.NewCond(&l.mu)
+	l.life, l.stop = context.WithCancel(context.Background())
 	go l.flushLoop()
 	return l
 }
@@ -154,60 +158,36 @@ func (l *Live[P]) Unstored(find func(p P) bool) (closed bool) {
 	return l.closed
 }
 
-// Clean reports that nothing observed is waiting for the file: no
-// pending change and no flush writing.
-func (l *Live[P]) Clean() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.pending.Len() == 0 && !l.isFlushing
+// LiveState is what a Live knows at one moment.
+type LiveState struct {
+	// Observed is the last seq observed (or caught up at open): an engine
+	// subscribing the file feeds only the events after it.
+	Observed uint64
+	// Durable is the seq the file on disk covers.
+	Durable uint64
+	// Unflushed is the number of changes held in memory, not yet on
+	// disk; Flushing, that a flush is writing some of them.
+	Unflushed int
+	Flushing  bool
+	// Err is the error of the last failed flush, nil once one succeeds.
+	Err error
+	// Rebuilt is why the file found was not trusted, at open or by a
+	// rebuild since ("" when it was trusted or there was none).
+	Rebuilt string
+	// Closed reports Close.
+	Closed bool
 }
 
-// Unflushed is the number of changes held in memory, not yet on disk.
-func (l *Live[P]) Unflushed() int {
+// State is what l knows now.
+func (l *Live[P]) State() LiveState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := l.pending.Len()
 	if l.isFlushing {
 		n += l.flushing.Len()
 	}
-	return n
-}
-
-// Observed is the last seq observed (or caught up at open): an engine
-// subscribing the file feeds only the events after it.
-func (l *Live[P]) Observed() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.observed
-}
-
-// Durable is the seq the file on disk covers.
-func (l *Live[P]) Durable() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.covered
-}
-
-// Err is the error of the last failed flush, nil once one succeeds.
-func (l *Live[P]) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.flushErr
-}
-
-// Rebuilt is why the file found was not trusted, at open or by a
-// rebuild since ("" when it was trusted or there was none).
-func (l *Live[P]) Rebuilt() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.rebuilt
-}
-
-// Closed reports Close.
-func (l *Live[P]) Closed() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.closed
+	return LiveState{Observed: l.observed, Durable: l.covered, Unflushed: n, Flushing: l.isFlushing,
+		Err: l.flushErr, Rebuilt: l.rebuilt, Closed: l.closed}
 }
 
 // Locked calls fn with the lock that Close takes to mark the file
@@ -225,7 +205,7 @@ func (l *Live[P]) Flush() error {
 	if l.o.WriteAfterCheck {
 		select {
 		case <-l.verified:
-		case <-l.stop:
+		case <-l.life.Done():
 		}
 	}
 	return l.flush()
@@ -277,7 +257,7 @@ func (l *Live[P]) flushLoop() {
 	if l.o.WriteAfterCheck {
 		select {
 		case <-l.verified:
-		case <-l.stop:
+		case <-l.life.Done():
 			return
 		}
 	}
@@ -285,26 +265,13 @@ func (l *Live[P]) flushLoop() {
 	defer t.Stop()
 	for {
 		select {
-		case <-l.stop:
+		case <-l.life.Done():
 			return
 		case <-t.C:
 		case <-l.kick:
 		}
 		l.flush() // a failure is kept in Err and retried next time
 	}
-}
-
-// untilClose is a context that ends when Close begins.
-func (l *Live[P]) untilClose() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		select {
-		case <-l.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
 }
 
 // StartVerification runs check (the check after open, and whatever it
@@ -315,9 +282,7 @@ func (l *Live[P]) StartVerification(check func(ctx context.Context) error) {
 	l.verifyGo.Do(func() {
 		go func() {
 			defer close(l.verified)
-			ctx, cancel := l.untilClose()
-			defer cancel()
-			l.verifyErr = check(ctx)
+			l.verifyErr = check(l.life)
 		}()
 	})
 }
@@ -348,8 +313,7 @@ func (l *Live[P]) Verified() (<-chan struct{}, func() error) {
 // succeeds (the old file's flush error goes with it). err is why no new
 // file was put in place.
 func (l *Live[P]) Rebuild(reason string) (dirSync, err error) {
-	ctx, cancel := l.untilClose()
-	defer cancel()
+	ctx := l.life
 	l.mu.Lock()
 	upTo := l.covered
 	l.mu.Unlock()
@@ -387,7 +351,7 @@ func (l *Live[P]) Close() error {
 		return nil
 	}
 	l.mu.Unlock()
-	close(l.stop)
+	l.stop()
 	<-l.done
 	l.verifyGo.Do(func() { l.verifyErr = l.o.ErrClosed; close(l.verified) })
 	<-l.verified

@@ -198,17 +198,17 @@ func TestLiveDerivedFile(t *testing.T) {
 	if err := live.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if got, c := readSessionCounts(t, db); fmt.Sprint(got) != fmt.Sprint(want) || c != l.LastSeq() || live.Durable() != c {
-		t.Fatalf("after a flush the file holds %v covering %d (Durable %d), want %v covering %d", got, c, live.Durable(), want, l.LastSeq())
+	if got, c := readSessionCounts(t, db); fmt.Sprint(got) != fmt.Sprint(want) || c != l.LastSeq() || live.State().Durable != c {
+		t.Fatalf("after a flush the file holds %v covering %d (Durable %d), want %v covering %d", got, c, live.State().Durable, want, l.LastSeq())
 	}
 
 	// A failed write: kept as Err, its batch put back in front; Observe
 	// does not wait for a flusher that cannot write (MaxPending is 2).
 	failing.Store(true)
 	observe(appendSessions(t, l, 4, want))
-	before := live.Durable()
-	if err := live.Flush(); !errors.Is(err, errDisk) || !errors.Is(live.Err(), errDisk) {
-		t.Fatalf("Flush = %v, Err = %v, want the write's failure", err, live.Err())
+	before := live.State().Durable
+	if err := live.Flush(); !errors.Is(err, errDisk) || !errors.Is(live.State().Err, errDisk) {
+		t.Fatalf("Flush = %v, Err = %v, want the write's failure", err, live.State().Err)
 	}
 	more := appendSessions(t, l, 5, want)
 	observed := make(chan struct{})
@@ -218,12 +218,12 @@ func TestLiveDerivedFile(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Observe waited for a flusher that cannot write")
 	}
-	if live.Durable() != before || live.Unflushed() != 3 {
-		t.Fatalf("after a failed write: Durable %d (want %d), Unflushed %d (want 3 sessions)", live.Durable(), before, live.Unflushed())
+	if live.State().Durable != before || live.State().Unflushed != 3 {
+		t.Fatalf("after a failed write: Durable %d (want %d), Unflushed %d (want 3 sessions)", live.State().Durable, before, live.State().Unflushed)
 	}
 	failing.Store(false)
-	if err := live.Flush(); err != nil || live.Err() != nil {
-		t.Fatalf("Flush = %v, Err = %v after the disk came back", err, live.Err())
+	if err := live.Flush(); err != nil || live.State().Err != nil {
+		t.Fatalf("Flush = %v, Err = %v after the disk came back", err, live.State().Err)
 	}
 	if got, c := readSessionCounts(t, db); fmt.Sprint(got) != fmt.Sprint(want) || c != l.LastSeq() {
 		t.Fatalf("after the failed write was retried the file holds %v covering %d, want %v covering %d", got, c, want, l.LastSeq())
@@ -234,8 +234,8 @@ func TestLiveDerivedFile(t *testing.T) {
 	if dirSync, err := live.Rebuild("test: rebuild"); err != nil || dirSync != nil {
 		t.Fatalf("Rebuild = %v, %v", dirSync, err)
 	}
-	if installs.Load() != 1 || live.Rebuilt() != "test: rebuild" {
-		t.Fatalf("after Rebuild: %d installs, Rebuilt %q", installs.Load(), live.Rebuilt())
+	if installs.Load() != 1 || live.State().Rebuilt != "test: rebuild" {
+		t.Fatalf("after Rebuild: %d installs, Rebuilt %q", installs.Load(), live.State().Rebuilt)
 	}
 	if _, err := os.Stat(path + ".rebuild"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the rebuild's file is left beside the file: %v", err)
@@ -257,9 +257,9 @@ func TestLiveDerivedFile(t *testing.T) {
 	if got, c := readSessionCounts(t, db); fmt.Sprint(got) != fmt.Sprint(want) || c != l.LastSeq() {
 		t.Fatalf("after Close the file holds %v covering %d, want %v covering %d", got, c, want, l.LastSeq())
 	}
-	last := live.Observed()
+	last := live.State().Observed
 	observe(appendSessions(t, l, 1, map[string][2]uint64{}))
-	if live.Observed() != last {
+	if live.State().Observed != last {
 		t.Fatal("an event observed after Close moved the observed seq")
 	}
 	if err := live.Flush(); !errors.Is(err, errClosed) {

@@ -159,7 +159,7 @@ func Open(ctx context.Context, opts Options) (*Index, error) {
 
 // Rebuilt is why the existing file was discarded, at Open or by the
 // verification after it ("" when it was trusted or there was none).
-func (x *Index) Rebuilt() string { return x.live.Rebuilt() }
+func (x *Index) Rebuilt() string { return x.live.State().Rebuilt }
 
 // boltOptions: the freelist is synced, so that opening a damaged file reads
 // it in this goroutine (a panic there is recovered), not in one bbolt
@@ -345,7 +345,7 @@ func decode(key string, b []byte) (Record, error) {
 
 // Covered is the seq the index is caught up to: an engine subscribing it
 // feeds only the events after it.
-func (x *Index) Covered() uint64 { return x.live.Observed() }
+func (x *Index) Covered() uint64 { return x.live.State().Observed }
 
 // Observe records the request ev carries. It is called in log order; an
 // event at or below the seq already covered is ignored.
@@ -410,11 +410,11 @@ func (x *Index) Lookup(req string) (rec Record, ok bool, err error) {
 }
 
 // Pending is the number of ids held in memory, not yet on disk.
-func (x *Index) Pending() int { return x.live.Unflushed() }
+func (x *Index) Pending() int { return x.live.State().Unflushed }
 
 // Len is the number of ids stored on disk.
 func (x *Index) Len() (int, error) {
-	if x.live.Closed() {
+	if x.live.State().Closed {
 		return 0, ErrClosed
 	}
 	x.dbMu.RLock()
@@ -435,7 +435,7 @@ func (x *Index) Len() (int, error) {
 func (x *Index) Flush() error { return x.live.Flush() }
 
 // Err is the error of the last failed flush, nil once one succeeds.
-func (x *Index) Err() error { return x.live.Err() }
+func (x *Index) Err() error { return x.live.State().Err }
 
 // Close flushes what is pending and closes the file.
 func (x *Index) Close() error { return x.live.Close() }
