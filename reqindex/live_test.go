@@ -113,8 +113,8 @@ func readSessionCounts(t *testing.T, db *bolt.DB) (map[string][2]uint64, uint64)
 }
 
 // appendSessions appends n lab.session.started events, cycling through
-// three session ids, and returns them with their seqs set; want counts
-// them.
+// three session ids, and returns them (their seqs set by the log); want
+// counts them.
 func appendSessions(t *testing.T, l *wal.Log, n int, want map[string][2]uint64) []*events.Event {
 	t.Helper()
 	var evs []*events.Event
@@ -128,12 +128,10 @@ func appendSessions(t *testing.T, l *wal.Log, n int, want map[string][2]uint64) 
 		}
 		evs = append(evs, ev)
 	}
-	seqs, err := l.Append(context.Background(), evs...)
-	if err != nil {
+	if _, err := l.Append(context.Background(), evs...); err != nil { // sets each ev.Seq
 		t.Fatal(err)
 	}
 	for i, ev := range evs {
-		ev.Seq = seqs[i]
 		c := want[names[i]]
 		want[names[i]] = [2]uint64{c[0] + 1, ev.Seq}
 	}
