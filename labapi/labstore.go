@@ -43,8 +43,9 @@ type labStore struct {
 	log  *wal.Log
 	tmp  bool // path is a private copy (read-only engine): removed at close
 
-	dbMu sync.RWMutex // held for reading around every use of db; for writing to swap it
-	db   *bolt.DB
+	dbMu     sync.RWMutex // held for reading around every use of db; for writing to swap or close it
+	db       *bolt.DB
+	dbClosed bool // under dbMu
 
 	// live holds the changes observed and not yet in the file, flushes
 	// them and swaps a rebuilt file in (reqindex.Live).
@@ -348,6 +349,7 @@ func (st *labStore) Close() error { return st.live.Close() }
 func (st *labStore) closeFile() error {
 	st.rebuildWG.Wait()
 	st.dbMu.Lock()
+	st.dbClosed = true
 	err := st.db.Close()
 	st.dbMu.Unlock()
 	st.removeTmp()
