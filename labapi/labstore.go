@@ -125,8 +125,8 @@ type labStoreOptions struct {
 
 // The phases of the store's writes a crash test stops at (hook).
 const (
-	labPhaseCreated        = "created"                    // an empty file made, nothing caught up
-	labPhaseCatchUp        = "catch-up"                   // a catch-up batch committed, more to come
+	labPhaseCreated        = reqindex.PhaseCreated        // an empty file made, nothing caught up
+	labPhaseCatchUp        = reqindex.PhaseCatchUp        // a catch-up batch committed, more to come
 	labPhaseCaughtUp       = reqindex.PhaseCaughtUp       // the catch-up's last batch committed, the file not yet synced
 	labPhaseFlushWrite     = reqindex.PhaseFlushWrite     // a flush about to write its batch
 	labPhaseFlushed        = reqindex.PhaseFlushed        // a flush's transaction committed, covered not yet moved
@@ -159,43 +159,21 @@ func openLabStore(ctx context.Context, o labStoreOptions) (*labStore, error) {
 	} else {
 		os.Remove(path + ".rebuild") // an interrupted rebuild's
 	}
-	db, covered, coveredID, err := openLabStoreFile(st.path, false)
-	if err == nil {
-		err = reqindex.CheckCovered(l, covered, coveredID, "store")
-		if err != nil {
-			db.Close()
-		}
-	}
-	if errors.Is(err, bolt.ErrTimeout) {
-		return nil, fmt.Errorf("labstore: %s is locked by another process: %w", path, err)
-	}
-	var rebuilt string
-	created := err != nil
-	if err == nil {
-		st.db = db
-	} else {
-		if _, serr := os.Stat(st.path); serr == nil {
-			rebuilt = err.Error()
-		}
-		if st.db, err = createLabStore(st.path, l.LastSeq()); err != nil {
-			st.removeTmp()
-			return nil, err
-		}
-		covered, coveredID = 0, ""
-		st.hook(labPhaseCreated)
-	}
-	err = st.file().CatchUp(ctx, st.db, covered+1, l.LastSeq(), func(seq uint64, id string) {
-		covered, coveredID = seq, id
-		st.hook(labPhaseCatchUp)
+	f, err := st.file().Open(ctx, st.path, "store", func() (*bolt.DB, uint64, string, error) {
+		return openLabStoreFile(st.path, false)
 	})
 	if err != nil {
-		st.db.Close()
 		st.removeTmp()
 		return nil, err
 	}
+	st.db = f.DB
+	var rebuilt string
+	if f.Made && f.Found {
+		rebuilt = f.Why
+	}
 	reqindex.TrimMapped(st.db)
-	st.startLive(covered, coveredID, rebuilt, st.closeFile)
-	if created {
+	st.startLive(f.Covered, f.CoveredID, rebuilt, st.closeFile)
+	if f.Made {
 		st.live.NoVerification() // new: nothing to check
 	}
 	return st, nil

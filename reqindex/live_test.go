@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -138,12 +139,14 @@ func appendSessions(t *testing.T, l *wal.Log, n int, want map[string][2]uint64) 
 	return evs
 }
 
-// TestLiveDerivedFile drives a derived file through what Live owns: the
-// changes observed written by a flush, a failed write's batch put back in
-// front of what came after it (and no back-pressure while the file
-// cannot be written), a rebuild from the log swapped in while the old
-// file serves, and Close: the last changes written, the file closed
-// once, and every flush or rebuild after it refused.
+// TestLiveDerivedFile drives a derived file through what DerivedFile.Open
+// and Live own: the file made and caught up at open; the changes observed
+// written by a flush; a failed write's batch put back in front of what
+// came after it (and no back-pressure while the file cannot be written);
+// a rebuild from the log swapped in while the old file serves; Close (the
+// last changes written, the file closed once, every flush or rebuild
+// after it refused); the file trusted and caught up at the next open, and
+// made new when it names an event the log does not hold.
 func TestLiveDerivedFile(t *testing.T) {
 	dir := t.TempDir()
 	l, err := wal.Open(wal.Options{Dir: filepath.Join(dir, "wal"), NoSync: true})
@@ -157,15 +160,14 @@ func TestLiveDerivedFile(t *testing.T) {
 	path := filepath.Join(dir, "sessions.db")
 	file := &reqindex.DerivedFile{Name: "sessions", Log: l, Batch: 4, NoSync: true,
 		NewBatch: func() reqindex.Batch { return sessionCounts{} }, Create: createSessionCounts}
-	db, err := createSessionCounts(path)
+	f, err := file.Open(context.Background(), path, "sessions", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var covered uint64
-	var coveredID string
-	if err := file.CatchUp(context.Background(), db, 1, l.LastSeq(), func(seq uint64, id string) { covered, coveredID = seq, id }); err != nil {
-		t.Fatal(err)
+	if !f.Made || f.Covered != l.LastSeq() {
+		t.Fatalf("opened with a rebuild asked for: made %v, covering %d of %d", f.Made, f.Covered, l.LastSeq())
 	}
+	db := f.DB
 
 	errDisk := errors.New("injected: write failed")
 	var failing atomic.Bool
@@ -183,7 +185,7 @@ func TestLiveDerivedFile(t *testing.T) {
 		Install:   func(n *bolt.DB) { installs.Add(1); db.Close(); db = n },
 		CloseFile: func() error { closes.Add(1); return db.Close() },
 		ErrClosed: errClosed,
-	}, covered, coveredID, "")
+	}, f.Covered, f.CoveredID, "")
 	live.NoVerification()
 	observe := func(evs []*events.Event) {
 		for _, ev := range evs {
@@ -251,12 +253,12 @@ func TestLiveDerivedFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
 	if got, c := readSessionCounts(t, db); fmt.Sprint(got) != fmt.Sprint(want) || c != l.LastSeq() {
 		t.Fatalf("after Close the file holds %v covering %d, want %v covering %d", got, c, want, l.LastSeq())
 	}
+	db.Close()
 	last := live.State().Observed
-	observe(appendSessions(t, l, 1, map[string][2]uint64{}))
+	observe(appendSessions(t, l, 1, want))
 	if live.State().Observed != last {
 		t.Fatal("an event observed after Close moved the observed seq")
 	}
@@ -274,5 +276,49 @@ func TestLiveDerivedFile(t *testing.T) {
 	}
 	if _, verr := live.Verified(); verr() != nil {
 		t.Fatalf("Verified after NoVerification = %v", verr())
+	}
+
+	// Opened again: trusted, and caught up with the event appended after
+	// Close.
+	f, err = file.Open(context.Background(), path, "sessions", trustSessionCounts(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, c := readSessionCounts(t, f.DB); f.Made || fmt.Sprint(got) != fmt.Sprint(want) || c != l.LastSeq() || f.Covered != c {
+		t.Fatalf("reopened: made %v (%s), holding %v covering %d (Covered %d), want %v covering %d", f.Made, f.Why, got, c, f.Covered, want, l.LastSeq())
+	}
+	if err := f.DB.Update(func(tx *bolt.Tx) error { return tx.Bucket(scMeta).Put([]byte("covered_id"), []byte("another event")) }); err != nil {
+		t.Fatal(err)
+	}
+	f.DB.Close()
+
+	// Claiming an event the log does not hold: made new.
+	f, err = file.Open(context.Background(), path, "sessions", trustSessionCounts(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.DB.Close()
+	if got, _ := readSessionCounts(t, f.DB); !f.Made || !f.Found || !strings.Contains(f.Why, "another event") || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("a file naming another event: made %v, found %v, why %q, holding %v", f.Made, f.Found, f.Why, got)
+	}
+}
+
+// trustSessionCounts opens the file at path and reads its covered seq
+// and id (DerivedFile.Open's trust).
+func trustSessionCounts(path string) func() (*bolt.DB, uint64, string, error) {
+	return func() (*bolt.DB, uint64, string, error) {
+		var covered uint64
+		var id string
+		db, err := reqindex.OpenFile(path, "sessions", &bolt.Options{NoSync: true}, func(db *bolt.DB) error {
+			return db.View(func(tx *bolt.Tx) error {
+				c := tx.Bucket(scMeta).Get([]byte("covered"))
+				if len(c) != 8 {
+					return errors.New("covered seq missing")
+				}
+				covered, id = binary.BigEndian.Uint64(c), string(tx.Bucket(scMeta).Get([]byte("covered_id")))
+				return nil
+			})
+		})
+		return db, covered, id, err
 	}
 }

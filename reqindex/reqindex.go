@@ -108,38 +108,18 @@ func Open(ctx context.Context, opts Options) (*Index, error) {
 		opts.MaxPending = max(DefaultMaxPending, opts.FlushAt)
 	}
 	x := &Index{opts: opts}
-	reason, rebuilt := "rebuild requested", ""
-	var covered uint64
-	var coveredID string
-	if !opts.Rebuild {
-		db, c, cid, err := x.openTrusted()
-		if err == nil {
-			x.db, covered, coveredID = db, c, cid
-		} else if errors.Is(err, bolt.ErrTimeout) {
-			return nil, fmt.Errorf("reqindex: %s is locked by another process: %w", opts.Path, err)
-		} else {
-			reason = err.Error()
-		}
+	trust := x.openTrusted
+	if opts.Rebuild {
+		trust = nil
 	}
-	if x.db == nil {
-		db, err := createAt(opts.Path, x.boltOptions())
-		if err != nil {
-			return nil, err
-		}
-		x.db = db
-		if _, statErr := os.Stat(opts.Path); statErr == nil || opts.Rebuild {
-			rebuilt = reason
-		}
-	}
-	// From covered+1 even before the log's first retained seq: the log
-	// reads archived segments back, and fails (wal.ErrCompacted, naming
-	// the fix) rather than leave ids out.
-	err := x.file().CatchUp(ctx, x.db, covered+1, opts.Log.LastSeq(), func(seq uint64, id string) {
-		covered, coveredID = seq, id
-	})
+	f, err := x.file().Open(ctx, opts.Path, "index", trust)
 	if err != nil {
-		x.db.Close()
 		return nil, err
+	}
+	x.db = f.DB
+	rebuilt := ""
+	if f.Made {
+		rebuilt = f.Why
 	}
 	x.live = StartLive(LiveOptions[entryBatch]{File: x.file(), Path: opts.Path,
 		FlushInterval: opts.FlushInterval, FlushAt: opts.FlushAt, MaxPending: opts.MaxPending,
@@ -150,8 +130,8 @@ func Open(ctx context.Context, opts Options) (*Index, error) {
 		// over a damaged page could panic. Meanwhile ids stay pending
 		// (Observe waits past MaxPending).
 		WriteAfterCheck: true,
-	}, covered, coveredID, rebuilt)
-	if !opts.VerifyAfterOpen || rebuilt != "" {
+	}, f.Covered, f.CoveredID, rebuilt)
+	if !opts.VerifyAfterOpen || f.Made {
 		x.live.NoVerification() // nothing to verify
 	}
 	return x, nil
@@ -168,8 +148,9 @@ func (x *Index) boltOptions() *bolt.Options {
 	return &bolt.Options{Timeout: 2 * time.Second, NoSync: x.opts.NoSync}
 }
 
-// openTrusted opens the file and checks it is one this code wrote for this
-// log; any doubt is an error (and the caller rebuilds).
+// openTrusted opens the file and checks it is one this code wrote; any
+// doubt is an error (and the caller rebuilds). DerivedFile.Open checks
+// that it is of this log.
 func (x *Index) openTrusted() (db *bolt.DB, covered uint64, coveredID string, err error) {
 	db, err = OpenFile(x.opts.Path, "index", x.boltOptions(), func(db *bolt.DB) error {
 		if !x.opts.VerifyAfterOpen {
@@ -194,14 +175,7 @@ func (x *Index) openTrusted() (db *bolt.DB, covered uint64, coveredID string, er
 			return nil
 		})
 	})
-	if err != nil {
-		return nil, 0, "", err
-	}
-	if err := CheckCovered(x.opts.Log, covered, coveredID, "index"); err != nil {
-		db.Close()
-		return nil, 0, "", err
-	}
-	return db, covered, coveredID, nil
+	return db, covered, coveredID, err
 }
 
 // checkAll runs bbolt's page check and every entry's CRC over db: O(ids).
