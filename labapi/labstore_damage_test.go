@@ -452,15 +452,7 @@ func TestLinkedLabStoreNeverWrittenThrough(t *testing.T) {
 // the rebuild held while it waited for the file's write lock: both
 // waited for good, and every later read of the store with them.
 func TestLabStoreTrimDuringRebuildSwap(t *testing.T) {
-	h := home.Home{Dir: t.TempDir()}
-	l, err := wal.Open(wal.Options{Dir: h.WALDir(), QuarantineDir: h.QuarantineDir(), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if err := os.MkdirAll(h.StateDir(), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	h, l := emptyLabHome(t)
 	var st *labStore
 	hook := func(phase string) {
 		if phase != labPhaseRebuildRenamed {
@@ -483,7 +475,7 @@ func TestLabStoreTrimDuringRebuildSwap(t *testing.T) {
 			runtime.Gosched()
 		}
 	}
-	st, err = openLabStore(context.Background(), labStoreOptions{path: LabStoreFile(h), log: l, hook: hook})
+	st, err := openLabStore(context.Background(), labStoreOptions{path: LabStoreFile(h), log: l, hook: hook})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,4 +493,20 @@ func TestLabStoreTrimDuringRebuildSwap(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// emptyLabHome is a new home with its state directory and its log open
+// (closed at the test's end).
+func emptyLabHome(t *testing.T) (home.Home, *wal.Log) {
+	t.Helper()
+	h := home.Home{Dir: t.TempDir()}
+	if err := os.MkdirAll(h.StateDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	l, err := wal.Open(wal.Options{Dir: h.WALDir(), QuarantineDir: h.QuarantineDir(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return h, l
 }
