@@ -25,8 +25,9 @@ import (
 // labMaxPending). It is an engine observer: brought up to the log when
 // opened, then fed each event after it is durable (in the committer,
 // before the appender is acknowledged), which puts the event's change in
-// the pending batch; a flusher writes the batch and the covered seq in one
-// fsynced transaction every labFlushInterval or labFlushAt changes. Point
+// the pending batch; a flusher (reqindex.Live, as the request-id
+// index's) writes the batch and the covered seq in one fsynced
+// transaction every labFlushInterval or labFlushAt changes. Point
 // reads see pending, flushing and stored records alike (an acknowledged
 // import is found at once); lists first write what is pending, then read
 // the file in short transactions.
@@ -35,9 +36,10 @@ import (
 // another format, or covers an event the log does not hold (by seq and
 // id), it is rebuilt from the log at open. Open's cost does not grow with
 // the store: its pages and every value's CRC are checked after open by a
-// goroutine (verifyLoop) that, on failure, rebuilds the file beside the
-// old one while the old one serves, then swaps it in. A value failing its
-// CRC on a read is an error answer and starts that rebuild at once.
+// goroutine (startVerification) that, on failure, rebuilds the file
+// beside the old one while the old one serves, then swaps it in. A value
+// failing its CRC on a read is an error answer and starts that rebuild at
+// once.
 type labStore struct {
 	path string
 	log  *wal.Log
