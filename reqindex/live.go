@@ -81,7 +81,9 @@ type LiveOptions[P Pending[P]] struct {
 	// is back in front of the pending changes, to be written again).
 	WriteFailed func(err error)
 	// Install puts a rebuilt file in place of the open one and closes the
-	// old one.
+	// old one. It runs holding Live's lock (no flush writes meanwhile), so
+	// nothing that holds what Install waits for (the owner's lock around
+	// its file) may wait for Live's (State, Observe, Locked).
 	Install func(db *bolt.DB)
 	// CloseFile closes the open file (Close, after the last flush).
 	CloseFile func() error
