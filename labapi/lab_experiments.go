@@ -28,11 +28,8 @@ type variantBody struct {
 
 func (s *Server) handleExperimentCreate(w http.ResponseWriter, r *http.Request) error {
 	return decodeIdempotent(s, w, r, "POST /api/experiments", func(b *experimentBody, req, rh string) (any, error) {
-		base := strings.TrimSpace(b.BaselineRunID)
-		if base == "" {
-			return nil, NewError(CodeInvalidArgument, "Missing baselineRunId", "Send { baselineRunId, variants: [{ label, runId }] }")
-		}
-		if err := checkID("baselineRunId", base); err != nil {
+		base, err := requiredID("baselineRunId", b.BaselineRunID, "Send { baselineRunId, variants: [{ label, runId }] }")
+		if err != nil {
 			return nil, err
 		}
 		if _, ok, err := s.lab.run(base); err != nil {
@@ -120,17 +117,13 @@ func (s *Server) handleExperimentsList(w http.ResponseWriter, r *http.Request) e
 }
 
 func (s *Server) lookupExperiment(id string) (events.LabExperiment, error) {
-	if err := checkID("experimentId", id); err != nil {
-		return events.LabExperiment{}, err
-	}
-	exp, ok, err := s.lab.experiment(id)
-	if err != nil {
-		return events.LabExperiment{}, labStoreError(err)
-	}
-	if !ok {
-		return events.LabExperiment{}, NewError(CodeNotFound, "Experiment not found: "+id, "List experiments with GET /api/experiments.").With("experimentId", id)
-	}
-	return exp, nil
+	return lookup("experimentId", id, s.lab.experiment, experimentNotFound)
+}
+
+// experimentNotFound is the answer for an unknown experiment id: 404
+// NOT_FOUND.
+func experimentNotFound(id string) error {
+	return NewError(CodeNotFound, "Experiment not found: "+id, "List experiments with GET /api/experiments.").With("experimentId", id)
 }
 
 func (s *Server) handleExperimentGet(w http.ResponseWriter, r *http.Request) error {

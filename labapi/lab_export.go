@@ -28,11 +28,8 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) error {
 	// of writing another file; the id is recorded by an idempotency.recorded
 	// event (the export itself is a file, not a log mutation).
 	return decodeIdempotent(s, w, r, "POST /api/export", func(b *exportBody, req, rh string) (any, error) {
-		sid := strings.TrimSpace(b.SessionID)
-		if sid == "" {
-			return nil, NewError(CodeInvalidArgument, "Missing sessionId", `Send { "sessionId": "lab_..." }`)
-		}
-		if err := checkID("sessionId", sid); err != nil {
+		sid, err := requiredID("sessionId", b.SessionID, `Send { "sessionId": "lab_..." }`)
+		if err != nil {
 			return nil, err
 		}
 		root := s.opts.Engine.Home().ExportsDir()

@@ -229,6 +229,25 @@ func checkID(field, id string) error {
 	return nil
 }
 
+// required is the value of a body's required field, trimmed, or the
+// answer that it is missing (hint: what to send).
+func required(field, v, hint string) (string, error) {
+	if v = strings.TrimSpace(v); v == "" {
+		return "", NewError(CodeInvalidArgument, "Missing "+field, hint)
+	}
+	return v, nil
+}
+
+// requiredID is a body's required id field, trimmed and checked
+// (checkID).
+func requiredID(field, v, hint string) (string, error) {
+	v, err := required(field, v, hint)
+	if err != nil {
+		return "", err
+	}
+	return v, checkID(field, v)
+}
+
 // runSnapshot fills a feedback entry's run-derived fields as
 // content-machine does at the moment of rating (deriveRunSnapshotForFeedback
 // in src/lab/server/server.ts): the run directory is discovered again and

@@ -23,9 +23,9 @@ type importBody struct {
 
 func (s *Server) handleRunsImport(w http.ResponseWriter, r *http.Request) error {
 	return decodeIdempotent(s, w, r, "POST /api/runs/import", func(b *importBody, req, rh string) (any, error) {
-		path := strings.TrimSpace(b.Path)
-		if path == "" {
-			return nil, NewError(CodeInvalidArgument, "Missing path", `Send { "path": "/abs/path/to/artifacts-or-video" }`)
+		path, err := required("path", b.Path, `Send { "path": "/abs/path/to/artifacts-or-video" }`)
+		if err != nil {
+			return nil, err
 		}
 		if strings.ContainsRune(path, 0) {
 			return nil, NewError(CodeInvalidArgument, "Invalid path: contains a NUL byte", "Send a file system path.")
@@ -124,18 +124,25 @@ func (s *Server) handleRunsList(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) lookupRun(r *http.Request) (events.LabRun, error) {
-	id := r.PathValue("runId")
-	if err := checkID("runId", id); err != nil {
-		return events.LabRun{}, err
+	return lookup("runId", r.PathValue("runId"), s.lab.run, runNotFound)
+}
+
+// lookup is the Lab store's record of id (field: the id's name), by get:
+// an invalid id, a failure of the store and an unknown id (notFound) are
+// the route's answers.
+func lookup[T any](field, id string, get func(id string) (T, bool, error), notFound func(id string) error) (T, error) {
+	var none T
+	if err := checkID(field, id); err != nil {
+		return none, err
 	}
-	run, ok, err := s.lab.run(id)
+	rec, ok, err := get(id)
 	if err != nil {
-		return events.LabRun{}, labStoreError(err)
+		return none, labStoreError(err)
 	}
 	if !ok {
-		return events.LabRun{}, runNotFound(id)
+		return none, notFound(id)
 	}
-	return run, nil
+	return rec, nil
 }
 
 // runNotFound is content-machine's answer for an unknown run id, on every

@@ -25,8 +25,9 @@ import (
 // labMaxPending). It is an engine observer: brought up to the log when
 // opened, then fed each event after it is durable (in the committer,
 // before the appender is acknowledged), which puts the event's change in
-// the pending batch; a flusher writes the batch and the covered seq in one
-// fsynced transaction every labFlushInterval or labFlushAt changes. Point
+// the pending batch; a flusher (reqindex.Live, as the request-id
+// index's) writes the batch and the covered seq in one fsynced
+// transaction every labFlushInterval or labFlushAt changes. Point
 // reads see pending, flushing and stored records alike (an acknowledged
 // import is found at once); lists first write what is pending, then read
 // the file in short transactions.
@@ -35,40 +36,30 @@ import (
 // another format, or covers an event the log does not hold (by seq and
 // id), it is rebuilt from the log at open. Open's cost does not grow with
 // the store: its pages and every value's CRC are checked after open by a
-// goroutine (verifyLoop) that, on failure, rebuilds the file beside the
-// old one while the old one serves, then swaps it in. A value failing its
-// CRC on a read is an error answer and starts that rebuild at once.
+// goroutine (startVerification) that, on failure, rebuilds the file
+// beside the old one while the old one serves, then swaps it in. A value
+// failing its CRC on a read is an error answer and starts that rebuild at
+// once.
 type labStore struct {
 	path string
 	log  *wal.Log
 	tmp  bool // path is a private copy (read-only engine): removed at close
 
-	dbMu sync.RWMutex // held for reading around every use of db; for writing to swap it
-	db   *bolt.DB
+	dbMu     sync.RWMutex // held for reading around every use of db; for writing to swap or close it
+	db       *bolt.DB
+	dbClosed bool // under dbMu
 
-	mu         sync.Mutex
-	drained    *sync.Cond
-	pending    *labBatch
-	flushing   *labBatch
-	observed   uint64 // last seq fed (or covered at open)
-	observedID string
-	covered    uint64 // seq durable in the file
-	flushErr   error
-	rebuilt    string // why the file found was not trusted
-	rebuilding bool
-	closed     bool
+	// live holds the changes observed and not yet in the file, flushes
+	// them and swaps a rebuilt file in (reqindex.Live).
+	live     *reqindex.Live[*labBatch]
+	verified <-chan struct{} // closed when the check after open (and any rebuild) ends
 
-	kick      chan struct{}
-	stop      chan struct{}
-	done      chan struct{}
-	verified  chan struct{} // closed when the check after open (and any rebuild) ends
-	verifyMu  sync.Mutex
-	verifyOn  bool
-	hook      func(phase string)
-	batch     int
-	fs        home.FS
-	rebuildWG sync.WaitGroup
-	warn      func(msg string, args ...any)
+	rebuilding bool // under live.Locked
+	rebuildWG  sync.WaitGroup
+	hook       func(phase string)
+	batch      int
+	fs         home.FS
+	warn       func(msg string, args ...any)
 }
 
 const (
@@ -93,6 +84,16 @@ type labBatch struct {
 func newLabBatch() *labBatch {
 	return &labBatch{runs: map[string]*events.LabRun{}, byReal: map[string]string{},
 		exps: map[string]*events.LabExperiment{}, sessions: map[string]int64{}}
+}
+
+func (b *labBatch) Len() int { return len(b.ops) }
+
+// Before adds newer's changes after b's.
+func (b *labBatch) Before(newer *labBatch) *labBatch {
+	for _, op := range newer.ops {
+		b.add(op)
+	}
+	return b
 }
 
 func (b *labBatch) add(op *labOp) {
@@ -126,11 +127,11 @@ type labStoreOptions struct {
 
 // The phases of the store's writes a crash test stops at (hook).
 const (
-	labPhaseCreated        = "created"                    // an empty file made, nothing caught up
-	labPhaseCatchUp        = "catch-up"                   // a catch-up batch committed, more to come
+	labPhaseCreated        = reqindex.PhaseCreated        // an empty file made, nothing caught up
+	labPhaseCatchUp        = reqindex.PhaseCatchUp        // a catch-up batch committed, more to come
 	labPhaseCaughtUp       = reqindex.PhaseCaughtUp       // the catch-up's last batch committed, the file not yet synced
-	labPhaseFlushWrite     = "flush-write"                // a flush about to write its batch
-	labPhaseFlushed        = "flushed"                    // a flush's transaction committed, covered not yet moved
+	labPhaseFlushWrite     = reqindex.PhaseFlushWrite     // a flush about to write its batch
+	labPhaseFlushed        = reqindex.PhaseFlushed        // a flush's transaction committed, covered not yet moved
 	labPhaseRebuildBuilt   = reqindex.PhaseRebuildBuilt   // a rebuild's new file whole, not renamed
 	labPhaseRebuildRenamed = reqindex.PhaseRebuildRenamed // renamed over the old file, not swapped in
 )
@@ -150,10 +151,7 @@ func openLabStore(ctx context.Context, o labStoreOptions) (*labStore, error) {
 	if o.batch <= 0 {
 		o.batch = labCatchUpBatch
 	}
-	st := &labStore{path: path, log: l, pending: newLabBatch(), kick: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{}), verified: make(chan struct{}), warn: warn,
-		hook: o.hook, batch: o.batch, fs: o.fs}
-	st.drained = sync.NewCond(&st.mu)
+	st := &labStore{path: path, log: l, warn: warn, hook: o.hook, batch: o.batch, fs: o.fs}
 	if readOnly {
 		p, err := privateCopy(path)
 		if err != nil {
@@ -163,42 +161,45 @@ func openLabStore(ctx context.Context, o labStoreOptions) (*labStore, error) {
 	} else {
 		os.Remove(path + ".rebuild") // an interrupted rebuild's
 	}
-	db, covered, coveredID, err := openLabStoreFile(st.path, false)
-	if err == nil {
-		err = reqindex.CheckCovered(l, covered, coveredID, "store")
-		if err != nil {
-			db.Close()
-		}
-	}
-	if errors.Is(err, bolt.ErrTimeout) {
-		return nil, fmt.Errorf("labstore: %s is locked by another process: %w", path, err)
-	}
-	if err == nil {
-		st.db, st.covered, st.observed, st.observedID = db, covered, covered, coveredID
-	} else {
-		if _, serr := os.Stat(st.path); serr == nil {
-			st.rebuilt = err.Error()
-		}
-		if st.db, err = createLabStore(st.path, l.LastSeq()); err != nil {
-			st.removeTmp()
-			return nil, err
-		}
-		st.hook(labPhaseCreated)
-		close(st.verified) // new: nothing to check
-		st.verifyOn = true
-	}
-	err = st.file().CatchUp(ctx, st.db, st.covered+1, l.LastSeq(), func(seq uint64, id string) {
-		st.covered, st.observed, st.observedID = seq, seq, id
-		st.hook(labPhaseCatchUp)
+	f, err := st.file().Open(ctx, st.path, "store", func() (*bolt.DB, uint64, string, error) {
+		return openLabStoreFile(st.path, false)
 	})
 	if err != nil {
-		st.db.Close()
 		st.removeTmp()
 		return nil, err
 	}
+	st.db = f.DB
+	var rebuilt string
+	if f.Made && f.Found {
+		rebuilt = f.Why
+	}
 	reqindex.TrimMapped(st.db)
-	go st.flushLoop()
+	st.startLive(f.Covered, f.CoveredID, rebuilt, st.closeFile)
+	if f.Made {
+		st.live.NoVerification() // new: nothing to check
+	}
 	return st, nil
+}
+
+// startLive starts the flusher of the file caught up to covered
+// (reqindex.Live); closeFile closes the file at Close.
+func (st *labStore) startLive(covered uint64, coveredID, rebuilt string, closeFile func() error) {
+	st.live = reqindex.StartLive(reqindex.LiveOptions[*labBatch]{File: st.file(), Path: st.path,
+		FlushInterval: labFlushInterval, FlushAt: labFlushAt, MaxPending: labMaxPending,
+		NewPending: newLabBatch, Write: st.write, WriteFailed: st.writeFailed,
+		Install: st.install, CloseFile: closeFile, ErrClosed: errLabStoreClosed,
+	}, covered, coveredID, rebuilt)
+	st.verified, _ = st.live.Verified()
+}
+
+// labStoreReader is a store over db, a file the caller opened read-only
+// and closes after the store's Close: nothing is observed or written to
+// it, and a damaged value is an error, never a rebuild.
+func labStoreReader(db *bolt.DB, covered uint64, coveredID string) *labStore {
+	st := &labStore{db: db, rebuilding: true, warn: func(string, ...any) {}, hook: func(string) {}}
+	st.startLive(covered, coveredID, "", func() error { return nil })
+	st.live.NoVerification()
+	return st
 }
 
 // privateCopy copies the file at path (if any) to a new temporary file.
@@ -283,143 +284,53 @@ func writeLabOps(db *bolt.DB, ops []*labOp, seq uint64, id string) (err error) {
 }
 
 // Covered implements engine.ResumableObserver.
-func (st *labStore) Covered() uint64 {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.observed
-}
+func (st *labStore) Covered() uint64 { return st.live.State().Observed }
 
 // DurableCovered is the seq the file on disk covers.
-func (st *labStore) DurableCovered() uint64 {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.covered
-}
+func (st *labStore) DurableCovered() uint64 { return st.live.State().Durable }
 
-// Observe implements engine.Observer.
+// Observe implements engine.Observer. After Close it does nothing: the
+// next open reads the event from the log.
 func (st *labStore) Observe(ev *events.Event) {
 	op := labOpOf(ev)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.closed || (ev.Seq != 0 && ev.Seq <= st.observed) {
-		return // closed: the next open reads it from the log
-	}
-	if ev.Seq != 0 {
-		st.observed, st.observedID = ev.Seq, ev.ID
-	}
-	if op == nil {
-		return
-	}
-	st.pending.add(op)
-	if len(st.pending.ops) >= labFlushAt {
-		st.kickFlush()
-	}
-	// Back-pressure: the heap holds at most labMaxPending changes, unless
-	// the file cannot be written (then the log still has them).
-	for len(st.pending.ops) >= labMaxPending && st.flushErr == nil && !st.closed {
-		st.kickFlush()
-		st.drained.Wait()
-	}
-}
-
-func (st *labStore) kickFlush() {
-	select {
-	case st.kick <- struct{}{}:
-	default:
-	}
-}
-
-func (st *labStore) flushLoop() {
-	defer close(st.done)
-	t := time.NewTicker(labFlushInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-st.stop:
-			return
-		case <-t.C:
-		case <-st.kick:
+	st.live.Observe(ev, func(pending, _ *labBatch) bool {
+		if op == nil {
+			return false
 		}
-		st.flush() // a failure is kept and retried next time
-	}
+		pending.add(op)
+		return true
+	})
 }
 
 // flush writes the pending changes and the observed seq to the file.
-func (st *labStore) flush() error {
-	st.mu.Lock()
-	for st.flushing != nil {
-		st.drained.Wait()
-	}
-	if st.closed {
-		st.mu.Unlock()
-		return errLabStoreClosed
-	}
-	if len(st.pending.ops) == 0 && st.observed == st.covered {
-		err := st.flushErr
-		st.mu.Unlock()
-		return err
-	}
-	st.flushing, st.pending = st.pending, newLabBatch()
-	seq, id := st.observed, st.observedID
-	st.mu.Unlock()
+func (st *labStore) flush() error { return st.live.Flush() }
 
-	st.hook(labPhaseFlushWrite)
+// write stores a flush's batch in the open file (reqindex.LiveOptions).
+func (st *labStore) write(b *labBatch, seq uint64, id string) error {
 	st.dbMu.RLock()
-	err := writeLabOps(st.db, st.flushing.ops, seq, id)
-	st.dbMu.RUnlock()
-	if err == nil {
-		st.hook(labPhaseFlushed)
-	}
+	defer st.dbMu.RUnlock()
+	return writeLabOps(st.db, b.ops, seq, id)
+}
 
-	st.mu.Lock()
-	if err != nil {
-		// Older than anything pending: put back in front.
-		for _, op := range st.pending.ops {
-			st.flushing.add(op)
-		}
-		st.pending = st.flushing
-		if errors.Is(err, errLabStoreCorrupt) {
-			st.damagedLocked(err)
-		}
-	} else {
-		st.covered = seq
+// writeFailed starts the rebuild of a file a flush found damaged.
+func (st *labStore) writeFailed(err error) {
+	if errors.Is(err, errLabStoreCorrupt) {
+		st.damaged(err)
 	}
-	st.flushing = nil
-	st.flushErr = err
-	st.drained.Broadcast()
-	st.mu.Unlock()
-	return err
 }
 
 var errLabStoreClosed = errors.New("labstore: closed")
 
 // Close writes what is pending and closes the file.
-func (st *labStore) Close() error {
-	st.mu.Lock()
-	if st.closed {
-		st.mu.Unlock()
-		return nil
-	}
-	st.mu.Unlock()
-	close(st.stop)
-	<-st.done
-	st.verifyMu.Lock()
-	if !st.verifyOn {
-		st.verifyOn = true
-		close(st.verified)
-	}
-	st.verifyMu.Unlock()
-	<-st.verified
-	err := st.flush()
-	st.mu.Lock()
-	st.closed = true
-	st.drained.Broadcast()
-	st.mu.Unlock()
+func (st *labStore) Close() error { return st.live.Close() }
+
+// closeFile closes the file at Close, after the last flush and any
+// rebuild.
+func (st *labStore) closeFile() error {
 	st.rebuildWG.Wait()
 	st.dbMu.Lock()
-	if cerr := st.db.Close(); err == nil {
-		err = cerr
-	}
+	st.dbClosed = true
+	err := st.db.Close()
 	st.dbMu.Unlock()
 	st.removeTmp()
 	return err
@@ -428,10 +339,7 @@ func (st *labStore) Close() error {
 // view runs fn in a read transaction of the file; a panic of bbolt or a
 // value failing its CRC is an error that starts a rebuild.
 func (st *labStore) view(fn func(tx *bolt.Tx) error) (err error) {
-	st.mu.Lock()
-	closed := st.closed
-	st.mu.Unlock()
-	if closed {
+	if st.live.State().Closed {
 		return errLabStoreClosed
 	}
 	func() {
@@ -446,9 +354,7 @@ func (st *labStore) view(fn func(tx *bolt.Tx) error) (err error) {
 		err = st.db.View(fn)
 	}()
 	if errors.Is(err, errLabStoreCorrupt) {
-		st.mu.Lock()
-		st.damagedLocked(err)
-		st.mu.Unlock()
+		st.damaged(err)
 	}
 	return err
 }
@@ -456,10 +362,7 @@ func (st *labStore) view(fn func(tx *bolt.Tx) error) (err error) {
 // sync writes what is pending, so that a list read from the file sees
 // every change observed before it.
 func (st *labStore) sync() error {
-	st.mu.Lock()
-	clean := len(st.pending.ops) == 0 && st.flushing == nil
-	st.mu.Unlock()
-	if clean {
+	if ls := st.live.State(); ls.Unflushed == 0 && !ls.Flushing {
 		return nil
 	}
 	return st.flush()
@@ -473,9 +376,7 @@ func (st *labStore) run(id string) (events.LabRun, bool, error) {
 // record is the record of id: its newest change not yet in the file,
 // else the file's (ids: id to index key, idx: index key to record).
 func record[T any](st *labStore, of func(*labBatch) map[string]*T, ids, idx []byte, id string) (T, bool, error) {
-	st.mu.Lock()
 	r, ok := unstored(st, of, id)
-	st.mu.Unlock()
 	if ok {
 		return *r, true, nil
 	}
@@ -490,18 +391,13 @@ func record[T any](st *labStore, of func(*labBatch) map[string]*T, ids, idx []by
 }
 
 // unstored is the newest value of key among the changes not yet in the
-// file: the pending ones, then those a flush is writing. Call with mu
-// held.
-func unstored[V any](st *labStore, of func(*labBatch) map[string]V, key string) (V, bool) {
-	if v, ok := of(st.pending)[key]; ok {
-		return v, true
-	}
-	if st.flushing != nil {
-		v, ok := of(st.flushing)[key]
-		return v, ok
-	}
-	var none V
-	return none, false
+// file: the pending ones, then those a flush is writing.
+func unstored[V any](st *labStore, of func(*labBatch) map[string]V, key string) (v V, ok bool) {
+	st.live.Unstored(func(b *labBatch) bool {
+		v, ok = of(b)[key]
+		return ok
+	})
+	return v, ok
 }
 
 // getRecord reads the record of id through its index key.
@@ -528,9 +424,7 @@ func getRecord(ids, idx *bolt.Bucket, id string, into any) (bool, error) {
 
 // runByRealpath is the newest run imported from the directory real.
 func (st *labStore) runByRealpath(real string) (events.LabRun, bool, error) {
-	st.mu.Lock()
 	id, ok := unstored(st, func(b *labBatch) map[string]string { return b.byReal }, real)
-	st.mu.Unlock()
 	if !ok {
 		if !lsKeyOK(real) {
 			return events.LabRun{}, false, nil
@@ -558,9 +452,7 @@ func (st *labStore) experiment(id string) (events.LabExperiment, bool, error) {
 
 // sessionStarted is the ts (ms) of the last lab.session.started of id.
 func (st *labStore) sessionStarted(id string) (int64, bool, error) {
-	st.mu.Lock()
 	ts, ok := unstored(st, func(b *labBatch) map[string]int64 { return b.sessions }, id)
-	st.mu.Unlock()
 	if ok || !lsKeyOK(id) {
 		return ts, ok, nil
 	}

@@ -445,3 +445,68 @@ func TestLinkedLabStoreNeverWrittenThrough(t *testing.T) {
 	v.Unchanged(t)
 	linktest.Regular(t, LabStoreFile(h))
 }
+
+// TestLabStoreTrimDuringRebuildSwap: a long list trims the store's
+// mapped pages (trim) while a rebuild swaps its new file in. The trim
+// held the file's read lock and then waited for the store's lock, which
+// the rebuild held while it waited for the file's write lock: both
+// waited for good, and every later read of the store with them.
+func TestLabStoreTrimDuringRebuildSwap(t *testing.T) {
+	h, l := emptyLabHome(t)
+	var st *labStore
+	hook := func(phase string) {
+		if phase != labPhaseRebuildRenamed {
+			return
+		}
+		// The rebuild holds the store's lock here: a trim starts, and the
+		// swap goes on once the trim has its read lock or is done.
+		trimmed := make(chan struct{})
+		go func() { st.trim(); close(trimmed) }()
+		for {
+			select {
+			case <-trimmed:
+				return
+			default:
+			}
+			if !st.dbMu.TryLock() {
+				return // the trim holds the read lock
+			}
+			st.dbMu.Unlock()
+			runtime.Gosched()
+		}
+	}
+	st, err := openLabStore(context.Background(), labStoreOptions{path: LabStoreFile(h), log: l, hook: hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendObserved(t, l, st, 3, 50)
+	rebuilt := make(chan error, 1)
+	go func() { rebuilt <- st.rebuildLive("test") }()
+	select {
+	case err := <-rebuilt:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the rebuild's swap and a trim wait for each other")
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// emptyLabHome is a new home with its state directory and its log open
+// (closed at the test's end).
+func emptyLabHome(t *testing.T) (home.Home, *wal.Log) {
+	t.Helper()
+	h := home.Home{Dir: t.TempDir()}
+	if err := os.MkdirAll(h.StateDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	l, err := wal.Open(wal.Options{Dir: h.WALDir(), QuarantineDir: h.QuarantineDir(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return h, l
+}

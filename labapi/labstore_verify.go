@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/cmlab/cmlab/reqindex"
 )
 
@@ -16,105 +18,62 @@ import (
 // rebuilt from the log while the old one serves. Later calls, and calls
 // for a store made new at open, do nothing.
 func (st *labStore) startVerification() {
-	st.verifyMu.Lock()
-	defer st.verifyMu.Unlock()
-	if st.verifyOn {
-		return
-	}
-	st.verifyOn = true
-	go func() {
-		defer close(st.verified)
+	st.live.StartVerification(func(context.Context) error {
 		// The check reads every page: its resident share is dropped as
 		// it goes (reqindex.WhileTrimming).
 		st.dbMu.RLock()
 		err := reqindex.WhileTrimming(st.db, 100*time.Millisecond, func() error { return checkLabStore(st.db) })
 		st.dbMu.RUnlock()
 		if err == nil {
-			return
+			return nil
 		}
-		st.mu.Lock()
-		st.damagedLocked(fmt.Errorf("check after open: %w", err))
-		st.mu.Unlock()
+		st.damaged(fmt.Errorf("check after open: %w", err))
 		st.rebuildWG.Wait()
-	}()
+		return nil
+	})
 }
 
-// damagedLocked starts the rebuild of a damaged file (once at a time);
-// mu is held.
-func (st *labStore) damagedLocked(why error) {
-	if st.rebuilding || st.closed {
-		return
-	}
-	st.rebuilding = true
-	st.warn("Lab store damaged, rebuilding it from the log", "file", filepath.Base(st.path), "reason", why.Error())
-	st.rebuildWG.Add(1)
-	go func() {
-		defer st.rebuildWG.Done()
-		err := st.rebuildLive(why.Error())
-		st.mu.Lock()
-		st.rebuilding = false
-		st.mu.Unlock()
-		if err != nil {
-			st.warn("Lab store not rebuilt; retried at the next damage found or start", "error", err.Error())
+// damaged starts the rebuild of a damaged file (once at a time; none
+// after Close).
+func (st *labStore) damaged(why error) {
+	st.live.Locked(func(closed bool) {
+		if st.rebuilding || closed {
+			return
 		}
-	}()
+		st.rebuilding = true
+		st.warn("Lab store damaged, rebuilding it from the log", "file", filepath.Base(st.path), "reason", why.Error())
+		st.rebuildWG.Add(1)
+		go func() {
+			defer st.rebuildWG.Done()
+			err := st.rebuildLive(why.Error())
+			st.live.Locked(func(bool) { st.rebuilding = false })
+			if err != nil {
+				st.warn("Lab store not rebuilt; retried at the next damage found or start", "error", err.Error())
+			}
+		}()
+	})
 }
 
 // rebuildLive rebuilds the store from the log into a new file beside the
-// old one while the old one serves, then, holding mu with no flush
-// writing, writes the changes flushed meanwhile, swaps the new file in
-// (rename, directory fsync) and closes the old one.
+// old one while the old one serves, then swaps it in
+// (reqindex.Live.Rebuild).
 func (st *labStore) rebuildLive(reason string) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-st.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	st.mu.Lock()
-	upTo := st.covered
-	st.mu.Unlock()
-	r, err := st.file().StartRebuild(ctx, st.path, upTo)
-	if err != nil {
-		return err
+	dirSync, err := st.live.Rebuild(reason)
+	if dirSync != nil {
+		st.warn("Lab store rebuilt, but its rename may not survive a crash (the next start checks the file it finds)", "error", dirSync.Error())
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	for st.flushing != nil {
-		st.drained.Wait()
-	}
-	if st.closed {
-		r.Abort()
-		return errLabStoreClosed
-	}
-	// Flushed since upTo: in the log (covered ≤ observed ≤ its last seq).
-	db, err := r.Finish(ctx, st.covered)
-	if db == nil {
-		return err
-	}
+	return err
+}
+
+// install puts a rebuilt file in place of the open one.
+func (st *labStore) install(db *bolt.DB) {
 	st.dbMu.Lock()
 	old := st.db
 	st.db = db
-	st.rebuilt = reason
-	// The old file's flush error goes with it; a failed directory fsync
-	// (the new file in place, its rename maybe not surviving a crash) is
-	// the new file's, kept until a flush succeeds, and said.
-	st.flushErr = err
 	st.dbMu.Unlock()
 	old.Close()
-	if err != nil {
-		st.warn("Lab store rebuilt, but its rename may not survive a crash (the next start checks the file it finds)", "error", err.Error())
-	}
-	return nil
 }
 
 // Rebuilt is why the file found was not trusted ("" when it was, or
 // there was none).
-func (st *labStore) Rebuilt() string {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.rebuilt
-}
+func (st *labStore) Rebuilt() string { return st.live.State().Rebuilt }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/projections"
@@ -66,8 +65,8 @@ func ReadRunsList(h home.Home) (json.RawMessage, error) {
 		}
 	}
 	// Read-only: a damaged value is an error, never a rebuild.
-	st := &labStore{db: db, pending: newLabBatch(), rebuilding: true, warn: func(string, ...any) {}, hook: func(string) {}}
-	st.drained = sync.NewCond(&st.mu)
+	st := labStoreReader(db, covered, coveredID)
+	defer st.Close()
 	var buf bytes.Buffer
 	if err := writeRunsList(&buf, st); err != nil {
 		return nil, err

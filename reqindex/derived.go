@@ -18,8 +18,10 @@ import (
 // stores the changes of a run of events together with the seq (and id)
 // of the last of them, so the file may lag the log but never claims an
 // event it does not hold. The file's own part is its Batch (what an event
-// changes, and how the changes are written) and Create (an empty file);
-// the catch-up loop and the rebuild beside a serving file are here, once.
+// changes, and how the changes are written), Create (an empty file) and
+// the check it passes to Open; the open, the catch-up loop and the
+// rebuild beside a serving file are here, once (and the live side, once
+// open, in Live).
 type DerivedFile struct {
 	// Name prefixes errors ("reqindex", "labstore").
 	Name string
@@ -52,6 +54,8 @@ type DerivedFile struct {
 
 // The phases of a write of a derived file that Hook is called at.
 const (
+	PhaseCreated        = "created"         // Open made an empty file, nothing caught up
+	PhaseCatchUp        = "catch-up"        // a catch-up batch of Open committed, more to come
 	PhaseCaughtUp       = "caught-up"       // a SyncOnce catch-up's last batch committed, the file not yet synced
 	PhaseRebuildBuilt   = "rebuild-built"   // a rebuild's new file whole, not renamed
 	PhaseRebuildRenamed = "rebuild-renamed" // renamed over the old file, not yet swapped in
@@ -61,6 +65,71 @@ func (d *DerivedFile) hook(phase string) {
 	if d.Hook != nil {
 		d.Hook(phase)
 	}
+}
+
+// Opened is a derived file open for writing (Open), caught up with the
+// log.
+type Opened struct {
+	DB *bolt.DB
+	// Covered and CoveredID are the seq and id of the last event the file
+	// holds.
+	Covered   uint64
+	CoveredID string
+	// Made reports a new file made at the path, and Why the reason: why
+	// the file there was not trusted, that there was none, or that a
+	// rebuild was asked for. Found reports that a file was there.
+	Made  bool
+	Why   string
+	Found bool
+}
+
+// Open opens the derived file at path (what names it in errors: "index",
+// "store") if trust accepts it (trust opens it, with OpenFile, and reads
+// its format and covered seq and id) and it claims no event the log does
+// not hold (CheckCovered); on any doubt, or when trust is nil (a rebuild
+// asked for), it removes the file and makes an empty one (Create). A file
+// locked by another process is an error. The file is then caught up with
+// the log's last seq, one transaction per Batch events.
+func (d *DerivedFile) Open(ctx context.Context, path, what string, trust func() (*bolt.DB, uint64, string, error)) (Opened, error) {
+	var o Opened
+	why := "rebuild requested"
+	if trust != nil {
+		db, covered, coveredID, err := trust()
+		if err == nil {
+			if err = CheckCovered(d.Log, covered, coveredID, what); err != nil {
+				db.Close()
+			}
+		}
+		if errors.Is(err, bolt.ErrTimeout) {
+			return Opened{}, fmt.Errorf("%s: %s is locked by another process: %w", d.Name, path, err)
+		}
+		if err == nil {
+			o = Opened{DB: db, Covered: covered, CoveredID: coveredID}
+		} else {
+			why = err.Error()
+		}
+	}
+	if o.DB == nil {
+		_, serr := os.Stat(path)
+		db, err := d.Create(path)
+		if err != nil {
+			return Opened{}, err
+		}
+		o = Opened{DB: db, Made: true, Why: why, Found: serr == nil}
+		d.hook(PhaseCreated)
+	}
+	// From covered+1 even before the log's first retained seq: the log
+	// reads archived segments back, and fails (wal.ErrCompacted, naming
+	// the fix) rather than leave events out.
+	err := d.CatchUp(ctx, o.DB, o.Covered+1, d.Log.LastSeq(), func(seq uint64, id string) {
+		o.Covered, o.CoveredID = seq, id
+		d.hook(PhaseCatchUp)
+	})
+	if err != nil {
+		o.DB.Close()
+		return Opened{}, err
+	}
+	return o, nil
 }
 
 // CheckCovered refuses a derived file (what: "index", "store") claiming

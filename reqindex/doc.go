@@ -35,7 +35,12 @@
 //
 // The package also holds what the home's other derived bbolt file, the
 // Lab store (package labapi), shares with the index: DerivedFile (the
-// catch-up from the log and the rebuild beside a serving file, each file
-// giving its own batch of changes), CheckFile, CheckShape, FaultsPanic
-// and TrimMapped.
+// open that trusts a file or makes it new, the catch-up from the log and
+// the rebuild beside a serving file, each file giving its own batch of
+// changes), Live (the pending and flushing
+// batches, the flusher and its back-pressure, the check after open, the
+// rebuild swapped in while the old file serves, and Close's order; each
+// file giving how a batch is written, how a rebuilt file replaces the
+// open one and how it is closed), OpenFile, CheckFile, CheckShape,
+// FaultsPanic and TrimMapped.
 package reqindex

@@ -76,34 +76,20 @@ type Options struct {
 // Index is an open request-id index. Safe for concurrent use.
 type Index struct {
 	opts Options
-	db   *bolt.DB // replaced only by the verification, under mu and dbMu with no flush writing
-	// dbMu lets Lookup read db without mu (which Observe, on the log's
-	// acknowledgement path, takes): held for reading across a lookup's
-	// read transaction, for writing where db is replaced or closed.
+	db   *bolt.DB // replaced only by the verification's rebuild (live.Install), with no flush writing
+	// dbMu lets Lookup read db without the live file's lock (which
+	// Observe, on the log's acknowledgement path, takes): held for
+	// reading across a lookup's read transaction, for writing where db
+	// is replaced or closed.
 	dbMu     sync.RWMutex
 	dbClosed bool // under dbMu
 	// inLookup, when set (tests), runs inside each lookup's read
 	// transaction of the file.
 	inLookup func()
-	rebuilt  string // guarded by mu once Open has returned
 
-	verified  chan struct{} // closed when the verification after open ends
-	verifyErr error         // its outcome, set before verified is closed
-	verifyGo  sync.Once     // starts the verification, or ends it unstarted at Close
-
-	mu         sync.Mutex
-	drained    *sync.Cond // signalled after each flush
-	pending    map[string]Record
-	flushing   map[string]Record
-	observed   uint64 // last seq fed to Observe (or caught up at Open)
-	observedID string
-	covered    uint64 // seq durable in the file
-	flushErr   error
-	closed     bool
-
-	kick chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	// live holds the ids observed and not yet on disk, flushes them, and
+	// runs the verification after open (live.go).
+	live *Live[entryBatch]
 }
 
 // Open opens (or rebuilds) the index at opts.Path and brings it up to the
@@ -121,46 +107,39 @@ func Open(ctx context.Context, opts Options) (*Index, error) {
 	if opts.MaxPending < opts.FlushAt {
 		opts.MaxPending = max(DefaultMaxPending, opts.FlushAt)
 	}
-	x := &Index{opts: opts, pending: map[string]Record{}, kick: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{}), verified: make(chan struct{})}
-	x.drained = sync.NewCond(&x.mu)
-	reason := "rebuild requested"
-	if !opts.Rebuild {
-		db, covered, coveredID, err := x.openTrusted()
-		if err == nil {
-			x.db, x.covered, x.observed, x.observedID = db, covered, covered, coveredID
-		} else if errors.Is(err, bolt.ErrTimeout) {
-			return nil, fmt.Errorf("reqindex: %s is locked by another process: %w", opts.Path, err)
-		} else {
-			reason = err.Error()
-		}
+	x := &Index{opts: opts}
+	trust := x.openTrusted
+	if opts.Rebuild {
+		trust = nil
 	}
-	if x.db == nil {
-		if err := x.create(); err != nil {
-			return nil, err
-		}
-		if _, statErr := os.Stat(opts.Path); statErr == nil || opts.Rebuild {
-			x.rebuilt = reason
-		}
-	}
-	if err := x.catchUp(ctx); err != nil {
-		x.db.Close()
+	f, err := x.file().Open(ctx, opts.Path, "index", trust)
+	if err != nil {
 		return nil, err
 	}
-	if !opts.VerifyAfterOpen || x.rebuilt != "" {
-		x.verifyGo.Do(func() { close(x.verified) }) // nothing to verify
+	x.db = f.DB
+	rebuilt := ""
+	if f.Made {
+		rebuilt = f.Why
 	}
-	go x.flushLoop()
+	x.live = StartLive(LiveOptions[entryBatch]{File: x.file(), Path: opts.Path,
+		FlushInterval: opts.FlushInterval, FlushAt: opts.FlushAt, MaxPending: opts.MaxPending,
+		NewPending: func() entryBatch { return entryBatch{} },
+		Write:      func(b entryBatch, seq uint64, id string) error { return writeTo(x.db, b, seq, id) },
+		Install:    x.install, CloseFile: x.closeFile, ErrClosed: ErrClosed,
+		// Nothing is written to a file not yet verified: bbolt writing
+		// over a damaged page could panic. Meanwhile ids stay pending
+		// (Observe waits past MaxPending).
+		WriteAfterCheck: true,
+	}, f.Covered, f.CoveredID, rebuilt)
+	if !opts.VerifyAfterOpen || f.Made {
+		x.live.NoVerification() // nothing to verify
+	}
 	return x, nil
 }
 
 // Rebuilt is why the existing file was discarded, at Open or by the
 // verification after it ("" when it was trusted or there was none).
-func (x *Index) Rebuilt() string {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.rebuilt
-}
+func (x *Index) Rebuilt() string { return x.live.State().Rebuilt }
 
 // boltOptions: the freelist is synced, so that opening a damaged file reads
 // it in this goroutine (a panic there is recovered), not in one bbolt
@@ -169,8 +148,9 @@ func (x *Index) boltOptions() *bolt.Options {
 	return &bolt.Options{Timeout: 2 * time.Second, NoSync: x.opts.NoSync}
 }
 
-// openTrusted opens the file and checks it is one this code wrote for this
-// log; any doubt is an error (and the caller rebuilds).
+// openTrusted opens the file and checks it is one this code wrote; any
+// doubt is an error (and the caller rebuilds). DerivedFile.Open checks
+// that it is of this log.
 func (x *Index) openTrusted() (db *bolt.DB, covered uint64, coveredID string, err error) {
 	db, err = OpenFile(x.opts.Path, "index", x.boltOptions(), func(db *bolt.DB) error {
 		if !x.opts.VerifyAfterOpen {
@@ -195,14 +175,7 @@ func (x *Index) openTrusted() (db *bolt.DB, covered uint64, coveredID string, er
 			return nil
 		})
 	})
-	if err != nil {
-		return nil, 0, "", err
-	}
-	if err := CheckCovered(x.opts.Log, covered, coveredID, "index"); err != nil {
-		db.Close()
-		return nil, 0, "", err
-	}
-	return db, covered, coveredID, nil
+	return db, covered, coveredID, err
 }
 
 // checkAll runs bbolt's page check and every entry's CRC over db: O(ids).
@@ -219,17 +192,6 @@ func checkAll(db *bolt.DB) error {
 			return err
 		})
 	})
-}
-
-// create removes any file and starts an empty index covering nothing.
-func (x *Index) create() error {
-	db, err := createAt(x.opts.Path, x.boltOptions())
-	if err != nil {
-		return err
-	}
-	x.db = db
-	x.covered, x.observed, x.observedID = 0, 0, ""
-	return nil
 }
 
 // createAt removes any file at path and makes an empty index there.
@@ -270,17 +232,6 @@ func putCovered(meta *bolt.Bucket, seq uint64, id string) error {
 	return meta.Put(keyCoveredID, []byte(id))
 }
 
-// catchUp writes the log's events after the covered seq to the file, one
-// transaction (entries + covered seq) per batch.
-func (x *Index) catchUp(ctx context.Context) error {
-	// From covered+1 even before the log's first retained seq: the log
-	// reads archived segments back, and fails (wal.ErrCompacted, naming
-	// the fix) rather than leave ids out.
-	return x.file().CatchUp(ctx, x.db, x.covered+1, x.opts.Log.LastSeq(), func(seq uint64, id string) {
-		x.covered, x.observed, x.observedID = seq, seq, id
-	})
-}
-
 // file is the index as a derived file of the log (derived.go).
 func (x *Index) file() *DerivedFile {
 	return &DerivedFile{Name: "reqindex", Log: x.opts.Log, Batch: catchUpBatch, NoSync: x.opts.NoSync,
@@ -304,12 +255,19 @@ func (b entryBatch) Write(db *bolt.DB, seq uint64, id string) error { return wri
 
 func (b entryBatch) Reset() { clear(b) }
 
-// write stores entries (first writer of an id wins) and the covered seq in
-// one transaction.
-func (x *Index) write(entries map[string]Record, seq uint64, id string) error {
-	return writeTo(x.db, entries, seq, id)
+func (b entryBatch) Len() int { return len(b) }
+
+// Before puts b's ids into newer: an id in both keeps b's (the first
+// writer of an id wins).
+func (b entryBatch) Before(newer entryBatch) entryBatch {
+	for k, r := range b {
+		newer[k] = r
+	}
+	return newer
 }
 
+// writeTo stores entries (first writer of an id wins) and the covered seq
+// in one transaction.
 func writeTo(db *bolt.DB, entries map[string]Record, seq uint64, id string) error {
 	err := db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketEntries)
@@ -361,48 +319,24 @@ func decode(key string, b []byte) (Record, error) {
 
 // Covered is the seq the index is caught up to: an engine subscribing it
 // feeds only the events after it.
-func (x *Index) Covered() uint64 {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.observed
-}
+func (x *Index) Covered() uint64 { return x.live.State().Observed }
 
 // Observe records the request ev carries. It is called in log order; an
 // event at or below the seq already covered is ignored.
 func (x *Index) Observe(ev *events.Event) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if ev.Seq != 0 && ev.Seq <= x.observed {
-		return
-	}
-	if ev.Seq != 0 {
-		x.observed, x.observedID = ev.Seq, ev.ID
-	}
-	if ev.Req == "" {
-		return
-	}
-	if _, ok := x.pending[ev.Req]; ok {
-		return
-	}
-	if _, ok := x.flushing[ev.Req]; ok {
-		return
-	}
-	x.pending[ev.Req] = Record{Hash: ev.ReqHash, Resp: ev.Resp}
-	if len(x.pending) >= x.opts.FlushAt {
-		select {
-		case x.kick <- struct{}{}:
-		default:
+	x.live.Observe(ev, func(pending, flushing entryBatch) bool {
+		if ev.Req == "" {
+			return false
 		}
-	}
-	// Back-pressure: the heap holds at most MaxPending unflushed ids,
-	// unless the file cannot be written (then the log still has them).
-	for len(x.pending) >= x.opts.MaxPending && x.flushErr == nil && !x.closed {
-		select {
-		case x.kick <- struct{}{}:
-		default:
+		if _, ok := pending[ev.Req]; ok {
+			return false
 		}
-		x.drained.Wait()
-	}
+		if _, ok := flushing[ev.Req]; ok {
+			return false
+		}
+		pending[ev.Req] = Record{Hash: ev.ReqHash, Resp: ev.Resp}
+		return true
+	})
 }
 
 // Lookup returns the record of req. An error (a damaged entry) must be
@@ -415,16 +349,11 @@ func (x *Index) Observe(ev *events.Event) {
 // The file is read without mu: Observe, which takes mu on the log's
 // acknowledgement path, does not wait for a lookup's read transaction.
 func (x *Index) Lookup(req string) (rec Record, ok bool, err error) {
-	x.mu.Lock()
-	if x.closed {
-		x.mu.Unlock()
+	var mem Record
+	var inMem bool
+	if x.live.Unstored(func(b entryBatch) bool { mem, inMem = b[req]; return inMem }) {
 		return Record{}, false, ErrClosed
 	}
-	mem, inMem := x.flushing[req]
-	if !inMem {
-		mem, inMem = x.pending[req]
-	}
-	x.mu.Unlock()
 	x.dbMu.RLock()
 	defer x.dbMu.RUnlock()
 	if x.dbClosed {
@@ -455,17 +384,16 @@ func (x *Index) Lookup(req string) (rec Record, ok bool, err error) {
 }
 
 // Pending is the number of ids held in memory, not yet on disk.
-func (x *Index) Pending() int {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return len(x.pending) + len(x.flushing)
-}
+func (x *Index) Pending() int { return x.live.State().Unflushed }
 
 // Len is the number of ids stored on disk.
 func (x *Index) Len() (int, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.closed {
+	if x.live.State().Closed {
+		return 0, ErrClosed
+	}
+	x.dbMu.RLock()
+	defer x.dbMu.RUnlock()
+	if x.dbClosed {
 		return 0, ErrClosed
 	}
 	n := 0
@@ -478,103 +406,27 @@ func (x *Index) Len() (int, error) {
 
 // Flush writes the pending ids and the observed seq to disk now (after
 // the verification after open, if one runs).
-func (x *Index) Flush() error {
-	select {
-	case <-x.verified:
-	case <-x.stop:
-	}
-	x.mu.Lock()
-	if x.closed {
-		x.mu.Unlock()
-		return ErrClosed
-	}
-	x.mu.Unlock()
-	return x.flush()
-}
-
-func (x *Index) flush() error {
-	x.mu.Lock()
-	for x.flushing != nil { // another flush is writing
-		x.drained.Wait()
-	}
-	if len(x.pending) == 0 && x.observed == x.covered {
-		x.mu.Unlock()
-		return nil
-	}
-	x.flushing, x.pending = x.pending, map[string]Record{}
-	seq, id := x.observed, x.observedID
-	x.mu.Unlock()
-
-	err := x.write(x.flushing, seq, id)
-
-	x.mu.Lock()
-	if err != nil {
-		for k, r := range x.flushing { // older than any pending one
-			x.pending[k] = r
-		}
-	} else {
-		x.covered = seq
-	}
-	x.flushing = nil
-	x.flushErr = err
-	x.drained.Broadcast()
-	x.mu.Unlock()
-	return err
-}
+func (x *Index) Flush() error { return x.live.Flush() }
 
 // Err is the error of the last failed flush, nil once one succeeds.
-func (x *Index) Err() error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.flushErr
-}
-
-func (x *Index) flushLoop() {
-	defer close(x.done)
-	// Nothing is written to a file not yet verified (Options.VerifyAfterOpen):
-	// bbolt writing over a damaged page could panic. Meanwhile ids stay
-	// pending (Observe waits past MaxPending).
-	select {
-	case <-x.verified:
-	case <-x.stop:
-		return
-	}
-	t := time.NewTicker(x.opts.FlushInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-x.stop:
-			return
-		case <-t.C:
-		case <-x.kick:
-		}
-		x.flush() // a failure is kept in Err and retried next time
-	}
-}
+func (x *Index) Err() error { return x.live.State().Err }
 
 // Close flushes what is pending and closes the file.
-func (x *Index) Close() error {
-	x.mu.Lock()
-	if x.closed {
-		x.mu.Unlock()
-		return nil
-	}
-	x.mu.Unlock()
-	close(x.stop)
-	<-x.done
-	x.verifyGo.Do(func() { x.verifyErr = ErrClosed; close(x.verified) })
-	<-x.verified
-	err := x.flush()
-	x.mu.Lock()
-	x.closed = true
-	x.drained.Broadcast()
-	x.mu.Unlock()
+func (x *Index) Close() error { return x.live.Close() }
+
+// install puts the verification's rebuilt file in place of db.
+func (x *Index) install(db *bolt.DB) {
+	old := x.db
 	x.dbMu.Lock()
-	x.dbClosed = true
-	cerr := x.db.Close()
+	x.db = db
 	x.dbMu.Unlock()
-	if err == nil {
-		err = cerr
-	}
-	return err
+	old.Close()
+}
+
+// closeFile closes db at Close, after the last flush.
+func (x *Index) closeFile() error {
+	x.dbMu.Lock()
+	defer x.dbMu.Unlock()
+	x.dbClosed = true
+	return x.db.Close()
 }
