@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"unicode/utf8"
 
@@ -138,10 +139,13 @@ func (c *convState) trim() {
 	for _, b := range c.blocks[n:] {
 		cut = min(cut, b.SpoolBegin)
 	}
-	for _, b := range c.blocks[:n] {
+	d := pastDrop{blocks: int32(n)}
+	for i, b := range c.blocks[:n] {
 		c.hist.sums.addBlock(b, c.outputs[b.BlockID])
+		d.addBlock(i == 0, b, c.outputs[b.BlockID], c.spans[b.BlockID])
 		delete(c.byID, b.BlockID)
 		delete(c.outputs, b.BlockID)
+		delete(c.spans, b.BlockID)
 		c.hist.maxSeq = max(c.hist.maxSeq, b.Seq)
 	}
 	c.hist.blocks += n
@@ -151,6 +155,7 @@ func (c *convState) trim() {
 	for ; k < len(c.prompts)-1 && c.prompts[k].lineEnd <= cut; k++ {
 		c.hist.promptEnd = max(c.hist.promptEnd, c.prompts[k].lineEnd)
 		c.hist.sums.addPrompt(c.prompts[k])
+		d.addPrompt(k == 0, c.prompts[k])
 	}
 	c.hist.prompts += k
 	c.prompts = slices.Clone(c.prompts[k:])
@@ -158,9 +163,12 @@ func (c *convState) trim() {
 	for ; k < len(c.inputs)-1 && c.inputs[k].off < cut; k++ {
 		c.hist.inputOff = max(c.hist.inputOff, c.inputs[k].off)
 		c.hist.sums.addInput(c.inputs[k])
+		d.addInput(k == 0, c.inputs[k])
 	}
 	c.hist.inputs += k
 	c.inputs = slices.Clone(c.inputs[k:])
+	// Readers may hold the old slice: appending past its length is safe.
+	c.drops = append(c.drops, d)
 }
 
 // read runs f on conv's state: under stateMu when the conversation dropped
@@ -234,6 +242,20 @@ func heldOnly(*convState) bool { return false }
 func (m *Manager) past(c *convState, seq uint64, scope pastScope) (*convState, error) {
 	if c.hist.broken {
 		return m.pastWhole(c, seq)
+	}
+	var (
+		full *convState
+		ok   bool
+		err  error
+	)
+	switch {
+	case scope.block != "" && c.byID[scope.block] == nil:
+		full, ok, err = m.pastOfDroppedBlock(c, seq, scope.block)
+	case scope.blocks:
+		full, ok, err = m.pastBlocksByDrops(c, seq, scope.since, scope.limit)
+	}
+	if ok {
+		return full, err
 	}
 	if v, ok := m.vouched(c.id, c.hist); ok {
 		rd := &viewRead{check: &v}
@@ -330,6 +352,7 @@ func (m *Manager) pastCounted(conv string, rp *convState, h history, blocksOnly 
 		return m.pastUnavailable(conv, fmt.Sprintf("it holds %d blocks, %d prompts and %d inputs, the log at least %d, %d and %d",
 			len(rp.blocks), len(rp.prompts), len(rp.inputs), h.blocks, h.prompts, h.inputs))
 	}
+	m.countHashed(h.blocks, h.prompts, h.inputs)
 	if got := pastMarks(rp, h, blocksOnly); got != h {
 		m.viewsDamaged(conv)
 		return m.pastUnavailable(conv, "its dropped records are not the ones the log's model counted")
@@ -460,15 +483,55 @@ func (m *Manager) pastUnavailable(conv, why string) error {
 // enough says it holds enough; rd follows every byte read (and reads on
 // as far as its check needs).
 func (m *Manager) replayView(conv string, seq uint64, filter func([]byte) bool, enough func(*convState) bool, rd *viewRead) (*convState, error) {
+	f, err := m.openView(conv)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return replayFrom(f, conv, viewScan{seq: seq, filter: filter, enough: enough, rd: rd})
+}
+
+// openView opens conv's events view beneath the home.
+func (m *Manager) openView(conv string) (*os.File, error) {
 	view := projections.PtyEventsView(conv)
 	f, err := confine.Open(m.root, view)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrSpoolUnavailable, view, err)
 	}
-	defer f.Close()
+	return f, nil
+}
+
+// viewScan is what replayFrom reads of an events view: the lines from byte
+// offset from (a line's start), of seqs lo to seq, that filter passes,
+// until enough (nil: never) says the state holds enough; rd follows every
+// byte read. At the line of seq spoolAt (a drop's first input, when the
+// read starts at a drop) the spool's size is taken to be spool: the lines
+// before it that set the size were not read.
+type viewScan struct {
+	from    int64
+	lo, seq uint64
+	filter  func([]byte) bool
+	enough  func(*convState) bool
+	rd      *viewRead
+	spoolAt uint64
+	spool   int64
+}
+
+// replayFrom applies the lines of f (conv's events view) that sc names to
+// a fresh state.
+func replayFrom(f *os.File, conv string, sc viewScan) (*convState, error) {
+	view := projections.PtyEventsView(conv)
 	c := newConvState(conv, -1)
 	c.replay = true
-	br := bufio.NewReaderSize(f, 256<<10)
+	rd := sc.rd
+	if rd == nil {
+		rd = &viewRead{}
+	}
+	enough := sc.enough
+	if enough == nil {
+		enough = func(*convState) bool { return false }
+	}
+	br := bufio.NewReaderSize(io.NewSectionReader(f, sc.from, 1<<62), 256<<10)
 	var zeros []byte
 	for done := enough(c); !done || rd.more(); {
 		line, err := br.ReadSlice('\n')
@@ -487,7 +550,7 @@ func (m *Manager) replayView(conv string, seq uint64, filter func([]byte) bool, 
 			return nil, fmt.Errorf("%w: %s: %v", ErrSpoolUnavailable, view, err)
 		}
 		rd.add(line)
-		if done || !filter(line) {
+		if done || sc.filter != nil && !sc.filter(line) {
 			continue
 		}
 		var l projections.PtyEventLine
@@ -496,8 +559,11 @@ func (m *Manager) replayView(conv string, seq uint64, filter func([]byte) bool, 
 				return nil, fmt.Errorf("%w: %s: %v", ErrSpoolUnavailable, view, err)
 			}
 		}
-		if l.Seq > seq {
+		if l.Seq > sc.seq {
 			done = true
+			continue
+		}
+		if l.Seq < sc.lo {
 			continue
 		}
 		p, err := linePayload(&l, &zeros)
@@ -505,6 +571,10 @@ func (m *Manager) replayView(conv string, seq uint64, filter func([]byte) bool, 
 			return nil, fmt.Errorf("%w: %s: seq %d: %v", ErrSpoolUnavailable, view, l.Seq, err)
 		}
 		if p != nil {
+			if sc.spoolAt != 0 && l.Seq == sc.spoolAt {
+				c.spoolSz = sc.spool
+			}
+			c.at = l.Seq
 			c.apply(p)
 			done = enough(c)
 		}
