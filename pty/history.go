@@ -48,13 +48,20 @@ import (
 // What a read takes back from the view is checked against the log
 // (history_verify.go): trim keeps CRC-32C chains over the records it
 // drops, each kind on its own (the blocks as they ended, their output
-// spans, the prompts, the inputs: pastSums, 16 bytes per conversation in
-// memory, about 40 with their keys in the snapshot, however much was
-// dropped). The first read of the past after a start, or after the next
-// drop, decodes the view up to the end of the dropped records and
-// compares their sums; the bytes it read are then vouched for in memory
-// (their length and CRC-32C), and later reads check those bytes by their
-// CRC, reading on to their end, before they answer. A view whose records are not the log's (a byte
+// spans, the prompts, the inputs: pastSums), over the whole dropped past
+// and, for each trim, over what that trim dropped (a drop:
+// history_drops.go, with the seqs of its records). A read of one dropped
+// block (its record, output, prompts, inputs) or of a page of the block
+// list finds the lines of the drops that hold it by a binary search on
+// their seqs, decodes those alone and checks them against their drop's
+// sums, every time: its cost does not depend on the length of the
+// history. A read that needs a prefix of the past (a clean read or a
+// search's block names, which stop at their offset) decodes the view up
+// to the end of the dropped records and compares the whole chains on the
+// first such read after a start or the next drop; the bytes it read are
+// then vouched for in memory (their length and CRC-32C), and later reads
+// check those bytes by their CRC, reading on to their end, before they
+// answer. A view whose records are not the log's (a byte
 // changed after the start-up verification, or read before that
 // verification ends) is never served: the read is ErrSpoolUnavailable and
 // the views are marked stale (projections.MarkViewsStale), so the next
@@ -531,7 +538,11 @@ func replayFrom(f *os.File, conv string, sc viewScan) (*convState, error) {
 	if enough == nil {
 		enough = func(*convState) bool { return false }
 	}
-	br := bufio.NewReaderSize(io.NewSectionReader(f, sc.from, 1<<62), 256<<10)
+	size := 256 << 10
+	if sc.from > 0 {
+		size = 32 << 10 // a drop's lines: a whole read's buffer would read past them
+	}
+	br := bufio.NewReaderSize(io.NewSectionReader(f, sc.from, 1<<62), size)
 	var zeros []byte
 	for done := enough(c); !done || rd.more(); {
 		line, err := br.ReadSlice('\n')
@@ -550,7 +561,15 @@ func replayFrom(f *os.File, conv string, sc viewScan) (*convState, error) {
 			return nil, fmt.Errorf("%w: %s: %v", ErrSpoolUnavailable, view, err)
 		}
 		rd.add(line)
-		if done || sc.filter != nil && !sc.filter(line) {
+		if done {
+			continue
+		}
+		if s, ok := lineSeq(line); ok && (s < sc.lo || s > sc.seq) {
+			// Read past, or not yet reached: nothing to decode.
+			done = s > sc.seq
+			continue
+		}
+		if sc.filter != nil && !sc.filter(line) {
 			continue
 		}
 		var l projections.PtyEventLine

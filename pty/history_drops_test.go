@@ -203,6 +203,22 @@ func TestHistoryViewReplacedBetweenReads(t *testing.T) {
 func TestHistorySnapshotWithoutDropsRebuilt(t *testing.T) {
 	h := historyHome(t, 300)
 	historyAnswers(t, h, 0) // writes the snapshot at close
+	editSnapshotHists(t, h, func(hist map[string]any) bool {
+		delete(hist, "drops")
+		delete(hist, "perDrop")
+		return true
+	})
+	br := reopenRebuilt(t, h, "a snapshot without drops")
+	defer br.close()
+	if len(br.mgr.Drops("conv1")) == 0 {
+		t.Fatal("the rebuilt model has no drops")
+	}
+}
+
+// editSnapshotHists rewrites h's terminal snapshot with edit applied to
+// each conversation's history; it returns how many edit changed.
+func editSnapshotHists(t *testing.T, h home.Home, edit func(hist map[string]any) bool) int {
+	t.Helper()
 	path := pty.SnapshotFile(h)
 	model, version := pty.SnapshotModelVersion()
 	hd, body, err := snapshot.Read(path, model, version)
@@ -213,10 +229,11 @@ func TestHistorySnapshotWithoutDropsRebuilt(t *testing.T) {
 	if err := events.Unmarshal(body, &sn); err != nil {
 		t.Fatal(err)
 	}
+	changed := 0
 	for _, c := range sn["convs"].([]any) {
-		hist := c.(map[string]any)["hist"].(map[string]any)
-		delete(hist, "drops")
-		delete(hist, "perDrop")
+		if edit(c.(map[string]any)["hist"].(map[string]any)) {
+			changed++
+		}
 	}
 	if body, err = events.Marshal(sn); err != nil {
 		t.Fatal(err)
@@ -224,16 +241,22 @@ func TestHistorySnapshotWithoutDropsRebuilt(t *testing.T) {
 	if err := snapshot.Write(path, hd, body); err != nil {
 		t.Fatal(err)
 	}
+	return changed
+}
+
+// reopenRebuilt reopens h, whose terminal snapshot (what) must be ignored
+// and the model rebuilt from the log.
+func reopenRebuilt(t *testing.T, h home.Home, what string) *bridge {
+	t.Helper()
 	var logs bytes.Buffer
 	br := reopenManager(t, h, &logs)
-	defer br.close()
 	if !strings.Contains(logs.String(), "terminal snapshot ignored") {
-		t.Fatalf("a snapshot without drops was loaded; log:\n%s", logs.String())
+		br.close()
+		t.Fatalf("%s was loaded; log:\n%s", what, logs.String())
 	}
 	if got, want := br.mgr.ModelBytes(), pty.ReplayModelBytes(br.eng); !bytes.Equal(got, want) {
+		br.close()
 		t.Fatal("model differs from a replay of the log")
 	}
-	if len(br.mgr.Drops("conv1")) == 0 {
-		t.Fatal("the rebuilt model has no drops")
-	}
+	return br
 }
