@@ -20,8 +20,8 @@ import (
 // order, so a read that needs one dropped block, or a page of the block
 // list, finds its drop's lines by a binary search on their seqs, decodes
 // only them, and checks only that drop's sums: its cost does not depend
-// on the length of the history. A drop holds about 110 bytes in memory
-// (per ~100 blocks dropped), a little more in the snapshot.
+// on the length of the history. A drop holds 120 bytes in memory (per
+// ~100 blocks dropped), about 160 in the snapshot.
 //
 // A drop's records are found among the lines of its seqs by the seq of the
 // first of each kind and their counts (the lines of other drops' records
