@@ -3,6 +3,7 @@ package pty_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/projections"
@@ -259,4 +261,73 @@ func reopenRebuilt(t *testing.T, h home.Home, what string) *bridge {
 		t.Fatal("model differs from a replay of the log")
 	}
 	return br
+}
+
+// TestHistoryDropEdgesAnswerAsAll: the first and last block of every drop
+// (and the blocks around them), their outputs raw and clean, awaits and
+// block-list pages starting there answer as a model that keeps every
+// block, built from the log and started from its snapshot.
+func TestHistoryDropEdgesAnswerAsAll(t *testing.T) {
+	h := historyHome(t, 760)
+	var ids []int
+	var drops []pty.DropCounts
+	answers := func(keep int) string {
+		eng, err := engine.Open(context.Background(), engine.Options{Home: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eng.Close()
+		mgr, err := pty.NewManager(eng, pty.Options{Dir: h.Dir, HistoryBlocks: keep, IdleTimeout: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mgr.Close(context.Background())
+		if keep == 0 && ids == nil {
+			drops = mgr.Drops("conv1")
+			for _, d := range drops {
+				ids = append(ids, d.MaxSeq-1, d.MaxSeq, d.MaxSeq+1, d.MaxSeq+2)
+			}
+		}
+		ctx := context.Background()
+		var out strings.Builder
+		add := func(what string, v any, err error) {
+			b, _ := json.Marshal(v)
+			fmt.Fprintf(&out, "%s: %s %v\n", what, b, err)
+		}
+		for _, i := range ids {
+			id := fmt.Sprintf("blk_conv1_%05d", i)
+			b, err := mgr.Block(ctx, "conv1", id)
+			add("block "+id, b, err)
+			for _, raw := range []bool{true, false} {
+				o, err := mgr.BlockOutputView(ctx, "conv1", id, 0, 0, raw)
+				add(fmt.Sprintf("output %s raw %v", id, raw), o, err)
+			}
+			r, err := mgr.AwaitBlock(ctx, "conv1", id, 1, 0, false)
+			add("await "+id, r, err)
+			s, err := mgr.Search(ctx, "conv1", "needle", id)
+			add("search in "+id, s, err)
+			l, err := mgr.BlocksSince(ctx, "conv1", i-1, 3)
+			add(fmt.Sprintf("since %d limit 3", i-1), l, err)
+		}
+		return out.String()
+	}
+	got := answers(0) // built from the log; its snapshot written at close
+	if len(drops) < 4 {
+		t.Fatalf("%d drops, want at least 4", len(drops))
+	}
+	if restarted := answers(0); restarted != got {
+		t.Fatal("answers after a start from the snapshot differ from the model built from the log")
+	}
+	if err := os.Remove(pty.SnapshotFile(h)); err != nil {
+		t.Fatal(err)
+	}
+	if want := answers(-1); got != want {
+		gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
+		for i := range min(len(gl), len(wl)) {
+			if gl[i] != wl[i] {
+				t.Fatalf("answer %d differs:\n got %.600s\nwant %.600s", i, gl[i], wl[i])
+			}
+		}
+		t.Fatalf("%d answers, want %d", len(gl), len(wl))
+	}
 }
