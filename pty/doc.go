@@ -68,7 +68,10 @@
 // and inputs before the first block kept, and only counts them; a
 // question about them is answered from the conversation's events view
 // (pty/<c>/events.jsonl) read back, with the answer the whole model gave
-// (history.go). read_spool, block output,
+// (history.go), and checked against CRC-32C sums the model keeps of what
+// it dropped, per drop of ~100 blocks: a read of one dropped block or a
+// page of the block list decodes and checks only the drops that hold it,
+// found by their seqs (history_drops.go). read_spool, block output,
 // search, and the part of a wait older than the tail are served by offset
 // from output.spool (pread), opened beneath the home through package
 // confine (no symlink followed, a regular file only), with no lock held:

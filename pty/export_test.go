@@ -91,3 +91,29 @@ func (m *Manager) ForgetVouches() {
 
 // FastDelta is fastDelta.
 func FastDelta(line []byte, l *projections.PtyEventLine) bool { return fastDelta(line, l) }
+
+// Hashed is how many blocks, prompts and inputs of the past reads
+// checked against their sums so far.
+func (m *Manager) Hashed() [3]int64 {
+	return [3]int64{m.hashed[0].Load(), m.hashed[1].Load(), m.hashed[2].Load()}
+}
+
+// DropCounts is what one drop of a conversation dropped: its blocks,
+// prompts and inputs, and its largest block number.
+type DropCounts struct {
+	Blocks, Prompts, Inputs int64
+	MaxSeq                  int
+}
+
+// Drops is conv's drops, oldest first.
+func (m *Manager) Drops(conv string) []DropCounts {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	var out []DropCounts
+	if c := m.convs[conv]; c != nil {
+		for _, d := range c.drops {
+			out = append(out, DropCounts{int64(d.blocks), int64(d.prompts), int64(d.inputs), d.maxSeq})
+		}
+	}
+	return out
+}

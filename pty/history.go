@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"unicode/utf8"
 
@@ -47,13 +48,20 @@ import (
 // What a read takes back from the view is checked against the log
 // (history_verify.go): trim keeps CRC-32C chains over the records it
 // drops, each kind on its own (the blocks as they ended, their output
-// spans, the prompts, the inputs: pastSums, 16 bytes per conversation in
-// memory, about 40 with their keys in the snapshot, however much was
-// dropped). The first read of the past after a start, or after the next
-// drop, decodes the view up to the end of the dropped records and
-// compares their sums; the bytes it read are then vouched for in memory
-// (their length and CRC-32C), and later reads check those bytes by their
-// CRC, reading on to their end, before they answer. A view whose records are not the log's (a byte
+// spans, the prompts, the inputs: pastSums), over the whole dropped past
+// and, for each trim, over what that trim dropped (a drop:
+// history_drops.go, with the seqs of its records). A read of one dropped
+// block (its record, output, prompts, inputs) or of a page of the block
+// list finds the lines of the drops that hold it by a binary search on
+// their seqs, decodes those alone and checks them against their drop's
+// sums, every time: its cost does not depend on the length of the
+// history. A read that needs a prefix of the past (a clean read or a
+// search's block names, which stop at their offset) decodes the view up
+// to the end of the dropped records and compares the whole chains on the
+// first such read after a start or the next drop; the bytes it read are
+// then vouched for in memory (their length and CRC-32C), and later reads
+// check those bytes by their CRC, reading on to their end, before they
+// answer. A view whose records are not the log's (a byte
 // changed after the start-up verification, or read before that
 // verification ends) is never served: the read is ErrSpoolUnavailable and
 // the views are marked stale (projections.MarkViewsStale), so the next
@@ -138,10 +146,13 @@ func (c *convState) trim() {
 	for _, b := range c.blocks[n:] {
 		cut = min(cut, b.SpoolBegin)
 	}
-	for _, b := range c.blocks[:n] {
+	d := pastDrop{blocks: int32(n)}
+	for i, b := range c.blocks[:n] {
 		c.hist.sums.addBlock(b, c.outputs[b.BlockID])
+		d.addBlock(i == 0, b, c.outputs[b.BlockID], c.spans[b.BlockID])
 		delete(c.byID, b.BlockID)
 		delete(c.outputs, b.BlockID)
+		delete(c.spans, b.BlockID)
 		c.hist.maxSeq = max(c.hist.maxSeq, b.Seq)
 	}
 	c.hist.blocks += n
@@ -151,6 +162,7 @@ func (c *convState) trim() {
 	for ; k < len(c.prompts)-1 && c.prompts[k].lineEnd <= cut; k++ {
 		c.hist.promptEnd = max(c.hist.promptEnd, c.prompts[k].lineEnd)
 		c.hist.sums.addPrompt(c.prompts[k])
+		d.addPrompt(k == 0, c.prompts[k])
 	}
 	c.hist.prompts += k
 	c.prompts = slices.Clone(c.prompts[k:])
@@ -158,9 +170,12 @@ func (c *convState) trim() {
 	for ; k < len(c.inputs)-1 && c.inputs[k].off < cut; k++ {
 		c.hist.inputOff = max(c.hist.inputOff, c.inputs[k].off)
 		c.hist.sums.addInput(c.inputs[k])
+		d.addInput(k == 0, c.inputs[k])
 	}
 	c.hist.inputs += k
 	c.inputs = slices.Clone(c.inputs[k:])
+	// Readers may hold the old slice: appending past its length is safe.
+	c.drops = append(c.drops, d)
 }
 
 // read runs f on conv's state: under stateMu when the conversation dropped
@@ -234,6 +249,20 @@ func heldOnly(*convState) bool { return false }
 func (m *Manager) past(c *convState, seq uint64, scope pastScope) (*convState, error) {
 	if c.hist.broken {
 		return m.pastWhole(c, seq)
+	}
+	var (
+		full *convState
+		ok   bool
+		err  error
+	)
+	switch {
+	case scope.block != "" && c.byID[scope.block] == nil:
+		full, ok, err = m.pastOfDroppedBlock(c, seq, scope.block)
+	case scope.blocks:
+		full, ok, err = m.pastBlocksByDrops(c, seq, scope.since, scope.limit)
+	}
+	if ok {
+		return full, err
 	}
 	if v, ok := m.vouched(c.id, c.hist); ok {
 		rd := &viewRead{check: &v}
@@ -330,6 +359,7 @@ func (m *Manager) pastCounted(conv string, rp *convState, h history, blocksOnly 
 		return m.pastUnavailable(conv, fmt.Sprintf("it holds %d blocks, %d prompts and %d inputs, the log at least %d, %d and %d",
 			len(rp.blocks), len(rp.prompts), len(rp.inputs), h.blocks, h.prompts, h.inputs))
 	}
+	m.countHashed(h.blocks, h.prompts, h.inputs)
 	if got := pastMarks(rp, h, blocksOnly); got != h {
 		m.viewsDamaged(conv)
 		return m.pastUnavailable(conv, "its dropped records are not the ones the log's model counted")
@@ -460,15 +490,59 @@ func (m *Manager) pastUnavailable(conv, why string) error {
 // enough says it holds enough; rd follows every byte read (and reads on
 // as far as its check needs).
 func (m *Manager) replayView(conv string, seq uint64, filter func([]byte) bool, enough func(*convState) bool, rd *viewRead) (*convState, error) {
+	f, err := m.openView(conv)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return replayFrom(f, conv, viewScan{seq: seq, filter: filter, enough: enough, rd: rd})
+}
+
+// openView opens conv's events view beneath the home.
+func (m *Manager) openView(conv string) (*os.File, error) {
 	view := projections.PtyEventsView(conv)
 	f, err := confine.Open(m.root, view)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrSpoolUnavailable, view, err)
 	}
-	defer f.Close()
+	return f, nil
+}
+
+// viewScan is what replayFrom reads of an events view: the lines from byte
+// offset from (a line's start), of seqs lo to seq, that filter passes,
+// until enough (nil: never) says the state holds enough; rd follows every
+// byte read. At the line of seq spoolAt (a drop's first input, when the
+// read starts at a drop) the spool's size is taken to be spool: the lines
+// before it that set the size were not read.
+type viewScan struct {
+	from    int64
+	lo, seq uint64
+	filter  func([]byte) bool
+	enough  func(*convState) bool
+	rd      *viewRead
+	spoolAt uint64
+	spool   int64
+}
+
+// replayFrom applies the lines of f (conv's events view) that sc names to
+// a fresh state.
+func replayFrom(f *os.File, conv string, sc viewScan) (*convState, error) {
+	view := projections.PtyEventsView(conv)
 	c := newConvState(conv, -1)
 	c.replay = true
-	br := bufio.NewReaderSize(f, 256<<10)
+	rd := sc.rd
+	if rd == nil {
+		rd = &viewRead{}
+	}
+	enough := sc.enough
+	if enough == nil {
+		enough = func(*convState) bool { return false }
+	}
+	size := 256 << 10
+	if sc.from > 0 {
+		size = 32 << 10 // a drop's lines: a whole read's buffer would read past them
+	}
+	br := bufio.NewReaderSize(io.NewSectionReader(f, sc.from, 1<<62), size)
 	var zeros []byte
 	for done := enough(c); !done || rd.more(); {
 		line, err := br.ReadSlice('\n')
@@ -487,7 +561,15 @@ func (m *Manager) replayView(conv string, seq uint64, filter func([]byte) bool, 
 			return nil, fmt.Errorf("%w: %s: %v", ErrSpoolUnavailable, view, err)
 		}
 		rd.add(line)
-		if done || !filter(line) {
+		if done {
+			continue
+		}
+		if s, ok := lineSeq(line); ok && (s < sc.lo || s > sc.seq) {
+			// Read past, or not yet reached: nothing to decode.
+			done = s > sc.seq
+			continue
+		}
+		if sc.filter != nil && !sc.filter(line) {
 			continue
 		}
 		var l projections.PtyEventLine
@@ -496,8 +578,11 @@ func (m *Manager) replayView(conv string, seq uint64, filter func([]byte) bool, 
 				return nil, fmt.Errorf("%w: %s: %v", ErrSpoolUnavailable, view, err)
 			}
 		}
-		if l.Seq > seq {
+		if l.Seq > sc.seq {
 			done = true
+			continue
+		}
+		if l.Seq < sc.lo {
 			continue
 		}
 		p, err := linePayload(&l, &zeros)
@@ -505,6 +590,10 @@ func (m *Manager) replayView(conv string, seq uint64, filter func([]byte) bool, 
 			return nil, fmt.Errorf("%w: %s: seq %d: %v", ErrSpoolUnavailable, view, l.Seq, err)
 		}
 		if p != nil {
+			if sc.spoolAt != 0 && l.Seq == sc.spoolAt {
+				c.spoolSz = sc.spool
+			}
+			c.at = l.Seq
 			c.apply(p)
 			done = enough(c)
 		}

@@ -108,3 +108,43 @@ func cpuTime() int64 {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// BenchmarkHistoryReadBackFirst: the first read of a conversation's
+// dropped past after a start (what was vouched for forgotten before each
+// read), at 1,000, 10,000 and 100,000 dropped blocks, each history built
+// once: a block in the middle of the past, its output, a page of the
+// block list there. A read that checks only what it touches costs the
+// same at every size.
+func BenchmarkHistoryReadBackFirst(b *testing.B) {
+	ctx := context.Background()
+	for _, dropped := range []int{1000, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("dropped-%d", dropped), func(b *testing.B) {
+			h := historyHome(b, dropped+100)
+			mgr := openHistory(b, h)
+			mid := fmt.Sprintf("blk_conv1_%05d", dropped/2)
+			for _, r := range []struct {
+				name string
+				read func() error
+			}{
+				{"block", func() error { _, err := mgr.Block(ctx, "conv1", mid); return err }},
+				{"output", func() error { _, err := mgr.BlockOutput(ctx, "conv1", mid, 0, 0); return err }},
+				{"since-limit-50", func() error { _, err := mgr.BlocksSince(ctx, "conv1", dropped/2, 50); return err }},
+			} {
+				b.Run(r.name, func(b *testing.B) {
+					if err := r.read(); err != nil {
+						b.Fatal(err)
+					}
+					b.ResetTimer()
+					cpu0 := cpuTime()
+					for range b.N {
+						mgr.ForgetVouches()
+						if err := r.read(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+				})
+			}
+		})
+	}
+}

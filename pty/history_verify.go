@@ -209,3 +209,10 @@ func fastDelta(line []byte, l *projections.PtyEventLine) bool {
 	*l = projections.PtyEventLine{Seq: uint64(seq), TS: ts, Type: "agent_block_delta", BlockID: id, SpoolOffset: &off, Len: &length}
 	return true
 }
+
+// countHashed counts records of the past checked against their sums.
+func (m *Manager) countHashed(blocks, prompts, inputs int) {
+	m.hashed[0].Add(int64(blocks))
+	m.hashed[1].Add(int64(prompts))
+	m.hashed[2].Add(int64(inputs))
+}

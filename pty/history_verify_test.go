@@ -10,15 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/cmlab/cmlab/engine"
-	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/pty"
-	"github.com/cmlab/cmlab/snapshot"
 	"github.com/cmlab/cmlab/wal"
 )
 
@@ -224,43 +221,18 @@ func TestHistoryReadBackViewRewritten(t *testing.T) {
 func TestHistorySnapshotWithoutSumsRebuilt(t *testing.T) {
 	h := historyHome(t, 300)
 	historyAnswers(t, h, 0) // writes the snapshot at close
-	path := pty.SnapshotFile(h)
-	model, version := pty.SnapshotModelVersion()
-	hd, body, err := snapshot.Read(path, model, version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sn map[string]any
-	if err := events.Unmarshal(body, &sn); err != nil {
-		t.Fatal(err)
-	}
-	stripped := 0
-	for _, c := range sn["convs"].([]any) {
-		hist := c.(map[string]any)["hist"].(map[string]any)
-		if fmt.Sprint(hist["blocks"]) != "0" {
-			delete(hist, "sums")
-			delete(hist, "summed")
-			stripped++
+	stripped := editSnapshotHists(t, h, func(hist map[string]any) bool {
+		if fmt.Sprint(hist["blocks"]) == "0" {
+			return false
 		}
-	}
+		delete(hist, "sums")
+		delete(hist, "summed")
+		return true
+	})
 	if stripped == 0 {
 		t.Fatal("no conversation dropped blocks")
 	}
-	if body, err = events.Marshal(sn); err != nil {
-		t.Fatal(err)
-	}
-	if err := snapshot.Write(path, hd, body); err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	br := reopenManager(t, h, &logs)
-	defer br.close()
-	if !strings.Contains(logs.String(), "terminal snapshot ignored") {
-		t.Fatalf("a snapshot without sums was loaded; log:\n%s", logs.String())
-	}
-	if got, want := br.mgr.ModelBytes(), pty.ReplayModelBytes(br.eng); !bytes.Equal(got, want) {
-		t.Fatal("model differs from a replay of the log")
-	}
+	reopenRebuilt(t, h, "a snapshot without sums").close()
 }
 
 // TestFastDeltaAsJSON: the events view's lines, and variants of its output

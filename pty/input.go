@@ -22,6 +22,7 @@ type inputRec struct {
 	source  string
 	blockID string
 	data    []byte
+	seq     uint64 // the log seq of its pty.input
 }
 
 // inputSnap is an inputRec in the snapshot.
@@ -30,6 +31,7 @@ type inputSnap struct {
 	Source string `json:"s"`
 	Block  string `json:"b"`
 	Data   []byte `json:"d"`
+	Seq    uint64 `json:"q"`
 }
 
 const (
@@ -54,7 +56,7 @@ func (c *convState) addInput(d *events.PtyInput) {
 			data = data[:limit]
 		}
 	}
-	c.inputs = append(c.inputs, inputRec{off: c.spoolSz, source: d.Source, blockID: d.BlockID, data: append([]byte(nil), data...)})
+	c.inputs = append(c.inputs, inputRec{off: c.spoolSz, source: d.Source, blockID: d.BlockID, data: append([]byte(nil), data...), seq: c.at})
 }
 
 // lastInputCursor is the spool size when the last input committed, 0

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -116,6 +117,7 @@ type Manager struct {
 	vouchMu   sync.Mutex       // guards vouches
 	vouches   map[string]vouch // conversation → the bytes of its events view read back and checked (history_verify.go)
 	staleOnce sync.Once        // the views were marked stale (viewsDamaged)
+	hashed    [3]atomic.Int64  // blocks, prompts, inputs of the past checked against their sums (tests)
 	snapW     *snapshot.Writer // the model's snapshot writer (nil when read-only)
 
 	mu       sync.Mutex // guards shells, starting, locks, closed

@@ -1,6 +1,7 @@
 package pty
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -24,7 +25,9 @@ import (
 var snapKind = snapshot.Kind{
 	Name: "pty",
 	// Schema changes with the snapshot's fields or their meaning. 3: a
-	// conversation's lists hold its recent past only (history.go).
+	// conversation's lists hold its recent past only (history.go). Its
+	// records' seqs and the drops (history_drops.go) came later within 3:
+	// a snapshot without them (histSnap.PerDrop) is refused.
 	Schema: 3,
 	Every:  10_000,
 }
@@ -60,7 +63,15 @@ type convSnap struct {
 	Dropped int64          `json:"dropped"`
 	BlkDrop []blockDrop    `json:"blkDrop"` // sorted by block id
 	Inputs  []inputSnap    `json:"inputs"`
+	Spans   []blockSeqs    `json:"spans"` // sorted by block id
 	Hist    histSnap       `json:"hist"`
+}
+
+// blockSeqs is a block's seqSpan.
+type blockSeqs struct {
+	Block string `json:"b"`
+	Begin uint64 `json:"s"`
+	End   uint64 `json:"e"`
 }
 
 // histSnap is a conversation's history: what was dropped of its lists.
@@ -79,6 +90,28 @@ type histSnap struct {
 	// rebuilt from the log.
 	Sums   pastSums `json:"sums"`
 	Summed bool     `json:"summed"`
+	// Drops (history_drops.go), and the seqs of the records held;
+	// PerDrop is false in a snapshot written before they existed, which
+	// is not loaded: the seqs cannot be made up.
+	Drops   []dropSnap `json:"drops"`
+	PerDrop bool       `json:"perDrop"`
+}
+
+// dropSnap is a pastDrop.
+type dropSnap struct {
+	Sums     pastSums `json:"s"`
+	Blocks   int32    `json:"b"`
+	Prompts  int32    `json:"p"`
+	Inputs   int32    `json:"i"`
+	BlockLo  uint64   `json:"bl"`
+	PromptLo uint64   `json:"pl"`
+	InputLo  uint64   `json:"il"`
+	Hi       uint64   `json:"h"`
+	Unseq    bool     `json:"u"`
+	Spool0   int64    `json:"o"`
+	MaxSeq   int      `json:"m"`
+	IDMin    []byte   `json:"k"`
+	IDMax    []byte   `json:"K"`
 }
 
 type promptSnap struct {
@@ -88,6 +121,7 @@ type promptSnap struct {
 	Cwd     string `json:"cwd"`
 	Exit    *int   `json:"exit"`
 	BlockID string `json:"blockId"`
+	Seq     uint64 `json:"seq"`
 }
 
 // blockSpans and blockDrop are the model's maps as sorted lists, so that
@@ -115,9 +149,17 @@ func (m *model) encode() ([]byte, error) {
 		cs := convSnap{ID: id, Size: c.spoolSz, Last: c.last, Active: c.active, ShellID: c.shellID, Live: c.live,
 			Cols: c.cols, Rows: c.rows, Dropped: c.dropped}
 		h := c.hist
-		cs.Hist = histSnap{h.blocks, h.maxSeq, h.prompts, h.promptEnd, h.inputs, h.inputOff, h.keepAll, h.broken, h.sums, true}
+		cs.Hist = histSnap{Blocks: h.blocks, MaxSeq: h.maxSeq, Prompts: h.prompts, PromptEnd: h.promptEnd, Inputs: h.inputs,
+			InputOff: h.inputOff, KeepAll: h.keepAll, Broken: h.broken, Sums: h.sums, Summed: true, PerDrop: true}
+		for _, d := range c.drops {
+			cs.Hist.Drops = append(cs.Hist.Drops, dropSnap{d.sums, d.blocks, d.prompts, d.inputs, d.blockLo, d.promptLo, d.inputLo,
+				d.hi, d.unseq, d.spool0, d.maxSeq, bytes.TrimRight(d.idMin[:], "\x00"), bytes.TrimRight(d.idMax[:], "\x00")})
+		}
+		for _, id := range sortedKeys(c.spans) {
+			cs.Spans = append(cs.Spans, blockSeqs{id, c.spans[id].begin, c.spans[id].end})
+		}
 		for _, p := range c.prompts {
-			cs.Prompts = append(cs.Prompts, promptSnap{p.lineStart, p.lineEnd, p.ts, p.cwd, p.exit, p.blockID})
+			cs.Prompts = append(cs.Prompts, promptSnap{p.lineStart, p.lineEnd, p.ts, p.cwd, p.exit, p.blockID, p.seq})
 		}
 		for _, b := range c.blocks {
 			cs.Blocks = append(cs.Blocks, *b)
@@ -133,7 +175,7 @@ func (m *model) encode() ([]byte, error) {
 			cs.BlkDrop = append(cs.BlkDrop, blockDrop{b, c.blkDrop[b]})
 		}
 		for _, in := range c.inputs {
-			cs.Inputs = append(cs.Inputs, inputSnap{in.off, in.source, in.blockID, in.data})
+			cs.Inputs = append(cs.Inputs, inputSnap{in.off, in.source, in.blockID, in.data, in.seq})
 		}
 		sn.Convs = append(sn.Convs, cs)
 	}
@@ -163,12 +205,26 @@ func (m *model) decode(body []byte) error {
 		if !h.Summed && (h.Blocks > 0 || h.Prompts > 0 || h.Inputs > 0) {
 			return fmt.Errorf("conversation %q: dropped records without their sums", cs.ID)
 		}
+		if !h.PerDrop {
+			return fmt.Errorf("conversation %q: no seqs of its records (written before drops kept their own sums)", cs.ID)
+		}
 		c.hist = history{h.Blocks, h.MaxSeq, h.Prompts, h.PromptEnd, h.Inputs, h.InputOff, h.KeepAll || c.hist.keepAll, h.Broken, h.Sums}
+		for _, d := range h.Drops {
+			if d.Blocks < 0 || d.Prompts < 0 || d.Inputs < 0 || len(d.IDMin) > len(idKey{}) || len(d.IDMax) > len(idKey{}) {
+				return fmt.Errorf("conversation %q: a drop of negative counts or long keys", cs.ID)
+			}
+			c.drops = append(c.drops, pastDrop{sums: d.Sums, blocks: d.Blocks, prompts: d.Prompts, inputs: d.Inputs, blockLo: d.BlockLo,
+				promptLo: d.PromptLo, inputLo: d.InputLo, hi: d.Hi, unseq: d.Unseq, spool0: d.Spool0, maxSeq: d.MaxSeq,
+				idMin: keyOf(string(d.IDMin)), idMax: keyOf(string(d.IDMax))})
+		}
+		for _, sp := range cs.Spans {
+			c.spans[sp.Block] = seqSpan{sp.Begin, sp.End}
+		}
 		for _, d := range cs.BlkDrop {
 			c.blkDrop[d.Block] = d.Dropped
 		}
 		for _, p := range cs.Prompts {
-			c.prompts = append(c.prompts, promptRec{p.Start, p.End, p.TS, p.Cwd, p.Exit, p.BlockID})
+			c.prompts = append(c.prompts, promptRec{p.Start, p.End, p.TS, p.Cwd, p.Exit, p.BlockID, p.Seq})
 		}
 		for i := range cs.Blocks {
 			b := cs.Blocks[i]
@@ -187,7 +243,7 @@ func (m *model) decode(body []byte) error {
 			if in.Off < 0 || in.Off > cs.Size {
 				return fmt.Errorf("input at %d outside the spool [0, %d]", in.Off, cs.Size)
 			}
-			c.inputs = append(c.inputs, inputRec{in.Off, in.Source, in.Block, in.Data})
+			c.inputs = append(c.inputs, inputRec{in.Off, in.Source, in.Block, in.Data, in.Seq})
 		}
 		if c.active != "" && c.byID[c.active] == nil {
 			return fmt.Errorf("conversation %q: active block %q unknown", cs.ID, c.active)

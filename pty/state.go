@@ -25,6 +25,7 @@ type promptRec struct {
 	cwd       string
 	exit      *int
 	blockID   string
+	seq       uint64 // the log seq of its pty.prompt
 }
 
 // convState is what the log says about one conversation. It is built only
@@ -47,18 +48,21 @@ type convState struct {
 	live    bool              // a started shell has no pty.session.ended yet
 	cols    int
 	rows    int
-	dropped int64            // output bytes dropped past a cap (pty.truncated), whole conversation
-	blkDrop map[string]int64 // block id → bytes dropped, for a block still open
-	inputs  []inputRec       // what was typed, where (input.go)
-	hist    history          // the past dropped from blocks, prompts, outputs and inputs (history.go)
-	replay  bool             // a replayed history (history.go): no tail, no trimming
-	keep    int              // recent blocks kept (model.keep)
-	changed chan struct{}    // closed and replaced on every change
+	dropped int64              // output bytes dropped past a cap (pty.truncated), whole conversation
+	blkDrop map[string]int64   // block id → bytes dropped, for a block still open
+	inputs  []inputRec         // what was typed, where (input.go)
+	hist    history            // the past dropped from blocks, prompts, outputs and inputs (history.go)
+	replay  bool               // a replayed history (history.go): no tail, no trimming
+	at      uint64             // the log seq of the event being applied
+	spans   map[string]seqSpan // block id → the log seqs of its BEGIN and END (history_drops.go)
+	drops   []pastDrop         // what each trim dropped, oldest first (history_drops.go)
+	keep    int                // recent blocks kept (model.keep)
+	changed chan struct{}      // closed and replaced on every change
 }
 
 func newConvState(id string, keep int) *convState {
 	c := &convState{id: id, keep: keep, byID: map[string]*events.Block{}, outputs: map[string][]span{},
-		blkDrop: map[string]int64{}, changed: make(chan struct{})}
+		blkDrop: map[string]int64{}, spans: map[string]seqSpan{}, changed: make(chan struct{})}
 	// A conversation whose id is no path has no events view to replay.
 	c.hist.keepAll = validConv(id) != nil
 	return c
@@ -188,6 +192,7 @@ func (m *model) observe(ev *events.Event) {
 	}
 	c := m.conv(ev.Stream)
 	trackOpen(&m.openBlocks, &m.openShells, ev.Stream, p)
+	c.at = ev.Seq
 	c.apply(p)
 	c.notify()
 }
@@ -208,15 +213,18 @@ func (c *convState) apply(p any) {
 		c.hist.checkBlock(c, b, true)
 		c.blocks = append(c.blocks, &b)
 		c.byID[b.BlockID] = &b
+		c.spans[b.BlockID] = seqSpan{c.at, c.at}
 		c.active = b.BlockID
 	case *events.PtyBlockEnd:
 		b := d.Block
 		c.hist.checkBlock(c, b, false)
 		if old := c.byID[b.BlockID]; old != nil {
 			*old = b
+			c.spans[b.BlockID] = seqSpan{c.spans[b.BlockID].begin, c.at}
 		} else {
 			c.blocks = append(c.blocks, &b)
 			c.byID[b.BlockID] = &b
+			c.spans[b.BlockID] = seqSpan{c.at, c.at}
 		}
 		if c.active == b.BlockID {
 			c.active = ""
@@ -250,7 +258,7 @@ func (c *convState) apply(p any) {
 			start++
 		}
 		c.prompts = append(c.prompts, promptRec{lineStart: start, lineEnd: d.SpoolOffset + int64(len(line)),
-			ts: d.PromptTS, cwd: d.Cwd, exit: d.ExitCode, blockID: d.BlockID})
+			ts: d.PromptTS, cwd: d.Cwd, exit: d.ExitCode, blockID: d.BlockID, seq: c.at})
 	}
 }
 
