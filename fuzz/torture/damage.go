@@ -335,8 +335,14 @@ func (m *matrix) runCase(ctx context.Context, dc DamageCase) (r DamageResult) {
 		r.Violations = append(r.Violations, "harness: copy the fixture: "+err.Error())
 		return r
 	}
-	h := filepath.Join(m.caseRoot, "home")
-	arch := filepath.Join(m.caseRoot, "archive")
+	homeName, archName := "home", "archive"
+	if v, ok := m.fx.variants[k.Made]; ok {
+		// A home of its own (fixture.variants); compact archives it
+		// beside it.
+		homeName, archName = v, v+"-archive"
+	}
+	h := filepath.Join(m.caseRoot, homeName)
+	arch := filepath.Join(m.caseRoot, archName)
 	if p, ok := m.fx.placed[k.Name]; ok {
 		os.WriteFile(filepath.Join(h, filepath.FromSlash(p.rel)), p.data, 0o600)
 	}
@@ -354,7 +360,7 @@ func (m *matrix) runCase(ctx context.Context, dc DamageCase) (r DamageResult) {
 		r.File = pastView // the file the reads of the past read back
 	}
 	target := filepath.Join(dir, filepath.FromSlash(r.File))
-	acked := copies(filepath.Join(m.tpl, "home"), filepath.Join(m.tpl, "archive"))
+	acked := copies(filepath.Join(m.tpl, homeName), filepath.Join(m.tpl, archName))
 
 	var nobody bool
 	var listener *trapListener
@@ -377,7 +383,7 @@ func (m *matrix) runCase(ctx context.Context, dc DamageCase) (r DamageResult) {
 	case "delete":
 		os.RemoveAll(target)
 	case "foreign":
-		od := filepath.Join(m.other, "home")
+		od := filepath.Join(m.other, homeName)
 		if k.Root == home.RootArchive {
 			od = filepath.Join(m.other, "archive")
 		}

@@ -32,6 +32,11 @@ type fixture struct {
 	// past: the reads of fx's dropped past and their answers
 	// (damage_past.go); nil when the fixture ran no blocks of the past.
 	past []pastRead
+	// variants: the homes beside home/ where the kinds of a Made are
+	// damaged, because only such a home makes them or leaves them where a
+	// command writes them again: Made → the home's directory name under
+	// root (a mandate resumed at start-up, damage_resume.go).
+	variants map[string]string
 }
 
 type placedFile struct {
@@ -45,7 +50,6 @@ var naKinds = map[string]string{
 	home.MadeByShip:       "needs a NATS JetStream stream (cmlab ship); the matrix starts none yet",
 	home.MadeByLiveDaemon: "a Unix socket holds no bytes to damage; every serve replaces a stale one (discovery.Listen) and every dial checks its peer with SO_PEERCRED (TestDaemonSocketPeerChecked, TestImpostorNeverGetsOperatorToken)",
 	home.MadeByReplay:     "only in a home made by cmlab replay --into (served read-only)",
-	home.MadeByResume:     "needs a mandate resumed by the daemon at start-up",
 	home.MadeByAdopt:      "only in a home content-machine wrote before cmlab first opened it (engine/adopt.go; TestAdoptSetsAsideWhatItCannotRead damages its inputs); the report itself is read by status only, which ignores an unreadable one",
 }
 
@@ -54,7 +58,8 @@ var naKinds = map[string]string{
 // malformed foreign feedback line set aside to quarantine/), a clean stop,
 // a daemon killed with SIGKILL (its stale state/daemon.json kept aside),
 // another clean start and stop, compaction into root/archive and a wal
-// verify. posts is the number of feedback posts (more: more segments).
+// verify; and beside it the home of a mandate resumed at start-up
+// (damage_resume.go). posts is the number of feedback posts (more: more segments).
 func buildFixture(ctx context.Context, bin, root string, posts int) (*fixture, error) {
 	return buildFixtureOf(ctx, bin, root, posts, false)
 }
@@ -64,7 +69,7 @@ func buildFixture(ctx context.Context, bin, root string, posts int) (*fixture, e
 // recorded (damage_past.go).
 func buildFixtureOf(ctx context.Context, bin, root string, posts int, past bool) (*fixture, error) {
 	f := &fixture{root: root, home: filepath.Join(root, "home"), archive: filepath.Join(root, "archive"),
-		runs: filepath.Join(root, "runs"), placed: map[string]placedFile{}, made: map[string]bool{}}
+		runs: filepath.Join(root, "runs"), placed: map[string]placedFile{}, made: map[string]bool{}, variants: map[string]string{}}
 	if err := os.MkdirAll(f.home, 0o700); err != nil {
 		return nil, err
 	}
@@ -165,6 +170,11 @@ func buildFixtureOf(ctx context.Context, bin, root string, posts int, past bool)
 			return nil, fmt.Errorf("fixture: cmlab %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
+	if err := buildResumeHome(ctx, bin, root); err != nil {
+		return nil, err
+	}
+	f.variants[home.MadeByResume] = resumeHomeName
+
 	// Placed: the marker of a view swap a crash interrupted after its last
 	// rename, and the flag a salvage leaves until the views are regenerated.
 	f.placed["regen-marker"] = placedFile{rel: "state/regen.json", data: []byte(`{"version":1,"moves":[],"removes":[]}` + "\n")}
@@ -185,6 +195,9 @@ func buildFixtureOf(ctx context.Context, bin, root string, posts int, past bool)
 func (f *fixture) dirOf(k home.Kind) string {
 	if k.Root == home.RootArchive {
 		return f.archive
+	}
+	if v, ok := f.variants[k.Made]; ok {
+		return filepath.Join(f.root, v)
 	}
 	return f.home
 }

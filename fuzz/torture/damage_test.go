@@ -16,7 +16,8 @@ import (
 
 // TestDamageKindsCovered: the fixture of the damage matrix holds a file of
 // every kind home.Kinds lists (or the kind is named n/a with a reason), and
-// every file it holds is of a listed kind. A new kind of file joins the
+// every file it holds, in its home, archive and variant homes, is of a
+// listed kind. A new kind of file joins the
 // matrix by being listed in home.Kinds; a file of no kind fails here.
 func TestDamageKindsCovered(t *testing.T) {
 	if testing.Short() {
@@ -35,7 +36,12 @@ func TestDamageKindsCovered(t *testing.T) {
 		}
 	}
 	var unlisted []string
-	for _, root := range []struct{ name, dir string }{{home.RootHome, fx.home}, {home.RootArchive, fx.archive}} {
+	type root struct{ name, dir string }
+	roots := []root{{home.RootHome, fx.home}, {home.RootArchive, fx.archive}}
+	for _, v := range fx.variants {
+		roots = append(roots, root{home.RootHome, filepath.Join(fx.root, v)})
+	}
+	for _, root := range roots {
 		filepath.Walk(root.dir, func(p string, fi os.FileInfo, err error) error {
 			if err != nil || fi.IsDir() {
 				return nil
