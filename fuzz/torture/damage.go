@@ -43,6 +43,8 @@ import (
 //   - nothing is sent to an unauthenticated listener: in the stale
 //     daemon.json case a listener of ours holds the recorded port (and a
 //     live process of ours the recorded pid) and must receive nothing;
+//   - a home made by cmlab replay --into takes no write while its mark,
+//     state/replayed.json, is there, damaged or not;
 //   - the terminal's dropped past reads back as it was, or is refused:
 //     after serve cases of view-pty and snapshot, and in the one cell of
 //     the flip-live damage (a digit of a dropped block's command changed
@@ -492,6 +494,9 @@ func (m *matrix) runCase(ctx context.Context, dc DamageCase) (r DamageResult) {
 	os.Chmod(target, 0o700)
 	after := copies(h, arch)
 	r.Violations = append(r.Violations, checkCase(code, out, dc.Command == "salvage", acked, before, after)...)
+	if k.Made == home.MadeByReplay {
+		r.Violations = append(r.Violations, checkReplayed(dc.Damage, before, after)...)
+	}
 	if changed := treeChanged(outsideBefore, treeState(outside)); changed != "" {
 		r.Violations = append(r.Violations, "wrote outside the home, through the link: "+changed)
 	}
@@ -540,6 +545,17 @@ func checkCase(code int, out string, salvage bool, acked, before, after map[stri
 		v = append(v, fmt.Sprintf("exit %d without naming the command that fixes it", code))
 	}
 	return v
+}
+
+// checkReplayed is the invariant of a home made by cmlab replay --into: a
+// replay is history, so while its mark (state/replayed.json) is there,
+// damaged or not, no command appends to its log; deleted, the home is one
+// like any other. before and after are the events of every copy.
+func checkReplayed(damage string, before, after map[string]uint64) []string {
+	if n := len(missing(after, before)); n > 0 && damage != "delete" {
+		return []string{fmt.Sprintf("a replayed home took a write: %d event(s) appended", n)}
+	}
+	return nil
 }
 
 // intersect is the ids of a that b holds too.

@@ -35,7 +35,8 @@ type fixture struct {
 	// variants: the homes beside home/ where the kinds of a Made are
 	// damaged, because only such a home makes them or leaves them where a
 	// command writes them again: Made → the home's directory name under
-	// root (a mandate resumed at start-up, damage_resume.go).
+	// root (a mandate resumed at start-up, damage_resume.go; a home made
+	// by cmlab replay --into).
 	variants map[string]string
 }
 
@@ -49,7 +50,6 @@ type placedFile struct {
 var naKinds = map[string]string{
 	home.MadeByShip:       "needs a NATS JetStream stream (cmlab ship); the matrix starts none yet",
 	home.MadeByLiveDaemon: "a Unix socket holds no bytes to damage; every serve replaces a stale one (discovery.Listen) and every dial checks its peer with SO_PEERCRED (TestDaemonSocketPeerChecked, TestImpostorNeverGetsOperatorToken)",
-	home.MadeByReplay:     "only in a home made by cmlab replay --into (served read-only)",
 	home.MadeByAdopt:      "only in a home content-machine wrote before cmlab first opened it (engine/adopt.go; TestAdoptSetsAsideWhatItCannotRead damages its inputs); the report itself is read by status only, which ignores an unreadable one",
 }
 
@@ -59,7 +59,7 @@ var naKinds = map[string]string{
 // a daemon killed with SIGKILL (its stale state/daemon.json kept aside),
 // another clean start and stop, compaction into root/archive and a wal
 // verify; and beside it the home of a mandate resumed at start-up
-// (damage_resume.go). posts is the number of feedback posts (more: more segments).
+// (damage_resume.go) and a home made by cmlab replay --into. posts is the number of feedback posts (more: more segments).
 func buildFixture(ctx context.Context, bin, root string, posts int) (*fixture, error) {
 	return buildFixtureOf(ctx, bin, root, posts, false)
 }
@@ -165,6 +165,9 @@ func buildFixtureOf(ctx context.Context, bin, root string, posts int, past bool)
 	for _, args := range [][]string{
 		{"compact", "--home", f.home, "--archive", f.archive, "--resume-window", "1ms"},
 		{"wal", "verify", "--home", f.home},
+		// A home made by replay --into: the past up to seq 20, with its
+		// state/replayed.json; served read-only, it takes no write.
+		{"replay", "--home", f.home, "--to", "20", "--into", filepath.Join(root, replayHomeName)},
 	} {
 		if out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("fixture: cmlab %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -174,6 +177,7 @@ func buildFixtureOf(ctx context.Context, bin, root string, posts int, past bool)
 		return nil, err
 	}
 	f.variants[home.MadeByResume] = resumeHomeName
+	f.variants[home.MadeByReplay] = replayHomeName
 
 	// Placed: the marker of a view swap a crash interrupted after its last
 	// rename, and the flag a salvage leaves until the views are regenerated.
@@ -190,6 +194,10 @@ func buildFixtureOf(ctx context.Context, bin, root string, posts int, past bool)
 	}
 	return f, nil
 }
+
+// replayHomeName is the directory, under the fixture's root, of the home
+// made by cmlab replay --into.
+const replayHomeName = "replayed"
 
 // dirOf is the directory a kind's pattern is relative to.
 func (f *fixture) dirOf(k home.Kind) string {
