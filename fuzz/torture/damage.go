@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -60,7 +61,22 @@ var DamageCommands = []string{"serve", "status", "recover", "salvage", "compact"
 
 // naCommands are commands the matrix cannot run yet, with why.
 var naCommands = map[string]string{
-	"restore": "restores from a NATS JetStream stream into a new directory: it opens no damaged home, and the matrix starts no stream yet",
+	"restore": "restores from a NATS JetStream stream into a new directory: it opens no damaged home, and the matrix has no NATS server (--nats URL)",
+}
+
+// naCommand says why command cannot run on a case of kind k (ok false:
+// it can); nats: the matrix has a NATS server. restore reads the stream
+// and, of the damaged files, only the archive (its ship key, with
+// --key-from-archive).
+func naCommand(command string, k home.Kind, nats bool) (string, bool) {
+	if command == "restore" && nats {
+		if k.Root != home.RootArchive {
+			return "restore builds a new home from the stream and the archive's ship key: it reads no file of the damaged home", true
+		}
+		return "", false
+	}
+	why, ok := naCommands[command]
+	return why, ok
 }
 
 // DamageOptions configure RunDamage.
@@ -77,6 +93,10 @@ type DamageOptions struct {
 	Posts int
 	// Filter, when set, keeps only the cases it accepts (before sampling).
 	Filter func(DamageCase) bool
+	// NATS is the URL of a NATS server with JetStream: the fixture is
+	// shipped there, which makes the ship kinds, and restore runs
+	// (damage_ship.go). Without it they are n/a.
+	NATS string
 }
 
 // DamageCase is one cell of the matrix.
@@ -211,7 +231,7 @@ func (m *matrix) setup(ctx context.Context) error {
 		return err
 	}
 	m.caseRoot = filepath.Join(m.work, "case")
-	fx, err := buildFixtureOf(ctx, m.bin, m.caseRoot, m.o.Posts, true)
+	fx, err := buildFixtureOf(ctx, m.bin, m.caseRoot, m.o.Posts, true, m.o.NATS)
 	if err != nil {
 		return err
 	}
@@ -221,7 +241,7 @@ func (m *matrix) setup(ctx context.Context) error {
 		return err
 	}
 	otherRoot := filepath.Join(m.work, "other")
-	ofx, err := buildFixture(ctx, m.bin, otherRoot, max(8, m.o.Posts/4))
+	ofx, err := buildFixture(ctx, m.bin, otherRoot, max(8, m.o.Posts/4), m.o.NATS)
 	if err != nil {
 		return err
 	}
@@ -291,11 +311,11 @@ func kindByName(name string) home.Kind {
 func (m *matrix) runCase(ctx context.Context, dc DamageCase) (r DamageResult) {
 	r.DamageCase = dc
 	k := kindByName(dc.Kind)
-	if why, ok := naKinds[k.Made]; ok {
+	if why, ok := naKind(k, m.o.NATS != ""); ok {
 		r.NA = why
 		return r
 	}
-	if why, ok := naCommands[dc.Command]; ok {
+	if why, ok := naCommand(dc.Command, k, m.o.NATS != ""); ok {
 		r.NA = why
 		return r
 	}
@@ -493,6 +513,9 @@ func (m *matrix) runCase(ctx context.Context, dc DamageCase) (r DamageResult) {
 	}
 	os.Chmod(target, 0o700)
 	after := copies(h, arch)
+	if dc.Command == "restore" { // the restored home is a copy too
+		maps.Copy(after, copies(filepath.Join(m.caseRoot, "restored"), ""))
+	}
 	r.Violations = append(r.Violations, checkCase(code, out, dc.Command == "salvage", acked, before, after)...)
 	if k.Made == home.MadeByReplay {
 		r.Violations = append(r.Violations, checkReplayed(dc.Damage, before, after)...)
@@ -613,6 +636,11 @@ func (m *matrix) runCommand(ctx context.Context, name, h, arch string, nobody bo
 	if name == "serve" {
 		return m.runServe(ctx, h, nobody, past, live)
 	}
+	if name == "restore" {
+		id, _ := os.ReadFile(filepath.Join(m.tpl, "home", "state", "home-id")) // the operator knows it
+		return m.runArgs(ctx, []string{"restore", "--nats", m.o.NATS, "--home-id", strings.TrimSpace(string(id)),
+			"--key-from-archive", arch, "--into", filepath.Join(m.caseRoot, "restored")}, nobody)
+	}
 	args := map[string][]string{
 		"status":     {"status"},
 		"recover":    {"recover"},
@@ -622,7 +650,12 @@ func (m *matrix) runCommand(ctx context.Context, name, h, arch string, nobody bo
 		"rebuild":    {"rebuild"},
 		"write":      {"feedback", "add", "--notes", "damage matrix"},
 	}[name]
-	cmd := exec.CommandContext(ctx, m.bin, append(append([]string{}, args...), "--home", h)...)
+	return m.runArgs(ctx, append(append([]string{}, args...), "--home", h), nobody)
+}
+
+// runArgs runs the binary with args (as uid 65534 when nobody).
+func (m *matrix) runArgs(ctx context.Context, args []string, nobody bool) (int, string, []string) {
+	cmd := exec.CommandContext(ctx, m.bin, args...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	cmd.Dir = m.work

@@ -47,8 +47,9 @@ type placedFile struct {
 
 // naKinds are kinds the matrix cannot make yet, with why; every other
 // kind of home.Kinds must be made by buildFixture (TestDamageKindsCovered).
+// The ship kinds are made when the matrix has a NATS server (naKind).
 var naKinds = map[string]string{
-	home.MadeByShip:       "needs a NATS JetStream stream (cmlab ship); the matrix starts none yet",
+	home.MadeByShip:       "needs a NATS JetStream stream (cmlab ship): pass --nats URL",
 	home.MadeByLiveDaemon: "a Unix socket holds no bytes to damage; every serve replaces a stale one (discovery.Listen) and every dial checks its peer with SO_PEERCRED (TestDaemonSocketPeerChecked, TestImpostorNeverGetsOperatorToken)",
 	home.MadeByAdopt:      "only in a home content-machine wrote before cmlab first opened it (engine/adopt.go; TestAdoptSetsAsideWhatItCannotRead damages its inputs); the report itself is read by status only, which ignores an unreadable one",
 }
@@ -60,14 +61,16 @@ var naKinds = map[string]string{
 // another clean start and stop, compaction into root/archive and a wal
 // verify; and beside it the home of a mandate resumed at start-up
 // (damage_resume.go) and a home made by cmlab replay --into. posts is the number of feedback posts (more: more segments).
-func buildFixture(ctx context.Context, bin, root string, posts int) (*fixture, error) {
-	return buildFixtureOf(ctx, bin, root, posts, false)
+// nats, when set, is the URL of a NATS server with JetStream the home is
+// shipped to (damage_ship.go).
+func buildFixture(ctx context.Context, bin, root string, posts int, nats string) (*fixture, error) {
+	return buildFixtureOf(ctx, bin, root, posts, false, nats)
 }
 
 // buildFixtureOf is buildFixture; past: the terminal conversation runs
 // past its history bound and the answers of reads of its dropped past are
 // recorded (damage_past.go).
-func buildFixtureOf(ctx context.Context, bin, root string, posts int, past bool) (*fixture, error) {
+func buildFixtureOf(ctx context.Context, bin, root string, posts int, past bool, nats string) (*fixture, error) {
 	f := &fixture{root: root, home: filepath.Join(root, "home"), archive: filepath.Join(root, "archive"),
 		runs: filepath.Join(root, "runs"), placed: map[string]placedFile{}, made: map[string]bool{}, variants: map[string]string{}}
 	if err := os.MkdirAll(f.home, 0o700); err != nil {
@@ -162,6 +165,12 @@ func buildFixtureOf(ctx context.Context, bin, root string, posts int, past bool)
 	if err := d.stop(30 * time.Second); err != nil {
 		return nil, fmt.Errorf("fixture: stop: %w", err)
 	}
+	// Shipped before compaction, so that the archive keeps the ship key.
+	if nats != "" {
+		if err := shipCaught(ctx, bin, f.home, nats); err != nil {
+			return nil, err
+		}
+	}
 	for _, args := range [][]string{
 		{"compact", "--home", f.home, "--archive", f.archive, "--resume-window", "1ms"},
 		{"wal", "verify", "--home", f.home},
@@ -171,6 +180,11 @@ func buildFixtureOf(ctx context.Context, bin, root string, posts int, past bool)
 	} {
 		if out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("fixture: cmlab %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	if nats != "" { // and whatever compaction appended
+		if err := shipCaught(ctx, bin, f.home, nats); err != nil {
+			return nil, err
 		}
 	}
 	if err := buildResumeHome(ctx, bin, root); err != nil {
@@ -198,6 +212,16 @@ func buildFixtureOf(ctx context.Context, bin, root string, posts int, past bool)
 // replayHomeName is the directory, under the fixture's root, of the home
 // made by cmlab replay --into.
 const replayHomeName = "replayed"
+
+// naKind says why the matrix cannot damage kind k (ok false: it can);
+// nats: it has a NATS server.
+func naKind(k home.Kind, nats bool) (string, bool) {
+	if k.Made == home.MadeByShip && nats {
+		return "", false
+	}
+	why, ok := naKinds[k.Made]
+	return why, ok
+}
 
 // dirOf is the directory a kind's pattern is relative to.
 func (f *fixture) dirOf(k home.Kind) string {

@@ -26,12 +26,12 @@ func TestDamageKindsCovered(t *testing.T) {
 	bin := buildCmlab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	fx, err := buildFixture(ctx, bin, filepath.Join(t.TempDir(), "fx"), 40)
+	fx, err := buildFixture(ctx, bin, filepath.Join(t.TempDir(), "fx"), 40, testNATS(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range home.Kinds {
-		if _, na := naKinds[k.Made]; !na && !fx.made[k.Name] {
+		if _, na := naKind(k, true); !na && !fx.made[k.Name] {
 			t.Errorf("kind %s (%s, made by %q): the fixture holds no file of it and it is not listed n/a", k.Name, k.Pattern, k.Made)
 		}
 	}
@@ -99,12 +99,12 @@ func TestDamageMatrixSampled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	sum, err := RunDamage(ctx, DamageOptions{Binary: bin, Sample: sample, Seed: seed, Out: &out, Posts: 60,
+	sum, err := RunDamage(ctx, DamageOptions{Binary: bin, Sample: sample, Seed: seed, Out: &out, Posts: 60, NATS: testNATS(t),
 		// Cases that cannot run are not worth a slot of the sample.
 		Filter: func(c DamageCase) bool {
 			k := kindByName(c.Kind)
-			_, naK := naKinds[k.Made]
-			_, naC := naCommands[c.Command]
+			_, naK := naKind(k, true)
+			_, naC := naCommand(c.Command, k, true)
 			return !naK && !naC && (c.Damage != "stale-daemon" || c.Kind == "daemon-info")
 		}})
 	t.Log("\n" + out.String())
