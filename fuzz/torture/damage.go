@@ -57,12 +57,18 @@ import (
 var Damages = []string{"flip", "truncate", "delete", "foreign", "symlink-elsewhere", "symlink-wal", "unreadable", "disk-full", "stale-daemon", "flip-live"}
 
 // DamageCommands are the commands that open a home, in matrix order.
-var DamageCommands = []string{"serve", "status", "recover", "salvage", "compact", "wal-verify", "rebuild", "restore", "write"}
+var DamageCommands = []string{"serve", "status", "recover", "salvage", "compact", "wal-verify", "rebuild", "restore", "write", "ship"}
 
 // naCommands are commands the matrix cannot run yet, with why.
 var naCommands = map[string]string{
 	"restore": "restores from a NATS JetStream stream into a new directory: it opens no damaged home, and the matrix has no NATS server (--nats URL)",
+	"ship":    "ships to a NATS JetStream stream: the matrix has no NATS server (--nats URL)",
 }
+
+// shipReads are the kinds cmlab ship reads or writes: the log, the home's
+// id, its ship key, cursor and lock, and their directories.
+var shipReads = map[string]bool{"segment": true, "manifest": true, "verified": true, "wal-lock": true, "home-id": true,
+	"ship-cursor": true, "ship-lock": true, "ship-key": true, "dir-wal": true, "dir-state": true}
 
 // naCommand says why command cannot run on a case of kind k (ok false:
 // it can); nats: the matrix has a NATS server. restore reads the stream
@@ -72,6 +78,12 @@ func naCommand(command string, k home.Kind, nats bool) (string, bool) {
 	if command == "restore" && nats {
 		if k.Root != home.RootArchive {
 			return "restore builds a new home from the stream and the archive's ship key: it reads no file of the damaged home", true
+		}
+		return "", false
+	}
+	if command == "ship" && nats {
+		if !shipReads[k.Name] {
+			return "cmlab ship reads the log, the home's id, its ship key, cursor and lock: not this file", true
 		}
 		return "", false
 	}
@@ -516,7 +528,9 @@ func (m *matrix) runCase(ctx context.Context, dc DamageCase) (r DamageResult) {
 	if dc.Command == "restore" { // the restored home is a copy too
 		maps.Copy(after, copies(filepath.Join(m.caseRoot, "restored"), ""))
 	}
-	r.Violations = append(r.Violations, checkCase(code, out, dc.Command == "salvage", acked, before, after)...)
+	// Salvage reports the loss it accepts; ship follows the log until the
+	// matrix stops it (its exit 0 says it stopped when asked).
+	r.Violations = append(r.Violations, checkCase(code, out, dc.Command == "salvage" || dc.Command == "ship", acked, before, after)...)
 	if k.Made == home.MadeByReplay {
 		r.Violations = append(r.Violations, checkReplayed(dc.Damage, before, after)...)
 	}
@@ -542,7 +556,8 @@ var (
 // events the fixture holds; before and after the events found in any copy
 // before and after the command (another home's events a "foreign" copy
 // brought in are not this home's: only acked ones count). salvage: the
-// command is recover --salvage --apply.
+// command's exit 0 claims no whole history (recover --salvage --apply,
+// which reports the loss it accepts; ship, stopped by the matrix).
 func checkCase(code int, out string, salvage bool, acked, before, after map[string]uint64) []string {
 	var v []string
 	switch {
@@ -635,6 +650,9 @@ func (m *matrix) runCommand(ctx context.Context, name, h, arch string, nobody bo
 	defer cancel()
 	if name == "serve" {
 		return m.runServe(ctx, h, nobody, past, live)
+	}
+	if name == "ship" {
+		return m.runShip(ctx, h, nobody)
 	}
 	if name == "restore" {
 		id, _ := os.ReadFile(filepath.Join(m.tpl, "home", "state", "home-id")) // the operator knows it
