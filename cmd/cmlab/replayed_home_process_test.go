@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,17 +20,6 @@ func TestDamagedReplayMark(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "src")
 	if code, _, errs := cliRun(t, nil, "--home", src, "--init", "feedback", "add", "--notes", "one"); code != 0 {
 		t.Fatalf("feedback add = %d %q", code, errs)
-	}
-	lastSeq := func(h string) uint64 {
-		t.Helper()
-		_, out, _ := cliRun(t, nil, "status", "--home", h, "--json")
-		var rep struct {
-			LastSeq uint64 `json:"lastSeq"`
-		}
-		if err := json.Unmarshal([]byte(out), &rep); err != nil {
-			t.Fatalf("status --json: %v %q", err, out)
-		}
-		return rep.LastSeq
 	}
 	for _, tc := range []struct {
 		name   string
@@ -55,13 +43,13 @@ func TestDamagedReplayMark(t *testing.T) {
 			if err := tc.damage(mark); err != nil {
 				t.Fatal(err)
 			}
-			before := lastSeq(into)
+			before := statusLastSeq(t, into)
 			code, out, errs := cliRun(t, nil, "--home", into, "feedback", "add", "--notes", "two")
 			if code != 1 || out != "" || !strings.Contains(errs, mark) || !strings.Contains(errs, "  fix: ") ||
 				!strings.Contains(errs, "cmlab serve --read-only") || !strings.Contains(errs, "--writable") || strings.Contains(errs, "wrote to") {
 				t.Fatalf("write into a replay whose mark is damaged = %d %q %q", code, out, errs)
 			}
-			if after := lastSeq(into); after != before {
+			if after := statusLastSeq(t, into); after != before {
 				t.Fatalf("the refused write appended: last seq %d → %d", before, after)
 			}
 			code, _, errs = cliRun(t, nil, "--home", into, "serve", "--listen", "127.0.0.1:0", "--quiet")
@@ -81,7 +69,7 @@ func TestDamagedReplayMark(t *testing.T) {
 			if code := p.wait(t, 30*time.Second); code != 0 {
 				t.Fatalf("serve --read-only exit %d: %q", code, p.stderr.String())
 			}
-			if after := lastSeq(into); after != before {
+			if after := statusLastSeq(t, into); after != before {
 				t.Fatalf("a refused write appended: last seq %d → %d", before, after)
 			}
 		})

@@ -113,26 +113,20 @@ func (m *matrix) runShip(ctx context.Context, h string, nobody bool) (int, strin
 		st, err := readShipCursor(h)
 		return err == nil && strings.Contains(out.String(), shipStarted) && st.UpdatedAt != before.UpdatedAt && st.Shipped == st.LastSeq
 	}
+	termed := false
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		select {
 		case err := <-exited:
 			return exitOf(ctx, cmd, err), out.String(), nil
-		case <-ctx.Done():
+		case <-ctx.Done(): // the whole group goes
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-exited
 			return -2, out.String(), nil
 		case <-time.After(50 * time.Millisecond):
 		}
-		if caughtUp() || time.Now().After(deadline) {
+		if !termed && (caughtUp() || time.Now().After(deadline)) {
 			cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case err := <-exited:
-				return exitOf(ctx, cmd, err), out.String(), nil
-			case <-ctx.Done():
-				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-				<-exited
-				return -2, out.String(), nil
-			}
+			termed = true
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/shiptest"
 )
 
 // TestDamageKindsCovered: the fixture of the damage matrix holds a file of
@@ -26,7 +27,7 @@ func TestDamageKindsCovered(t *testing.T) {
 	bin := buildCmlab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	fx, err := buildFixture(ctx, bin, filepath.Join(t.TempDir(), "fx"), 40, testNATS(t))
+	fx, err := buildFixture(ctx, bin, filepath.Join(t.TempDir(), "fx"), 40, shiptest.NATS(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestDamageMatrixSampled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	sum, err := RunDamage(ctx, DamageOptions{Binary: bin, Sample: sample, Seed: seed, Out: &out, Posts: 60, NATS: testNATS(t),
+	sum, err := RunDamage(ctx, DamageOptions{Binary: bin, Sample: sample, Seed: seed, Out: &out, Posts: 60, NATS: shiptest.NATS(t),
 		// Cases that cannot run are not worth a slot of the sample.
 		Filter: func(c DamageCase) bool {
 			k := kindByName(c.Kind)
