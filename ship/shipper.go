@@ -67,6 +67,11 @@ func New(opts Options) (*Shipper, error) {
 	if opts.Conn.URL == "" {
 		return nil, errors.New("ship: no NATS URL")
 	}
+	// The id, the key, the lock and the cursor are written in state/:
+	// never through a link.
+	if err := opts.Home.CheckPath("state"); err != nil {
+		return nil, fmt.Errorf("ship: %w", err)
+	}
 	if opts.Replicas == 0 {
 		opts.Replicas = 1
 	}
@@ -90,21 +95,23 @@ func New(opts Options) (*Shipper, error) {
 	}
 	id, err := EnsureHomeID(opts.Home)
 	if err != nil {
-		return nil, fmt.Errorf("ship: home id: %w", err)
+		return nil, fmt.Errorf("ship: home id: %w\n  fix: write the home's id back into state/home-id (state/ship.json's home_id and the compaction archive's ARCHIVE name it)", err)
 	}
 	if opts.Stream == "" {
 		opts.Stream = DefaultStream(id)
 	}
 	key, err := EnsureKey(opts.Home)
 	if err != nil {
-		return nil, fmt.Errorf("ship: ship key: %w", err)
+		// A new key would not check what the old one signed.
+		return nil, fmt.Errorf("ship: ship key: %w\n  fix: copy it back from the compaction archive (cp ARCHIVE/ship-key state/ship-key) or another copy kept off the machine", err)
 	}
 	s := &Shipper{opts: opts, homeID: id, key: key}
 	prev, err := ReadState(opts.Home)
 	switch {
 	case err == nil:
 		if prev.HomeID != id {
-			return nil, fmt.Errorf("%w: %s is the cursor of home %s, this home is %s", ErrOtherHome, opts.Home.Rel(StateFile(opts.Home)), prev.HomeID, id)
+			return nil, fmt.Errorf("%w: %s is the cursor of home %s, this home is %s\n  fix: if state/home-id changed, write the id the cursor names back into it; if the cursor is the wrong file, with no cmlab ship running remove state/ship.json and run 'cmlab ship' again: it goes on from what the stream holds",
+				ErrOtherHome, opts.Home.Rel(StateFile(opts.Home)), prev.HomeID, id)
 		}
 		s.state = prev
 	case !errors.Is(err, os.ErrNotExist):

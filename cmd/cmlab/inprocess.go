@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -34,6 +35,11 @@ func (p *inProcessWrites) wrap(next http.Handler) http.Handler {
 		}
 		if !p.g.writable {
 			m, err := replayedHome(p.h)
+			var ce *cliError
+			if errors.As(err, &ce) { // a damaged mark
+				labapi.WriteError(w, labapi.NewError(ce.Code, ce.Message+": no write went into it", ce.Fix))
+				return
+			}
 			if err != nil {
 				labapi.WriteError(w, labapi.NewError(labapi.CodeInternal, err.Error(), ""))
 				return

@@ -23,24 +23,13 @@ func TestInProcessWritesProcess(t *testing.T) {
 	if code, _, errs := cliRun(t, nil, "--home", src, "replay", "--to", "1", "--into", into); code != 0 {
 		t.Fatalf("replay = %d %q", code, errs)
 	}
-	lastSeq := func(h string) uint64 {
-		t.Helper()
-		_, out, _ := cliRun(t, nil, "status", "--home", h, "--json")
-		var rep struct {
-			LastSeq uint64 `json:"lastSeq"`
-		}
-		if err := json.Unmarshal([]byte(out), &rep); err != nil {
-			t.Fatalf("status --json: %v %q", err, out)
-		}
-		return rep.LastSeq
-	}
-	before := lastSeq(into)
+	before := statusLastSeq(t, into)
 	code, out, errs = cliRun(t, nil, "--home", into, "feedback", "add", "--notes", "two")
 	if code != 1 || out != "" || !strings.Contains(errs, "FORBIDDEN") || !strings.Contains(errs, into+" is a replay of "+src+" up to seq 1: it is read-only") ||
 		!strings.Contains(errs, "  fix: write to the live home ("+src+"), or pass --writable") || strings.Contains(errs, "wrote to") {
 		t.Fatalf("write into a replay = %d %q %q", code, out, errs)
 	}
-	if after := lastSeq(into); after != before {
+	if after := statusLastSeq(t, into); after != before {
 		t.Fatalf("the refused write appended: last seq %d → %d", before, after)
 	}
 	code, out, errs = cliRun(t, nil, "--home", into, "--writable", "feedback", "add", "--notes", "two")
@@ -53,4 +42,17 @@ func TestInProcessWritesProcess(t *testing.T) {
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	p.wait(t, 30*time.Second)
+}
+
+// statusLastSeq is the last seq of h's log as 'cmlab status --json' says.
+func statusLastSeq(t *testing.T, h string) uint64 {
+	t.Helper()
+	_, out, _ := cliRun(t, nil, "status", "--home", h, "--json")
+	var rep struct {
+		LastSeq uint64 `json:"lastSeq"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("status --json: %v %q", err, out)
+	}
+	return rep.LastSeq
 }

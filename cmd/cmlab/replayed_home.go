@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/labapi"
 )
 
 // A home built by 'cmlab replay --into' is a copy of the past: writing
@@ -39,27 +40,42 @@ func markReplayed(into, src home.Home, last uint64) error {
 	return nil
 }
 
-// replayedHome returns the mark of a replayed home, nil for any other.
+// replayedHome returns the mark of a replayed home, nil for any other. A
+// mark that is there but cannot be read (cut, not JSON, unreadable) is a
+// *cliError naming the fix: the home is still a replay, so what takes
+// writes refuses them.
 func replayedHome(h home.Home) (*replayedMark, error) {
-	b, err := os.ReadFile(replayedFile(h))
+	p := replayedFile(h)
+	b, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
 	var m replayedMark
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%s: %w", replayedFile(h), err)
+	if err == nil {
+		if err = json.Unmarshal(b, &m); err == nil {
+			return &m, nil
+		}
 	}
-	return &m, nil
+	return nil, newCLIError(exitError, labapi.CodeForbidden,
+		fmt.Sprintf("%s marks %s as a replay made by 'cmlab replay --into', which takes no write, but it cannot be read (%v)", p, h.Dir, err),
+		"serve the replay with 'cmlab serve --read-only --home "+h.Dir+"'; to write into it anyway pass --writable; if it is no replay, remove "+p)
 }
 
 // serveReplayedGuard makes 'cmlab serve' of a replayed home read-only
-// unless --writable, and says so on stderr.
+// unless --writable, and says so on stderr. A mark that cannot be read
+// refuses the start (naming --read-only) unless --read-only or --writable
+// says what to do.
 func serveReplayedGuard(h home.Home, o *serveOpts, stderr io.Writer) error {
+	if o.readOnly {
+		return nil // asked for: the mark, damaged or not, adds nothing
+	}
 	m, err := replayedHome(h)
-	if err != nil || m == nil || o.readOnly {
+	var ce *cliError
+	if errors.As(err, &ce) && o.writable {
+		fmt.Fprintf(stderr, "cmlab serve: %s; serving it writable (--writable)\n", ce.Message)
+		return nil
+	}
+	if err != nil || m == nil {
 		return err
 	}
 	if o.writable {

@@ -38,16 +38,19 @@ func (o *restoreKeyOpts) key(homeID string, local *home.Home) ([]byte, error) {
 	case o.keyFile != "" && o.keyArchive != "":
 		return nil, &usageError{"--key and --key-from-archive are exclusive"}
 	case o.keyFile != "":
-		return ship.ReadKey(o.keyFile)
+		k, err := ship.ReadKey(o.keyFile)
+		return k, keyFix(err, "--key-from-archive DIR (the home's compaction archive keeps a copy)")
 	case o.keyArchive != "":
 		a, err := wal.ReadArchiveIdentity(o.keyArchive)
 		if err != nil {
-			return nil, err
+			return nil, keyFix(err, "--key FILE (a copy of the home's state/ship-key)")
 		}
 		if a != nil && a.HomeID != "" && a.HomeID != homeID {
-			return nil, fmt.Errorf("%s is the archive of home %s, not of %s: its ship key cannot authenticate this stream", o.keyArchive, a.HomeID, homeID)
+			return nil, keyFix(fmt.Errorf("%s is the archive of home %s, not of %s: its ship key cannot authenticate this stream", o.keyArchive, a.HomeID, homeID),
+				"--key-from-archive with this home's archive, or --key FILE (a copy of its state/ship-key)")
 		}
-		return ship.ReadKey(filepath.Join(o.keyArchive, "ship-key"))
+		k, err := ship.ReadKey(filepath.Join(o.keyArchive, "ship-key"))
+		return k, keyFix(err, "--key FILE (a copy of the home's state/ship-key)")
 	case local != nil:
 		if id, err := home.ReadHomeID(*local); err == nil && id == homeID {
 			if k, err := ship.ReadKey(ship.KeyFile(*local)); err == nil {
@@ -56,6 +59,17 @@ func (o *restoreKeyOpts) key(homeID string, local *home.Home) ([]byte, error) {
 		}
 	}
 	return nil, nil
+}
+
+// keyFix is err (a key given to restore that cannot be used) with its
+// fix: the other way to give the key, else --unauthenticated. Nothing is
+// written before the key is read.
+func keyFix(err error, other string) error {
+	if err == nil {
+		return nil
+	}
+	return &cliError{Code: "BAD_KEY", Message: err.Error(), exit: exitError, cause: err,
+		Fix: "pass " + other + "; if no copy of the key is left, --unauthenticated restores without checking who published the events"}
 }
 
 // restoreFix is the exit-3 error, with its fix, for a stream that cannot

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,27 +11,15 @@ import (
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/shiptest"
 	"github.com/cmlab/cmlab/projections"
 	"github.com/cmlab/cmlab/ship"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // testNATS starts an in-process NATS server with JetStream on 127.0.0.1.
-func testNATS(t *testing.T) string {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return fmt.Sprintf("nats://127.0.0.1:%d", s.Addr().(*net.TCPAddr).Port)
-}
+func testNATS(t *testing.T) string { return shiptest.NATS(t) }
 
 // shipAll ships h's whole log with the ship package and returns its id.
 func shipAll(t *testing.T, h home.Home, url string, last uint64) string {

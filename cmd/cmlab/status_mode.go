@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -20,9 +21,15 @@ func gatherMode(h home.Home, rep *statusReport) {
 		rep.ReadOnly, rep.ReadOnlyReason = true, "the daemon was started read-only: every write is refused"
 	case rep.Daemon != nil && rep.Health != nil:
 	default:
-		if m, err := replayedHome(h); err == nil && m != nil {
+		m, err := replayedHome(h)
+		var ce *cliError
+		switch {
+		case err == nil && m != nil:
 			rep.ReadOnly = true
 			rep.ReadOnlyReason = fmt.Sprintf("a replay of %s up to seq %d ('cmlab serve' serves it read-only unless --writable)", m.From, m.UpToSeq)
+		case errors.As(err, &ce):
+			rep.ReadOnly = true
+			rep.ReadOnlyReason = fmt.Sprintf("a replay whose mark state/replayed.json cannot be read; fix: %s", ce.Fix)
 		}
 	}
 	if a, err := engine.ReadAdoptReport(h); err == nil {

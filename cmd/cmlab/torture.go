@@ -28,6 +28,7 @@ type tortureOpts struct {
 	compact    bool
 	damage     bool
 	only       []string
+	nats       string
 }
 
 // newTortureCmd builds 'cmlab torture': the crash loop of package
@@ -61,13 +62,18 @@ verify, rebuild, in-process writes), each from a copy of one fixture home.
 It checks: no crash, no acknowledged event lost while a copy exists, no exit
 0 while history is missing, every failure names its fix, nothing sent to an
 unproven listener. Whole by default; --sample N runs a seeded sample;
---only PREFIX runs the cases whose kind/damage/command starts with it.`,
+--only PREFIX runs the cases whose kind/damage/command starts with it.
+--nats URL (a NATS server with JetStream; this binary holds none) ships
+the fixture there, so the ship kinds (state/ship.json, ship.lock,
+ship-key, the archive's ship-key) and 'cmlab restore' join the matrix;
+without it they are n/a.`,
 		Example: `  cmlab torture --rounds 5
   cmlab torture --duration 10m --rounds 100000
   cmlab torture --seed 1234 --rounds 20 --keep
   cmlab torture --corruption --sample 200
   cmlab torture --damage --sample 40 --seed 7
-  cmlab torture --damage --only segment/truncate/ --only archive-dir/`,
+  cmlab torture --damage --only segment/truncate/ --only archive-dir/
+  cmlab torture --damage --nats nats://127.0.0.1:4222 --only ship`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bin, err := os.Executable()
@@ -81,7 +87,7 @@ unproven listener. Whole by default; --sample N runs a seeded sample;
 				Workers: o.workers, MinLoad: o.minLoad, MaxLoad: o.maxLoad, Dir: o.dir, Out: g.stdout, Compact: o.compact,
 			}
 			if o.damage {
-				do := torture.DamageOptions{Binary: bin, Dir: o.dir, Sample: o.sample, Seed: o.seed, Keep: o.keep, Out: g.stdout}
+				do := torture.DamageOptions{Binary: bin, Dir: o.dir, Sample: o.sample, Seed: o.seed, Keep: o.keep, Out: g.stdout, NATS: o.nats}
 				if len(o.only) > 0 {
 					do.Filter = func(c torture.DamageCase) bool {
 						for _, p := range o.only {
@@ -134,6 +140,7 @@ unproven listener. Whole by default; --sample N runs a seeded sample;
 	f.BoolVar(&o.corruption, "corruption", false, "run the corruption campaign instead: every byte flip and truncation point of the last two segments of a generated log")
 	f.IntVar(&o.sample, "sample", 0, "with --corruption: try this many random cases of each kind; with --damage: run this many random cases of the matrix (0: all)")
 	f.BoolVar(&o.damage, "damage", false, "run the damage matrix instead: every file kind of a home x every damage x every command that opens a home")
+	f.StringVar(&o.nats, "nats", "", "with --damage: URL of a NATS server with JetStream to ship the fixture to, so the ship kinds and restore run (else n/a)")
 	f.StringArrayVar(&o.only, "only", nil, "with --damage: run only the cases whose kind/damage/command starts with this (repeatable), e.g. segment/truncate/")
 	f.BoolVar(&o.compact, "compact", false, "compact the log: 8 KiB segments, the daemon's policy every 100 ms, and cmlab compact --archive after every kill")
 	return c

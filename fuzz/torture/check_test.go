@@ -70,3 +70,19 @@ func TestDiffViews(t *testing.T) {
 		t.Fatalf("diff %q", d)
 	}
 }
+
+// TestCheckReplayed: an event appended to a replayed home is a violation
+// unless its mark was deleted; moving events (compaction) is not.
+func TestCheckReplayed(t *testing.T) {
+	before := map[string]uint64{"a": 1, "b": 2}
+	grown := map[string]uint64{"a": 1, "b": 2, "c": 3}
+	for _, tc := range []struct {
+		damage string
+		after  map[string]uint64
+		want   int
+	}{{"flip", grown, 1}, {"unreadable", grown, 1}, {"delete", grown, 0}, {"flip", before, 0}} {
+		if got := checkReplayed(tc.damage, before, tc.after); len(got) != tc.want {
+			t.Errorf("%s, %d events after: %q, want %d violation(s)", tc.damage, len(tc.after), got, tc.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -43,6 +44,8 @@ import (
 //   - nothing is sent to an unauthenticated listener: in the stale
 //     daemon.json case a listener of ours holds the recorded port (and a
 //     live process of ours the recorded pid) and must receive nothing;
+//   - a home made by cmlab replay --into takes no write while its mark,
+//     state/replayed.json, is there, damaged or not;
 //   - the terminal's dropped past reads back as it was, or is refused:
 //     after serve cases of view-pty and snapshot, and in the one cell of
 //     the flip-live damage (a digit of a dropped block's command changed
@@ -54,11 +57,38 @@ import (
 var Damages = []string{"flip", "truncate", "delete", "foreign", "symlink-elsewhere", "symlink-wal", "unreadable", "disk-full", "stale-daemon", "flip-live"}
 
 // DamageCommands are the commands that open a home, in matrix order.
-var DamageCommands = []string{"serve", "status", "recover", "salvage", "compact", "wal-verify", "rebuild", "restore", "write"}
+var DamageCommands = []string{"serve", "status", "recover", "salvage", "compact", "wal-verify", "rebuild", "restore", "write", "ship"}
 
 // naCommands are commands the matrix cannot run yet, with why.
 var naCommands = map[string]string{
-	"restore": "restores from a NATS JetStream stream into a new directory: it opens no damaged home, and the matrix starts no stream yet",
+	"restore": "restores from a NATS JetStream stream into a new directory: it opens no damaged home, and the matrix has no NATS server (--nats URL)",
+	"ship":    "ships to a NATS JetStream stream: the matrix has no NATS server (--nats URL)",
+}
+
+// shipReads are the kinds cmlab ship reads or writes: the log, the home's
+// id, its ship key, cursor and lock, and their directories.
+var shipReads = map[string]bool{"segment": true, "manifest": true, "verified": true, "wal-lock": true, "home-id": true,
+	"ship-cursor": true, "ship-lock": true, "ship-key": true, "dir-wal": true, "dir-state": true}
+
+// naCommand says why command cannot run on a case of kind k (ok false:
+// it can); nats: the matrix has a NATS server. restore reads the stream
+// and, of the damaged files, only the archive (its ship key, with
+// --key-from-archive).
+func naCommand(command string, k home.Kind, nats bool) (string, bool) {
+	if command == "restore" && nats {
+		if k.Root != home.RootArchive {
+			return "restore builds a new home from the stream and the archive's ship key: it reads no file of the damaged home", true
+		}
+		return "", false
+	}
+	if command == "ship" && nats {
+		if !shipReads[k.Name] {
+			return "cmlab ship reads the log, the home's id, its ship key, cursor and lock: not this file", true
+		}
+		return "", false
+	}
+	why, ok := naCommands[command]
+	return why, ok
 }
 
 // DamageOptions configure RunDamage.
@@ -75,6 +105,10 @@ type DamageOptions struct {
 	Posts int
 	// Filter, when set, keeps only the cases it accepts (before sampling).
 	Filter func(DamageCase) bool
+	// NATS is the URL of a NATS server with JetStream: the fixture is
+	// shipped there, which makes the ship kinds, and restore runs
+	// (damage_ship.go). Without it they are n/a.
+	NATS string
 }
 
 // DamageCase is one cell of the matrix.
@@ -209,7 +243,7 @@ func (m *matrix) setup(ctx context.Context) error {
 		return err
 	}
 	m.caseRoot = filepath.Join(m.work, "case")
-	fx, err := buildFixtureOf(ctx, m.bin, m.caseRoot, m.o.Posts, true)
+	fx, err := buildFixtureOf(ctx, m.bin, m.caseRoot, m.o.Posts, true, m.o.NATS)
 	if err != nil {
 		return err
 	}
@@ -219,7 +253,7 @@ func (m *matrix) setup(ctx context.Context) error {
 		return err
 	}
 	otherRoot := filepath.Join(m.work, "other")
-	ofx, err := buildFixture(ctx, m.bin, otherRoot, max(8, m.o.Posts/4))
+	ofx, err := buildFixture(ctx, m.bin, otherRoot, max(8, m.o.Posts/4), m.o.NATS)
 	if err != nil {
 		return err
 	}
@@ -289,11 +323,11 @@ func kindByName(name string) home.Kind {
 func (m *matrix) runCase(ctx context.Context, dc DamageCase) (r DamageResult) {
 	r.DamageCase = dc
 	k := kindByName(dc.Kind)
-	if why, ok := naKinds[k.Made]; ok {
+	if why, ok := naKind(k, m.o.NATS != ""); ok {
 		r.NA = why
 		return r
 	}
-	if why, ok := naCommands[dc.Command]; ok {
+	if why, ok := naCommand(dc.Command, k, m.o.NATS != ""); ok {
 		r.NA = why
 		return r
 	}
@@ -335,8 +369,14 @@ func (m *matrix) runCase(ctx context.Context, dc DamageCase) (r DamageResult) {
 		r.Violations = append(r.Violations, "harness: copy the fixture: "+err.Error())
 		return r
 	}
-	h := filepath.Join(m.caseRoot, "home")
-	arch := filepath.Join(m.caseRoot, "archive")
+	homeName, archName := "home", "archive"
+	if v, ok := m.fx.variants[k.Made]; ok {
+		// A home of its own (fixture.variants); compact archives it
+		// beside it.
+		homeName, archName = v, v+"-archive"
+	}
+	h := filepath.Join(m.caseRoot, homeName)
+	arch := filepath.Join(m.caseRoot, archName)
 	if p, ok := m.fx.placed[k.Name]; ok {
 		os.WriteFile(filepath.Join(h, filepath.FromSlash(p.rel)), p.data, 0o600)
 	}
@@ -354,7 +394,7 @@ func (m *matrix) runCase(ctx context.Context, dc DamageCase) (r DamageResult) {
 		r.File = pastView // the file the reads of the past read back
 	}
 	target := filepath.Join(dir, filepath.FromSlash(r.File))
-	acked := copies(filepath.Join(m.tpl, "home"), filepath.Join(m.tpl, "archive"))
+	acked := copies(filepath.Join(m.tpl, homeName), filepath.Join(m.tpl, archName))
 
 	var nobody bool
 	var listener *trapListener
@@ -377,7 +417,7 @@ func (m *matrix) runCase(ctx context.Context, dc DamageCase) (r DamageResult) {
 	case "delete":
 		os.RemoveAll(target)
 	case "foreign":
-		od := filepath.Join(m.other, "home")
+		od := filepath.Join(m.other, homeName)
 		if k.Root == home.RootArchive {
 			od = filepath.Join(m.other, "archive")
 		}
@@ -485,7 +525,15 @@ func (m *matrix) runCase(ctx context.Context, dc DamageCase) (r DamageResult) {
 	}
 	os.Chmod(target, 0o700)
 	after := copies(h, arch)
-	r.Violations = append(r.Violations, checkCase(code, out, dc.Command == "salvage", acked, before, after)...)
+	if dc.Command == "restore" { // the restored home is a copy too
+		maps.Copy(after, copies(filepath.Join(m.caseRoot, "restored"), ""))
+	}
+	// Salvage reports the loss it accepts; ship follows the log until the
+	// matrix stops it (its exit 0 says it stopped when asked).
+	r.Violations = append(r.Violations, checkCase(code, out, dc.Command == "salvage" || dc.Command == "ship", acked, before, after)...)
+	if k.Made == home.MadeByReplay {
+		r.Violations = append(r.Violations, checkReplayed(dc.Damage, before, after)...)
+	}
 	if changed := treeChanged(outsideBefore, treeState(outside)); changed != "" {
 		r.Violations = append(r.Violations, "wrote outside the home, through the link: "+changed)
 	}
@@ -508,7 +556,8 @@ var (
 // events the fixture holds; before and after the events found in any copy
 // before and after the command (another home's events a "foreign" copy
 // brought in are not this home's: only acked ones count). salvage: the
-// command is recover --salvage --apply.
+// command's exit 0 claims no whole history (recover --salvage --apply,
+// which reports the loss it accepts; ship, stopped by the matrix).
 func checkCase(code int, out string, salvage bool, acked, before, after map[string]uint64) []string {
 	var v []string
 	switch {
@@ -534,6 +583,17 @@ func checkCase(code int, out string, salvage bool, acked, before, after map[stri
 		v = append(v, fmt.Sprintf("exit %d without naming the command that fixes it", code))
 	}
 	return v
+}
+
+// checkReplayed is the invariant of a home made by cmlab replay --into: a
+// replay is history, so while its mark (state/replayed.json) is there,
+// damaged or not, no command appends to its log; deleted, the home is one
+// like any other. before and after are the events of every copy.
+func checkReplayed(damage string, before, after map[string]uint64) []string {
+	if n := len(missing(after, before)); n > 0 && damage != "delete" {
+		return []string{fmt.Sprintf("a replayed home took a write: %d event(s) appended", n)}
+	}
+	return nil
 }
 
 // intersect is the ids of a that b holds too.
@@ -591,6 +651,14 @@ func (m *matrix) runCommand(ctx context.Context, name, h, arch string, nobody bo
 	if name == "serve" {
 		return m.runServe(ctx, h, nobody, past, live)
 	}
+	if name == "ship" {
+		return m.runShip(ctx, h, nobody)
+	}
+	if name == "restore" {
+		id, _ := os.ReadFile(filepath.Join(m.tpl, "home", "state", "home-id")) // the operator knows it
+		return m.runArgs(ctx, []string{"restore", "--nats", m.o.NATS, "--home-id", strings.TrimSpace(string(id)),
+			"--key-from-archive", arch, "--into", filepath.Join(m.caseRoot, "restored")}, nobody)
+	}
 	args := map[string][]string{
 		"status":     {"status"},
 		"recover":    {"recover"},
@@ -600,7 +668,12 @@ func (m *matrix) runCommand(ctx context.Context, name, h, arch string, nobody bo
 		"rebuild":    {"rebuild"},
 		"write":      {"feedback", "add", "--notes", "damage matrix"},
 	}[name]
-	cmd := exec.CommandContext(ctx, m.bin, append(append([]string{}, args...), "--home", h)...)
+	return m.runArgs(ctx, append(append([]string{}, args...), "--home", h), nobody)
+}
+
+// runArgs runs the binary with args (as uid 65534 when nobody).
+func (m *matrix) runArgs(ctx context.Context, args []string, nobody bool) (int, string, []string) {
+	cmd := exec.CommandContext(ctx, m.bin, args...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	cmd.Dir = m.work

@@ -32,6 +32,12 @@ type fixture struct {
 	// past: the reads of fx's dropped past and their answers
 	// (damage_past.go); nil when the fixture ran no blocks of the past.
 	past []pastRead
+	// variants: the homes beside home/ where the kinds of a Made are
+	// damaged, because only such a home makes them or leaves them where a
+	// command writes them again: Made → the home's directory name under
+	// root (a mandate resumed at start-up, damage_resume.go; a home made
+	// by cmlab replay --into).
+	variants map[string]string
 }
 
 type placedFile struct {
@@ -41,11 +47,10 @@ type placedFile struct {
 
 // naKinds are kinds the matrix cannot make yet, with why; every other
 // kind of home.Kinds must be made by buildFixture (TestDamageKindsCovered).
+// The ship kinds are made when the matrix has a NATS server (naKind).
 var naKinds = map[string]string{
-	home.MadeByShip:       "needs a NATS JetStream stream (cmlab ship); the matrix starts none yet",
+	home.MadeByShip:       "needs a NATS JetStream stream (cmlab ship): pass --nats URL",
 	home.MadeByLiveDaemon: "a Unix socket holds no bytes to damage; every serve replaces a stale one (discovery.Listen) and every dial checks its peer with SO_PEERCRED (TestDaemonSocketPeerChecked, TestImpostorNeverGetsOperatorToken)",
-	home.MadeByReplay:     "only in a home made by cmlab replay --into (served read-only)",
-	home.MadeByResume:     "needs a mandate resumed by the daemon at start-up",
 	home.MadeByAdopt:      "only in a home content-machine wrote before cmlab first opened it (engine/adopt.go; TestAdoptSetsAsideWhatItCannotRead damages its inputs); the report itself is read by status only, which ignores an unreadable one",
 }
 
@@ -54,17 +59,20 @@ var naKinds = map[string]string{
 // malformed foreign feedback line set aside to quarantine/), a clean stop,
 // a daemon killed with SIGKILL (its stale state/daemon.json kept aside),
 // another clean start and stop, compaction into root/archive and a wal
-// verify. posts is the number of feedback posts (more: more segments).
-func buildFixture(ctx context.Context, bin, root string, posts int) (*fixture, error) {
-	return buildFixtureOf(ctx, bin, root, posts, false)
+// verify; and beside it the home of a mandate resumed at start-up
+// (damage_resume.go) and a home made by cmlab replay --into. posts is the number of feedback posts (more: more segments).
+// nats, when set, is the URL of a NATS server with JetStream the home is
+// shipped to (damage_ship.go).
+func buildFixture(ctx context.Context, bin, root string, posts int, nats string) (*fixture, error) {
+	return buildFixtureOf(ctx, bin, root, posts, false, nats)
 }
 
 // buildFixtureOf is buildFixture; past: the terminal conversation runs
 // past its history bound and the answers of reads of its dropped past are
 // recorded (damage_past.go).
-func buildFixtureOf(ctx context.Context, bin, root string, posts int, past bool) (*fixture, error) {
+func buildFixtureOf(ctx context.Context, bin, root string, posts int, past bool, nats string) (*fixture, error) {
 	f := &fixture{root: root, home: filepath.Join(root, "home"), archive: filepath.Join(root, "archive"),
-		runs: filepath.Join(root, "runs"), placed: map[string]placedFile{}, made: map[string]bool{}}
+		runs: filepath.Join(root, "runs"), placed: map[string]placedFile{}, made: map[string]bool{}, variants: map[string]string{}}
 	if err := os.MkdirAll(f.home, 0o700); err != nil {
 		return nil, err
 	}
@@ -157,14 +165,34 @@ func buildFixtureOf(ctx context.Context, bin, root string, posts int, past bool)
 	if err := d.stop(30 * time.Second); err != nil {
 		return nil, fmt.Errorf("fixture: stop: %w", err)
 	}
+	// Shipped before compaction, so that the archive keeps the ship key.
+	if nats != "" {
+		if err := shipCaught(ctx, bin, f.home, nats); err != nil {
+			return nil, err
+		}
+	}
 	for _, args := range [][]string{
 		{"compact", "--home", f.home, "--archive", f.archive, "--resume-window", "1ms"},
 		{"wal", "verify", "--home", f.home},
+		// A home made by replay --into: the past up to seq 20, with its
+		// state/replayed.json; served read-only, it takes no write.
+		{"replay", "--home", f.home, "--to", "20", "--into", filepath.Join(root, replayHomeName)},
 	} {
 		if out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("fixture: cmlab %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
+	if nats != "" { // and whatever compaction appended
+		if err := shipCaught(ctx, bin, f.home, nats); err != nil {
+			return nil, err
+		}
+	}
+	if err := buildResumeHome(ctx, bin, root); err != nil {
+		return nil, err
+	}
+	f.variants[home.MadeByResume] = resumeHomeName
+	f.variants[home.MadeByReplay] = replayHomeName
+
 	// Placed: the marker of a view swap a crash interrupted after its last
 	// rename, and the flag a salvage leaves until the views are regenerated.
 	f.placed["regen-marker"] = placedFile{rel: "state/regen.json", data: []byte(`{"version":1,"moves":[],"removes":[]}` + "\n")}
@@ -181,10 +209,27 @@ func buildFixtureOf(ctx context.Context, bin, root string, posts int, past bool)
 	return f, nil
 }
 
+// replayHomeName is the directory, under the fixture's root, of the home
+// made by cmlab replay --into.
+const replayHomeName = "replayed"
+
+// naKind says why the matrix cannot damage kind k (ok false: it can);
+// nats: it has a NATS server.
+func naKind(k home.Kind, nats bool) (string, bool) {
+	if k.Made == home.MadeByShip && nats {
+		return "", false
+	}
+	why, ok := naKinds[k.Made]
+	return why, ok
+}
+
 // dirOf is the directory a kind's pattern is relative to.
 func (f *fixture) dirOf(k home.Kind) string {
 	if k.Root == home.RootArchive {
 		return f.archive
+	}
+	if v, ok := f.variants[k.Made]; ok {
+		return filepath.Join(f.root, v)
 	}
 	return f.home
 }

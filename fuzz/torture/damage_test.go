@@ -12,11 +12,13 @@ import (
 	"time"
 
 	"github.com/cmlab/cmlab/home"
+	"github.com/cmlab/cmlab/internal/shiptest"
 )
 
 // TestDamageKindsCovered: the fixture of the damage matrix holds a file of
 // every kind home.Kinds lists (or the kind is named n/a with a reason), and
-// every file it holds is of a listed kind. A new kind of file joins the
+// every file it holds, in its home, archive and variant homes, is of a
+// listed kind. A new kind of file joins the
 // matrix by being listed in home.Kinds; a file of no kind fails here.
 func TestDamageKindsCovered(t *testing.T) {
 	if testing.Short() {
@@ -25,17 +27,22 @@ func TestDamageKindsCovered(t *testing.T) {
 	bin := buildCmlab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	fx, err := buildFixture(ctx, bin, filepath.Join(t.TempDir(), "fx"), 40)
+	fx, err := buildFixture(ctx, bin, filepath.Join(t.TempDir(), "fx"), 40, shiptest.NATS(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range home.Kinds {
-		if _, na := naKinds[k.Made]; !na && !fx.made[k.Name] {
+		if _, na := naKind(k, true); !na && !fx.made[k.Name] {
 			t.Errorf("kind %s (%s, made by %q): the fixture holds no file of it and it is not listed n/a", k.Name, k.Pattern, k.Made)
 		}
 	}
 	var unlisted []string
-	for _, root := range []struct{ name, dir string }{{home.RootHome, fx.home}, {home.RootArchive, fx.archive}} {
+	type root struct{ name, dir string }
+	roots := []root{{home.RootHome, fx.home}, {home.RootArchive, fx.archive}}
+	for _, v := range fx.variants {
+		roots = append(roots, root{home.RootHome, filepath.Join(fx.root, v)})
+	}
+	for _, root := range roots {
 		filepath.Walk(root.dir, func(p string, fi os.FileInfo, err error) error {
 			if err != nil || fi.IsDir() {
 				return nil
@@ -93,12 +100,12 @@ func TestDamageMatrixSampled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	sum, err := RunDamage(ctx, DamageOptions{Binary: bin, Sample: sample, Seed: seed, Out: &out, Posts: 60,
+	sum, err := RunDamage(ctx, DamageOptions{Binary: bin, Sample: sample, Seed: seed, Out: &out, Posts: 60, NATS: shiptest.NATS(t),
 		// Cases that cannot run are not worth a slot of the sample.
 		Filter: func(c DamageCase) bool {
 			k := kindByName(c.Kind)
-			_, naK := naKinds[k.Made]
-			_, naC := naCommands[c.Command]
+			_, naK := naKind(k, true)
+			_, naC := naCommand(c.Command, k, true)
 			return !naK && !naC && (c.Damage != "stale-daemon" || c.Kind == "daemon-info")
 		}})
 	t.Log("\n" + out.String())

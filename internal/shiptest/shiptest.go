@@ -1,21 +1,42 @@
-// Package shiptest holds what the shipping tests of package ship and of
-// the CLI (cmd/cmlab restore, salvage --from-nats) share to play an
-// attacker who may publish to a home's stream: a home's events, an event's
-// log entry re-encoded at another seq, and a forged publish with the
-// home's headers.
+// Package shiptest holds what the shipping tests of package ship, of the
+// CLI (cmd/cmlab restore, salvage --from-nats) and of the damage matrix
+// (fuzz/torture) share: an in-process NATS server with JetStream, and, to
+// play an attacker who may publish to a home's stream, a home's events, an
+// event's log entry re-encoded at another seq, and a forged publish with
+// the home's headers.
 package shiptest
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/cmlab/cmlab/events"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/wal"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// NATS starts an in-process NATS server with JetStream on 127.0.0.1 (its
+// store in a temporary directory), stopped when the test ends, and
+// returns its URL.
+func NATS(t testing.TB) string {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return fmt.Sprintf("nats://127.0.0.1:%d", s.Addr().(*net.TCPAddr).Port)
+}
 
 // LogEvents returns the events of h's log.
 func LogEvents(t testing.TB, h home.Home) []*events.Event {

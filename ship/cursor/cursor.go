@@ -56,7 +56,10 @@ func Read(h home.Home) (State, error) {
 		return s, err
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
-		return s, fmt.Errorf("ship cursor: %s: %w", h.Rel(File(h)), err)
+		// Removing it is safe only before a compaction: without a cursor
+		// nothing holds the unshipped events in the log, and the shipper
+		// reads the log, not the archive.
+		return s, fmt.Errorf("ship cursor: %s: %w; fix: with no cmlab ship running, remove it and run 'cmlab ship --nats URL' before compacting: it writes the cursor again from what the stream holds", h.Rel(File(h)), err)
 	}
 	return s, nil
 }
