@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cmlab/cmlab/engine"
 	"github.com/cmlab/cmlab/home"
 	"github.com/cmlab/cmlab/internal/labtest"
 	"github.com/cmlab/cmlab/labapi"
 	"github.com/cmlab/cmlab/pty"
+	"github.com/cmlab/cmlab/wal"
 )
 
 // boundTimeouts rewrites every timeout_ms of a JSON object body (any case,
@@ -84,6 +86,30 @@ func FuzzPtyBodies(f *testing.F) {
 	// cursor 0 could answer at the shell's first prompt, before the block.
 	if rec := post("/api/pty/conv1/exec_wait", []byte(`{"cmd":"printf 'hello\\r\\nworld\\n'","timeout_ms":15000}`)); rec.Code != http.StatusOK || !bytes.Contains(rec.Body.Bytes(), []byte(`"status":"completed"`)) {
 		f.Fatalf("setup exec_wait: %d %s", rec.Code, rec.Body.Bytes())
+	}
+	// exec_wait answers once the block's END is durable and the terminal's
+	// model has it, which the log does before it moves its LastSeq
+	// (wal.Log.syncPending: Apply, then last): wait for LastSeq to reach
+	// what the log's files hold, or the first body below would see the
+	// setup's last events land (1 run in 40 under -race).
+	r, err := wal.OpenReader(h.WALDir())
+	if err != nil {
+		f.Fatal(err)
+	}
+	onDisk, err := r.LastSeq()
+	if err != nil {
+		f.Fatal(err)
+	}
+	for deadline := time.After(10 * time.Second); ; {
+		changed := eng.Log().Changed()
+		if eng.Log().LastSeq() >= onDisk {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			f.Fatalf("the log's LastSeq %d never reached %d, the last seq in its files", eng.Log().LastSeq(), onDisk)
+		}
 	}
 	routes := []string{
 		"/api/pty/conv1/wait_for", "/api/pty/conv1/wait_prompt", "/api/pty/conv1/read_spool",
