@@ -58,7 +58,7 @@ func replayedHome(h home.Home) (*replayedMark, error) {
 	}
 	return nil, newCLIError(exitError, labapi.CodeForbidden,
 		fmt.Sprintf("%s marks %s as a replay made by 'cmlab replay --into', which takes no write, but it cannot be read (%v)", p, h.Dir, err),
-		"serve the replay with 'cmlab serve --read-only --home "+h.Dir+"'; to write into it anyway pass --writable; if it is no replay, remove "+p)
+		"serve the replay with 'cmlab serve --read-only --home "+home.ShellQuote(h.Dir)+"'; to write into it anyway pass --writable; if it is no replay, remove "+home.ShellQuote(p))
 }
 
 // serveReplayedGuard makes 'cmlab serve' of a replayed home read-only
