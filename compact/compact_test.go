@@ -383,3 +383,33 @@ func TestLoadModelChecksTheSnapshotAgainstTheLog(t *testing.T) {
 		t.Fatalf("LoadModel of a snapshot naming another event at its seq: covers %d, refused %q, %v", got.Covered(), refused, err)
 	}
 }
+
+// TestPlanRefusesAnotherHomesCursor: a state/ship.json that names another
+// home (copied from one, or left after state/home-id changed) says nothing
+// about what this home's stream holds. Trusting its shipped seq let
+// compaction archive events never shipped, which the shipper, reading
+// the log only, could then never send. The plan refuses and names the fix.
+func TestPlanRefusesAnotherHomesCursor(t *testing.T) {
+	th := newTestHome(t)
+	if err := home.WriteHomeID(th.h, "homeA"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cursor.Write(th.h, cursor.State{HomeID: "homeB", Stream: "CMLAB_homeB", Shipped: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Plan(context.Background(), th.eng.Log(), Options{Home: th.h, Now: th.clk.now, Archive: "/x", DryRun: true})
+	if err == nil || !strings.Contains(err.Error(), "homeB") || !strings.Contains(err.Error(), "homeA") || !strings.Contains(err.Error(), "fix:") {
+		t.Fatalf("Plan with another home's cursor = %v; want a refusal naming both ids and the fix", err)
+	}
+	// This home's own cursor holds as before.
+	if err := cursor.Write(th.h, cursor.State{HomeID: "homeA", Stream: "CMLAB_homeA", Shipped: 29}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Plan(context.Background(), th.eng.Log(), Options{Home: th.h, Now: th.clk.now, Archive: "/x", DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := holdOf(t, rep, "ship cursor"); h.Seq != 30 {
+		t.Fatalf("ship cursor hold %+v", h)
+	}
+}
