@@ -57,3 +57,32 @@ func TestShipRefusalsNameTheirFix(t *testing.T) {
 		})
 	}
 }
+
+// TestShipLostHomeIDWritesNothing: a home whose state/home-id is gone
+// while its cursor names the id it shipped under is refused before
+// anything is written: New once made a new id first, then refused on the
+// cursor, and the fix then had to overwrite the id it had just made.
+func TestShipLostHomeIDWritesNothing(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	s, err := New(Options{Home: h, Conn: Conn{URL: "nats://127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.update(func(st *State) { st.Shipped, st.LastSeq = 3, 3 }); err != nil {
+		t.Fatal(err)
+	}
+	id, err := home.ReadHomeID(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(h.HomeIDFile()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(Options{Home: h, Conn: Conn{URL: "nats://127.0.0.1:1"}})
+	if err == nil || !strings.Contains(err.Error(), id) || !strings.Contains(err.Error(), "fix: ") {
+		t.Fatalf("New with state/home-id gone: %v; want a refusal naming %s and the fix", err, id)
+	}
+	if _, err := os.Stat(h.HomeIDFile()); !os.IsNotExist(err) {
+		t.Fatalf("state/home-id after the refusal: %v (a new id was written)", err)
+	}
+}

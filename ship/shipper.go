@@ -93,6 +93,17 @@ func New(opts Options) (*Shipper, error) {
 	if opts.MaxBackoff < opts.MinBackoff {
 		opts.MaxBackoff = max(10*time.Second, opts.MinBackoff)
 	}
+	// A cursor names the id its home shipped under: with state/home-id
+	// gone, a new id would be another home's stream. Refused before
+	// anything is written.
+	if _, err := home.ReadHomeID(opts.Home); errors.Is(err, os.ErrNotExist) {
+		// Only a valid id (letters, digits, _ and -) goes into the printed
+		// command: the cursor's bytes are not to be pasted into a shell.
+		if prev, err := ReadState(opts.Home); err == nil && home.ValidateHomeID(prev.HomeID) == nil {
+			return nil, fmt.Errorf("ship: state/home-id is gone, and %s names the id this home shipped under, %s\n  fix: if this is that home, write the id back (echo %s > state/home-id, from the home) and ship again; if the cursor is another home's, with no cmlab ship running remove state/ship.json and ship again",
+				opts.Home.Rel(StateFile(opts.Home)), prev.HomeID, prev.HomeID)
+		}
+	}
 	id, err := EnsureHomeID(opts.Home)
 	if err != nil {
 		return nil, fmt.Errorf("ship: home id: %w\n  fix: write the home's id back into state/home-id (state/ship.json's home_id and the compaction archive's ARCHIVE name it)", err)
