@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cmlab/cmlab/home"
@@ -32,4 +33,23 @@ func TestResumeLogNeverAppendsThroughALink(t *testing.T) {
 	closeOut()
 	v.Unchanged(t)
 	linktest.Holds(t, p, []byte("resumed\n"))
+}
+
+// TestResumeLogThatCannotBeOpenedNamesItsFix: a resumed mandate's output
+// file that cannot be opened (here a directory in its place) stops the
+// resume, which the daemon logs and tries again at every start; the
+// error it logs names the file and the fix, not the system's error alone.
+func TestResumeLogThatCannotBeOpenedNamesItsFix(t *testing.T) {
+	h := home.Home{Dir: t.TempDir()}
+	p, err := ResumeLogPath(h, "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = ResumeOutputFile(h)("m1")
+	if err == nil || !strings.Contains(err.Error(), "state/resume/m1.log") || !strings.Contains(err.Error(), "fix:") {
+		t.Fatalf("ResumeOutputFile with a directory in its place: %v; want the file and the fix named", err)
+	}
 }

@@ -343,12 +343,17 @@ func ResumeOutputFile(h home.Home) func(mandateID string) (io.Writer, func() err
 		if err != nil {
 			return nil, nil, err
 		}
+		// The resume stops without it and is tried again at every start:
+		// say what to do.
+		cannot := func(err error) error {
+			return fmt.Errorf("the resumed mandate's output %s cannot be opened: %w; fix: make it a file (or remove it: it keeps only output) in a state/resume/ the daemon's user can write, then restart the daemon", h.Rel(p), err)
+		}
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return nil, nil, err
+			return nil, nil, cannot(err)
 		}
 		f, err := home.OpenOwn(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, cannot(err)
 		}
 		return f, f.Close, nil
 	}
