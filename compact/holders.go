@@ -3,7 +3,6 @@ package compact
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"os"
 	"time"
@@ -155,9 +154,10 @@ func unshipped(h home.Home) (uint64, error) {
 	}
 	// A cursor of another home says nothing of what this home's stream
 	// holds: trusting its shipped seq would archive events never shipped.
-	if id, err := home.ReadHomeID(h); err == nil && st.HomeID != "" && st.HomeID != id {
-		return 0, fmt.Errorf("ship cursor: %s is the cursor of home %s, this home is %s: it cannot say which events were shipped\n  fix: if state/home-id changed, write the id the cursor names back into it; if the cursor is the wrong file, with no cmlab ship running remove %s and run 'cmlab ship' before compacting: it writes the cursor again from what the stream holds",
-			h.Rel(cursor.File(h)), st.HomeID, id, h.Rel(cursor.File(h)))
+	if id, err := home.ReadHomeID(h); err == nil && st.HomeID != "" {
+		if err := st.CheckHome(h, id); err != nil {
+			return 0, err
+		}
 	}
 	return st.Shipped + 1, nil
 }

@@ -120,9 +120,8 @@ func New(opts Options) (*Shipper, error) {
 	prev, err := ReadState(opts.Home)
 	switch {
 	case err == nil:
-		if prev.HomeID != id {
-			return nil, fmt.Errorf("%w: %s is the cursor of home %s, this home is %s\n  fix: if state/home-id changed, write the id the cursor names back into it; if the cursor is the wrong file, with no cmlab ship running remove state/ship.json and run 'cmlab ship' again: it goes on from what the stream holds",
-				ErrOtherHome, opts.Home.Rel(StateFile(opts.Home)), prev.HomeID, id)
+		if err := prev.CheckHome(opts.Home, id); err != nil {
+			return nil, err
 		}
 		s.state = prev
 	case !errors.Is(err, os.ErrNotExist):

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cmlab/cmlab/ship/cursor"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -16,7 +17,7 @@ import (
 // Errors of this package; each is wrapped with the details.
 var (
 	// ErrOtherHome: the stream (or the cursor) belongs to another home id.
-	ErrOtherHome = errors.New("ship: another home's stream")
+	ErrOtherHome = cursor.ErrOtherHome
 	// ErrGap: the stream lacks sequences it should hold.
 	ErrGap = errors.New("ship: gap in the stream")
 	// ErrNoStream: the home has no stream on the server.

@@ -7,6 +7,7 @@ package cursor
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,21 @@ import (
 
 	"github.com/cmlab/cmlab/home"
 )
+
+// ErrOtherHome: a stream, or a cursor, of another home id (package ship
+// names it too).
+var ErrOtherHome = errors.New("ship: another home's stream")
+
+// CheckHome refuses a cursor written for another home than id, naming the
+// fix: its shipped seq says nothing of this home's stream (cmlab ship
+// would resume from it, compaction would archive events never shipped).
+func (s State) CheckHome(h home.Home, id string) error {
+	if s.HomeID == id {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is the cursor of home %s, this home is %s\n  fix: if state/home-id changed, write the id the cursor names back into it; if the cursor is the wrong file, with no cmlab ship running remove state/ship.json and run 'cmlab ship' (before compacting): it goes on from what the stream holds",
+		ErrOtherHome, h.Rel(File(h)), s.HomeID, id)
+}
 
 // State is state/ship.json: the shipping cursor and the last error.
 type State struct {
