@@ -24,9 +24,14 @@ import (
 // refused links is taken as holding no video.
 const mp4Keep = 64
 
+// The reports discover takes the first present of, in order.
+var (
+	syncReportNames    = []string{fileSyncReport, "sync-report-attempt1.json"}
+	captionReportNames = []string{fileCaptionReport, "caption-report-attempt1.json", "caption-quality.json"}
+)
+
 // runDirNames are the fixed names discover asks about.
-var runDirNames = []string{fileVideo, fileScript, fileTimestamps, fileVisuals, fileScore,
-	fileSyncReport, "sync-report-attempt1.json", fileCaptionReport, "caption-report-attempt1.json", "caption-quality.json"}
+var runDirNames = slices.Concat([]string{fileVideo, fileScript, fileTimestamps, fileVisuals, fileScore}, syncReportNames, captionReportNames)
 
 // direntBufs are the scan's buffers, reused across scans.
 var direntBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}

@@ -98,8 +98,8 @@ func discover(dir, realDir string, roots []string) discovered {
 		return ""
 	}
 	d.script, d.timestamps, d.visuals, d.score = file(fileScript), file(fileTimestamps), file(fileVisuals), file(fileScore)
-	d.syncReport = first(fileSyncReport, "sync-report-attempt1.json")
-	d.captionReport = first(fileCaptionReport, "caption-report-attempt1.json", "caption-quality.json")
+	d.syncReport = first(syncReportNames...)
+	d.captionReport = first(captionReportNames...)
 	d.video = file(fileVideo)
 	for _, name := range mp4s {
 		if d.video != "" {
