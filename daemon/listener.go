@@ -132,7 +132,8 @@ func (c *cappedConn) ReadFrom(r io.Reader) (int64, error) {
 		return io.Copy(struct{ io.Writer }{c}, r)
 	}
 	src, left := r, int64(math.MaxInt64)
-	if lr, ok := r.(*io.LimitedReader); ok {
+	lr, _ := r.(*io.LimitedReader)
+	if lr != nil {
 		src, left = lr.R, lr.N
 	}
 	var total int64
@@ -142,7 +143,7 @@ func (c *cappedConn) ReadFrom(r io.Reader) (int64, error) {
 		n, err := rf.ReadFrom(&io.LimitedReader{R: src, N: want})
 		c.writing.Store(0)
 		total, left = total+n, left-n
-		if lr, ok := r.(*io.LimitedReader); ok {
+		if lr != nil {
 			lr.N = left
 		}
 		if err != nil || n < want {
