@@ -48,6 +48,15 @@ type Observer interface {
 	Observe(ev *events.Event)
 }
 
+// GroupObserver is an Observer that takes each committed group of events
+// (one Append's, and the others fsynced with it) in one call, so that it
+// can apply them under one lock: a reader then never sees part of a group
+// (a terminal block's prompt without its END).
+type GroupObserver interface {
+	Observer
+	ObserveGroup(evs []*events.Event)
+}
+
 // ResumableObserver is an Observer whose state already covers the log up
 // to Covered() (it keeps it on disk): Subscribe feeds it only the events
 // after that seq.
@@ -536,8 +545,12 @@ func (e *Engine) apply(evs []*events.Event) error {
 	e.applyMu.Unlock()
 
 	e.obsMu.Lock()
-	for _, ev := range evs {
-		for _, o := range e.observers {
+	for _, o := range e.observers {
+		if g, ok := o.(GroupObserver); ok {
+			g.ObserveGroup(evs)
+			continue
+		}
+		for _, ev := range evs {
 			o.Observe(ev)
 		}
 	}

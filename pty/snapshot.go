@@ -286,6 +286,18 @@ func (o managerObserver) Observe(ev *events.Event) {
 	o.m.stateMu.Unlock()
 }
 
+// ObserveGroup implements engine.GroupObserver: a committed group is
+// applied under one hold of the lock, so a waiter woken by a block's
+// prompt reads the model with the block's END applied too (they are
+// appended together).
+func (o managerObserver) ObserveGroup(evs []*events.Event) {
+	o.m.stateMu.Lock()
+	for _, ev := range evs {
+		o.m.observe(ev)
+	}
+	o.m.stateMu.Unlock()
+}
+
 // Covered implements engine.ResumableObserver: the log after it is fed.
 func (o managerObserver) Covered() uint64 {
 	o.m.stateMu.Lock()
